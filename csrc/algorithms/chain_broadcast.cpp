@@ -1,0 +1,46 @@
+#include "algorithms/chain_broadcast.h"
+
+#include <vector>
+
+#include "core/partition.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+void chainBroadcast(UcxTransport& transport, const OpContext& op, void* data, size_t bytes,
+                    int root, const Config& config) {
+  const int n = transport.size();
+  if (n == 1 || bytes == 0) return;
+  const int rank = transport.rank();
+  // Position along the chain that starts at the root.
+  const int position = (rank - root + n) % n;
+  const int previous = (rank - 1 + n) % n;
+  const int next = (rank + 1) % n;
+  const bool receives = position != 0;
+  const bool forwards = position != n - 1;
+
+  const SegmentPlan plan = planSegments(bytes, 1, config.segmentBytes, kMaxSlot + 1);
+  const Range whole{0, bytes};
+  char* base = static_cast<char*>(data);
+
+  std::vector<Request> recvs;
+  if (receives) {
+    for (size_t k = 0; k < plan.segments; ++k) {
+      const Range seg = segmentOf(whole, plan.elemsPerSegment, k);
+      recvs.push_back(transport.irecv(previous, makeTag(previous, op.seq, static_cast<uint32_t>(k)),
+                                      base + seg.offset, seg.count, op));
+    }
+  }
+  std::vector<Request> sends;
+  for (size_t k = 0; k < plan.segments; ++k) {
+    if (receives) transport.wait(recvs[k], op);
+    if (forwards) {
+      const Range seg = segmentOf(whole, plan.elemsPerSegment, k);
+      sends.push_back(transport.isend(next, makeTag(rank, op.seq, static_cast<uint32_t>(k)),
+                                      base + seg.offset, seg.count, op));
+    }
+  }
+  transport.waitAll(sends, op);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,137 @@
+#include "algorithms/ring_allreduce.h"
+
+#include <vector>
+
+#include "core/errors.h"
+#include "core/half_conversion.h"
+#include "core/host_reduce.h"
+#include "core/partition.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+namespace {
+
+// Reduce-scatter step s (0..n-2) sends chunk r-s and receives chunk r-s-1;
+// after n-1 steps rank r holds the full result of chunk r+1. Allgather step t
+// (tag step n-1+t) sends chunk r+1-t and receives chunk r-t.
+class RingAllreduce {
+ public:
+  RingAllreduce(UcxTransport& transport, const OpContext& op, char* data, size_t count,
+                DataType type, ReduceOp reduceOp, const Config& config, Workspace& workspace)
+      : t_(transport), op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
+        n_(transport.size()), rank_(transport.rank()), left_((rank_ - 1 + n_) % n_),
+        right_((rank_ + 1) % n_), esize_(elementSize(type)) {
+    const size_t steps = 2 * static_cast<size_t>(n_ - 1);
+    plan_ = planSegments(chunkOf(count, n_, 0).count, esize_, config.segmentBytes,
+                         (kMaxSlot + 1) / steps);
+    const size_t scratchBytes = plan_.segments * plan_.elemsPerSegment * esize_;
+    scratch_[0] = static_cast<char*>(workspace.get(Workspace::kRecvA, scratchBytes));
+    scratch_[1] = static_cast<char*>(workspace.get(Workspace::kRecvB, scratchBytes));
+  }
+
+  void run() {
+    const int n = n_;
+    std::vector<Request> sends;
+    sends.reserve(2 * static_cast<size_t>(n - 1) * plan_.segments);
+    std::vector<Request> rsRecvs[2];
+    std::vector<std::vector<Request>> agRecvs(static_cast<size_t>(n - 1));
+
+    // Allgather receives land directly in their final place; no other step
+    // writes those bytes after the data can arrive, so post them all now.
+    for (int t = 0; t < n - 1; ++t) {
+      for (size_t k = 0; k < plan_.segments; ++k) {
+        const Range seg = segment(rank_ - t, k);
+        agRecvs[t].push_back(t_.irecv(left_, tag(left_, n - 1 + t, k), at(seg), bytes(seg), op_));
+      }
+    }
+    postReduceScatterRecvs(0, rsRecvs[0]);
+    for (size_t k = 0; k < plan_.segments; ++k) {
+      const Range seg = segment(rank_, k);
+      sends.push_back(t_.isend(right_, tag(rank_, 0, k), at(seg), bytes(seg), op_));
+    }
+
+    for (int s = 0; s < n - 1; ++s) {
+      if (s + 1 < n - 1) postReduceScatterRecvs(s + 1, rsRecvs[(s + 1) % 2]);
+      const bool last = (s == n - 2);
+      char* incoming = scratch_[s % 2];
+      for (size_t k = 0; k < plan_.segments; ++k) {
+        t_.wait(rsRecvs[s % 2][k], op_);
+        const Range seg = segment(rank_ - s - 1, k);
+        reduceInto(type_, reduceOp_, at(seg), incoming + k * plan_.elemsPerSegment * esize_,
+                   seg.count);
+        if (last && reduceOp_ == ReduceOp::Avg) finishAverage(type_, at(seg), seg.count, n);
+        // Step s+1 is the next reduce-scatter step, or allgather step 0.
+        sends.push_back(t_.isend(right_, tag(rank_, s + 1, k), at(seg), bytes(seg), op_));
+      }
+    }
+
+    for (int t = 0; t < n - 1; ++t) {
+      for (size_t k = 0; k < plan_.segments; ++k) {
+        t_.wait(agRecvs[t][k], op_);
+        if (t + 1 < n - 1) {
+          const Range seg = segment(rank_ - t, k);
+          sends.push_back(t_.isend(right_, tag(rank_, n + t, k), at(seg), bytes(seg), op_));
+        }
+      }
+    }
+    t_.waitAll(sends, op_);
+  }
+
+ private:
+  void postReduceScatterRecvs(int step, std::vector<Request>& out) {
+    out.clear();
+    char* into = scratch_[step % 2];
+    for (size_t k = 0; k < plan_.segments; ++k) {
+      const Range seg = segment(rank_ - step - 1, k);
+      out.push_back(t_.irecv(left_, tag(left_, step, k), into + k * plan_.elemsPerSegment * esize_,
+                             bytes(seg), op_));
+    }
+  }
+
+  Range segment(int chunk, size_t k) const {
+    const int index = ((chunk % n_) + n_) % n_;
+    return segmentOf(chunkOf(count_, n_, index), plan_.elemsPerSegment, k);
+  }
+  char* at(const Range& r) const { return data_ + r.offset * esize_; }
+  size_t bytes(const Range& r) const { return r.count * esize_; }
+  uint64_t tag(int source, int step, size_t k) const {
+    return makeTag(source, op_.seq, static_cast<uint32_t>(step * plan_.segments + k));
+  }
+
+  UcxTransport& t_;
+  const OpContext& op_;
+  char* data_;
+  size_t count_;
+  DataType type_;
+  ReduceOp reduceOp_;
+  int n_, rank_, left_, right_;
+  size_t esize_;
+  SegmentPlan plan_;
+  char* scratch_[2];
+};
+
+}  // namespace
+
+void ringAllreduce(UcxTransport& transport, const OpContext& op, void* data, size_t count,
+                   DataType type, ReduceOp reduceOp, const Config& config,
+                   Workspace& workspace) {
+  const std::string reason = unsupportedReason(type, reduceOp);
+  if (!reason.empty()) throw InvalidArgument("ringreduce: allreduce: " + reason);
+  if (transport.size() == 1 || count == 0) return;  // AVG over one rank is the identity
+
+  if (isHalfPrecision(type)) {
+    const bool half = type == DataType::Float16;
+    auto* wide = static_cast<float*>(workspace.get(Workspace::kWidened, count * sizeof(float)));
+    halfBufferToFloat(half, static_cast<const uint16_t*>(data), wide, count);
+    RingAllreduce(transport, op, reinterpret_cast<char*>(wide), count, DataType::Float32,
+                  reduceOp, config, workspace)
+        .run();
+    floatBufferToHalf(half, wide, static_cast<uint16_t*>(data), count);
+    return;
+  }
+  RingAllreduce(transport, op, static_cast<char*>(data), count, type, reduceOp, config, workspace)
+      .run();
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,33 @@
+#include "core/config.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/errors.h"
+
+namespace ringreduce {
+
+namespace {
+long long readPositive(const char* name, long long fallback, long long minimum) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(value, &end, 10);
+  if (end == value || *end != '\0' || parsed < minimum) {
+    throw InvalidArgument(std::string("ringreduce: environment variable ") + name + "='" +
+                          value + "' must be an integer >= " + std::to_string(minimum));
+  }
+  return parsed;
+}
+}  // namespace
+
+Config Config::fromEnvironment() {
+  Config config;
+  config.segmentBytes = static_cast<size_t>(
+      readPositive("RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
+  config.spinMicroseconds =
+      static_cast<int>(readPositive("RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
+  return config;
+}
+
+}  // namespace ringreduce

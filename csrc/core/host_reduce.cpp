@@ -1,0 +1,168 @@
+#include "core/host_reduce.h"
+
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/errors.h"
+
+namespace ringreduce {
+
+namespace {
+
+// Signed overflow is undefined in C++; torch wraps. Do the arithmetic unsigned.
+template <typename T, bool = std::is_integral_v<T>>
+struct ArithOf {
+  using type = T;
+};
+template <typename T>
+struct ArithOf<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using Arith = typename ArithOf<T>::type;
+
+template <typename T>
+T minOf(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return a;  // NaN propagates, as torch.minimum does
+    if (std::isnan(b)) return b;
+  }
+  return b < a ? b : a;
+}
+
+template <typename T>
+T maxOf(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return a;
+    if (std::isnan(b)) return b;
+  }
+  return a < b ? b : a;
+}
+
+// `Fn` is a stateless lambda; the loop is simple enough for GCC to vectorise.
+template <typename T, typename Fn>
+void apply(void* dst, const void* src, size_t count, Fn fn) {
+  T* __restrict d = static_cast<T*>(dst);
+  const T* __restrict s = static_cast<const T*>(src);
+  for (size_t i = 0; i < count; ++i) d[i] = fn(d[i], s[i]);
+}
+
+template <typename T>
+void reduceReal(ReduceOp op, void* dst, const void* src, size_t count) {
+  using A = Arith<T>;
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return apply<T>(dst, src, count, [](T a, T b) {
+        return static_cast<T>(static_cast<A>(a) + static_cast<A>(b));
+      });
+    case ReduceOp::Product:
+      return apply<T>(dst, src, count, [](T a, T b) {
+        return static_cast<T>(static_cast<A>(a) * static_cast<A>(b));
+      });
+    case ReduceOp::Min:
+      return apply<T>(dst, src, count, [](T a, T b) { return minOf(a, b); });
+    case ReduceOp::Max:
+      return apply<T>(dst, src, count, [](T a, T b) { return maxOf(a, b); });
+    default:
+      break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case ReduceOp::BAnd:
+        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a & b); });
+      case ReduceOp::BOr:
+        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a | b); });
+      case ReduceOp::BXor:
+        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+      default:
+        break;
+    }
+  }
+  throw InvalidArgument(std::string("reduce: operator ") + reduceOpName(op) +
+                        " has no host loop for this type");
+}
+
+// Booleans hold 0/1 bytes; SUM/MAX/BOR are logical OR, PRODUCT/MIN/BAND AND.
+void reduceBool(ReduceOp op, void* dst, const void* src, size_t count) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Max:
+    case ReduceOp::BOr:
+      return apply<uint8_t>(dst, src, count,
+                            [](uint8_t a, uint8_t b) { return uint8_t((a | b) != 0); });
+    case ReduceOp::Product:
+    case ReduceOp::Min:
+    case ReduceOp::BAnd:
+      return apply<uint8_t>(dst, src, count,
+                            [](uint8_t a, uint8_t b) { return uint8_t((a & b) != 0); });
+    case ReduceOp::BXor:
+      return apply<uint8_t>(dst, src, count,
+                            [](uint8_t a, uint8_t b) { return uint8_t((a ^ b) != 0); });
+    case ReduceOp::Avg:
+      break;
+  }
+  throw InvalidArgument(unsupportedReason(DataType::Bool, op));
+}
+
+template <typename T>
+void reduceComplex(ReduceOp op, void* dst, const void* src, size_t count) {
+  // Interleaved (re, im) pairs: a sum is an element-wise sum of 2*count reals.
+  if (op == ReduceOp::Sum || op == ReduceOp::Avg) {
+    return apply<T>(dst, src, 2 * count, [](T a, T b) { return a + b; });
+  }
+  throw InvalidArgument(unsupportedReason(
+      sizeof(T) == 4 ? DataType::Complex64 : DataType::Complex128, op));
+}
+
+template <typename T>
+void divideAll(void* data, size_t count, int divisor) {
+  T* d = static_cast<T*>(data);
+  const T div = static_cast<T>(divisor);
+  for (size_t i = 0; i < count; ++i) d[i] = d[i] / div;
+}
+
+}  // namespace
+
+void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
+  const std::string reason = unsupportedReason(type, op);
+  if (!reason.empty()) throw InvalidArgument(reason);
+  switch (type) {
+    case DataType::Float32: return reduceReal<float>(op, dst, src, count);
+    case DataType::Float64: return reduceReal<double>(op, dst, src, count);
+    case DataType::Int8: return reduceReal<int8_t>(op, dst, src, count);
+    case DataType::UInt8: return reduceReal<uint8_t>(op, dst, src, count);
+    case DataType::Int16: return reduceReal<int16_t>(op, dst, src, count);
+    case DataType::Int32: return reduceReal<int32_t>(op, dst, src, count);
+    case DataType::Int64: return reduceReal<int64_t>(op, dst, src, count);
+    case DataType::Bool: return reduceBool(op, dst, src, count);
+    case DataType::Complex64: return reduceComplex<float>(op, dst, src, count);
+    case DataType::Complex128: return reduceComplex<double>(op, dst, src, count);
+    case DataType::Float16:
+    case DataType::BFloat16:
+      break;
+  }
+  throw InvalidArgument(std::string("reduce: ") + dataTypeName(type) +
+                        " must be widened to float32 before reducing");
+}
+
+void finishAverage(DataType type, void* data, size_t count, int divisor) {
+  switch (type) {
+    case DataType::Float32: return divideAll<float>(data, count, divisor);
+    case DataType::Float64: return divideAll<double>(data, count, divisor);
+    case DataType::Complex64: return divideAll<float>(data, 2 * count, divisor);
+    case DataType::Complex128: return divideAll<double>(data, 2 * count, divisor);
+    case DataType::Int8: return divideAll<int8_t>(data, count, divisor);
+    case DataType::UInt8: return divideAll<uint8_t>(data, count, divisor);
+    case DataType::Int16: return divideAll<int16_t>(data, count, divisor);
+    case DataType::Int32: return divideAll<int32_t>(data, count, divisor);
+    case DataType::Int64: return divideAll<int64_t>(data, count, divisor);
+    default:
+      break;
+  }
+  throw InvalidArgument(std::string("AVG: cannot average ") + dataTypeName(type));
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,42 @@
+// The group's worker thread. It runs collectives one at a time in the order
+// they were submitted (the order every c10d backend guarantees) and, between
+// them, keeps the UCX worker progressing so that peers' late protocol
+// messages (rendezvous acks, wire-up) are answered. While idle it sleeps on
+// the worker's event fd and an eventfd for new tasks: an idle group uses no CPU.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "transport/ucx_transport.h"
+
+namespace ringreduce {
+
+class Executor {
+ public:
+  using Task = std::function<void()>;  // must not throw
+
+  explicit Executor(UcxTransport& transport);
+  // Runs the tasks already submitted, then stops the thread.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void submit(Task task);
+
+ private:
+  void run();
+  void wake();
+
+  UcxTransport& transport_;
+  int wakeFd_ = -1;
+  std::mutex mutex_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,266 @@
+#include "transport/ucx_transport.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/bootstrap.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+namespace {
+
+void checkUcs(ucs_status_t status, const char* what) {
+  if (status != UCS_OK) {
+    throw TransportError(std::string("ringreduce: UCX ") + what +
+                         " failed: " + ucs_status_string(status));
+  }
+}
+
+// How long the destructor waits for endpoints to flush before forcing them.
+constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
+
+}  // namespace
+
+UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
+                           std::chrono::milliseconds timeout, const Config& config)
+    : rank_(rank), size_(size), config_(config) {
+  if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
+    throw InvalidArgument("ringreduce: invalid rank " + std::to_string(rank) + " for group of size " +
+                          std::to_string(size));
+  }
+  try {
+    ucp_config_t* ucxConfig = nullptr;
+    checkUcs(ucp_config_read(nullptr, nullptr, &ucxConfig), "config read");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.estimated_num_eps = static_cast<size_t>(size);
+    const ucs_status_t initStatus = ucp_init(&params, ucxConfig, &context_);
+    ucp_config_release(ucxConfig);
+    checkUcs(initStatus, "context init");
+
+    ucp_worker_params_t workerParams{};
+    workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    workerParams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    checkUcs(ucp_worker_create(context_, &workerParams, &worker_), "worker create");
+    checkUcs(ucp_worker_get_efd(worker_, &eventFd_), "worker event fd");
+
+    ucp_address_t* address = nullptr;
+    size_t addressLength = 0;
+    checkUcs(ucp_worker_get_address(worker_, &address, &addressLength), "worker address");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
+    std::vector<uint8_t> myAddress(bytes, bytes + addressLength);
+    ucp_worker_release_address(worker_, address);
+
+    peerAddresses_ = exchangeAddresses(store, rank, size, myAddress, timeout);
+    endpoints_.assign(static_cast<size_t>(size), nullptr);
+  } catch (...) {
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    throw;
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  abandonOutstanding();
+  std::vector<void*> closing;
+  for (ucp_ep_h ep : endpoints_) {
+    if (ep == nullptr) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t status = ucp_ep_close_nbx(ep, &param);  // flush mode
+    if (UCS_PTR_IS_PTR(status)) closing.push_back(status);
+  }
+  const auto limit = Clock::now() + kCloseFlushLimit;
+  while (!closing.empty() && Clock::now() < limit) {
+    progress();
+    closing.erase(std::remove_if(closing.begin(), closing.end(),
+                                 [](void* request) {
+                                   if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+                                     return false;
+                                   }
+                                   ucp_request_free(request);
+                                   return true;
+                                 }),
+                  closing.end());
+  }
+  if (!closing.empty()) {
+    RR_LOG(Warn, rank_, "closing " << closing.size() << " endpoint(s) did not flush within "
+                                   << kCloseFlushLimit.count() << " ms; destroying anyway");
+    for (void* request : closing) ucp_request_free(request);
+  }
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+ucp_ep_h UcxTransport::endpoint(int peer) {
+  ucp_ep_h& ep = endpoints_[static_cast<size_t>(peer)];
+  if (ep != nullptr) return ep;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(peerAddresses_[peer].data());
+  checkUcs(ucp_ep_create(worker_, &params, &ep), "endpoint create");
+  RR_LOG(Info, rank_, "connected to rank " << peer << ": " << describeEndpoint(peer));
+  return ep;
+}
+
+std::string UcxTransport::describeEndpoint(int peer) {
+  ucp_ep_h ep = endpoints_[static_cast<size_t>(peer)];
+  if (ep == nullptr) return "not connected";
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (stream == nullptr) return "unknown";
+  ucp_ep_print_info(ep, stream);
+  std::fclose(stream);
+  std::string description(text, length);
+  std::free(text);
+  // Keep the lane lines ("lane[0]: ... tcp/lo ...") on one log line.
+  std::replace(description.begin(), description.end(), '\n', ' ');
+  return description;
+}
+
+Request UcxTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes,
+                            const OpContext& op) {
+  Request request;
+  request.peer = peer;
+  request.bytes = bytes;
+  ucp_request_param_t param{};
+  ucs_status_ptr_t status = ucp_tag_send_nbx(endpoint(peer), data, bytes, tag, &param);
+  if (UCS_PTR_IS_ERR(status)) {
+    throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                         ": send to rank " + std::to_string(peer) +
+                         " failed: " + ucs_status_string(UCS_PTR_STATUS(status)));
+  }
+  if (status == nullptr) {
+    request.done = true;
+  } else {
+    request.handle = status;
+    outstanding_.insert(status);
+  }
+  return request;
+}
+
+Request UcxTransport::irecv(int peer, uint64_t tag, void* data, size_t bytes,
+                            const OpContext& op) {
+  Request request;
+  request.peer = peer;
+  request.bytes = bytes;
+  request.isRecv = true;
+  ucp_tag_recv_info_t info{};
+  ucp_request_param_t param{};
+  // Always complete through a request: then ucp_tag_recv_request_test()
+  // reports the received length in every case.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.recv_info.tag_info = &info;
+  ucs_status_ptr_t status = ucp_tag_recv_nbx(worker_, data, bytes, tag, kTagFullMask, &param);
+  if (UCS_PTR_IS_ERR(status)) {
+    throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                         ": receive from rank " + std::to_string(peer) +
+                         " failed: " + ucs_status_string(UCS_PTR_STATUS(status)));
+  }
+  if (status == nullptr) {
+    if (info.length != bytes) {
+      throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                           ": received " + std::to_string(info.length) + " bytes from rank " +
+                           std::to_string(peer) + ", expected " + std::to_string(bytes) +
+                           " (do all ranks call the same collective with the same sizes?)");
+    }
+    request.done = true;
+  } else {
+    request.handle = status;
+    outstanding_.insert(status);
+  }
+  return request;
+}
+
+void UcxTransport::finishRequest(Request& request) {
+  outstanding_.erase(request.handle);
+  ucp_request_free(request.handle);
+  request.handle = nullptr;
+  request.done = true;
+}
+
+bool UcxTransport::test(Request& request, const OpContext& op) {
+  if (request.done) return true;
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t status = request.isRecv ? ucp_tag_recv_request_test(request.handle, &info)
+                                             : ucp_request_check_status(request.handle);
+  if (status == UCS_INPROGRESS) return false;
+  finishRequest(request);
+  const std::string where = "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_);
+  const std::string direction =
+      request.isRecv ? "receive from rank " + std::to_string(request.peer)
+                     : "send to rank " + std::to_string(request.peer);
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    throw TransportError(where + ": " + direction + " brought more than the expected " +
+                         std::to_string(request.bytes) +
+                         " bytes (do all ranks call the same collective with the same sizes?)");
+  }
+  if (status != UCS_OK) {
+    throw TransportError(where + ": " + direction + " failed: " + ucs_status_string(status));
+  }
+  if (request.isRecv && info.length != request.bytes) {
+    throw TransportError(where + ": received " + std::to_string(info.length) +
+                         " bytes from rank " + std::to_string(request.peer) + ", expected " +
+                         std::to_string(request.bytes) +
+                         " (do all ranks call the same collective with the same sizes?)");
+  }
+  return true;
+}
+
+void UcxTransport::wait(Request& request, const OpContext& op) {
+  const auto spin = std::chrono::microseconds(config_.spinMicroseconds);
+  auto spinUntil = Clock::now() + spin;
+  while (!test(request, op)) {
+    if (progress() > 0) continue;
+    const auto now = Clock::now();
+    if (now >= op.deadline) throwTimeout(request, op);
+    if (now < spinUntil) continue;
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
+    sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
+    spinUntil = Clock::now() + spin;
+  }
+}
+
+void UcxTransport::waitAll(std::vector<Request>& requests, const OpContext& op) {
+  for (Request& request : requests) wait(request, op);
+}
+
+void UcxTransport::throwTimeout(const Request& request, const OpContext& op) const {
+  const std::string waiting =
+      request.isRecv ? "still waiting to receive " + std::to_string(request.bytes) +
+                           " bytes from rank " + std::to_string(request.peer)
+                     : "still waiting to send " + std::to_string(request.bytes) +
+                           " bytes to rank " + std::to_string(request.peer);
+  throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
+                     std::to_string(op.timeout.count()) + " ms on rank " +
+                     std::to_string(rank_) + ": " + waiting +
+                     " (is that rank alive and calling the same collective?)");
+}
+
+void UcxTransport::abandonOutstanding() {
+  for (void* handle : outstanding_) {
+    ucp_request_cancel(worker_, handle);
+    ucp_request_free(handle);
+  }
+  outstanding_.clear();
+}
+
+unsigned UcxTransport::progress() { return ucp_worker_progress(worker_); }
+
+void UcxTransport::sleepUntilEvent(int extraFd, int timeoutMs) {
+  const ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_ERR_BUSY) return;  // events already pending: progress again
+  checkUcs(status, "worker arm");
+  pollfd fds[2] = {{eventFd_, POLLIN, 0}, {extraFd, POLLIN, 0}};
+  ::poll(fds, extraFd >= 0 ? 2 : 1, timeoutMs);
+}
+
+}  // namespace ringreduce

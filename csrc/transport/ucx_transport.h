@@ -1,0 +1,85 @@
+// Tagged point-to-point messaging between the ranks of one group over UCX.
+// One instance per process group: its own UCX context, worker and endpoints,
+// so groups never see each other's messages and nothing outlives the group.
+//
+// Threading: the constructor bootstraps on the calling thread; afterwards a
+// single thread (the group's executor) drives it. The worker is created
+// SERIALIZED, which is enough for that hand-over.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/config.h"
+#include "core/op_context.h"
+#include "transport/key_value_store.h"
+
+namespace ringreduce {
+
+// One posted send or receive. Plain data: the transport owns the UCX request
+// and releases it when the request completes or is abandoned.
+struct Request {
+  void* handle = nullptr;  // UCX request while in flight
+  int peer = -1;
+  size_t bytes = 0;
+  bool isRecv = false;
+  bool done = false;
+};
+
+class UcxTransport {
+ public:
+  UcxTransport(int rank, int size, KeyValueStore& store, std::chrono::milliseconds timeout,
+               const Config& config);
+  ~UcxTransport();
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  Request isend(int peer, uint64_t tag, const void* data, size_t bytes, const OpContext& op);
+  Request irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op);
+
+  // True once `request` finished; throws TransportError if it failed. Does
+  // not progress the worker.
+  bool test(Request& request, const OpContext& op);
+  // Progresses until `request` finishes. Spins briefly, then sleeps on the
+  // worker's event fd. Throws TimeoutError at op.deadline naming the peer.
+  void wait(Request& request, const OpContext& op);
+  void waitAll(std::vector<Request>& requests, const OpContext& op);
+
+  // Cancels and releases every request still in flight (after an error, so
+  // that no late message lands in a buffer the caller has given up).
+  void abandonOutstanding();
+
+  // One pass of UCX progress; returns the number of events handled.
+  unsigned progress();
+  // Sleeps until UCX has an event, `extraFd` is readable, or `timeoutMs`
+  // passes (-1: no limit). Returns at once if events are already pending.
+  void sleepUntilEvent(int extraFd, int timeoutMs);
+
+  // The transports UCX chose for the endpoint to `peer` (for logs).
+  std::string describeEndpoint(int peer);
+
+ private:
+  ucp_ep_h endpoint(int peer);
+  [[noreturn]] void throwTimeout(const Request& request, const OpContext& op) const;
+  void finishRequest(Request& request);
+
+  const int rank_;
+  const int size_;
+  const Config config_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;
+  std::vector<std::vector<uint8_t>> peerAddresses_;
+  std::vector<ucp_ep_h> endpoints_;
+  std::unordered_set<void*> outstanding_;
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/host_reduce.h"
+
+using namespace ringreduce;
+
+TEST(HostReduce, FloatOperators) {
+  std::vector<float> a{1, -2, 3.5f, 0};
+  const std::vector<float> b{4, 5, -1, 0.25f};
+  auto run = [&](ReduceOp op) {
+    std::vector<float> d = a;
+    reduceInto(DataType::Float32, op, d.data(), b.data(), d.size());
+    return d;
+  };
+  EXPECT_EQ(run(ReduceOp::Sum), (std::vector<float>{5, 3, 2.5f, 0.25f}));
+  EXPECT_EQ(run(ReduceOp::Product), (std::vector<float>{4, -10, -3.5f, 0}));
+  EXPECT_EQ(run(ReduceOp::Min), (std::vector<float>{1, -2, -1, 0}));
+  EXPECT_EQ(run(ReduceOp::Max), (std::vector<float>{4, 5, 3.5f, 0.25f}));
+}
+
+TEST(HostReduce, MinMaxPropagateNaNLikeTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> d{nan, 1.0f};
+  const std::vector<float> s{1.0f, nan};
+  reduceInto(DataType::Float32, ReduceOp::Min, d.data(), s.data(), 2);
+  EXPECT_TRUE(std::isnan(d[0]));
+  EXPECT_TRUE(std::isnan(d[1]));
+}
+
+TEST(HostReduce, SignedIntegersWrapAroundLikeTorch) {
+  std::vector<int8_t> d{127, -128, 100};
+  const std::vector<int8_t> s{1, -1, 100};
+  reduceInto(DataType::Int8, ReduceOp::Sum, d.data(), s.data(), 3);
+  EXPECT_EQ(d, (std::vector<int8_t>{-128, 127, -56}));
+  std::vector<int64_t> big{std::numeric_limits<int64_t>::max()};
+  const std::vector<int64_t> two{2};
+  reduceInto(DataType::Int64, ReduceOp::Product, big.data(), two.data(), 1);
+  EXPECT_EQ(big[0], -2);
+}
+
+TEST(HostReduce, BitwiseOperatorsOnIntegers) {
+  std::vector<int32_t> d{0b1100, 0b1010};
+  const std::vector<int32_t> s{0b1010, 0b0110};
+  auto dd = d;
+  reduceInto(DataType::Int32, ReduceOp::BAnd, dd.data(), s.data(), 2);
+  EXPECT_EQ(dd, (std::vector<int32_t>{0b1000, 0b0010}));
+  dd = d;
+  reduceInto(DataType::Int32, ReduceOp::BOr, dd.data(), s.data(), 2);
+  EXPECT_EQ(dd, (std::vector<int32_t>{0b1110, 0b1110}));
+  dd = d;
+  reduceInto(DataType::Int32, ReduceOp::BXor, dd.data(), s.data(), 2);
+  EXPECT_EQ(dd, (std::vector<int32_t>{0b0110, 0b1100}));
+}
+
+TEST(HostReduce, BoolIsLogical) {
+  const std::vector<uint8_t> a{0, 0, 1, 1};
+  const std::vector<uint8_t> b{0, 1, 0, 1};
+  auto run = [&](ReduceOp op) {
+    std::vector<uint8_t> d = a;
+    reduceInto(DataType::Bool, op, d.data(), b.data(), 4);
+    return d;
+  };
+  EXPECT_EQ(run(ReduceOp::Sum), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(run(ReduceOp::Max), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(run(ReduceOp::Product), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(run(ReduceOp::Min), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(run(ReduceOp::BXor), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_THROW(run(ReduceOp::Avg), InvalidArgument);
+}
+
+TEST(HostReduce, ComplexSumAndAverage) {
+  std::vector<std::complex<double>> d{{1, 2}, {-3, 0.5}};
+  const std::vector<std::complex<double>> s{{0.5, -1}, {3, 1.5}};
+  reduceInto(DataType::Complex128, ReduceOp::Sum, d.data(), s.data(), 2);
+  EXPECT_EQ(d[0], std::complex<double>(1.5, 1));
+  EXPECT_EQ(d[1], std::complex<double>(0, 2));
+  finishAverage(DataType::Complex128, d.data(), 2, 2);
+  EXPECT_EQ(d[0], std::complex<double>(0.75, 0.5));
+  EXPECT_THROW(reduceInto(DataType::Complex64, ReduceOp::Max, d.data(), s.data(), 1),
+               InvalidArgument);
+}
+
+TEST(HostReduce, IntegerAverageTruncatesTowardZero) {
+  std::vector<int32_t> d{7, -7, 6};
+  finishAverage(DataType::Int32, d.data(), 3, 2);
+  EXPECT_EQ(d, (std::vector<int32_t>{3, -3, 3}));
+}
+
+TEST(HostReduce, UnsupportedPairsExplainThemselves) {
+  EXPECT_NE(unsupportedReason(DataType::Float32, ReduceOp::BAnd).find("bitwise"),
+            std::string::npos);
+  EXPECT_NE(unsupportedReason(DataType::Complex64, ReduceOp::Min).find("complex64"),
+            std::string::npos);
+  EXPECT_EQ(unsupportedReason(DataType::Int8, ReduceOp::BXor), "");
+  float x = 1, y = 2;
+  EXPECT_THROW(reduceInto(DataType::Float32, ReduceOp::BOr, &x, &y, 1), InvalidArgument);
+  EXPECT_THROW(reduceInto(DataType::Float16, ReduceOp::Sum, &x, &y, 1), InvalidArgument);
+}

@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "algorithms/barrier.h"
+#include "algorithms/chain_broadcast.h"
+#include "algorithms/ring_allgather.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/half_conversion.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runRanks;
+using ringreduce::testing::smallSegments;
+
+namespace {
+
+// Small integers: sums are exact in every type, so the result is exact.
+std::vector<int64_t> inputOf(int rank, size_t count, uint32_t seed) {
+  std::mt19937 gen(seed * 7919u + static_cast<uint32_t>(rank));
+  std::uniform_int_distribution<int> dist(-50, 50);
+  std::vector<int64_t> v(count);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+class AllreduceSizes : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+}  // namespace
+
+TEST_P(AllreduceSizes, Int64SumMatchesLocalReference) {
+  const auto [n, count] = GetParam();
+  std::vector<int64_t> expected(count, 0);
+  for (int r = 0; r < n; ++r) {
+    const auto in = inputOf(r, count, 1);
+    for (size_t i = 0; i < count; ++i) expected[i] += in[i];
+  }
+  runRanks(n, [&, n = n, count = count](UcxTransport& t, int rank) {
+    Workspace ws;
+    auto data = inputOf(rank, count, 1);
+    OpContext op("allreduce", 1, std::chrono::seconds(20));
+    ringAllreduce(t, op, data.data(), count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], expected[i]) << "index " << i;
+    // A second call on the same group and workspace must work too.
+    auto again = inputOf(rank, count, 1);
+    OpContext op2("allreduce", 2, std::chrono::seconds(20));
+    ringAllreduce(t, op2, again.data(), count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+    ASSERT_EQ(again, data);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizesAndCounts, AllreduceSizes,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
+                                            ::testing::Values<size_t>(0, 1, 3, 1000, 20011)));
+
+TEST(RingAllreduce, FloatAverageMaxAndHalfPrecision) {
+  const int n = 3;
+  const size_t count = 5000;
+  runRanks(n, [&](UcxTransport& t, int rank) {
+    Workspace ws;
+    std::vector<float> avg(count), mx(count);
+    std::vector<uint16_t> half(count);
+    for (size_t i = 0; i < count; ++i) {
+      avg[i] = static_cast<float>(rank * 3 + static_cast<int>(i % 17));
+      mx[i] = static_cast<float>((rank * 31 + static_cast<int>(i)) % 101);
+      half[i] = floatToHalf(static_cast<float>(rank + 1) * 0.5f);
+    }
+    ringAllreduce(t, OpContext("allreduce", 1, std::chrono::seconds(20)), avg.data(), count,
+                  DataType::Float32, ReduceOp::Avg, smallSegments(), ws);
+    ringAllreduce(t, OpContext("allreduce", 2, std::chrono::seconds(20)), mx.data(), count,
+                  DataType::Float32, ReduceOp::Max, smallSegments(), ws);
+    ringAllreduce(t, OpContext("allreduce", 3, std::chrono::seconds(20)), half.data(), count,
+                  DataType::Float16, ReduceOp::Sum, smallSegments(), ws);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(avg[i], static_cast<float>(3 + static_cast<int>(i % 17)));  // (0+3+6)/3 + i%17
+      float expectedMax = 0;
+      for (int r = 0; r < n; ++r)
+        expectedMax = std::max(expectedMax, static_cast<float>((r * 31 + static_cast<int>(i)) % 101));
+      ASSERT_EQ(mx[i], expectedMax);
+      ASSERT_EQ(halfToFloat(half[i]), 3.0f);  // 0.5 + 1.0 + 1.5
+    }
+  });
+}
+
+TEST(RingAllgather, BlocksLandInRankOrderInPlaceOrNot) {
+  for (int n : {1, 2, 3, 4}) {
+    runRanks(n, [n](UcxTransport& t, int rank) {
+      const size_t block = 3001;
+      std::vector<uint8_t> input(block);
+      for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 13 + i);
+      std::vector<uint8_t> output(block * n, 0);
+      ringAllgather(t, OpContext("allgather", 1, std::chrono::seconds(20)), input.data(),
+                    output.data(), block, smallSegments());
+      std::vector<uint8_t> inPlace(block * n, 0);
+      std::memcpy(inPlace.data() + rank * block, input.data(), block);
+      ringAllgather(t, OpContext("allgather", 2, std::chrono::seconds(20)),
+                    inPlace.data() + rank * block, inPlace.data(), block, smallSegments());
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < block; ++i) {
+          ASSERT_EQ(output[r * block + i], static_cast<uint8_t>(r * 13 + i));
+          ASSERT_EQ(inPlace[r * block + i], static_cast<uint8_t>(r * 13 + i));
+        }
+    });
+  }
+}
+
+TEST(ChainBroadcast, EveryRootReachesEveryRank) {
+  const int n = 4;
+  runRanks(n, [n](UcxTransport& t, int rank) {
+    for (int root = 0; root < n; ++root) {
+      std::vector<uint8_t> data(10007, static_cast<uint8_t>(rank == root ? 0 : 0xee));
+      if (rank == root)
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(root + i * 3);
+      chainBroadcast(t, OpContext("broadcast", 10 + root, std::chrono::seconds(20)), data.data(),
+                     data.size(), root, smallSegments());
+      for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<uint8_t>(root + i * 3));
+    }
+  });
+}
+
+TEST(DisseminationBarrier, NoRankLeavesBeforeTheLastArrives) {
+  for (int n : {1, 2, 3, 5}) {
+    std::atomic<int> arrived{0};
+    runRanks(n, [&, n](UcxTransport& t, int rank) {
+      if (rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      arrived.fetch_add(1);
+      disseminationBarrier(t, OpContext("barrier", 1, std::chrono::seconds(20)));
+      EXPECT_EQ(arrived.load(), n);
+    });
+  }
+}

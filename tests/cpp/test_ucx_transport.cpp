@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "rank_threads.h"
+#include "transport/bootstrap.h"
+#include "transport/tag.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runRanks;
+
+TEST(Tag, LayoutKeepsFieldsApart) {
+  const uint64_t tag = makeTag(5, 3, 7);
+  EXPECT_EQ(tagSourceRank(tag), 5);
+  EXPECT_NE(makeTag(5, 3, 7), makeTag(5, 3, 8));
+  EXPECT_NE(makeTag(5, 3, 7), makeTag(5, 4, 7));
+  EXPECT_NE(makeTag(5, 3, 7), makeTag(4, 3, 7));
+}
+
+TEST(Bootstrap, GenerationsDoNotSeeStaleAddresses) {
+  InMemoryStore store;
+  const std::chrono::milliseconds timeout(2000);
+  // Generation 0, both ranks.
+  std::vector<uint8_t> a0{1}, b0{2};
+  std::thread other([&] { exchangeAddresses(store, 1, 2, b0, timeout); });
+  auto gen0 = exchangeAddresses(store, 0, 2, a0, timeout);
+  other.join();
+  EXPECT_EQ(gen0[1], b0);
+  // A second group on the same store must wait for the new rank 1, not
+  // return its old address.
+  std::vector<uint8_t> a1{3}, b1{4};
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    exchangeAddresses(store, 1, 2, b1, timeout);
+  });
+  auto gen1 = exchangeAddresses(store, 0, 2, a1, timeout);
+  late.join();
+  EXPECT_EQ(gen1[1], b1);
+}
+
+TEST(Bootstrap, MissingRankTimesOutWithClearMessage) {
+  InMemoryStore store;
+  try {
+    exchangeAddresses(store, 0, 2, {1}, std::chrono::milliseconds(100));
+    FAIL() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(UcxTransport, SendAndReceiveBothWays) {
+  runRanks(2, [](UcxTransport& t, int rank) {
+    OpContext op("test", 1, std::chrono::seconds(10));
+    const int peer = 1 - rank;
+    std::vector<int> out(1000), in(1000, -1);
+    std::iota(out.begin(), out.end(), rank * 1000);
+    Request r = t.irecv(peer, makeTag(peer, 1, 0), in.data(), in.size() * sizeof(int), op);
+    Request s = t.isend(peer, makeTag(rank, 1, 0), out.data(), out.size() * sizeof(int), op);
+    t.wait(r, op);
+    t.wait(s, op);
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(in[i], peer * 1000 + i);
+  });
+}
+
+TEST(UcxTransport, LargeMessageUsesRendezvousAndArrivesIntact) {
+  runRanks(2, [](UcxTransport& t, int rank) {
+    OpContext op("test", 2, std::chrono::seconds(20));
+    const size_t n = 8 << 20;
+    std::vector<uint8_t> buffer(n);
+    if (rank == 0) {
+      for (size_t i = 0; i < n; ++i) buffer[i] = static_cast<uint8_t>(i * 31 + 7);
+      Request s = t.isend(1, makeTag(0, 2, 0), buffer.data(), n, op);
+      t.wait(s, op);
+    } else {
+      Request r = t.irecv(0, makeTag(0, 2, 0), buffer.data(), n, op);
+      t.wait(r, op);
+      for (size_t i = 0; i < n; i += 4093) ASSERT_EQ(buffer[i], static_cast<uint8_t>(i * 31 + 7));
+    }
+  });
+}
+
+TEST(UcxTransport, SizeMismatchIsAnErrorNotSilentTruncation) {
+  runRanks(2, [](UcxTransport& t, int rank) {
+    OpContext op("allreduce", 3, std::chrono::seconds(10));
+    std::vector<char> data(64, 'x');
+    if (rank == 0) {
+      Request s = t.isend(1, makeTag(0, 3, 0), data.data(), 64, op);
+      t.wait(s, op);
+    } else {
+      Request r = t.irecv(0, makeTag(0, 3, 0), data.data(), 16, op);
+      try {
+        t.wait(r, op);
+        ADD_FAILURE() << "expected a size error";
+      } catch (const TransportError& e) {
+        EXPECT_NE(std::string(e.what()).find("allreduce #3"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
+  runRanks(2, [](UcxTransport& t, int rank) {
+    if (rank != 1) return;  // rank 0 never sends
+    OpContext op("broadcast", 9, std::chrono::milliseconds(300));
+    char byte = 0;
+    Request r = t.irecv(0, makeTag(0, 9, 0), &byte, 1, op);
+    const auto start = Clock::now();
+    try {
+      t.wait(r, op);
+      ADD_FAILURE() << "expected a timeout";
+    } catch (const TimeoutError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("broadcast #9"), std::string::npos) << message;
+      EXPECT_NE(message.find("on rank 1"), std::string::npos) << message;
+      EXPECT_NE(message.find("from rank 0"), std::string::npos) << message;
+    }
+    EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
+    t.abandonOutstanding();
+  });
+}
