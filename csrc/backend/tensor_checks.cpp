@@ -1,0 +1,57 @@
+#include "backend/tensor_checks.h"
+
+#include <c10/util/Exception.h>
+
+#include "backend/dtype_mapping.h"
+
+namespace ringreduce {
+
+namespace {
+std::string where(const CallSite& site) {
+  return std::string("ringreduce: ") + site.op + " on rank " + std::to_string(site.rank) + ": ";
+}
+}  // namespace
+
+void checkSingleTensor(const std::vector<at::Tensor>& tensors, const CallSite& site) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, where(site), "expected exactly one tensor, got ",
+                    tensors.size(), " (one tensor per process; the multi-device list form is "
+                    "not supported)");
+}
+
+void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char* role) {
+  TORCH_CHECK_VALUE(tensor.defined(), where(site), role, " tensor is undefined");
+  TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, where(site), role, " tensor has layout ",
+                    tensor.layout(), "; only dense (strided) tensors are supported");
+  if (tensor.is_cuda()) {
+    TORCH_CHECK_VALUE(false, where(site), role, " tensor is on ", tensor.device(),
+                      ", but this build of ringreduce has no GPU data path yet. Use "
+                      "init_process_group(\"cpu:ringreduce,cuda:nccl\") to send CUDA tensors "
+                      "through NCCL.");
+  }
+  TORCH_CHECK_VALUE(tensor.device().is_cpu(), where(site), role, " tensor is on ",
+                    tensor.device(), "; ringreduce takes CPU tensors");
+  TORCH_CHECK_TYPE(isSupportedScalarType(tensor.scalar_type()), where(site), role,
+                   " tensor has unsupported dtype ", tensor.scalar_type(),
+                   " (supported: float32, float64, float16, bfloat16, int8, uint8, int16, "
+                   "int32, int64, bool, complex64, complex128)");
+}
+
+void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,
+                    const char* roleA, const char* roleB) {
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), where(site), roleA, " dtype ",
+                   a.scalar_type(), " differs from ", roleB, " dtype ", b.scalar_type());
+}
+
+void checkNumel(const at::Tensor& tensor, int64_t expected, const CallSite& site,
+                const char* role) {
+  TORCH_CHECK_VALUE(tensor.numel() == expected, where(site), role, " tensor has ",
+                    tensor.numel(), " elements (shape ", tensor.sizes(), "), expected ",
+                    expected);
+}
+
+void checkRoot(int64_t root, int size, const CallSite& site) {
+  TORCH_CHECK_VALUE(root >= 0 && root < size, where(site), "invalid root rank ", root,
+                    " for a group of size ", size);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,27 @@
+// Argument checks run on the caller's thread before anything is queued, so
+// bad input raises at the call site with a message naming the op, the rank
+// and what is wrong, and the group stays usable.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace ringreduce {
+
+struct CallSite {
+  const char* op;
+  int rank;
+};
+
+// Exactly one tensor (the multi-device list API is not supported).
+void checkSingleTensor(const std::vector<at::Tensor>& tensors, const CallSite& site);
+// Dense, strided, on the CPU, of a supported dtype.
+void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char* role);
+void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,
+                    const char* roleA, const char* roleB);
+void checkNumel(const at::Tensor& tensor, int64_t expected, const CallSite& site,
+                const char* role);
+void checkRoot(int64_t root, int size, const CallSite& site);
+
+}  // namespace ringreduce

@@ -1,0 +1,45 @@
+// torch_ringreduce._C: the backend class and build/runtime information.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "backend/process_group_ring.h"
+#include "transport/ucx_info.h"
+
+namespace py = pybind11;
+
+#ifndef RINGREDUCE_VERSION
+#define RINGREDUCE_VERSION "0.0.0"
+#endif
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "ringreduce: ring-allreduce c10d backend over UCX";
+  // The base class must be known to pybind11 before we derive from it.
+  py::module_::import("torch.distributed");
+
+  py::class_<ringreduce::ProcessGroupRing, c10d::Backend,
+             c10::intrusive_ptr<ringreduce::ProcessGroupRing>>(m, "ProcessGroupRing")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout, std::string groupName) {
+             return c10::make_intrusive<ringreduce::ProcessGroupRing>(store, rank, size, timeout,
+                                                                      std::move(groupName));
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("group_name") = "",
+           // Bootstrap waits on the store for the other ranks.
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout);
+
+  m.def("version", [] { return std::string(RINGREDUCE_VERSION); });
+  m.def("ucx_version", &ringreduce::ucxVersion);
+  m.def("ucx_transports", &ringreduce::ucxTransports);
+  m.def("build_info", [] {
+    py::dict info;
+    info["cpu_path"] = true;
+    // The GPU data path (our CUDA kernels, NCCL via dlopen) is not built yet.
+    info["cuda_path"] = false;
+    info["nccl_loading"] = "not built";
+    return info;
+  });
+}
