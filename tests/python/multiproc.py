@@ -1,0 +1,96 @@
+"""Runs a function on N fresh processes that form a process group, with a hard
+time limit, and returns each rank's result. Every process it starts is killed
+before it returns, whatever happens.
+
+Rendezvous goes through a FileStore in a private temporary folder (file://),
+so tests never race for ports.
+"""
+import multiprocessing
+import os
+import queue as queue_module
+import tempfile
+import traceback
+
+LOOPBACK_ENV = {"UCX_NET_DEVICES": "lo"}
+TRANSPORTS = {
+    "tcp": {"UCX_TLS": "tcp,self"},
+    "shm": {"UCX_TLS": "posix,sysv,cma,self"},
+}
+
+
+def _child(rank, world_size, init_file, env, fn, args, results):
+    try:
+        os.environ.update(env)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        import warnings
+
+        warnings.filterwarnings("ignore", category=FutureWarning)  # all_gather_into_tensor
+        import torch
+
+        torch.set_num_threads(1)
+        import torch.distributed as dist
+
+        import torch_ringreduce  # noqa: F401
+
+        value = fn(rank, world_size, f"file://{init_file}", *args)
+        results.put((rank, "ok", value))
+    except BaseException:  # report everything, including assertion errors
+        results.put((rank, "error", traceback.format_exc()))
+    finally:
+        try:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+class WorldFailed(AssertionError):
+    pass
+
+
+def run_world(world_size, fn, *args, env=None, timeout=120):
+    """fn(rank, world_size, init_method, *args) -> picklable value, per rank."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    full_env = dict(LOOPBACK_ENV)
+    full_env.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="ringreduce-test-") as tmp:
+        init_file = os.path.join(tmp, "store")
+        procs = [ctx.Process(target=_child,
+                             args=(r, world_size, init_file, full_env, fn, args, results),
+                             daemon=True)
+                 for r in range(world_size)]
+        for p in procs:
+            p.start()
+        collected = {}
+        try:
+            import time
+
+            deadline = time.monotonic() + timeout
+            while len(collected) < world_size:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WorldFailed(f"world of {world_size} did not finish within {timeout} s; "
+                                      f"ranks done: {sorted(collected)}")
+                try:
+                    rank, status, value = results.get(timeout=min(remaining, 1.0))
+                    collected[rank] = (status, value)
+                except queue_module.Empty:
+                    dead = [r for r, p in enumerate(procs)
+                            if r not in collected and p.exitcode is not None]
+                    if dead:
+                        raise WorldFailed(f"rank(s) {dead} exited without a result "
+                                          f"(exit codes {[procs[r].exitcode for r in dead]})")
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
+    errors = {r: v for r, (s, v) in collected.items() if s != "ok"}
+    if errors:
+        raise WorldFailed("\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
+    return [collected[r][1] for r in range(world_size)]

@@ -1,0 +1,17 @@
+"""Every op x dtype x world size 1-4 against local references and gloo, over
+UCX's TCP path and over its shared-memory transports."""
+import pytest
+
+from collective_cases import run_sweep
+from multiproc import TRANSPORTS, run_world
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_collectives_match_references(world_size, transport):
+    reports = run_world(world_size, run_sweep, env=TRANSPORTS[transport], timeout=300)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
+        assert report["checked"] > 800
+        # gloo takes part in every world: the comparison really ran.
+        assert report["gloo_checked"] > 50, report["gloo_skipped"]
