@@ -5,6 +5,7 @@ before it returns, whatever happens.
 Rendezvous goes through a FileStore in a private temporary folder (file://),
 so tests never race for ports.
 """
+import io
 import multiprocessing
 import os
 import queue as queue_module
@@ -33,7 +34,11 @@ def _child(rank, world_size, init_file, env, fn, args, results):
         import torch_ringreduce  # noqa: F401
 
         value = fn(rank, world_size, f"file://{init_file}", *args)
-        results.put((rank, "ok", value))
+        # Serialise here: tensors put on a Queue directly travel as shared
+        # memory handles that die with this process.
+        buffer = io.BytesIO()
+        torch.save(value, buffer)
+        results.put((rank, "ok", buffer.getvalue()))
     except BaseException:  # report everything, including assertion errors
         results.put((rank, "error", traceback.format_exc()))
     finally:
@@ -93,4 +98,6 @@ def run_world(world_size, fn, *args, env=None, timeout=120):
     errors = {r: v for r, (s, v) in collected.items() if s != "ok"}
     if errors:
         raise WorldFailed("\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
-    return [collected[r][1] for r in range(world_size)]
+    import torch
+
+    return [torch.load(io.BytesIO(collected[r][1]), weights_only=False) for r in range(world_size)]

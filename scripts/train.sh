@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# README command 1: install everything, build, and run the main job: DDP
+# training on CPU over ringreduce, launched by torchrun on 2 processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exec "${PYTHON:-python3}" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}" \
+  examples/train_ddp.py "$@"

@@ -1,0 +1,95 @@
+"""Rank-side bodies of the error tests."""
+import datetime
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def _expect(exc_types, needles, fn):
+    """Runs fn, which must raise one of exc_types with every needle in its message."""
+    try:
+        fn()
+    except exc_types as error:
+        message = str(error)
+        missing = [n for n in needles if n not in message]
+        return None if not missing else f"message lacks {missing}: {message}"
+    except Exception as error:  # wrong type
+        return f"raised {type(error).__name__} instead of {exc_types}: {error}"
+    return f"did not raise (expected {exc_types})"
+
+
+def bad_inputs(rank, world, init_method):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    problems = {}
+    checks = {
+        "unsupported dtype": (TypeError, ["allreduce", f"rank {rank}", "Float8_e4m3fn"],
+                              lambda: dist.all_reduce(torch.zeros(4, dtype=torch.float8_e4m3fn))),
+        "bitwise op on float": (TypeError, ["allreduce", f"rank {rank}", "BAND", "float32"],
+                                lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND)),
+        # torch rejects these two itself (ValueError) before reaching the backend.
+        "min on complex": ((TypeError, ValueError), ["MIN", "complex"],
+                           lambda: dist.all_reduce(torch.ones(4, dtype=torch.complex64),
+                                                   op=dist.ReduceOp.MIN)),
+        "avg on bool": (TypeError, ["AVG", "bool"],
+                        lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool),
+                                                op=dist.ReduceOp.AVG)),
+        "all_gather list too short": (ValueError, ["all_gather", f"rank {rank}", "expected one per rank"],
+                                      lambda: dist.all_gather([torch.empty(3)] * (world + 1),
+                                                              torch.ones(3))),
+        "all_gather wrong output size": (ValueError, ["all_gather", "elements", "expected 3"],
+                                         lambda: dist.all_gather([torch.empty(4) for _ in range(world)],
+                                                                 torch.ones(3))),
+        "all_gather mixed dtypes": ((TypeError, ValueError), ["dtype"],
+                                    lambda: dist.all_gather([torch.empty(3, dtype=torch.int32)
+                                                             for _ in range(world)], torch.ones(3))),
+        "all_gather_into_tensor wrong size": (ValueError, ["all_gather_into_tensor", "elements"],
+                                              lambda: dist.all_gather_into_tensor(
+                                                  torch.empty(3 * world + 1), torch.ones(3))),
+        "sparse tensor": (ValueError, ["allreduce", "Sparse", "dense"],
+                          lambda: dist.all_reduce(torch.eye(3).to_sparse())),
+    }
+    for name, (types, needles, fn) in checks.items():
+        problem = _expect(types, needles, fn)
+        if problem:
+            problems[name] = problem
+    # The group is still usable, and still gives the right answer.
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    usable = torch.equal(t, torch.full((5,), float(world * (world + 1) // 2)))
+    return {"problems": problems, "usable": usable}
+
+
+def timeout_then_fail_fast(rank, world, init_method):
+    """Rank 1 skips a collective: rank 0 must time out with a clear error."""
+    timeout_s = 2.0
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.all_reduce(torch.ones(2))  # both ranks connected and in step
+    result = {}
+    if rank == 0:
+        start = time.monotonic()
+        work = dist.all_reduce(torch.ones(1000), async_op=True)
+        future = work.get_future()
+        try:
+            work.wait()
+            result["wait"] = "no error"
+        except Exception as error:
+            result["wait"] = (type(error).__name__, str(error))
+        result["elapsed"] = time.monotonic() - start
+        try:
+            future.wait()
+            result["future"] = "no error"
+        except Exception as error:
+            result["future"] = (type(error).__name__, str(error))
+        # Later calls fail at once with the reason.
+        start = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(2))
+            result["later"] = "no error"
+        except Exception as error:
+            result["later"] = (type(error).__name__, str(error))
+        result["later_elapsed"] = time.monotonic() - start
+    else:
+        time.sleep(timeout_s + 2.0)  # never joins the collective
+    return result

@@ -1,0 +1,76 @@
+"""Rank-side bodies of the lifecycle tests."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def tcp_init_and_reinit(rank, world, _file_init, port):
+    """tcp:// rendezvous, then destroy and a second init in the same process."""
+    sums = []
+    for round_ in range(3):
+        # A new port each round: the previous round's TCPStore server is gone.
+        dist.init_process_group("ringreduce", init_method=f"tcp://127.0.0.1:{port + round_}",
+                                rank=rank, world_size=world)
+        t = torch.full((1000,), float(rank + round_))
+        dist.all_reduce(t)
+        sums.append(t[0].item())
+        dist.destroy_process_group()
+    return sums
+
+
+def reinit_same_store(rank, world, init_method):
+    """destroy_process_group() then init again on the same FileStore, as
+    torchrun's agent store does: no stale addresses may be read."""
+    sums = []
+    for round_ in range(3):
+        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                                world_size=world)
+        t = torch.full((10,), float(rank * 10 + round_))
+        dist.all_reduce(t)
+        sums.append(t[0].item())
+        dist.destroy_process_group()
+    return sums
+
+
+def several_groups(rank, world, init_method):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    everyone = dist.new_group(list(range(world)))
+    reversed_group = dist.new_group(list(reversed(range(world))))
+    low = dist.new_group([0, 1])
+    high = dist.new_group([1, 2])
+    results = {}
+    # Interleave async collectives of different groups.
+    a = torch.full((100,), float(rank))
+    b = torch.full((100,), float(rank * 2))
+    wa = dist.all_reduce(a, group=everyone, async_op=True)
+    wb = dist.all_reduce(b, group=reversed_group, async_op=True)
+    if rank in (0, 1):
+        c = torch.full((3,), float(rank + 1))
+        dist.all_reduce(c, group=low)
+        results["low"] = c.tolist()
+    if rank in (1, 2):
+        d = torch.full((3,), float(rank + 1))
+        dist.broadcast(d, src=2, group=high)
+        results["high"] = d.tolist()
+    wa.wait()
+    wb.wait()
+    results["everyone"] = a[0].item()
+    results["reversed"] = b[0].item()
+    dist.barrier()
+    return results
+
+
+def idle_cpu(rank, world, init_method):
+    """CPU seconds a rank burns while its group sits idle for a while."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)  # connections up, executor thread idle afterwards
+    dist.barrier()
+    start_cpu, start_wall = time.process_time(), time.monotonic()
+    time.sleep(1.5)
+    used = time.process_time() - start_cpu
+    wall = time.monotonic() - start_wall
+    dist.barrier()
+    return {"cpu": used, "wall": wall, "threads": len(os.listdir("/proc/self/task"))}

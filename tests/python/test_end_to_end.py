@@ -1,0 +1,83 @@
+"""What a user runs: torchrun on the example, the info CLI, debug logging, and
+the torch.backends autoload (including a broken install)."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env.update({"UCX_NET_DEVICES": "lo", "OMP_NUM_THREADS": "1"})
+    env.update(extra)
+    return env
+
+
+def _run(cmd, timeout=240, **kwargs):
+    # subprocess.run kills the child when the timeout expires.
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def test_torchrun_ddp_example_trains():
+    proc = _run(TORCHRUN + ["--standalone", "--nproc-per-node", "2",
+                            os.path.join(REPO, "examples", "train_ddp.py"), "--steps", "60"],
+                env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    match = re.search(r"backend ringreduce, world 2: loss ([\d.]+) -> ([\d.]+)", proc.stdout)
+    assert match, proc.stdout
+    first, last = float(match.group(1)), float(match.group(2))
+    assert last < first / 4, (first, last)
+
+
+def test_info_cli_reports_versions_build_and_transports():
+    proc = _run([sys.executable, "-m", "torch_ringreduce.info"], timeout=60, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for needle in ("torch_ringreduce:", "torch:", "UCX:", "CPU path:", "CUDA path:",
+                   "NCCL loading:", "UCX transports:"):
+        assert needle in out, out
+    assert re.search(r"UCX:\s+1\.\d+", out), out
+    assert "tcp/lo" in out, out
+
+
+def test_debug_info_logs_group_transports_and_collectives(tmp_path):
+    script = tmp_path / "two_ops.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.distributed as dist, torch_ringreduce
+        dist.init_process_group("ringreduce")
+        dist.all_reduce(torch.ones(8))
+        dist.broadcast(torch.ones(8), src=0)
+        dist.destroy_process_group()
+    """))
+    proc = _run(TORCHRUN + ["--standalone", "--nproc-per-node", "2", str(script)],
+                env=_env(RINGREDUCE_DEBUG="INFO"), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stderr
+    assert re.search(r"\[0\] RINGREDUCE INFO group '.*' created: rank 0 of 2", log), log[-3000:]
+    assert "connected to rank 1" in log and "lane[" in log, log[-3000:]
+    assert re.search(r"allreduce #1: 8 x Float SUM", log), log[-3000:]
+    assert "broadcast #2" in log, log[-3000:]
+
+
+def test_import_torch_autoloads_the_backend(tmp_path):
+    code = ("import torch.distributed as dist; "
+            "print('RINGREDUCE' in dist.Backend._plugins)")
+    proc = _run([sys.executable, "-c", code], timeout=120, env=_env(), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True", proc.stdout + proc.stderr
+
+
+def test_broken_install_does_not_break_import_torch(tmp_path):
+    fake = tmp_path / "torch_ringreduce"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('simulated broken extension')\n")
+    proc = _run([sys.executable, "-c", "import torch; print('torch imported')"], timeout=120,
+                env=_env(PYTHONPATH=str(tmp_path)), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "torch imported" in proc.stdout
+    assert "torch_ringreduce could not be loaded" in proc.stderr
+    assert "simulated broken extension" in proc.stderr

@@ -1,0 +1,58 @@
+"""Process group life cycle: rendezvous methods, re-creation, several groups,
+and an idle group that leaves the CPU alone."""
+import socket
+
+from lifecycle_cases import idle_cpu, reinit_same_store, several_groups, tcp_init_and_reinit
+from multiproc import run_world
+
+
+def _free_port_block(n):
+    """A base port with n free ports after it (asked of the kernel, not fixed)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n >= 65535:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no block of free ports")
+
+
+def test_tcp_rendezvous_and_reinit_in_same_process():
+    port = _free_port_block(3)
+    sums = run_world(2, tcp_init_and_reinit, port, timeout=120)
+    for round_ in range(3):
+        assert sums[0][round_] == sums[1][round_] == float(0 + 1 + 2 * round_)
+
+
+def test_reinit_on_the_same_store_never_reads_stale_addresses():
+    sums = run_world(3, reinit_same_store, timeout=120)
+    for round_ in range(3):
+        assert {s[round_] for s in sums} == {float(0 + 10 + 20 + 3 * round_)}
+
+
+def test_several_groups_at_once():
+    results = run_world(3, several_groups, timeout=120)
+    for rank, r in enumerate(results):
+        assert r["everyone"] == 0 + 1 + 2
+        assert r["reversed"] == 2 * (0 + 1 + 2)
+    assert results[0]["low"] == results[1]["low"] == [3.0] * 3
+    assert results[1]["high"] == results[2]["high"] == [3.0] * 3
+
+
+def test_idle_group_uses_no_cpu():
+    # Four ranks on this machine's cores: a spinning progress thread would
+    # burn close to a full core per rank (about 1.5 s each here).
+    for rank, r in enumerate(run_world(4, idle_cpu, timeout=120)):
+        assert r["cpu"] < 0.25 * r["wall"], f"rank {rank} used {r['cpu']:.2f} s CPU while idle"
