@@ -1,5 +1,6 @@
 #include "algorithms/ring_allreduce.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/errors.h"
@@ -11,6 +12,10 @@
 namespace ringreduce {
 
 namespace {
+
+// Reduce-scatter receives in flight at once. Enough to keep the link busy
+// while a segment is reduced; few enough that the scratch stays in cache.
+constexpr size_t kReceiveWindow = 8;
 
 // Reduce-scatter step s (0..n-2) sends chunk r-s and receives chunk r-s-1;
 // after n-1 steps rank r holds the full result of chunk r+1. Allgather step t
@@ -25,16 +30,17 @@ class RingAllreduce {
     const size_t steps = 2 * static_cast<size_t>(n_ - 1);
     plan_ = planSegments(chunkOf(count, n_, 0).count, esize_, config.segmentBytes,
                          (kMaxSlot + 1) / steps);
-    const size_t scratchBytes = plan_.segments * plan_.elemsPerSegment * esize_;
-    scratch_[0] = static_cast<char*>(workspace.get(Workspace::kRecvA, scratchBytes));
-    scratch_[1] = static_cast<char*>(workspace.get(Workspace::kRecvB, scratchBytes));
+    rsTotal_ = static_cast<size_t>(n_ - 1) * plan_.segments;
+    window_ = std::min(rsTotal_, kReceiveWindow);
+    slotBytes_ = plan_.elemsPerSegment * esize_;
+    scratch_ = static_cast<char*>(workspace.get(Workspace::kRecvA, window_ * slotBytes_));
   }
 
   void run() {
     const int n = n_;
     std::vector<Request> sends;
-    sends.reserve(2 * static_cast<size_t>(n - 1) * plan_.segments);
-    std::vector<Request> rsRecvs[2];
+    sends.reserve(2 * rsTotal_);
+    std::vector<Request> rsRecvs(rsTotal_);
     std::vector<std::vector<Request>> agRecvs(static_cast<size_t>(n - 1));
 
     // Allgather receives land directly in their final place; no other step
@@ -45,21 +51,20 @@ class RingAllreduce {
         agRecvs[t].push_back(t_.irecv(left_, tag(left_, n - 1 + t, k), at(seg), bytes(seg), op_));
       }
     }
-    postReduceScatterRecvs(0, rsRecvs[0]);
+    for (size_t i = 0; i < window_; ++i) postReduceScatterRecv(i, rsRecvs);
     for (size_t k = 0; k < plan_.segments; ++k) {
       const Range seg = segment(rank_, k);
       sends.push_back(t_.isend(right_, tag(rank_, 0, k), at(seg), bytes(seg), op_));
     }
 
     for (int s = 0; s < n - 1; ++s) {
-      if (s + 1 < n - 1) postReduceScatterRecvs(s + 1, rsRecvs[(s + 1) % 2]);
       const bool last = (s == n - 2);
-      char* incoming = scratch_[s % 2];
       for (size_t k = 0; k < plan_.segments; ++k) {
-        t_.wait(rsRecvs[s % 2][k], op_);
+        const size_t i = static_cast<size_t>(s) * plan_.segments + k;
+        t_.wait(rsRecvs[i], op_);
         const Range seg = segment(rank_ - s - 1, k);
-        reduceInto(type_, reduceOp_, at(seg), incoming + k * plan_.elemsPerSegment * esize_,
-                   seg.count);
+        reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
+        if (i + window_ < rsTotal_) postReduceScatterRecv(i + window_, rsRecvs);  // slot is free again
         if (last && reduceOp_ == ReduceOp::Avg) finishAverage(type_, at(seg), seg.count, n);
         // Step s+1 is the next reduce-scatter step, or allgather step 0.
         sends.push_back(t_.isend(right_, tag(rank_, s + 1, k), at(seg), bytes(seg), op_));
@@ -79,15 +84,15 @@ class RingAllreduce {
   }
 
  private:
-  void postReduceScatterRecvs(int step, std::vector<Request>& out) {
-    out.clear();
-    char* into = scratch_[step % 2];
-    for (size_t k = 0; k < plan_.segments; ++k) {
-      const Range seg = segment(rank_ - step - 1, k);
-      out.push_back(t_.irecv(left_, tag(left_, step, k), into + k * plan_.elemsPerSegment * esize_,
-                             bytes(seg), op_));
-    }
+  // Reduce-scatter receive i = step * segments + k goes to scratch slot
+  // i % window: a small, cache-resident ring instead of a chunk-sized buffer.
+  void postReduceScatterRecv(size_t i, std::vector<Request>& recvs) {
+    const int step = static_cast<int>(i / plan_.segments);
+    const size_t k = i % plan_.segments;
+    const Range seg = segment(rank_ - step - 1, k);
+    recvs[i] = t_.irecv(left_, tag(left_, step, k), slot(i), bytes(seg), op_);
   }
+  char* slot(size_t i) const { return scratch_ + (i % window_) * slotBytes_; }
 
   Range segment(int chunk, size_t k) const {
     const int index = ((chunk % n_) + n_) % n_;
@@ -108,7 +113,10 @@ class RingAllreduce {
   int n_, rank_, left_, right_;
   size_t esize_;
   SegmentPlan plan_;
-  char* scratch_[2];
+  size_t rsTotal_ = 0;
+  size_t window_ = 1;
+  size_t slotBytes_ = 0;
+  char* scratch_ = nullptr;
 };
 
 }  // namespace

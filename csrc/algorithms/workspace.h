@@ -10,7 +10,7 @@ namespace ringreduce {
 
 class Workspace {
  public:
-  enum Slot { kRecvA = 0, kRecvB = 1, kWidened = 2, kStaging = 3, kSlotCount = 4 };
+  enum Slot { kRecvA = 0, kWidened = 1, kSlotCount = 2 };
 
   // At least `bytes` of memory in `slot`, valid until the next call for that slot.
   void* get(Slot slot, size_t bytes) {

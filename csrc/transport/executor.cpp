@@ -42,6 +42,11 @@ void Executor::wake() {
 }
 
 void Executor::run() {
+  // Right after a collective the next one usually follows within
+  // microseconds (DDP buckets, a training loop): poll for a short while
+  // before sleeping, so the common case skips a thread wake-up.
+  const auto spin = std::chrono::microseconds(transport_.spinMicroseconds());
+  auto spinUntil = Clock::now();
   while (true) {
     Task task;
     bool stop = false;
@@ -60,10 +65,12 @@ void Executor::run() {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
       }
+      spinUntil = Clock::now() + spin;
       continue;
     }
     if (stop) return;
     if (transport_.progress() > 0) continue;
+    if (Clock::now() < spinUntil) continue;
     transport_.sleepUntilEvent(wakeFd_, -1);
     uint64_t drained;
     [[maybe_unused]] ssize_t got = ::read(wakeFd_, &drained, sizeof(drained));

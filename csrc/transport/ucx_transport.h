@@ -41,6 +41,7 @@ class UcxTransport {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  int spinMicroseconds() const { return config_.spinMicroseconds; }
 
   Request isend(int peer, uint64_t tag, const void* data, size_t bytes, const OpContext& op);
   Request irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op);
