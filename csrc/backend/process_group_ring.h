@@ -20,6 +20,8 @@
 #include "algorithms/workspace.h"
 #include "backend/work_ring.h"
 #include "core/config.h"
+#include "core/data_type.h"
+#include "core/reduce_op.h"
 #include "core/op_context.h"
 #include "transport/executor.h"
 #include "transport/ucx_transport.h"
@@ -46,6 +48,26 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
 
   // Runs what is queued, then releases the executor and the UCX resources.
   // Later calls raise. Called by destroy_process_group() and the destructor.
@@ -59,6 +81,8 @@ class ProcessGroupRing : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          const std::string& summary, Body body);
   void run(WorkRing& work, const char* name, const OpContext& op, const Body& body);
+  void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
+                         DataType type, ReduceOp op);
 
   const std::string groupName_;
   const Config config_;

@@ -30,10 +30,24 @@ void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char*
   }
   TORCH_CHECK_VALUE(tensor.device().is_cpu(), where(site), role, " tensor is on ",
                     tensor.device(), "; ringreduce takes CPU tensors");
-  TORCH_CHECK_TYPE(isSupportedScalarType(tensor.scalar_type()), where(site), role,
-                   " tensor has unsupported dtype ", tensor.scalar_type(),
+}
+
+void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site) {
+  TORCH_CHECK_TYPE(isSupportedScalarType(tensor.scalar_type()), where(site),
+                   "tensor has unsupported dtype ", tensor.scalar_type(),
                    " (supported: float32, float64, float16, bfloat16, int8, uint8, int16, "
                    "int32, int64, bool, complex64, complex128)");
+}
+
+void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
+                   const at::Tensor& like, const CallSite& site, const char* role) {
+  TORCH_CHECK_VALUE(list.size() == expectedLength, where(site), role, " list has ", list.size(),
+                    " tensors, expected one per rank (", expectedLength, ")");
+  for (const at::Tensor& t : list) {
+    checkHostTensor(t, site, role);
+    checkSameDtype(t, like, site, role, "input");
+    checkNumel(t, like.numel(), site, role);
+  }
 }
 
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,

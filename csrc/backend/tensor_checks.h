@@ -16,8 +16,13 @@ struct CallSite {
 
 // Exactly one tensor (the multi-device list API is not supported).
 void checkSingleTensor(const std::vector<at::Tensor>& tensors, const CallSite& site);
-// Dense, strided, on the CPU, of a supported dtype.
+// Dense, strided, on the CPU. Any dtype: data movement only needs bytes.
 void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char* role);
+// A dtype the reduction loops handle (reduction ops only).
+void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site);
+// Every tensor of `list` is a host tensor like `like` (dtype and numel).
+void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
+                   const at::Tensor& like, const CallSite& site, const char* role);
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,
                     const char* roleA, const char* roleB);
 void checkNumel(const at::Tensor& tensor, int64_t expected, const CallSite& site,

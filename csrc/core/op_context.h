@@ -15,13 +15,19 @@ struct OpContext {
   uint64_t seq = 0;
   std::chrono::milliseconds timeout{30 * 60 * 1000};
   Clock::time_point deadline = Clock::time_point::max();
+  // Send/recv count their own sequence, apart from the collectives'.
+  bool pointToPoint = false;
 
   OpContext() = default;
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)
       : opName(name), seq(sequence), timeout(limit), deadline(Clock::now() + limit) {}
 
-  // "allreduce #12"
-  std::string describe() const { return std::string(opName) + " #" + std::to_string(seq); }
+  // "allreduce #12", "send p2p#3"
+  std::string describe() const {
+    return std::string(opName) + (pointToPoint ? " p2p#" : " #") + std::to_string(seq);
+  }
+  // Identifies the operation a UCX request belongs to.
+  uint64_t owner() const { return seq | (pointToPoint ? (1ull << 63) : 0); }
 };
 
 }  // namespace ringreduce

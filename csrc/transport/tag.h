@@ -1,8 +1,10 @@
 // Layout of the 64-bit UCX tag. UCX matches receives per worker, not per
-// endpoint, so the tag must say who sent a message and to which operation
-// and step it belongs:
-//   [ source rank : 20 ][ op sequence : 20 ][ slot : 24 ]
-// The sequence wraps; two operations 2^20 apart are never in flight at once.
+// endpoint, so the tag must say who sent a message and what it belongs to:
+//   collectives: [ source rank : 20 ][ 0 ][ op sequence : 20 ][ slot : 23 ]
+//   send/recv:   [ source rank : 20 ][ 1 ][ user tag : 43 ]
+// Collective sequences wrap; two operations 2^20 apart are never in flight
+// at once. Point-to-point messages carry the user's tag instead, so they
+// match across ranks whatever collectives each rank issued before.
 #pragma once
 
 #include <cstdint>
@@ -11,20 +13,29 @@ namespace ringreduce {
 
 constexpr int kTagRankBits = 20;
 constexpr int kTagSeqBits = 20;
-constexpr int kTagSlotBits = 24;
+constexpr int kTagSlotBits = 23;
+constexpr int kTagPayloadBits = 64 - kTagRankBits;  // kind bit + 43
+constexpr uint64_t kTagKindP2P = 1ull << (kTagPayloadBits - 1);
 constexpr uint64_t kTagFullMask = ~0ull;
+// Matches any source rank (recv from any source).
+constexpr uint64_t kTagAnySourceMask = (1ull << kTagPayloadBits) - 1;
 constexpr int kMaxRanks = 1 << kTagRankBits;
 constexpr uint32_t kMaxSlot = (1u << kTagSlotBits) - 1;
 
 inline uint64_t makeTag(int sourceRank, uint64_t seq, uint32_t slot) {
   const uint64_t seqMask = (1ull << kTagSeqBits) - 1;
   const uint64_t slotMask = (1ull << kTagSlotBits) - 1;
-  return (static_cast<uint64_t>(sourceRank) << (kTagSeqBits + kTagSlotBits)) |
+  return (static_cast<uint64_t>(sourceRank) << kTagPayloadBits) |
          ((seq & seqMask) << kTagSlotBits) | (slot & slotMask);
 }
 
-inline int tagSourceRank(uint64_t tag) {
-  return static_cast<int>(tag >> (kTagSeqBits + kTagSlotBits));
+// `userTag` must be non-negative (torch's tags are ints >= 0).
+inline uint64_t makeP2PTag(int sourceRank, int64_t userTag) {
+  const uint64_t userMask = kTagKindP2P - 1;
+  return (static_cast<uint64_t>(sourceRank) << kTagPayloadBits) | kTagKindP2P |
+         (static_cast<uint64_t>(userTag) & userMask);
 }
+
+inline int tagSourceRank(uint64_t tag) { return static_cast<int>(tag >> kTagPayloadBits); }
 
 }  // namespace ringreduce

@@ -25,6 +25,10 @@ void checkUcs(ucs_status_t status, const char* what) {
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
 
+std::string peerName(int peer) {
+  return peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer);
+}
+
 }  // namespace
 
 UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
@@ -68,7 +72,7 @@ UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
 }
 
 UcxTransport::~UcxTransport() {
-  abandonOutstanding();
+  abandonWhere(true, 0);
   std::vector<void*> closing;
   for (ucp_ep_h ep : endpoints_) {
     if (ep == nullptr) continue;
@@ -141,13 +145,13 @@ Request UcxTransport::isend(int peer, uint64_t tag, const void* data, size_t byt
     request.done = true;
   } else {
     request.handle = status;
-    outstanding_.insert(status);
+    outstanding_.emplace(status, op.owner());
   }
   return request;
 }
 
 Request UcxTransport::irecv(int peer, uint64_t tag, void* data, size_t bytes,
-                            const OpContext& op) {
+                            const OpContext& op, uint64_t mask) {
   Request request;
   request.peer = peer;
   request.bytes = bytes;
@@ -158,7 +162,7 @@ Request UcxTransport::irecv(int peer, uint64_t tag, void* data, size_t bytes,
   // reports the received length in every case.
   param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.recv_info.tag_info = &info;
-  ucs_status_ptr_t status = ucp_tag_recv_nbx(worker_, data, bytes, tag, kTagFullMask, &param);
+  ucs_status_ptr_t status = ucp_tag_recv_nbx(worker_, data, bytes, tag, mask, &param);
   if (UCS_PTR_IS_ERR(status)) {
     throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
                          ": receive from rank " + std::to_string(peer) +
@@ -174,7 +178,7 @@ Request UcxTransport::irecv(int peer, uint64_t tag, void* data, size_t bytes,
     request.done = true;
   } else {
     request.handle = status;
-    outstanding_.insert(status);
+    outstanding_.emplace(status, op.owner());
   }
   return request;
 }
@@ -193,9 +197,10 @@ bool UcxTransport::test(Request& request, const OpContext& op) {
                                              : ucp_request_check_status(request.handle);
   if (status == UCS_INPROGRESS) return false;
   finishRequest(request);
+  if (request.isRecv) request.senderTag = info.sender_tag;
   const std::string where = "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_);
   const std::string direction =
-      request.isRecv ? "receive from rank " + std::to_string(request.peer)
+      request.isRecv ? "receive from " + peerName(request.peer)
                      : "send to rank " + std::to_string(request.peer);
   if (status == UCS_ERR_MESSAGE_TRUNCATED) {
     throw TransportError(where + ": " + direction + " brought more than the expected " +
@@ -207,8 +212,8 @@ bool UcxTransport::test(Request& request, const OpContext& op) {
   }
   if (request.isRecv && info.length != request.bytes) {
     throw TransportError(where + ": received " + std::to_string(info.length) +
-                         " bytes from rank " + std::to_string(request.peer) + ", expected " +
-                         std::to_string(request.bytes) +
+                         " bytes from " + peerName(tagSourceRank(info.sender_tag)) +
+                         ", expected " + std::to_string(request.bytes) +
                          " (do all ranks call the same collective with the same sizes?)");
   }
   return true;
@@ -236,7 +241,7 @@ void UcxTransport::waitAll(std::vector<Request>& requests, const OpContext& op) 
 void UcxTransport::throwTimeout(const Request& request, const OpContext& op) const {
   const std::string waiting =
       request.isRecv ? "still waiting to receive " + std::to_string(request.bytes) +
-                           " bytes from rank " + std::to_string(request.peer)
+                           " bytes from " + peerName(request.peer)
                      : "still waiting to send " + std::to_string(request.bytes) +
                            " bytes to rank " + std::to_string(request.peer);
   throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
@@ -245,12 +250,27 @@ void UcxTransport::throwTimeout(const Request& request, const OpContext& op) con
                      " (is that rank alive and calling the same collective?)");
 }
 
-void UcxTransport::abandonOutstanding() {
-  for (void* handle : outstanding_) {
-    ucp_request_cancel(worker_, handle);
-    ucp_request_free(handle);
+void UcxTransport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op.owner()); }
+
+void UcxTransport::abandonWhere(bool all, uint64_t owner) {
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (all || it->second == owner) {
+      ucp_request_cancel(worker_, it->first);
+      ucp_request_free(it->first);
+      it = outstanding_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  outstanding_.clear();
+}
+
+void UcxTransport::abandon(Request& request) {
+  if (request.handle == nullptr) return;
+  ucp_request_cancel(worker_, request.handle);
+  ucp_request_free(request.handle);
+  outstanding_.erase(request.handle);
+  request.handle = nullptr;
+  request.done = true;
 }
 
 unsigned UcxTransport::progress() { return ucp_worker_progress(worker_); }

@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/config.h"
@@ -25,8 +25,9 @@ namespace ringreduce {
 // and releases it when the request completes or is abandoned.
 struct Request {
   void* handle = nullptr;  // UCX request while in flight
-  int peer = -1;
+  int peer = -1;          // -1: a receive from any source
   size_t bytes = 0;
+  uint64_t senderTag = 0;  // for receives, once done: who sent it (tagSourceRank)
   bool isRecv = false;
   bool done = false;
 };
@@ -44,7 +45,9 @@ class UcxTransport {
   int spinMicroseconds() const { return config_.spinMicroseconds; }
 
   Request isend(int peer, uint64_t tag, const void* data, size_t bytes, const OpContext& op);
-  Request irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op);
+  // `mask` selects the tag bits that must match (kTagAnySourceMask: any sender).
+  Request irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op,
+                uint64_t mask = ~0ull);
 
   // True once `request` finished; throws TransportError if it failed. Does
   // not progress the worker.
@@ -54,9 +57,11 @@ class UcxTransport {
   void wait(Request& request, const OpContext& op);
   void waitAll(std::vector<Request>& requests, const OpContext& op);
 
-  // Cancels and releases every request still in flight (after an error, so
-  // that no late message lands in a buffer the caller has given up).
-  void abandonOutstanding();
+  // Cancels and releases the requests of `op` still in flight (after an
+  // error, so that no late message lands in a buffer the caller has given up).
+  void abandonOutstanding(const OpContext& op);
+  // The same for one request (a send/recv that timed out).
+  void abandon(Request& request);
 
   // One pass of UCX progress; returns the number of events handled.
   unsigned progress();
@@ -80,7 +85,9 @@ class UcxTransport {
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
   std::vector<ucp_ep_h> endpoints_;
-  std::unordered_set<void*> outstanding_;
+  void abandonWhere(bool all, uint64_t owner);
+
+  std::unordered_map<void*, uint64_t> outstanding_;  // UCX request -> OpContext::owner()
 };
 
 }  // namespace ringreduce

@@ -8,7 +8,10 @@
 #include "algorithms/barrier.h"
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/ring_allgather.h"
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/direct_exchange.h"
+#include "algorithms/ring_reduce.h"
+#include "algorithms/ring_reduction.h"
+#include "core/partition.h"
 #include "core/half_conversion.h"
 #include "rank_threads.h"
 
@@ -131,4 +134,91 @@ TEST(DisseminationBarrier, NoRankLeavesBeforeTheLastArrives) {
       EXPECT_EQ(arrived.load(), n);
     });
   }
+}
+
+TEST(RingReduceScatter, EachRankEndsWithItsOwnChunk) {
+  for (int n : {1, 2, 3, 4}) {
+    const size_t count = 1001;
+    std::vector<int64_t> expected(count, 0);
+    for (int r = 0; r < n; ++r) {
+      const auto in = inputOf(r, count, 5);
+      for (size_t i = 0; i < count; ++i) expected[i] += in[i];
+    }
+    runRanks(n, [&, n](UcxTransport& t, int rank) {
+      Workspace ws;
+      auto data = inputOf(rank, count, 5);
+      ringReduceScatter(t, OpContext("reduce_scatter", 1, std::chrono::seconds(20)), data.data(),
+                        count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+      const Range mine = chunkOf(count, n, rank);
+      for (size_t i = mine.offset; i < mine.offset + mine.count; ++i) ASSERT_EQ(data[i], expected[i]);
+    });
+  }
+}
+
+TEST(RingReduce, EveryRootGetsTheReduction) {
+  const int n = 3;
+  const size_t count = 4099;
+  std::vector<int64_t> expected(count, 0);
+  for (int r = 0; r < n; ++r) {
+    const auto in = inputOf(r, count, 6);
+    for (size_t i = 0; i < count; ++i) expected[i] = std::max(r == 0 ? in[i] : expected[i], in[i]);
+  }
+  runRanks(n, [&](UcxTransport& t, int rank) {
+    Workspace ws;
+    for (int root = 0; root < n; ++root) {
+      auto data = inputOf(rank, count, 6);
+      ringReduce(t, OpContext("reduce", 1 + root, std::chrono::seconds(20)), data.data(), count,
+                 DataType::Int64, ReduceOp::Max, root, smallSegments(), ws);
+      if (rank == root) ASSERT_EQ(data, expected);
+    }
+  });
+}
+
+TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
+  const int n = 4;
+  runRanks(n, [n](UcxTransport& t, int rank) {
+    // Gather: rank r contributes r+1 bytes of value r (uneven blocks).
+    BlockLayout layout;
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      layout.offsets.push_back(total);
+      layout.bytes.push_back(static_cast<size_t>(r + 1));
+      total += static_cast<size_t>(r + 1);
+    }
+    std::vector<uint8_t> mine(static_cast<size_t>(rank + 1), static_cast<uint8_t>(rank));
+    std::vector<uint8_t> gathered(total, 0xff);
+    gatherToRoot(t, OpContext("gather", 1, std::chrono::seconds(20)), mine.data(), mine.size(),
+                 gathered.data(), layout, 2);
+    if (rank == 2)
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < layout.bytes[r]; ++i) ASSERT_EQ(gathered[layout.offsets[r] + i], r);
+    // Scatter the same layout back from root 1.
+    std::vector<uint8_t> source(total);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < layout.bytes[r]; ++i) source[layout.offsets[r] + i] = static_cast<uint8_t>(10 + r);
+    std::vector<uint8_t> piece(static_cast<size_t>(rank + 1), 0);
+    scatterFromRoot(t, OpContext("scatter", 2, std::chrono::seconds(20)), source.data(), layout,
+                    piece.data(), piece.size(), 1);
+    for (uint8_t v : piece) ASSERT_EQ(v, 10 + rank);
+    // All-to-all: rank r sends (p + 1) bytes of value 16*r + p to rank p.
+    BlockLayout sendLayout, recvLayout;
+    size_t sendTotal = 0, recvTotal = 0;
+    for (int p = 0; p < n; ++p) {
+      sendLayout.offsets.push_back(sendTotal);
+      sendLayout.bytes.push_back(static_cast<size_t>(p + 1));
+      sendTotal += static_cast<size_t>(p + 1);
+      recvLayout.offsets.push_back(recvTotal);
+      recvLayout.bytes.push_back(static_cast<size_t>(rank + 1));
+      recvTotal += static_cast<size_t>(rank + 1);
+    }
+    std::vector<uint8_t> send(sendTotal), recv(recvTotal, 0xff);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < sendLayout.bytes[p]; ++i)
+        send[sendLayout.offsets[p] + i] = static_cast<uint8_t>(16 * rank + p);
+    allToAll(t, OpContext("all_to_all", 3, std::chrono::seconds(20)), send.data(), sendLayout,
+             recv.data(), recvLayout);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < recvLayout.bytes[p]; ++i)
+        ASSERT_EQ(recv[recvLayout.offsets[p] + i], 16 * p + rank);
+  });
 }

@@ -118,6 +118,6 @@ TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
       EXPECT_NE(message.find("from rank 0"), std::string::npos) << message;
     }
     EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
-    t.abandonOutstanding();
+    t.abandonOutstanding(op);
   });
 }

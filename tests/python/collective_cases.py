@@ -22,6 +22,11 @@ class Report:
         if problem:
             self.failures.append(f"{what}: {problem}")
 
+    def check_equal(self, what, actual, expected):
+        self.checked += 1
+        if actual != expected:
+            self.failures.append(f"{what}: {actual!r} != {expected!r}")
+
     def as_dict(self):
         return {"failures": self.failures, "checked": self.checked,
                 "gloo_checked": self.gloo_checked, "gloo_skipped": sorted(self.gloo_skipped)}
@@ -127,5 +132,19 @@ def run_sweep(rank, world, init_method):
     sweep_allreduce(rank, world, gloo, report)
     sweep_broadcast(rank, world, gloo, report)
     sweep_allgather(rank, world, gloo, report)
+    dist.barrier()
+    return report.as_dict()
+
+
+def run_sweep_more(rank, world, init_method):
+    """Issue 3's collectives (collective_cases_more.py)."""
+    from collective_cases_more import SWEEPS
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world)
+    gloo = dist.new_group(backend="gloo")
+    report = Report()
+    for sweep in SWEEPS:
+        sweep(rank, world, gloo, report, _gloo)
     dist.barrier()
     return report.as_dict()

@@ -1,4 +1,4 @@
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/ring_reduction.h"
 
 #include <algorithm>
 #include <vector>
@@ -17,14 +17,20 @@ namespace {
 // while a segment is reduced; few enough that the scratch stays in cache.
 constexpr size_t kReceiveWindow = 8;
 
-// Reduce-scatter step s (0..n-2) sends chunk r-s and receives chunk r-s-1;
-// after n-1 steps rank r holds the full result of chunk r+1. Allgather step t
-// (tag step n-1+t) sends chunk r+1-t and receives chunk r-t.
-class RingAllreduce {
+// With shift d, reduce-scatter step s (0..n-2) sends chunk r-s+d and
+// receives chunk r-s-1+d; after n-1 steps rank r holds the full result of
+// chunk r+1+d. Allreduce uses d = 0 and continues with an allgather: step t
+// (tag step n-1+t) sends chunk r+1-t and receives chunk r-t. Reduce-scatter
+// alone uses d = -1, so that rank r ends with chunk r.
+class RingReduction {
  public:
-  RingAllreduce(UcxTransport& transport, const OpContext& op, char* data, size_t count,
-                DataType type, ReduceOp reduceOp, const Config& config, Workspace& workspace)
-      : t_(transport), op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
+  enum class Mode { Allreduce, ReduceScatter };
+
+  RingReduction(Mode mode, UcxTransport& transport, const OpContext& op, char* data,
+                size_t count, DataType type, ReduceOp reduceOp, const Config& config,
+                Workspace& workspace)
+      : allgather_(mode == Mode::Allreduce), shift_(allgather_ ? 0 : -1), t_(transport),
+        op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
         n_(transport.size()), rank_(transport.rank()), left_((rank_ - 1 + n_) % n_),
         right_((rank_ + 1) % n_), esize_(elementSize(type)) {
     const size_t steps = 2 * static_cast<size_t>(n_ - 1);
@@ -41,11 +47,11 @@ class RingAllreduce {
     std::vector<Request> sends;
     sends.reserve(2 * rsTotal_);
     std::vector<Request> rsRecvs(rsTotal_);
-    std::vector<std::vector<Request>> agRecvs(static_cast<size_t>(n - 1));
+    std::vector<std::vector<Request>> agRecvs(static_cast<size_t>(allgather_ ? n - 1 : 0));
 
     // Allgather receives land directly in their final place; no other step
     // writes those bytes after the data can arrive, so post them all now.
-    for (int t = 0; t < n - 1; ++t) {
+    for (int t = 0; allgather_ && t < n - 1; ++t) {
       for (size_t k = 0; k < plan_.segments; ++k) {
         const Range seg = segment(rank_ - t, k);
         agRecvs[t].push_back(t_.irecv(left_, tag(left_, n - 1 + t, k), at(seg), bytes(seg), op_));
@@ -53,7 +59,7 @@ class RingAllreduce {
     }
     for (size_t i = 0; i < window_; ++i) postReduceScatterRecv(i, rsRecvs);
     for (size_t k = 0; k < plan_.segments; ++k) {
-      const Range seg = segment(rank_, k);
+      const Range seg = segment(rank_ + shift_, k);
       sends.push_back(t_.isend(right_, tag(rank_, 0, k), at(seg), bytes(seg), op_));
     }
 
@@ -62,16 +68,18 @@ class RingAllreduce {
       for (size_t k = 0; k < plan_.segments; ++k) {
         const size_t i = static_cast<size_t>(s) * plan_.segments + k;
         t_.wait(rsRecvs[i], op_);
-        const Range seg = segment(rank_ - s - 1, k);
+        const Range seg = segment(rank_ - s - 1 + shift_, k);
         reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
         if (i + window_ < rsTotal_) postReduceScatterRecv(i + window_, rsRecvs);  // slot is free again
         if (last && reduceOp_ == ReduceOp::Avg) finishAverage(type_, at(seg), seg.count, n);
         // Step s+1 is the next reduce-scatter step, or allgather step 0.
-        sends.push_back(t_.isend(right_, tag(rank_, s + 1, k), at(seg), bytes(seg), op_));
+        if (!last || allgather_) {
+          sends.push_back(t_.isend(right_, tag(rank_, s + 1, k), at(seg), bytes(seg), op_));
+        }
       }
     }
 
-    for (int t = 0; t < n - 1; ++t) {
+    for (int t = 0; allgather_ && t < n - 1; ++t) {
       for (size_t k = 0; k < plan_.segments; ++k) {
         t_.wait(agRecvs[t][k], op_);
         if (t + 1 < n - 1) {
@@ -89,7 +97,7 @@ class RingAllreduce {
   void postReduceScatterRecv(size_t i, std::vector<Request>& recvs) {
     const int step = static_cast<int>(i / plan_.segments);
     const size_t k = i % plan_.segments;
-    const Range seg = segment(rank_ - step - 1, k);
+    const Range seg = segment(rank_ - step - 1 + shift_, k);
     recvs[i] = t_.irecv(left_, tag(left_, step, k), slot(i), bytes(seg), op_);
   }
   char* slot(size_t i) const { return scratch_ + (i % window_) * slotBytes_; }
@@ -104,6 +112,8 @@ class RingAllreduce {
     return makeTag(source, op_.seq, static_cast<uint32_t>(step * plan_.segments + k));
   }
 
+  const bool allgather_;
+  const int shift_;
   UcxTransport& t_;
   const OpContext& op_;
   char* data_;
@@ -119,27 +129,49 @@ class RingAllreduce {
   char* scratch_ = nullptr;
 };
 
+// Runs `mode` on `data`, widening half precision to float32 around it. For
+// reduce-scatter only this rank's chunk is narrowed back: the rest is scratch.
+void runWithAccumulationType(RingReduction::Mode mode, UcxTransport& transport,
+                             const OpContext& op, void* data, size_t count, DataType type,
+                             ReduceOp reduceOp, const Config& config, Workspace& workspace) {
+  const std::string reason = unsupportedReason(type, reduceOp);
+  if (!reason.empty()) throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  if (transport.size() == 1 || count == 0) return;  // AVG over one rank is the identity
+
+  if (!isHalfPrecision(type)) {
+    RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, config,
+                  workspace)
+        .run();
+    return;
+  }
+  const bool half = type == DataType::Float16;
+  auto* narrow = static_cast<uint16_t*>(data);
+  auto* wide = static_cast<float*>(workspace.get(Workspace::kWidened, count * sizeof(float)));
+  halfBufferToFloat(half, narrow, wide, count);
+  RingReduction(mode, transport, op, reinterpret_cast<char*>(wide), count, DataType::Float32,
+                reduceOp, config, workspace)
+      .run();
+  Range keep{0, count};
+  if (mode == RingReduction::Mode::ReduceScatter) {
+    keep = chunkOf(count, transport.size(), transport.rank());
+  }
+  floatBufferToHalf(half, wide + keep.offset, narrow + keep.offset, keep.count);
+}
+
 }  // namespace
 
 void ringAllreduce(UcxTransport& transport, const OpContext& op, void* data, size_t count,
                    DataType type, ReduceOp reduceOp, const Config& config,
                    Workspace& workspace) {
-  const std::string reason = unsupportedReason(type, reduceOp);
-  if (!reason.empty()) throw InvalidArgument("ringreduce: allreduce: " + reason);
-  if (transport.size() == 1 || count == 0) return;  // AVG over one rank is the identity
+  runWithAccumulationType(RingReduction::Mode::Allreduce, transport, op, data, count, type,
+                          reduceOp, config, workspace);
+}
 
-  if (isHalfPrecision(type)) {
-    const bool half = type == DataType::Float16;
-    auto* wide = static_cast<float*>(workspace.get(Workspace::kWidened, count * sizeof(float)));
-    halfBufferToFloat(half, static_cast<const uint16_t*>(data), wide, count);
-    RingAllreduce(transport, op, reinterpret_cast<char*>(wide), count, DataType::Float32,
-                  reduceOp, config, workspace)
-        .run();
-    floatBufferToHalf(half, wide, static_cast<uint16_t*>(data), count);
-    return;
-  }
-  RingAllreduce(transport, op, static_cast<char*>(data), count, type, reduceOp, config, workspace)
-      .run();
+void ringReduceScatter(UcxTransport& transport, const OpContext& op, void* data, size_t count,
+                       DataType type, ReduceOp reduceOp, const Config& config,
+                       Workspace& workspace) {
+  runWithAccumulationType(RingReduction::Mode::ReduceScatter, transport, op, data, count, type,
+                          reduceOp, config, workspace);
 }
 
 }  // namespace ringreduce

@@ -1,0 +1,172 @@
+// The collectives where ranks exchange blocks directly: gather, scatter and
+// all-to-all (equal or uneven splits).
+#include <c10/util/Exception.h>
+
+#include <numeric>
+
+#include "algorithms/direct_exchange.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+#include "backend/tensor_staging.h"
+
+namespace ringreduce {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const CallSite site{"gather", rank_};
+  checkSingleTensor(inputs, site);
+  const at::Tensor input = inputs[0];
+  checkHostTensor(input, site, "input");
+  checkRoot(opts.rootRank, size_, site);
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> outputList;
+  if (rank_ == root) {
+    TORCH_CHECK_VALUE(outputs.size() == 1, "ringreduce: gather on root rank ", rank_,
+                      ": expected one output list, got ", outputs.size());
+    outputList = outputs[0];
+    checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ringreduce: gather on rank ", rank_,
+                      ": only the root (rank ", root, ") may pass an output list");
+  }
+  return enqueue(c10d::OpType::GATHER, site.op, opts.timeout, outputList,
+                 describeTensor(input) + " to root " + std::to_string(root),
+                 [this, input, outputList, root](const OpContext& ctx) {
+                   const at::Tensor in = contiguousInput(input);
+                   at::Tensor flat;
+                   if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
+                   gatherToRoot(*transport_, ctx, in.data_ptr(), in.nbytes(),
+                                rank_ == root ? flat.data_ptr() : nullptr,
+                                BlockLayout::uniform(size_, in.nbytes()), root);
+                   if (rank_ == root) unflattenInto(flat, outputList);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const CallSite site{"scatter", rank_};
+  checkSingleTensor(outputs, site);
+  const at::Tensor output = outputs[0];
+  checkHostTensor(output, site, "output");
+  checkRoot(opts.rootRank, size_, site);
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> inputList;
+  if (rank_ == root) {
+    TORCH_CHECK_VALUE(inputs.size() == 1, "ringreduce: scatter on root rank ", rank_,
+                      ": expected one input list, got ", inputs.size());
+    inputList = inputs[0];
+    checkListLike(inputList, static_cast<size_t>(size_), output, site, "input");
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "ringreduce: scatter on rank ", rank_,
+                      ": only the root (rank ", root, ") may pass an input list");
+  }
+  return enqueue(c10d::OpType::SCATTER, site.op, opts.timeout, {output},
+                 describeTensor(output) + " from root " + std::to_string(root),
+                 [this, output, inputList, root](const OpContext& ctx) {
+                   at::Tensor flat;
+                   if (rank_ == root) flat = flattenList(inputList);
+                   withContiguous(output, [&](void* data) {
+                     scatterFromRoot(*transport_, ctx, rank_ == root ? flat.data_ptr() : nullptr,
+                                     BlockLayout::uniform(size_, output.nbytes()), data,
+                                     output.nbytes(), root);
+                   });
+                 });
+}
+
+namespace {
+
+// Byte layout of dim-0 splits of `tensor` (equal splits when `splits` is empty).
+BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& splits, int size,
+                        const CallSite& site, const char* role) {
+  const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+  const size_t rowBytes = rows == 0 ? 0 : tensor.nbytes() / static_cast<size_t>(rows);
+  std::vector<int64_t> counts = splits;
+  if (counts.empty()) {
+    TORCH_CHECK_VALUE(rows % size == 0, "ringreduce: ", site.op, " on rank ", site.rank, ": ",
+                      role, " dim 0 (", rows, ") is not divisible by the group size (", size,
+                      "); pass split sizes");
+    counts.assign(static_cast<size_t>(size), rows / size);
+  }
+  TORCH_CHECK_VALUE(static_cast<int>(counts.size()) == size, "ringreduce: ", site.op, " on rank ",
+                    site.rank, ": ", role, " split sizes have ", counts.size(),
+                    " entries, expected one per rank (", size, ")");
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    TORCH_CHECK_VALUE(c >= 0, "ringreduce: ", site.op, " on rank ", site.rank, ": negative ",
+                      role, " split size ", c);
+    total += c;
+  }
+  TORCH_CHECK_VALUE(total == rows, "ringreduce: ", site.op, " on rank ", site.rank, ": ", role,
+                    " split sizes add up to ", total, " but dim 0 is ", rows);
+  BlockLayout layout;
+  size_t offset = 0;
+  for (int64_t c : counts) {
+    layout.offsets.push_back(offset);
+    layout.bytes.push_back(static_cast<size_t>(c) * rowBytes);
+    offset += static_cast<size_t>(c) * rowBytes;
+  }
+  return layout;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
+  const CallSite site{"all_to_all_single", rank_};
+  checkHostTensor(input, site, "input");
+  checkHostTensor(output, site, "output");
+  checkSameDtype(output, input, site, "output", "input");
+  const BlockLayout sendLayout = splitLayout(input, inputSplits, size_, site, "input");
+  const BlockLayout recvLayout = splitLayout(output, outputSplits, size_, site, "output");
+  return enqueue(c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output},
+                 describeTensor(input),
+                 [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
+                   const at::Tensor in = contiguousInput(input);
+                   withContiguous(output, [&](void* data) {
+                     allToAll(*transport_, ctx, in.data_ptr(), sendLayout, data, recvLayout);
+                   });
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  const CallSite site{"all_to_all", rank_};
+  TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ &&
+                        static_cast<int>(outputs.size()) == size_,
+                    "ringreduce: all_to_all on rank ", rank_, ": expected ", size_,
+                    " input and output tensors, got ", inputs.size(), " and ", outputs.size());
+  BlockLayout sendLayout, recvLayout;
+  size_t sendOffset = 0, recvOffset = 0;
+  for (int p = 0; p < size_; ++p) {
+    checkHostTensor(inputs[p], site, "input");
+    checkHostTensor(outputs[p], site, "output");
+    checkSameDtype(outputs[p], inputs[0], site, "output", "input");
+    checkSameDtype(inputs[p], inputs[0], site, "input", "first input");
+    sendLayout.offsets.push_back(sendOffset);
+    sendLayout.bytes.push_back(inputs[p].nbytes());
+    sendOffset += inputs[p].nbytes();
+    recvLayout.offsets.push_back(recvOffset);
+    recvLayout.bytes.push_back(outputs[p].nbytes());
+    recvOffset += outputs[p].nbytes();
+  }
+  const std::vector<at::Tensor> inputList = inputs;
+  const std::vector<at::Tensor> outputList = outputs;
+  return enqueue(c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
+                 std::to_string(size_) + " tensors",
+                 [this, inputList, outputList, sendLayout, recvLayout](const OpContext& ctx) {
+                   const at::Tensor send = flattenList(inputList);
+                   const int64_t recvCount = std::accumulate(
+                       outputList.begin(), outputList.end(), int64_t{0},
+                       [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
+                   at::Tensor recv = at::empty({recvCount}, outputList[0].options());
+                   allToAll(*transport_, ctx, send.data_ptr(), sendLayout, recv.data_ptr(),
+                            recvLayout);
+                   unflattenInto(recv, outputList);
+                 });
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,54 @@
+// Getting tensor memory into the contiguous layout the algorithms work on,
+// and results back into the caller's tensors.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ringreduce {
+
+// Runs `fn` on a pointer to the tensor's data laid out contiguously; copies
+// back when a temporary was needed (non-contiguous, or conj/neg views).
+template <typename Fn>
+void withContiguous(const at::Tensor& tensor, Fn fn) {
+  if (tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg()) {
+    fn(tensor.data_ptr());
+    return;
+  }
+  at::Tensor staged = tensor.resolve_conj().resolve_neg().contiguous();
+  fn(staged.data_ptr());
+  tensor.copy_(staged);
+}
+
+// The tensor's values, contiguous (the tensor itself when it already is).
+inline at::Tensor contiguousInput(const at::Tensor& tensor) {
+  return tensor.resolve_conj().resolve_neg().contiguous();
+}
+
+// One flat, contiguous tensor holding the list's tensors back to back.
+inline at::Tensor flattenList(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(list.size());
+  for (const at::Tensor& t : list) flat.push_back(contiguousInput(t).reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of `flat` into the list's tensors.
+inline void unflattenInto(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
+  int64_t offset = 0;
+  for (const at::Tensor& t : list) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+inline std::string describeTensor(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.numel() << " x " << t.scalar_type();
+  return s.str();
+}
+
+}  // namespace ringreduce
