@@ -6,6 +6,7 @@
 #include "backend/store_adapter.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/tag.h"
 
 namespace ringreduce {
 
@@ -58,42 +59,190 @@ void ProcessGroupRing::shutdown() {
   RR_LOG(Info, rank_, "group '" << groupName_ << "' shut down");
 }
 
+OpContext ProcessGroupRing::Operation::context() const {
+  OpContext op(name, seq, timeout);  // the deadline starts when the op starts
+  op.pointToPoint = static_cast<bool>(post);
+  return op;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
     c10d::OpType type, const char* name, std::chrono::milliseconds requestedTimeout,
-    std::vector<at::Tensor> outputs, const std::string& summary, Body body) {
+    std::vector<at::Tensor> outputs, const std::string& summary, Body body, uint64_t seqCount) {
   const std::chrono::milliseconds timeout =
       requestedTimeout == c10d::kUnsetTimeout ? this->timeout() : requestedTimeout;
   std::lock_guard<std::mutex> lock(submitMutex_);
   TORCH_CHECK(executor_ != nullptr, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
-  const uint64_t seq = ++nextSeq_;
+  const uint64_t seq = nextSeq_ + 1;
+  nextSeq_ += seqCount;
   auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs));
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
-  executor_->submit([this, work, name, seq, timeout, body = std::move(body)] {
-    run(*work, name, OpContext(name, seq, timeout), body);
-  });
+  submit(Operation{work, name, seq, timeout, std::move(body), nullptr, seqCount});
   return work;
 }
 
-void ProcessGroupRing::run(WorkRing& work, const char* name, const OpContext& op,
-                           const Body& body) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
+    c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
+    const std::string& summary, Post post) {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  TORCH_CHECK(executor_ != nullptr, "ringreduce: ", name, " on rank ", rank_, ": process group '",
+              groupName_, "' has been shut down");
+  const uint64_t seq = ++nextP2PSeq_;
+  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors));
+  RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
+  submit(Operation{work, name, seq, timeout(), nullptr, std::move(post)});
+  return work;
+}
+
+// Called with submitMutex_ held.
+void ProcessGroupRing::submit(Operation operation) {
+  if (coalescing_) {
+    coalesced_.push_back(std::move(operation));
+    return;
+  }
+  executor_->submit([this, operation = std::move(operation)] {
+    if (operation.post) {
+      startPointToPoint(operation);
+    } else {
+      runCollective(operation);
+    }
+  });
+}
+
+std::exception_ptr ProcessGroupRing::unusableError(const OpContext& op) const {
+  return distBackendError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                          " was not run: process group '" + groupName_ +
+                          "' is unusable after an earlier failure: " + failure_);
+}
+
+void ProcessGroupRing::runCollective(const Operation& operation) {
+  const OpContext op = operation.context();
   if (!failure_.empty()) {
-    work.markFailed(distBackendError("ringreduce: " + op.describe() + " on rank " +
-                                     std::to_string(rank_) + " was not run: process group '" +
-                                     groupName_ + "' is unusable after an earlier failure: " +
-                                     failure_));
+    operation.work->markFailed(unusableError(op));
     return;
   }
   try {
-    body(op);
-    work.markSucceeded();
+    operation.body(op);
+    operation.work->markSucceeded();
   } catch (const std::exception& e) {
     // Abandon what is still posted so no late message lands in the caller's
     // tensors, and stop using a group whose ranks are out of step.
-    transport_->abandonOutstanding(op);
+    for (uint64_t i = 0; i < operation.seqCount; ++i) transport_->abandonOutstanding(op.part(i));
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failure_ = e.what();
     RR_LOG(Warn, rank_, e.what());
+    operation.work->markFailed(translateCurrentException());
+  }
+}
+
+void ProcessGroupRing::startPointToPoint(const Operation& operation) {
+  const OpContext op = operation.context();
+  if (!failure_.empty()) {
+    operation.work->markFailed(unusableError(op));
+    return;
+  }
+  auto message = std::make_shared<PostedMessage>();
+  try {
+    *message = operation.post(op);
+  } catch (...) {
+    transport_->abandonOutstanding(op);
+    operation.work->markFailed(translateCurrentException());
+    return;
+  }
+  c10::intrusive_ptr<WorkRing> work = operation.work;
+  if (pollMessage(*work, op, *message, false)) return;
+  executor_->addPoller([this, work, op, message](bool abandon) {
+    return pollMessage(*work, op, *message, abandon);
+  });
+}
+
+// Completes `work` when its message is done, its deadline passed, or the
+// group is shutting down. True once the work is completed either way.
+bool ProcessGroupRing::pollMessage(WorkRing& work, const OpContext& op, PostedMessage& message,
+                                   bool abandon) {
+  try {
+    if (abandon) {
+      transport_->abandon(message.request);
+      work.markFailed(distBackendError("ringreduce: " + op.describe() + " on rank " +
+                                       std::to_string(rank_) + " was abandoned: process group '" +
+                                       groupName_ + "' was shut down"));
+      return true;
+    }
+    if (!transport_->test(message.request, op)) {
+      if (Clock::now() < op.deadline) return false;
+      const std::string reason = transport_->describeTimeout(message.request, op);
+      transport_->abandon(message.request);
+      work.markFailed(distBackendError(reason));
+      return true;
+    }
+    if (message.finish) message.finish();
+    if (message.request.isRecv) work.setSourceRank(tagSourceRank(message.request.senderTag));
+    work.markSucceeded();
+  } catch (...) {
+    transport_->abandon(message.request);
     work.markFailed(translateCurrentException());
+  }
+  return true;
+}
+
+void ProcessGroupRing::startCoalescing() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  TORCH_CHECK(!coalescing_, "ringreduce: startCoalescing on rank ", rank_,
+              ": already coalescing (nested coalescing managers are not supported)");
+  coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  TORCH_CHECK(coalescing_, "ringreduce: endCoalescing on rank ", rank_,
+              " without startCoalescing");
+  coalescing_ = false;
+  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
+  coalesced_.clear();
+  std::vector<at::Tensor> outputs;
+  for (const Operation& operation : *operations) {
+    for (const at::Tensor& t : operation.work->result()) outputs.push_back(t);
+  }
+  auto combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs);
+  TORCH_CHECK(executor_ != nullptr, "ringreduce: endCoalescing on rank ", rank_,
+              ": process group '", groupName_, "' has been shut down");
+  RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
+  executor_->submit([this, operations, combined] { runCoalesced(*operations, *combined); });
+  return combined;
+}
+
+// Collectives run in order; sends and receives are all posted first and then
+// waited for together, so a batch (batch_isend_irecv) never deadlocks on the
+// order of its parts.
+void ProcessGroupRing::runCoalesced(std::vector<Operation>& operations, WorkRing& combined) {
+  std::exception_ptr firstError;
+  std::vector<std::pair<Operation*, PostedMessage>> posted;
+  for (Operation& operation : operations) {
+    if (!operation.post) {
+      runCollective(operation);
+      if (!firstError && operation.work->exception()) firstError = operation.work->exception();
+      continue;
+    }
+    const OpContext op = operation.context();
+    try {
+      if (!failure_.empty()) std::rethrow_exception(unusableError(op));
+      posted.emplace_back(&operation, operation.post(op));
+    } catch (...) {
+      transport_->abandonOutstanding(op);
+      operation.work->markFailed(translateCurrentException());
+      if (!firstError) firstError = operation.work->exception();
+    }
+  }
+  for (auto& [operation, message] : posted) {
+    const OpContext op = operation->context();
+    while (!pollMessage(*operation->work, op, message, false)) {
+      if (transport_->progress() == 0) transport_->sleepUntilEvent(-1, 1);
+    }
+    if (!firstError && operation->work->exception()) firstError = operation->work->exception();
+  }
+  if (firstError) {
+    combined.markFailed(firstError);
+  } else {
+    combined.markSucceeded();
   }
 }
 

@@ -69,18 +69,82 @@ class ProcessGroupRing : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
 
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+
+  // Coalesced forms: one queued operation each. allreduce_coalesced fuses
+  // tensors of one dtype into a single ring allreduce (tensor fusion).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+
+  // torch's coalescing manager (and batch_isend_irecv): operations issued
+  // between the two calls are held back and run as one queued operation.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
   // Runs what is queued, then releases the executor and the UCX resources.
   // Later calls raise. Called by destroy_process_group() and the destructor.
   void shutdown() override;
 
  private:
+  // A collective's work on the executor thread; throws on failure.
   using Body = std::function<void(const OpContext&)>;
+  // A posted send or recv, and what to do once it completes (copy a staged
+  // receive back into the caller's tensor).
+  struct PostedMessage {
+    Request request;
+    std::function<void()> finish;
+  };
+  using Post = std::function<PostedMessage(const OpContext&)>;
 
+  // One queued operation: a collective (body) or a send/recv (post).
+  struct Operation {
+    c10::intrusive_ptr<WorkRing> work;
+    const char* name;
+    uint64_t seq;
+    std::chrono::milliseconds timeout;
+    Body body;
+    Post post;
+    uint64_t seqCount = 1;
+    OpContext context() const;
+  };
+
+  // `seqCount` consecutive sequence numbers for ops that run several
+  // collectives (OpContext::part).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name,
                                          std::chrono::milliseconds requestedTimeout,
                                          std::vector<at::Tensor> outputs,
-                                         const std::string& summary, Body body);
-  void run(WorkRing& work, const char* name, const OpContext& op, const Body& body);
+                                         const std::string& summary, Body body,
+                                         uint64_t seqCount = 1);
+  c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(c10d::OpType type, const char* name,
+                                                     std::vector<at::Tensor> tensors,
+                                                     const std::string& summary, Post post);
+  void submit(Operation operation);
+  void runCollective(const Operation& operation);
+  void startPointToPoint(const Operation& operation);
+  void runCoalesced(std::vector<Operation>& operations, WorkRing& combined);
+  bool pollMessage(WorkRing& work, const OpContext& op, PostedMessage& message, bool abandon);
+  std::exception_ptr unusableError(const OpContext& op) const;
+
+  // Shared bodies of the single and coalesced forms.
+  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
+                           const at::Tensor& output);
+  void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
+                         const std::vector<at::Tensor>& outputs);
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
 
@@ -91,8 +155,11 @@ class ProcessGroupRing : public c10d::Backend {
   std::unique_ptr<Executor> executor_;
   Workspace workspace_;     // used by the executor thread only
   std::string failure_;     // executor thread only: why the group is unusable
-  std::mutex submitMutex_;  // orders sequence numbers with queue order
-  uint64_t nextSeq_ = 0;
+  std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
+  uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
+  uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
+  bool coalescing_ = false;
+  std::vector<Operation> coalesced_;
 };
 
 }  // namespace ringreduce

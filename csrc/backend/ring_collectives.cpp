@@ -15,24 +15,6 @@
 
 namespace ringreduce {
 
-namespace {
-
-struct Reduction {
-  DataType type;
-  ReduceOp op;
-};
-
-// Checks that `tensor` can be reduced with `op` and returns the core types.
-Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
-                         const CallSite& site) {
-  checkReducibleDtype(tensor, site);
-  Reduction r{toDataType(tensor.scalar_type(), site.op), toReduceOp(op, site.op)};
-  const std::string reason = unsupportedReason(r.type, r.op);
-  TORCH_CHECK_TYPE(reason.empty(), "ringreduce: ", site.op, " on rank ", site.rank, ": ", reason);
-  return r;
-}
-
-}  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
@@ -159,12 +141,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
   return enqueue(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
                  describeTensor(input), [this, input, outputList](const OpContext& ctx) {
-                   const at::Tensor in = contiguousInput(input);
-                   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
-                   ringAllgather(*transport_, ctx, in.data_ptr(), gathered.data_ptr(),
-                                 in.nbytes(), config_);
-                   unflattenInto(gathered, outputList);
+                   allgatherIntoList(ctx, input, outputList);
                  });
+}
+
+void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
+                                         const std::vector<at::Tensor>& outputs) {
+  const at::Tensor in = contiguousInput(input);
+  at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
+  ringAllgather(*transport_, ctx, in.data_ptr(), gathered.data_ptr(), in.nbytes(), config_);
+  unflattenInto(gathered, outputs);
+}
+
+void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
+                                           const at::Tensor& output) {
+  const at::Tensor in = contiguousInput(input);
+  withContiguous(output, [&](void* data) {
+    ringAllgather(*transport_, ctx, in.data_ptr(), data, in.nbytes(), config_);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
@@ -176,10 +170,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkNumel(output, input.numel() * size_, site, "output");
   return enqueue(c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
                  describeTensor(input), [this, input, output](const OpContext& ctx) {
-                   const at::Tensor in = contiguousInput(input);
-                   withContiguous(output, [&](void* data) {
-                     ringAllgather(*transport_, ctx, in.data_ptr(), data, in.nbytes(), config_);
-                   });
+                   allgatherIntoTensor(ctx, input, output);
                  });
 }
 

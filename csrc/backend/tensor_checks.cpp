@@ -69,3 +69,16 @@ void checkRoot(int64_t root, int size, const CallSite& site) {
 }
 
 }  // namespace ringreduce
+
+namespace ringreduce {
+
+Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
+                         const CallSite& site) {
+  checkReducibleDtype(tensor, site);
+  Reduction r{toDataType(tensor.scalar_type(), site.op), toReduceOp(op, site.op)};
+  const std::string reason = unsupportedReason(r.type, r.op);
+  TORCH_CHECK_TYPE(reason.empty(), where(site), reason);
+  return r;
+}
+
+}  // namespace ringreduce

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <vector>
+
+#include "core/data_type.h"
+#include "core/reduce_op.h"
 
 namespace ringreduce {
 
@@ -28,5 +32,14 @@ void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& si
 void checkNumel(const at::Tensor& tensor, int64_t expected, const CallSite& site,
                 const char* role);
 void checkRoot(int64_t root, int size, const CallSite& site);
+
+struct Reduction {
+  DataType type;
+  ReduceOp op;
+};
+// `tensor` can be reduced with `op`: returns the core's types, or raises
+// TypeError/ValueError naming the op, rank, dtype and operator.
+Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
+                         const CallSite& site);
 
 }  // namespace ringreduce

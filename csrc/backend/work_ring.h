@@ -17,6 +17,9 @@ class WorkRing : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
   uint64_t getSequencenumber() const override { return seq_; }
+  // For a recv from any source: the rank the message came from.
+  int sourceRank() const override { return sourceRank_; }
+  void setSourceRank(int rank) { sourceRank_ = rank; }
 
   // Called once, on the executor thread.
   void markSucceeded();
@@ -24,6 +27,7 @@ class WorkRing : public c10d::Work {
 
  private:
   const uint64_t seq_;
+  int sourceRank_ = -1;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };

@@ -22,6 +22,14 @@ struct OpContext {
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)
       : opName(name), seq(sequence), timeout(limit), deadline(Clock::now() + limit) {}
 
+  // The i-th of several collectives fused into one queued operation (the
+  // caller reserved consecutive sequence numbers for them).
+  OpContext part(uint64_t i) const {
+    OpContext c = *this;
+    c.seq = seq + i;
+    return c;
+  }
+
   // "allreduce #12", "send p2p#3"
   std::string describe() const {
     return std::string(opName) + (pointToPoint ? " p2p#" : " #") + std::to_string(seq);

@@ -11,6 +11,11 @@
 
 namespace ringreduce {
 
+namespace {
+// How often an idle executor with pending point-to-point work checks deadlines.
+constexpr int kPollerTickMs = 20;
+}  // namespace
+
 Executor::Executor(UcxTransport& transport) : transport_(transport) {
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) throw Error("ringreduce: eventfd() failed");
@@ -41,6 +46,17 @@ void Executor::wake() {
   [[maybe_unused]] ssize_t written = ::write(wakeFd_, &one, sizeof(one));
 }
 
+void Executor::runPollers(bool abandon) {
+  for (size_t i = 0; i < pollers_.size();) {
+    if (pollers_[i](abandon) || abandon) {
+      pollers_[i] = std::move(pollers_.back());
+      pollers_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
 void Executor::run() {
   // Right after a collective the next one usually follows within
   // microseconds (DDP buckets, a training loop): poll for a short while
@@ -65,13 +81,22 @@ void Executor::run() {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
       }
+      runPollers();
       spinUntil = Clock::now() + spin;
       continue;
     }
-    if (stop) return;
-    if (transport_.progress() > 0) continue;
+    if (stop) {
+      runPollers(/*abandon=*/true);
+      return;
+    }
+    if (transport_.progress() > 0) {
+      runPollers();
+      continue;
+    }
+    runPollers();
     if (Clock::now() < spinUntil) continue;
-    transport_.sleepUntilEvent(wakeFd_, -1);
+    // Pending point-to-point operations have deadlines: wake up to check them.
+    transport_.sleepUntilEvent(wakeFd_, pollers_.empty() ? -1 : kPollerTickMs);
     uint64_t drained;
     [[maybe_unused]] ssize_t got = ::read(wakeFd_, &drained, sizeof(drained));
   }

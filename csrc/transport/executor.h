@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "transport/ucx_transport.h"
 
@@ -27,15 +28,26 @@ class Executor {
 
   void submit(Task task);
 
+  // A poller is called on the executor thread between tasks and while idle
+  // until it returns true (finished). Point-to-point operations use this so
+  // that a pending recv never blocks the collectives queued behind it. When
+  // the executor stops, each remaining poller is called once with
+  // abandon = true and must give up (fail its work). Call addPoller only
+  // from a task (the executor thread).
+  using Poller = std::function<bool(bool abandon)>;
+  void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
+
  private:
   void run();
   void wake();
+  void runPollers(bool abandon = false);
 
   UcxTransport& transport_;
   int wakeFd_ = -1;
   std::mutex mutex_;
   std::deque<Task> queue_;
   bool stopping_ = false;
+  std::vector<Poller> pollers_;  // executor thread only
   std::thread thread_;
 };
 

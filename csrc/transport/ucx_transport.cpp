@@ -238,16 +238,19 @@ void UcxTransport::waitAll(std::vector<Request>& requests, const OpContext& op) 
   for (Request& request : requests) wait(request, op);
 }
 
-void UcxTransport::throwTimeout(const Request& request, const OpContext& op) const {
+std::string UcxTransport::describeTimeout(const Request& request, const OpContext& op) const {
   const std::string waiting =
       request.isRecv ? "still waiting to receive " + std::to_string(request.bytes) +
                            " bytes from " + peerName(request.peer)
                      : "still waiting to send " + std::to_string(request.bytes) +
                            " bytes to rank " + std::to_string(request.peer);
-  throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
-                     std::to_string(op.timeout.count()) + " ms on rank " +
-                     std::to_string(rank_) + ": " + waiting +
-                     " (is that rank alive and calling the same collective?)");
+  return "ringreduce: " + op.describe() + " timed out after " +
+         std::to_string(op.timeout.count()) + " ms on rank " + std::to_string(rank_) + ": " +
+         waiting + " (is that rank alive and calling the same collective?)";
+}
+
+void UcxTransport::throwTimeout(const Request& request, const OpContext& op) const {
+  throw TimeoutError(describeTimeout(request, op));
 }
 
 void UcxTransport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op.owner()); }

@@ -57,6 +57,9 @@ class UcxTransport {
   void wait(Request& request, const OpContext& op);
   void waitAll(std::vector<Request>& requests, const OpContext& op);
 
+  // "send p2p#3 timed out after 100 ms on rank 0: still waiting to ..."
+  std::string describeTimeout(const Request& request, const OpContext& op) const;
+
   // Cancels and releases the requests of `op` still in flight (after an
   // error, so that no late message lands in a buffer the caller has given up).
   void abandonOutstanding(const OpContext& op);

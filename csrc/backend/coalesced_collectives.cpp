@@ -1,0 +1,122 @@
+// The coalesced forms: several tensors in one queued operation. Each part
+// runs with its own sequence number (OpContext::part) so their messages never
+// meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
+// buffer and a single ring allreduce, as Horovod's tensor fusion does.
+#include <c10/util/Exception.h>
+
+#include "algorithms/ring_reduction.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+#include "backend/tensor_staging.h"
+
+namespace ringreduce {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const CallSite site{"allreduce_coalesced", rank_};
+  TORCH_CHECK_VALUE(!tensors.empty(), "ringreduce: allreduce_coalesced on rank ", rank_,
+                    ": no tensors");
+  // Buckets of tensors sharing a dtype, in order of first appearance.
+  std::vector<std::vector<at::Tensor>> buckets;
+  std::vector<Reduction> reductions;
+  for (const at::Tensor& t : tensors) {
+    checkHostTensor(t, site, "input");
+    const Reduction red = checkReduction(t, opts.reduceOp, site);
+    size_t b = 0;
+    while (b < buckets.size() && buckets[b][0].scalar_type() != t.scalar_type()) ++b;
+    if (b == buckets.size()) {
+      buckets.emplace_back();
+      reductions.push_back(red);
+    }
+    buckets[b].push_back(t);
+  }
+  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, tensors,
+                 std::to_string(tensors.size()) + " tensors in " + std::to_string(buckets.size()) +
+                     " fused buffer(s)",
+                 [this, buckets, reductions](const OpContext& ctx) {
+                   for (size_t b = 0; b < buckets.size(); ++b) {
+                     at::Tensor flat = flattenList(buckets[b]);
+                     ringAllreduce(*transport_, ctx.part(b), flat.data_ptr(),
+                                   static_cast<size_t>(flat.numel()), reductions[b].type,
+                                   reductions[b].op, config_, workspace_);
+                     unflattenInto(flat, buckets[b]);
+                   }
+                 },
+                 buckets.size());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const CallSite site{"all_gather_coalesced", rank_};
+  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(), "ringreduce: all_gather_coalesced on rank ",
+                    rank_, ": ", outputLists.size(), " output lists for ", inputs.size(),
+                    " inputs");
+  std::vector<at::Tensor> outputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkHostTensor(inputs[i], site, "input");
+    checkListLike(outputLists[i], static_cast<size_t>(size_), inputs[i], site, "output");
+    outputs.insert(outputs.end(), outputLists[i].begin(), outputLists[i].end());
+  }
+  const std::vector<std::vector<at::Tensor>> lists = outputLists;
+  const std::vector<at::Tensor> ins = inputs;
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
+                 std::to_string(ins.size()) + " tensors",
+                 [this, lists, ins](const OpContext& ctx) {
+                   for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
+                 },
+                 std::max<size_t>(1, ins.size()));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const CallSite site{"all_gather_into_tensor_coalesced", rank_};
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
+                    ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkHostTensor(inputs[i], site, "input");
+    checkHostTensor(outputs[i], site, "output");
+    checkSameDtype(outputs[i], inputs[i], site, "output", "input");
+    checkNumel(outputs[i], inputs[i].numel() * size_, site, "output");
+  }
+  const std::vector<at::Tensor> ins = inputs;
+  const std::vector<at::Tensor> outs = outputs;
+  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+                 std::to_string(ins.size()) + " tensors",
+                 [this, ins, outs](const OpContext& ctx) {
+                   for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
+                 },
+                 std::max<size_t>(1, ins.size()));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
+                    ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+  std::vector<Reduction> reductions;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkHostTensor(inputs[i], site, "input");
+    checkHostTensor(outputs[i], site, "output");
+    checkSameDtype(outputs[i], inputs[i], site, "output", "input");
+    checkNumel(inputs[i], outputs[i].numel() * size_, site, "input");
+    reductions.push_back(checkReduction(outputs[i], opts.reduceOp, site));
+  }
+  const std::vector<at::Tensor> ins = inputs;
+  const std::vector<at::Tensor> outs = outputs;
+  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+                 std::to_string(ins.size()) + " tensors",
+                 [this, ins, outs, reductions](const OpContext& ctx) {
+                   for (size_t i = 0; i < ins.size(); ++i) {
+                     at::Tensor flat = ins[i].resolve_conj().resolve_neg()
+                                           .clone(at::MemoryFormat::Contiguous).reshape({-1});
+                     reduceScatterFlat(ctx.part(i), flat, outs[i], reductions[i].type,
+                                       reductions[i].op);
+                   }
+                 },
+                 std::max<size_t>(1, ins.size()));
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,113 @@
+// send, recv and recv from any source. They are posted on the executor
+// thread and completed by a poller, so a pending recv never holds up the
+// collectives queued after it (isend/irecv, pipelines of stages).
+#include <c10/util/Exception.h>
+
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+#include "backend/tensor_staging.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+namespace {
+
+void checkTag(int tag, const CallSite& site) {
+  TORCH_CHECK_VALUE(tag >= 0, "ringreduce: ", site.op, " on rank ", site.rank,
+                    ": tag must be >= 0, got ", tag);
+}
+
+void checkPeer(int peer, int size, const CallSite& site) {
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size, "ringreduce: ", site.op, " on rank ", site.rank,
+                    ": invalid peer rank ", peer, " for a group of size ", size);
+}
+
+// A receive target: the tensor itself when contiguous, else a staging copy
+// that `finish` copies back.
+struct ReceiveTarget {
+  at::Tensor buffer;
+  std::function<void()> finish;
+};
+
+ReceiveTarget receiveTarget(const at::Tensor& tensor) {
+  if (tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg()) return {tensor, nullptr};
+  at::Tensor staged = at::empty(tensor.sizes(), tensor.options());
+  return {staged, [tensor, staged] { tensor.copy_(staged); }};
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& tensors,
+                                                      int dstRank, int tag) {
+  const CallSite site{"send", rank_};
+  checkSingleTensor(tensors, site);
+  const at::Tensor tensor = tensors[0];
+  checkHostTensor(tensor, site, "input");
+  checkPeer(dstRank, size_, site);
+  checkTag(tag, site);
+  return enqueuePointToPoint(
+      c10d::OpType::SEND, site.op, {tensor},
+      describeTensor(tensor) + " to rank " + std::to_string(dstRank) + " tag " +
+          std::to_string(tag),
+      [this, tensor, dstRank, tag](const OpContext& ctx) {
+        // Keep the bytes alive and unchanged until the send completes.
+        at::Tensor data = contiguousInput(tensor);
+        PostedMessage posted;
+        posted.request = transport_->isend(dstRank, makeP2PTag(rank_, tag), data.data_ptr(),
+                                           data.nbytes(), ctx);
+        posted.finish = [data] {};
+        return posted;
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recv(std::vector<at::Tensor>& tensors,
+                                                      int srcRank, int tag) {
+  const CallSite site{"recv", rank_};
+  checkSingleTensor(tensors, site);
+  const at::Tensor tensor = tensors[0];
+  checkHostTensor(tensor, site, "output");
+  checkPeer(srcRank, size_, site);
+  checkTag(tag, site);
+  return enqueuePointToPoint(
+      c10d::OpType::RECV, site.op, {tensor},
+      describeTensor(tensor) + " from rank " + std::to_string(srcRank) + " tag " +
+          std::to_string(tag),
+      [this, tensor, srcRank, tag](const OpContext& ctx) {
+        ReceiveTarget target = receiveTarget(tensor);
+        PostedMessage posted;
+        posted.request = transport_->irecv(srcRank, makeP2PTag(srcRank, tag),
+                                           target.buffer.data_ptr(), target.buffer.nbytes(), ctx);
+        at::Tensor keep = target.buffer;
+        auto copyBack = target.finish;
+        posted.finish = [keep, copyBack] {
+          if (copyBack) copyBack();
+        };
+        return posted;
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  const CallSite site{"recv", rank_};
+  checkSingleTensor(tensors, site);
+  const at::Tensor tensor = tensors[0];
+  checkHostTensor(tensor, site, "output");
+  checkTag(tag, site);
+  return enqueuePointToPoint(
+      c10d::OpType::RECVANYSOURCE, "recv_anysource", {tensor},
+      describeTensor(tensor) + " from any rank, tag " + std::to_string(tag),
+      [this, tensor, tag](const OpContext& ctx) {
+        ReceiveTarget target = receiveTarget(tensor);
+        PostedMessage posted;
+        posted.request = transport_->irecv(-1, makeP2PTag(0, tag), target.buffer.data_ptr(),
+                                           target.buffer.nbytes(), ctx, kTagAnySourceMask);
+        at::Tensor keep = target.buffer;
+        auto copyBack = target.finish;
+        posted.finish = [keep, copyBack] {
+          if (copyBack) copyBack();
+        };
+        return posted;
+      });
+}
+
+}  // namespace ringreduce

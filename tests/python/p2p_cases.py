@@ -1,0 +1,184 @@
+"""Rank-side bodies of the send/recv and coalescing tests."""
+import torch
+import torch.distributed as dist
+
+from oracle import DTYPES, make_input
+
+
+def point_to_point(rank, world, init_method):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    failures = []
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+
+    def check(what, ok):
+        if not ok:
+            failures.append(what)
+
+    # torch.distributed's Python API refuses self as a peer; the backend
+    # supports it, so self-messages (world 1) go to the backend object.
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+
+    def isend(t, dst, tag):
+        return backend.send([t], dst, tag) if dst == rank else dist.isend(t, dst=dst, tag=tag)
+
+    def irecv(t, src, tag):
+        return backend.recv([t], src, tag) if src == rank else dist.irecv(t, src=src, tag=tag)
+
+    # isend/irecv around the ring, every dtype, non-contiguous receive target too.
+    for i, dtype in enumerate(DTYPES):
+        payload = make_input(dtype, (3, 4), rank, 60000 + i)
+        expected = make_input(dtype, (3, 4), prv, 60000 + i)
+        target = torch.zeros((3, 8), dtype=dtype)[:, ::2]
+        rq = irecv(target, prv, i)
+        sq = isend(payload, nxt, i)
+        rq.wait()
+        sq.wait()
+        check(f"ring isend/irecv {dtype}", torch.equal(target, expected))
+
+    # Tags select messages: two sends with different tags, received in the other order.
+    if world >= 2 and rank in (0, 1):
+        peer = 1 - rank
+        if rank == 0:
+            a = dist.isend(torch.full((2,), 1.0), dst=peer, tag=11)
+            b = dist.isend(torch.full((2,), 2.0), dst=peer, tag=22)
+            a.wait()
+            b.wait()
+        else:
+            second, first = torch.empty(2), torch.empty(2)
+            dist.recv(second, src=peer, tag=22)
+            dist.recv(first, src=peer, tag=11)
+            check("tags select messages", first.tolist() == [1.0, 1.0] and second.tolist() == [2.0, 2.0])
+
+    # Send to self.
+    own = torch.empty(3)
+    rq = backend.recv([own], rank, 5)
+    backend.send([torch.full((3,), float(rank))], rank, 5).wait()
+    rq.wait()
+    check("send to self", own.tolist() == [float(rank)] * 3)
+
+    # Receive from any source: rank 0 hears from everyone else.
+    if rank == 0:
+        heard = {}
+        for _ in range(world - 1):
+            t = torch.empty(1)
+            src = dist.recv(t, tag=9)
+            heard[src] = t.item()
+        check(f"recv any source {heard}", heard == {r: float(r * 10) for r in range(1, world)})
+    else:
+        dist.send(torch.tensor([float(rank * 10)]), dst=0, tag=9)
+
+    # A pending irecv does not hold up collectives queued after it.
+    late = torch.empty(2)
+    pending = irecv(late, prv, 77)
+    x = torch.ones(4)
+    dist.all_reduce(x)
+    check("allreduce behind a pending irecv", x.tolist() == [float(world)] * 4)
+    isend(torch.full((2,), float(rank)), nxt, 77).wait()
+    pending.wait()
+    check("late irecv", late.tolist() == [float(prv)] * 2)
+
+    # batch_isend_irecv both directions around the ring.
+    if world == 1:
+        dist.barrier()
+        return failures
+    to_next, to_prev = torch.full((5,), float(rank)), torch.full((5,), float(-rank))
+    from_prev, from_next = torch.empty(5), torch.empty(5)
+    ops = [dist.P2POp(dist.isend, to_next, nxt), dist.P2POp(dist.irecv, from_prev, prv),
+           dist.P2POp(dist.isend, to_prev, prv), dist.P2POp(dist.irecv, from_next, nxt)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    check("batch_isend_irecv", from_prev.tolist() == [float(prv)] * 5
+          and from_next.tolist() == [float(-nxt)] * 5)
+    dist.barrier()
+    return failures
+
+
+def coalescing(rank, world, init_method):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    failures = []
+    cpu = torch.device("cpu")
+    # all_reduce under the coalescing manager: one fused op per dtype.
+    dtypes = [torch.float32, torch.float64, torch.int32, torch.float32, torch.bfloat16]
+    tensors = [make_input(dt, (i + 3,), rank, 70000 + i) for i, dt in enumerate(dtypes)]
+    expected = [sum(make_input(dt, (i + 3,), r, 70000 + i).double() for r in range(world)).to(dt)
+                for i, dt in enumerate(dtypes)]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for t in tensors:
+            dist.all_reduce(t)
+    cm.wait()
+    for i, (t, e) in enumerate(zip(tensors, expected)):
+        if not torch.equal(t, e):
+            failures.append(f"coalesced all_reduce tensor {i} {t.dtype}: {t} != {e}")
+    # all_gather_into_tensor and reduce_scatter_tensor under the manager.
+    ins = [make_input(torch.float32, (k,), rank, 71000 + k) for k in (1, 4, 7)]
+    outs = [torch.empty(k * world) for k in (1, 4, 7)]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    for o, k in zip(outs, (1, 4, 7)):
+        e = torch.cat([make_input(torch.float32, (k,), r, 71000 + k) for r in range(world)])
+        if not torch.equal(o, e):
+            failures.append(f"coalesced all_gather_into_tensor {k}")
+    full = [make_input(torch.int64, (world * k,), rank, 72000 + k) for k in (2, 5)]
+    rs_out = [torch.empty(k, dtype=torch.int64) for k in (2, 5)]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for o, i in zip(rs_out, full):
+            dist.reduce_scatter_tensor(o, i)
+    cm.wait()
+    for o, k in zip(rs_out, (2, 5)):
+        total = sum(make_input(torch.int64, (world * k,), r, 72000 + k) for r in range(world))
+        if not torch.equal(o, total[rank * k:(rank + 1) * k]):
+            failures.append(f"coalesced reduce_scatter_tensor {k}")
+    # The explicit coalesced APIs.
+    a, b = torch.full((3,), float(rank)), torch.full((2,), float(rank))
+    dist.all_reduce_coalesced([a, b])
+    if a.tolist() != [float(sum(range(world)))] * 3 or b.tolist() != [float(sum(range(world)))] * 2:
+        failures.append("all_reduce_coalesced")
+    gathered = [[torch.empty(2) for _ in range(world)], [torch.empty(3) for _ in range(world)]]
+    dist.all_gather_coalesced(gathered, [torch.full((2,), float(rank)), torch.full((3,), float(rank))])
+    for lst, k in zip(gathered, (2, 3)):
+        if [t.tolist() for t in lst] != [[float(r)] * k for r in range(world)]:
+            failures.append(f"all_gather_coalesced {k}")
+    dist.barrier()
+    return failures
+
+
+def subgroups(rank, world, init_method):
+    """All collectives on a reversed-order group and on a size-1 group."""
+    from collective_cases import Report, _gloo, sweep_allgather, sweep_allreduce, sweep_broadcast
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    reversed_ranks = list(reversed(range(world)))
+    rev = dist.new_group(reversed_ranks)
+    singles = [dist.new_group([r]) for r in range(world)]
+    report = Report()
+    # torch decides the group's rank order (it sorts the list it is given):
+    # take the order from torch, and check ringreduce follows it.
+    order = dist.get_process_group_ranks(rev)  # global rank of each group rank
+    group_rank = dist.get_group_rank(rev, rank)
+    x = torch.full((6,), float(rank))
+    dist.all_reduce(x, group=rev)
+    report.check("reversed all_reduce", x, torch.full((6,), float(sum(range(world)))))
+    b = torch.full((3,), float(rank))
+    dist.broadcast(b, group_src=0, group=rev)  # group rank 0 is the last global rank
+    report.check("reversed broadcast from group rank 0", b, torch.full((3,), float(order[0])))
+    outs = [torch.empty(2) for _ in range(world)]
+    dist.all_gather(outs, torch.full((2,), float(rank)), group=rev)
+    report.check("reversed all_gather order", torch.stack(outs),
+                 torch.tensor([[float(r)] * 2 for r in order]))
+    rs = torch.empty(2)
+    dist.reduce_scatter_tensor(rs, torch.arange(2.0 * world) + rank, group=rev)
+    report.check("reversed reduce_scatter block", rs,
+                 (torch.arange(2.0 * world) * world + sum(range(world)))[2 * group_rank:2 * group_rank + 2])
+    # Size-1 group: everything is the identity.
+    me = singles[rank]
+    y = torch.arange(5.0)
+    dist.all_reduce(y, group=me)
+    report.check("size-1 all_reduce", y, torch.arange(5.0))
+    one = [torch.empty(5)]
+    dist.all_gather(one, y, group=me)
+    report.check("size-1 all_gather", one[0], y)
+    dist.barrier(group=me)
+    dist.barrier()
+    return report.as_dict()
