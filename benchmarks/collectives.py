@@ -1,0 +1,115 @@
+"""nccl-tests style benchmark of one collective: ringreduce against gloo in the
+same run, on the same tensors.
+
+    torchrun --standalone --nproc-per-node 2 benchmarks/collectives.py --op all_reduce
+    (ops: all_reduce, reduce_scatter_tensor, all_gather_into_tensor, broadcast,
+     all_to_all_single)
+
+`bytes` is the size nccl-tests reports: the buffer of all_reduce and
+broadcast, the whole (world-sized) buffer of the others. Time is the median
+over iterations of the slowest rank. algbw = bytes / time; busbw = algbw x
+the nccl-tests factor: 2(n-1)/n for all_reduce, (n-1)/n for reduce-scatter,
+all-gather and all-to-all, 1 for broadcast. ratio = gloo time / ringreduce
+time (above 1: ringreduce is faster).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_ringreduce  # noqa: F401  (registers "ringreduce")
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}
+
+
+def make_op(name, nbytes, dtype, world, rank):
+    """Returns (callable(group), bus factor) for a collective over `nbytes`."""
+    esize = torch.empty((), dtype=dtype).element_size()
+    if name == "all_reduce":
+        t = torch.ones(nbytes // esize, dtype=dtype)
+        return (lambda g: dist.all_reduce(t, group=g)), 2 * (world - 1) / world
+    if name == "broadcast":
+        t = torch.ones(nbytes // esize, dtype=dtype)
+        return (lambda g: dist.broadcast(t, src=0, group=g)), 1.0
+    per_rank = max(1, nbytes // esize // world)
+    factor = (world - 1) / world
+    if name == "reduce_scatter_tensor":
+        inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank, dtype=dtype)
+        return (lambda g: dist.reduce_scatter_tensor(out, inp, group=g)), factor
+    if name == "all_gather_into_tensor":
+        inp, out = torch.ones(per_rank, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
+        return (lambda g: dist.all_gather_into_tensor(out, inp, group=g)), factor
+    if name == "all_to_all_single":
+        inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
+        return (lambda g: dist.all_to_all_single(out, inp, group=g)), factor
+    raise ValueError(name)
+
+
+def timed(fn, group, warmup, iters):
+    for _ in range(warmup):
+        fn(group)
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn(group)
+        samples.append(time.perf_counter() - start)
+    local = torch.tensor([statistics.median(samples)], dtype=torch.float64)
+    dist.all_reduce(local, op=dist.ReduceOp.MAX, group=group)  # slowest rank's median
+    return local.item()
+
+
+def parse_args(default_op=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if default_op is None:
+        p.add_argument("--op", required=True,
+                       choices=["all_reduce", "reduce_scatter_tensor", "all_gather_into_tensor",
+                                "broadcast", "all_to_all_single"])
+    p.add_argument("--min-bytes", type=int, default=4)
+    p.add_argument("--max-bytes", type=int, default=64 << 20)
+    p.add_argument("--step-factor", type=int, default=4)
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=20,
+                   help="timed iterations per size (fewer for the largest sizes)")
+    args = p.parse_args()
+    if default_op is not None:
+        args.op = default_op
+    return args
+
+
+def main(default_op=None):
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # deprecated *_tensor names
+    args = parse_args(default_op)
+    dist.init_process_group("ringreduce")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    gloo = dist.new_group(backend="gloo")
+    ring = dist.group.WORLD
+    dtype = DTYPES[args.dtype]
+    esize = torch.empty((), dtype=dtype).element_size()
+    if rank == 0:
+        print(f"# {args.op}, {args.dtype}, world {world}, median of {args.iters} iterations after "
+              f"{args.warmup} warm-up; times in us, bandwidths in GB/s")
+        print(f"# {'bytes':>10} | {'ring us':>9} {'algbw':>7} {'busbw':>7} | "
+              f"{'gloo us':>9} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
+    size = max(args.min_bytes, esize * (1 if args.op in ("all_reduce", "broadcast") else world))
+    while size <= args.max_bytes:
+        fn, factor = make_op(args.op, size, dtype, world, rank)
+        iters = max(3, min(args.iters, int(args.iters * (4 << 20) / size) or 3))
+        ring_t = timed(fn, ring, args.warmup, iters)
+        gloo_t = timed(fn, gloo, args.warmup, iters)
+        if rank == 0:
+            ring_bw, gloo_bw = size / ring_t / 1e9, size / gloo_t / 1e9
+            print(f"  {size:>10} | {ring_t * 1e6:>9.1f} {ring_bw:>7.2f} {ring_bw * factor:>7.2f} | "
+                  f"{gloo_t * 1e6:>9.1f} {gloo_bw:>7.2f} {gloo_bw * factor:>7.2f} | "
+                  f"{gloo_t / ring_t:>6.2f}", flush=True)
+        size *= args.step_factor
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""FSDP2 (fully_shard) training run inside each rank, once per backend."""
+import torch
+import torch.distributed as dist
+
+
+def _train(backend, rank, world, init_method, steps):
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
+                                torch.nn.ReLU(), torch.nn.Linear(16, 1)).double()
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(6, 8, generator=gen, dtype=torch.float64)
+        loss = (model(x) - x[:, :1]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    params = [p.full_tensor().detach().clone() for p in model.parameters()]
+    dist.destroy_process_group()
+    return params
+
+
+def fsdp_both(rank, world, init_method):
+    # Two groups in sequence on the same FileStore: destroy + re-init.
+    ring = _train("ringreduce", rank, world, init_method, steps=6)
+    gloo = _train("gloo", rank, world, init_method, steps=6)
+    return {"ring": ring, "gloo": gloo}
