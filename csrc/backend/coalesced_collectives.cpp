@@ -110,10 +110,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
                  std::to_string(ins.size()) + " tensors",
                  [this, ins, outs, reductions](const OpContext& ctx) {
                    for (size_t i = 0; i < ins.size(); ++i) {
-                     at::Tensor flat = ins[i].resolve_conj().resolve_neg()
-                                           .clone(at::MemoryFormat::Contiguous).reshape({-1});
-                     reduceScatterFlat(ctx.part(i), flat, outs[i], reductions[i].type,
-                                       reductions[i].op);
+                     reduceScatterFlat(ctx.part(i), stagedCopy(ins[i]).reshape({-1}), outs[i],
+                                       reductions[i].type, reductions[i].op);
                    }
                  },
                  std::max<size_t>(1, ins.size()));

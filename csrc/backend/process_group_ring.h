@@ -143,8 +143,14 @@ class ProcessGroupRing : public c10d::Backend {
   // Shared bodies of the single and coalesced forms.
   void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
                            const at::Tensor& output);
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
+                                                 const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
                          const std::vector<at::Tensor>& outputs);
+  // Executor thread only: views of the workspace's staging memory, valid
+  // until the next staging call.
+  at::Tensor stagedBuffer(int64_t numel, const at::TensorOptions& options);
+  at::Tensor stagedCopy(const at::Tensor& tensor);
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
 

@@ -21,6 +21,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   const CallSite site{"allreduce", rank_};
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
+  if (tensor.defined() && tensor.layout() == at::kSparse) return allreduceSparse(tensor, opts);
   checkHostTensor(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   return enqueue(c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
@@ -31,6 +32,58 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                                    red.type, red.op, config_, workspace_);
                    });
                  });
+}
+
+// Sparse COO SUM, as gloo does it: gather every rank's indices and values
+// (three ring allgathers: sizes, then both padded to the largest nnz), then
+// concatenate and coalesce, which sums duplicate indices.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
+    const at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
+  const CallSite site{"allreduce (sparse)", rank_};
+  TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ringreduce: ", site.op, " on rank ", rank_,
+                    ": tensor is on ", tensor.device(), "; ringreduce takes CPU tensors");
+  checkReducibleDtype(tensor, site);
+  TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "ringreduce: ", site.op, " on rank ",
+                    rank_, ": sparse tensors support SUM only");
+  return enqueue(
+      c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
+      describeTensor(tensor) + " sparse SUM",
+      [this, tensor](const OpContext& ctx) {
+        const at::Tensor local = tensor.coalesce();
+        const int64_t nnz = local._nnz();
+        const at::Tensor indices = local._indices().contiguous();  // [sparse_dim, nnz]
+        const at::Tensor values = local._values().contiguous();    // [nnz, dense...]
+        at::Tensor counts = at::empty({size_}, at::kLong);
+        ringAllgather(*transport_, ctx.part(0), &nnz, counts.data_ptr(), sizeof(int64_t), config_);
+        const int64_t maxNnz = counts.max().item<int64_t>();
+        // Pad to maxNnz so every rank contributes an equal block.
+        at::Tensor paddedIndices = at::zeros({indices.size(0), maxNnz}, indices.options());
+        paddedIndices.narrow(1, 0, nnz).copy_(indices);
+        std::vector<int64_t> valueShape = values.sizes().vec();
+        valueShape[0] = maxNnz;
+        at::Tensor paddedValues = at::zeros(valueShape, values.options());
+        paddedValues.narrow(0, 0, nnz).copy_(values);
+        std::vector<int64_t> allIndicesShape{size_, indices.size(0), maxNnz};
+        std::vector<int64_t> allValuesShape = valueShape;
+        allValuesShape.insert(allValuesShape.begin(), size_);
+        at::Tensor allIndices = at::empty(allIndicesShape, indices.options());
+        at::Tensor allValues = at::empty(allValuesShape, values.options());
+        ringAllgather(*transport_, ctx.part(1), paddedIndices.data_ptr(), allIndices.data_ptr(),
+                      paddedIndices.nbytes(), config_);
+        ringAllgather(*transport_, ctx.part(2), paddedValues.data_ptr(), allValues.data_ptr(),
+                      paddedValues.nbytes(), config_);
+        std::vector<at::Tensor> indexParts, valueParts;
+        for (int r = 0; r < size_; ++r) {
+          const int64_t n = counts[r].item<int64_t>();
+          indexParts.push_back(allIndices[r].narrow(1, 0, n));
+          valueParts.push_back(allValues[r].narrow(0, 0, n));
+        }
+        at::Tensor result = at::sparse_coo_tensor(at::cat(indexParts, 1), at::cat(valueParts, 0),
+                                                  tensor.sizes(), tensor.options())
+                                .coalesce();
+        tensor.copy_(result);
+      },
+      3);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>& tensors,
@@ -55,11 +108,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                      return;
                    }
                    // Non-root tensors stay as they were (as with NCCL): work on a copy.
-                   at::Tensor scratch = tensor.resolve_conj().resolve_neg().clone(
-                       at::MemoryFormat::Contiguous);
+                   at::Tensor scratch = stagedCopy(tensor);
                    ringReduce(*transport_, ctx, scratch.data_ptr(), count, red.type, red.op, root,
                               config_, workspace_);
                  });
+}
+
+at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
+  const size_t bytes = static_cast<size_t>(numel) * options.dtype().itemsize();
+  return at::from_blob(workspace_.get(Workspace::kStaging, bytes), {numel},
+                       options.device(at::kCPU));
+}
+
+// A contiguous copy in reused memory: a fresh allocation per call would pay
+// for page faults on every large collective.
+at::Tensor ProcessGroupRing::stagedCopy(const at::Tensor& tensor) {
+  at::Tensor staged = stagedBuffer(tensor.numel(), tensor.options()).view(tensor.sizes());
+  staged.copy_(tensor);  // copy_ resolves conj/neg views
+  return staged;
 }
 
 // Reduce-scatter of a flat copy of the inputs: rank r keeps block r.
@@ -87,7 +153,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   return enqueue(c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
                  describeTensor(output) + " " + reduceOpName(red.op),
                  [this, output, inputList, red](const OpContext& ctx) {
-                   reduceScatterFlat(ctx, flattenList(inputList), output, red.type, red.op);
+                   at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
+                   int64_t offset = 0;
+                   for (const at::Tensor& in : inputList) {
+                     flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
+                     offset += in.numel();
+                   }
+                   reduceScatterFlat(ctx, flat, output, red.type, red.op);
                  });
 }
 
@@ -103,9 +175,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
                  describeTensor(output) + " " + reduceOpName(red.op),
                  [this, output, input, red](const OpContext& ctx) {
                    // A copy: the caller's input must stay as it was.
-                   at::Tensor flat = input.resolve_conj().resolve_neg().clone(
-                       at::MemoryFormat::Contiguous).reshape({-1});
-                   reduceScatterFlat(ctx, flat, output, red.type, red.op);
+                   reduceScatterFlat(ctx, stagedCopy(input).reshape({-1}), output, red.type,
+                                     red.op);
                  });
 }
 

@@ -46,8 +46,10 @@ def bad_inputs(rank, world, init_method):
         "all_gather_into_tensor wrong size": (ValueError, ["all_gather_into_tensor", "elements"],
                                               lambda: dist.all_gather_into_tensor(
                                                   torch.empty(3 * world + 1), torch.ones(3))),
-        "sparse tensor": (ValueError, ["allreduce", "Sparse", "dense"],
-                          lambda: dist.all_reduce(torch.eye(3).to_sparse())),
+        "sparse tensor with MAX": (ValueError, ["allreduce (sparse)", "SUM only"],
+                                   lambda: dist.all_reduce(torch.eye(3).to_sparse(),
+                                                           op=dist.ReduceOp.MAX)),
+
     }
     for name, (types, needles, fn) in checks.items():
         problem = _expect(types, needles, fn)

@@ -182,3 +182,28 @@ def subgroups(rank, world, init_method):
     dist.barrier(group=me)
     dist.barrier()
     return report.as_dict()
+
+
+def sparse_allreduce(rank, world, init_method):
+    """Sparse COO SUM against the dense sum and against gloo."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    gloo = dist.new_group(backend="gloo")
+    failures = []
+    for case, (shape, dense_dims) in enumerate([((6, 5), 0), ((4, 3, 2), 1), ((7,), 0)]):
+        def dense_of(r):
+            g = torch.Generator().manual_seed(80000 + 10 * case + r)
+            d = torch.randint(-4, 5, shape, generator=g).double()
+            mask = torch.rand(shape[:len(shape) - dense_dims], generator=g) < 0.4
+            while mask.dim() < d.dim():
+                mask = mask.unsqueeze(-1)
+            return d * mask  # rank-specific sparsity pattern, exact sums
+        mine = dense_of(rank).to_sparse(len(shape) - dense_dims)
+        theirs = mine.clone()
+        dist.all_reduce(mine)
+        dist.all_reduce(theirs, group=gloo)
+        expected = sum(dense_of(r) for r in range(world))
+        if not mine.is_sparse or not torch.equal(mine.to_dense(), expected):
+            failures.append(f"sparse case {case}: {mine.to_dense()} != {expected}")
+        if not torch.equal(mine.to_dense(), theirs.to_dense()):
+            failures.append(f"sparse case {case} differs from gloo")
+    return failures
