@@ -168,6 +168,7 @@ bool ProcessGroupRing::pollMessage(WorkRing& work, const OpContext& op, PostedMe
       return true;
     }
     if (!transport_->test(message.request, op)) {
+      transport_->checkPeersAlive(message.request.peer, op);
       if (Clock::now() < op.deadline) return false;
       const std::string reason = transport_->describeTimeout(message.request, op);
       transport_->abandon(message.request);

@@ -27,6 +27,7 @@ Config Config::fromEnvironment() {
       readPositive("RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
   config.spinMicroseconds =
       static_cast<int>(readPositive("RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
+  config.peerMonitor = readPositive("RINGREDUCE_PEER_MONITOR", 1, 0) != 0;
   return config;
 }
 

@@ -13,6 +13,10 @@ struct Config {
   // Short, because ranks often outnumber cores. RINGREDUCE_SPIN_US.
   int spinMicroseconds = 50;
 
+  // Watch peers over a TCP side channel so a dead rank is reported at once
+  // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
+  bool peerMonitor = true;
+
   static Config fromEnvironment();
 };
 

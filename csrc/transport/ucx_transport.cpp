@@ -25,6 +25,31 @@ void checkUcs(ucs_status_t status, const char* what) {
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
 
+// One published blob per rank: [data address length : 4][data address][monitor address].
+std::vector<uint8_t> packAddresses(const std::vector<uint8_t>& data,
+                                   const std::vector<uint8_t>& monitor) {
+  std::vector<uint8_t> blob(4);
+  const uint32_t length = static_cast<uint32_t>(data.size());
+  for (int i = 0; i < 4; ++i) blob[i] = static_cast<uint8_t>(length >> (8 * i));
+  blob.insert(blob.end(), data.begin(), data.end());
+  blob.insert(blob.end(), monitor.begin(), monitor.end());
+  return blob;
+}
+
+void unpackAddresses(const std::vector<uint8_t>& blob, int peer, std::vector<uint8_t>* data,
+                     std::vector<uint8_t>* monitor) {
+  uint32_t length = 0;
+  if (blob.size() >= 4) {
+    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(blob[i]) << (8 * i);
+  }
+  if (blob.size() < 4 || length == 0 || blob.size() < 4 + static_cast<size_t>(length)) {
+    throw TransportError("ringreduce: malformed address record of rank " + std::to_string(peer) +
+                         " in the store (" + std::to_string(blob.size()) + " bytes)");
+  }
+  data->assign(blob.begin() + 4, blob.begin() + 4 + length);
+  monitor->assign(blob.begin() + 4 + length, blob.end());
+}
+
 std::string peerName(int peer) {
   return peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer);
 }
@@ -62,9 +87,19 @@ UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
     std::vector<uint8_t> myAddress(bytes, bytes + addressLength);
     ucp_worker_release_address(worker_, address);
 
-    peerAddresses_ = exchangeAddresses(store, rank, size, myAddress, timeout);
+    if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
+    const auto published = exchangeAddresses(
+        store, rank, size, packAddresses(myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}),
+        timeout);
+    std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
+    peerAddresses_.resize(static_cast<size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      unpackAddresses(published[peer], peer, &peerAddresses_[peer], &monitorAddresses[peer]);
+    }
+    if (monitor_) monitor_->connect(monitorAddresses);
     endpoints_.assign(static_cast<size_t>(size), nullptr);
   } catch (...) {
+    monitor_.reset();
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (context_ != nullptr) ucp_cleanup(context_);
     throw;
@@ -74,10 +109,17 @@ UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
 UcxTransport::~UcxTransport() {
   abandonWhere(true, 0);
   std::vector<void*> closing;
-  for (ucp_ep_h ep : endpoints_) {
+  for (int peer = 0; peer < size_; ++peer) {
+    ucp_ep_h ep = endpoints_.empty() ? nullptr : endpoints_[peer];
     if (ep == nullptr) continue;
     ucp_request_param_t param{};
-    ucs_status_ptr_t status = ucp_ep_close_nbx(ep, &param);  // flush mode
+    // Flush what is still going out, except to a dead peer: nothing there
+    // will ever acknowledge it.
+    if (monitor_ && monitor_->isDead(peer)) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t status = ucp_ep_close_nbx(ep, &param);
     if (UCS_PTR_IS_PTR(status)) closing.push_back(status);
   }
   const auto limit = Clock::now() + kCloseFlushLimit;
@@ -100,6 +142,7 @@ UcxTransport::~UcxTransport() {
   }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
+  monitor_.reset();
 }
 
 ucp_ep_h UcxTransport::endpoint(int peer) {
@@ -219,11 +262,23 @@ bool UcxTransport::test(Request& request, const OpContext& op) {
   return true;
 }
 
+void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
+  if (!monitor_ || !monitor_->anyDead()) return;
+  const int dead = peer >= 0 ? (monitor_->isDead(peer) ? peer : -1) : monitor_->firstDeadPeer();
+  if (dead < 0) return;
+  throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                       " failed: rank " + std::to_string(dead) + " is gone (connection lost: " +
+                       monitor_->deathReason(dead) + "); the process died or the network failed");
+}
+
 void UcxTransport::wait(Request& request, const OpContext& op) {
   const auto spin = std::chrono::microseconds(config_.spinMicroseconds);
   auto spinUntil = Clock::now() + spin;
   while (!test(request, op)) {
     if (progress() > 0) continue;
+    // Nothing more arrived. A collective cannot finish without every rank,
+    // so any death ends it; a send/recv only needs its peer.
+    checkPeersAlive(op.pointToPoint ? request.peer : -1, op);
     const auto now = Clock::now();
     if (now >= op.deadline) throwTimeout(request, op);
     if (now < spinUntil) continue;
@@ -276,14 +331,23 @@ void UcxTransport::abandon(Request& request) {
   request.done = true;
 }
 
-unsigned UcxTransport::progress() { return ucp_worker_progress(worker_); }
+unsigned UcxTransport::progress() {
+  unsigned events = ucp_worker_progress(worker_);
+  if (monitor_) events += monitor_->progress();
+  return events;
+}
 
 void UcxTransport::sleepUntilEvent(int extraFd, int timeoutMs) {
   const ucs_status_t status = ucp_worker_arm(worker_);
   if (status == UCS_ERR_BUSY) return;  // events already pending: progress again
   checkUcs(status, "worker arm");
-  pollfd fds[2] = {{eventFd_, POLLIN, 0}, {extraFd, POLLIN, 0}};
-  ::poll(fds, extraFd >= 0 ? 2 : 1, timeoutMs);
+  if (monitor_ && !monitor_->arm()) return;
+  pollfd fds[3];
+  nfds_t count = 0;
+  fds[count++] = {eventFd_, POLLIN, 0};
+  if (monitor_) fds[count++] = {monitor_->eventFd(), POLLIN, 0};
+  if (extraFd >= 0) fds[count++] = {extraFd, POLLIN, 0};
+  ::poll(fds, count, timeoutMs);
 }
 
 }  // namespace ringreduce

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/config.h"
 #include "core/op_context.h"
 #include "transport/key_value_store.h"
+#include "transport/peer_monitor.h"
 
 namespace ringreduce {
 
@@ -66,6 +68,9 @@ class UcxTransport {
   // The same for one request (a send/recv that timed out).
   void abandon(Request& request);
 
+  // Throws TransportError if `peer` (any peer when -1) is known to be dead.
+  void checkPeersAlive(int peer, const OpContext& op) const;
+
   // One pass of UCX progress; returns the number of events handled.
   unsigned progress();
   // Sleeps until UCX has an event, `extraFd` is readable, or `timeoutMs`
@@ -87,6 +92,7 @@ class UcxTransport {
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
+  std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
   std::vector<ucp_ep_h> endpoints_;
   void abandonWhere(bool all, uint64_t owner);
 

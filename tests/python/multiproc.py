@@ -55,8 +55,11 @@ class WorldFailed(AssertionError):
     pass
 
 
-def run_world(world_size, fn, *args, env=None, timeout=120):
-    """fn(rank, world_size, init_method, *args) -> picklable value, per rank."""
+def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
+    """fn(rank, world_size, init_method, *args) -> picklable value, per rank.
+
+    Ranks in `may_die` may end without a result (their value is None); every
+    other rank must return one and then exit by itself with status 0."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     full_env = dict(LOOPBACK_ENV)
@@ -74,7 +77,9 @@ def run_world(world_size, fn, *args, env=None, timeout=120):
             import time
 
             deadline = time.monotonic() + timeout
-            while len(collected) < world_size:
+            while len(collected) < world_size - len(may_die) or (
+                    len(collected) < world_size
+                    and any(procs[r].exitcode is None for r in may_die if r not in collected)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WorldFailed(f"world of {world_size} did not finish within {timeout} s; "
@@ -84,20 +89,27 @@ def run_world(world_size, fn, *args, env=None, timeout=120):
                     collected[rank] = (status, value)
                 except queue_module.Empty:
                     dead = [r for r, p in enumerate(procs)
-                            if r not in collected and p.exitcode is not None]
+                            if r not in collected and r not in may_die and p.exitcode is not None]
                     if dead:
                         raise WorldFailed(f"rank(s) {dead} exited without a result "
                                           f"(exit codes {[procs[r].exitcode for r in dead]})")
         finally:
             for p in procs:
-                p.join(timeout=10)
+                p.join(timeout=20)
+            hung = [r for r, p in enumerate(procs) if p.is_alive()]
             for p in procs:
                 if p.is_alive():
                     p.kill()
                     p.join(timeout=5)
+    if hung:
+        raise WorldFailed(f"rank(s) {hung} did not exit by themselves and were killed")
+    bad_exit = [r for r, p in enumerate(procs) if r not in may_die and p.exitcode != 0]
+    if bad_exit:
+        raise WorldFailed(f"rank(s) {bad_exit} exited with {[procs[r].exitcode for r in bad_exit]}")
     errors = {r: v for r, (s, v) in collected.items() if s != "ok"}
     if errors:
         raise WorldFailed("\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
     import torch
 
-    return [torch.load(io.BytesIO(collected[r][1]), weights_only=False) for r in range(world_size)]
+    return [torch.load(io.BytesIO(collected[r][1]), weights_only=False) if r in collected else None
+            for r in range(world_size)]

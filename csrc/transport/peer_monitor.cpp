@@ -1,0 +1,204 @@
+#include "transport/peer_monitor.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/errors.h"
+#include "core/log.h"
+
+namespace ringreduce {
+
+namespace {
+// The only message on the monitor connections is a goodbye: the low 32 bits
+// of its tag say what it is, the high bits who sent it.
+constexpr uint64_t kGoodbyeTag = 1;
+constexpr uint64_t kKindMask = 0xffffffffull;
+constexpr auto kGoodbyeLimit = std::chrono::milliseconds(500);
+
+void check(ucs_status_t status, const char* what) {
+  if (status != UCS_OK) {
+    throw TransportError(std::string("ringreduce: peer monitor: UCX ") + what +
+                         " failed: " + ucs_status_string(status));
+  }
+}
+}  // namespace
+
+PeerMonitor::PeerMonitor(int rank, int size)
+    : rank_(rank),
+      size_(size),
+      deaths_(static_cast<size_t>(size), UCS_OK),
+      departed_(static_cast<size_t>(size), false) {
+  try {
+    ucp_config_t* config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "config read");
+    // TCP only, whatever UCX_TLS says for the data path: it is the transport
+    // that reports a dead peer within milliseconds.
+    ucs_status_t modified = ucp_config_modify(config, "TLS", "tcp");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    const ucs_status_t initStatus =
+        modified == UCS_OK ? ucp_init(&params, config, &context_) : modified;
+    ucp_config_release(config);
+    check(initStatus, "context init");
+    ucp_worker_params_t workerParams{};
+    workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    workerParams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    check(ucp_worker_create(context_, &workerParams, &worker_), "worker create");
+    check(ucp_worker_get_efd(worker_, &eventFd_), "worker event fd");
+    ucp_address_t* address = nullptr;
+    size_t length = 0;
+    check(ucp_worker_get_address(worker_, &address, &length), "worker address");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
+    address_.assign(bytes, bytes + length);
+    ucp_worker_release_address(worker_, address);
+  } catch (...) {
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    throw;
+  }
+}
+
+PeerMonitor::~PeerMonitor() {
+  sayGoodbye();
+  if (goodbyeReceive_ != nullptr) {
+    ucp_request_cancel(worker_, goodbyeReceive_);
+    ucp_request_free(goodbyeReceive_);
+  }
+  for (void* hello : hellos_) {
+    if (hello != nullptr) {
+      ucp_request_cancel(worker_, hello);
+      ucp_request_free(hello);
+    }
+  }
+  for (ucp_ep_h ep : endpoints_) {
+    if (ep == nullptr) continue;
+    // PEER-mode endpoints may be closed with FORCE without waiting on peers.
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &param);
+    if (UCS_PTR_IS_PTR(closing)) {
+      for (int i = 0; i < 1000 && ucp_request_check_status(closing) == UCS_INPROGRESS; ++i) {
+        ucp_worker_progress(worker_);
+      }
+      ucp_request_free(closing);
+    }
+  }
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+void PeerMonitor::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+  endpoints_.assign(static_cast<size_t>(size_), nullptr);
+  hellos_.assign(static_cast<size_t>(size_), nullptr);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    watches_.push_back(std::make_unique<Watch>(Watch{this, peer}));
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &PeerMonitor::onPeerError;
+    params.err_handler.arg = watches_.back().get();
+    check(ucp_ep_create(worker_, &params, &endpoints_[peer]), "endpoint create");
+    // A flush completes only once the connection is wired up: it opens the
+    // TCP connection now rather than on first use, so a death is seen even
+    // if this pair never exchanges anything else.
+    ucp_request_param_t flush{};
+    ucs_status_ptr_t status = ucp_ep_flush_nbx(endpoints_[peer], &flush);
+    if (UCS_PTR_IS_PTR(status)) hellos_[peer] = status;
+  }
+  postGoodbyeReceive();
+}
+
+void PeerMonitor::postGoodbyeReceive() {
+  static char unused;
+  ucp_request_param_t param{};
+  ucs_status_ptr_t status =
+      ucp_tag_recv_nbx(worker_, &unused, 0, kGoodbyeTag, kKindMask, &param);
+  goodbyeReceive_ = UCS_PTR_IS_PTR(status) ? status : nullptr;
+}
+
+void PeerMonitor::sayGoodbye() {
+  std::vector<void*> sends;
+  static const char byte = 0;
+  for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
+    if (endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t status = ucp_tag_send_nbx(
+        endpoints_[peer], &byte, 0, (static_cast<uint64_t>(rank_) << 32) | kGoodbyeTag, &param);
+    if (UCS_PTR_IS_PTR(status)) sends.push_back(status);
+  }
+  // Flush so the goodbyes leave before the connections close; bounded, a
+  // dead peer cannot hold up our exit.
+  const auto limit = std::chrono::steady_clock::now() + kGoodbyeLimit;
+  for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
+    if (endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t flush = ucp_ep_flush_nbx(endpoints_[peer], &param);
+    if (!UCS_PTR_IS_PTR(flush)) continue;
+    while (ucp_request_check_status(flush) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < limit) {
+      ucp_worker_progress(worker_);
+    }
+    if (ucp_request_check_status(flush) == UCS_INPROGRESS) ucp_request_cancel(worker_, flush);
+    ucp_request_free(flush);
+  }
+  for (void* send : sends) {
+    if (ucp_request_check_status(send) == UCS_INPROGRESS) ucp_request_cancel(worker_, send);
+    ucp_request_free(send);
+  }
+}
+
+void PeerMonitor::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* watch = static_cast<Watch*>(arg);
+  PeerMonitor& monitor = *watch->monitor;
+  if (monitor.departed_[watch->peer]) return;  // it said goodbye: not a death
+  if (monitor.deaths_[watch->peer] == UCS_OK) {
+    monitor.deaths_[watch->peer] = status;
+    ++monitor.deadCount_;
+    RR_LOG(Warn, monitor.rank_, "lost connection to rank " << watch->peer << " ("
+                                                            << ucs_status_string(status) << ")");
+  }
+}
+
+unsigned PeerMonitor::progress() {
+  const unsigned events = ucp_worker_progress(worker_);
+  while (goodbyeReceive_ != nullptr) {
+    ucp_tag_recv_info_t info{};
+    if (ucp_tag_recv_request_test(goodbyeReceive_, &info) == UCS_INPROGRESS) break;
+    ucp_request_free(goodbyeReceive_);
+    const int peer = static_cast<int>(info.sender_tag >> 32);
+    if (peer >= 0 && peer < size_) departed_[peer] = true;
+    postGoodbyeReceive();
+  }
+  for (void*& hello : hellos_) {
+    if (hello != nullptr && ucp_request_check_status(hello) != UCS_INPROGRESS) {
+      ucp_request_free(hello);
+      hello = nullptr;
+    }
+  }
+  return events;
+}
+
+bool PeerMonitor::arm() {
+  const ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_ERR_BUSY) return false;
+  check(status, "worker arm");
+  return true;
+}
+
+int PeerMonitor::firstDeadPeer() const {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (deaths_[peer] != UCS_OK) return peer;
+  }
+  return -1;
+}
+
+std::string PeerMonitor::deathReason(int peer) const {
+  return ucs_status_string(deaths_[static_cast<size_t>(peer)]);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,69 @@
+// Notices quickly when a peer process dies.
+//
+// The fast data endpoints run without UCX error handling: in UCX 1.13 the
+// shared-memory transports cannot report a dead peer, and asking for PEER
+// error handling would silently move them onto TCP (see shared/notes/UCX.md).
+// So each group also keeps a second, small UCX worker restricted to TCP with
+// PEER error handling and one endpoint per peer. When a peer dies its kernel
+// closes the sockets, UCX calls the endpoint's error handler, and every wait
+// of the group fails at once, naming the dead rank. A rank that leaves on
+// purpose (its group is destroyed) first says goodbye on these connections,
+// so that its departure is not mistaken for a death.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringreduce {
+
+class PeerMonitor {
+ public:
+  PeerMonitor(int rank, int size);
+  ~PeerMonitor();
+  PeerMonitor(const PeerMonitor&) = delete;
+  PeerMonitor& operator=(const PeerMonitor&) = delete;
+
+  const std::vector<uint8_t>& address() const { return address_; }
+  // Opens the watched connections to every other rank.
+  void connect(const std::vector<std::vector<uint8_t>>& addresses);
+
+  unsigned progress();
+  // Arms the worker for events; false when events are already pending.
+  bool arm();
+  int eventFd() const { return eventFd_; }
+
+  bool anyDead() const { return deadCount_ > 0; }
+  bool isDead(int peer) const { return deaths_[static_cast<size_t>(peer)] != UCS_OK; }
+  // The lowest rank seen dead, or -1.
+  int firstDeadPeer() const;
+  std::string deathReason(int peer) const;
+
+ private:
+  struct Watch {
+    PeerMonitor* monitor;
+    int peer;
+  };
+  static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void postGoodbyeReceive();
+  void sayGoodbye();
+
+  const int rank_;
+  const int size_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;
+  std::vector<uint8_t> address_;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<std::unique_ptr<Watch>> watches_;
+  std::vector<void*> hellos_;  // the flush that opens each connection, until done
+  std::vector<ucs_status_t> deaths_;  // UCS_OK while alive
+  std::vector<bool> departed_;        // said goodbye: a lost connection is expected
+  void* goodbyeReceive_ = nullptr;
+  int deadCount_ = 0;
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,37 @@
+"""Rank-side bodies of the failure tests."""
+import datetime
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes):
+    """Every rank loops over allreduces; `victim` SIGKILLs itself mid-loop."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    tensor = torch.ones(nbytes // 4)
+    for i in range(1000000):
+        if rank == victim and i == 20:
+            with open(kill_file, "w") as f:
+                f.write(repr(time.time()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            dist.all_reduce(tensor)
+        except Exception as error:
+            failed_at = time.time()
+            first = (type(error).__name__, str(error))
+            break
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4))
+        later = "no error"
+    except Exception as error:
+        later = (type(error).__name__, str(error))
+    later_s = time.monotonic() - start
+    with open(kill_file) as f:
+        killed_at = float(f.read())
+    return {"first": first, "latency": failed_at - killed_at, "later": later, "later_s": later_s,
+            "iteration": i}
