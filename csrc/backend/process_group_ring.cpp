@@ -30,8 +30,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
       config_(configFromEnvironment()),
       timeoutMs_(timeout.count()) {
   try {
-    C10dStoreAdapter adapter(store);
-    transport_ = std::make_unique<UcxTransport>(rank, size, adapter, timeout, config_);
+    transport_ = std::make_unique<UcxTransport>(
+        rank, size, std::make_shared<C10dStoreAdapter>(store), timeout, config_);
     executor_ = std::make_unique<Executor>(*transport_);
   } catch (...) {
     executor_.reset();

@@ -12,6 +12,8 @@ std::vector<uint8_t> C10dStoreAdapter::get(const std::string& key,
   return store_->get(key);
 }
 
+bool C10dStoreAdapter::check(const std::string& key) { return store_->check({key}); }
+
 int64_t C10dStoreAdapter::add(const std::string& key, int64_t delta) {
   return store_->add(key, delta);
 }

@@ -13,6 +13,7 @@ class C10dStoreAdapter : public KeyValueStore {
   explicit C10dStoreAdapter(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool check(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
 
  private:

@@ -8,11 +8,13 @@ namespace ringreduce {
 
 std::vector<std::vector<uint8_t>> exchangeAddresses(KeyValueStore& store, int rank, int size,
                                                     const std::vector<uint8_t>& myAddress,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout,
+                                                    int64_t* generationOut) {
   // Every rank of generation g joins before any rank can finish generation g
   // (it needs all addresses first), so (joins - 1) / size numbers generations.
   const int64_t joined = store.add("ringreduce/joined/size" + std::to_string(size), 1);
   const int64_t generation = (joined - 1) / size;
+  if (generationOut != nullptr) *generationOut = generation;
   const std::string prefix = "ringreduce/gen" + std::to_string(generation) + "/addr/";
 
   store.set(prefix + std::to_string(rank), myAddress);

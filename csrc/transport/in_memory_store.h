@@ -26,6 +26,11 @@ class InMemoryStore : public KeyValueStore {
     return values_[key];
   }
 
+  bool check(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return values_.count(key) > 0;
+  }
+
   int64_t add(const std::string& key, int64_t delta) override {
     std::lock_guard<std::mutex> lock(mutex_);
     counters_[key] += delta;

@@ -56,7 +56,7 @@ std::string peerName(int peer) {
 
 }  // namespace
 
-UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
+UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
                            std::chrono::milliseconds timeout, const Config& config)
     : rank_(rank), size_(size), config_(config) {
   if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
@@ -88,9 +88,13 @@ UcxTransport::UcxTransport(int rank, int size, KeyValueStore& store,
     ucp_worker_release_address(worker_, address);
 
     if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
+    int64_t generation = 0;
     const auto published = exchangeAddresses(
-        store, rank, size, packAddresses(myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}),
-        timeout);
+        *store, rank, size,
+        packAddresses(myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}), timeout,
+        &generation);
+    board_ = std::make_unique<ProgressBoard>(
+        store, "ringreduce/gen" + std::to_string(generation) + "/waiting_in/", rank, size);
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));
     for (int peer = 0; peer < size; ++peer) {
@@ -281,6 +285,7 @@ void UcxTransport::wait(Request& request, const OpContext& op) {
     checkPeersAlive(op.pointToPoint ? request.peer : -1, op);
     const auto now = Clock::now();
     if (now >= op.deadline) throwTimeout(request, op);
+    announceIfStalled(op, now);
     if (now < spinUntil) continue;
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
@@ -304,8 +309,26 @@ std::string UcxTransport::describeTimeout(const Request& request, const OpContex
          waiting + " (is that rank alive and calling the same collective?)";
 }
 
-void UcxTransport::throwTimeout(const Request& request, const OpContext& op) const {
-  throw TimeoutError(describeTimeout(request, op));
+// A collective that waits for a tenth of its timeout (at most 2 s) says so
+// on the progress board; healthy collectives never touch the store.
+void UcxTransport::announceIfStalled(const OpContext& op, Clock::time_point now) {
+  if (!board_ || op.pointToPoint) return;
+  const auto threshold = std::min<Clock::duration>(op.timeout / 10, std::chrono::seconds(2));
+  if (now - (op.deadline - op.timeout) >= threshold) board_->announce(op.seq);
+}
+
+void UcxTransport::throwTimeout(const Request& request, const OpContext& op) {
+  std::string message = describeTimeout(request, op);
+  if (board_ && !op.pointToPoint) {
+    board_->announce(op.seq);
+    const auto behind = board_->ranksBehind(op.seq);
+    message += behind.empty()
+                   ? "; every rank was seen waiting in " + op.describe() +
+                         ", so one is stuck inside it or the network stalled"
+                   : "; rank(s) not seen in " + op.describe() + ": " +
+                         ProgressBoard::describe(behind);
+  }
+  throw TimeoutError(message);
 }
 
 void UcxTransport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op.owner()); }

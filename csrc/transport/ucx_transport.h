@@ -20,6 +20,7 @@
 #include "core/op_context.h"
 #include "transport/key_value_store.h"
 #include "transport/peer_monitor.h"
+#include "transport/progress_board.h"
 
 namespace ringreduce {
 
@@ -36,8 +37,9 @@ struct Request {
 
 class UcxTransport {
  public:
-  UcxTransport(int rank, int size, KeyValueStore& store, std::chrono::milliseconds timeout,
-               const Config& config);
+  // Keeps `store` for the progress board (see progress_board.h).
+  UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
+               std::chrono::milliseconds timeout, const Config& config);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -82,7 +84,8 @@ class UcxTransport {
 
  private:
   ucp_ep_h endpoint(int peer);
-  [[noreturn]] void throwTimeout(const Request& request, const OpContext& op) const;
+  [[noreturn]] void throwTimeout(const Request& request, const OpContext& op);
+  void announceIfStalled(const OpContext& op, Clock::time_point now);
   void finishRequest(Request& request);
 
   const int rank_;
@@ -93,6 +96,7 @@ class UcxTransport {
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
+  std::unique_ptr<ProgressBoard> board_;
   std::vector<ucp_ep_h> endpoints_;
   void abandonWhere(bool all, uint64_t owner);
 

@@ -25,7 +25,7 @@ inline Config smallSegments() {
 // Rethrows the first rank's exception (as a test failure) after joining all.
 inline void runRanks(int n, const std::function<void(UcxTransport&, int)>& body,
                      const Config& config = smallSegments()) {
-  InMemoryStore store;
+  auto store = std::make_shared<InMemoryStore>();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {

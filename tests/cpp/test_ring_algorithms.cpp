@@ -12,6 +12,7 @@
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
 #include "core/partition.h"
+#include "core/errors.h"
 #include "core/half_conversion.h"
 #include "rank_threads.h"
 
@@ -220,5 +221,27 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < recvLayout.bytes[p]; ++i)
         ASSERT_EQ(recv[recvLayout.offsets[p] + i], 16 * p + rank);
+  });
+}
+
+TEST(ProgressBoard, TimeoutNamesTheRankThatNeverJoined) {
+  runRanks(3, [](UcxTransport& t, int rank) {
+    if (rank == 2) {  // alive, but never joins the collective
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return;
+    }
+    Workspace ws;
+    std::vector<int64_t> data(100, rank);
+    try {
+      ringAllreduce(t, OpContext("allreduce", 1, std::chrono::milliseconds(800)), data.data(),
+                    data.size(), DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+      ADD_FAILURE() << "expected a timeout";
+    } catch (const TimeoutError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("not seen in allreduce #1: 2 (not seen waiting"), std::string::npos)
+          << message;
+      EXPECT_EQ(message.find("1 (last"), std::string::npos) << message;  // rank 1 did join
+    }
+    t.abandonOutstanding(OpContext("allreduce", 1, std::chrono::milliseconds(800)));
   });
 }

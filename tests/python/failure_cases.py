@@ -35,3 +35,22 @@ def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes):
         killed_at = float(f.read())
     return {"first": first, "latency": failed_at - killed_at, "later": later, "later_s": later_s,
             "iteration": i}
+
+
+def stopped_or_late(rank, world, init_method, mode, timeout_s):
+    """Rank 2 is either stopped (SIGSTOP) or late by a second at collective #2."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.all_reduce(torch.ones(4))  # #1: everyone connected
+    if rank == 2:
+        if mode == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)  # the test harness kills it later
+        time.sleep(1.0)
+    start = time.monotonic()
+    t = torch.full((1 << 16,), float(rank))
+    try:
+        dist.all_reduce(t)
+        outcome = ("ok", t[0].item())
+    except Exception as error:
+        outcome = (type(error).__name__, str(error))
+    return {"outcome": outcome, "elapsed": time.monotonic() - start}

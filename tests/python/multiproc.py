@@ -77,9 +77,7 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
             import time
 
             deadline = time.monotonic() + timeout
-            while len(collected) < world_size - len(may_die) or (
-                    len(collected) < world_size
-                    and any(procs[r].exitcode is None for r in may_die if r not in collected)):
+            while any(r not in collected for r in range(world_size) if r not in may_die):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WorldFailed(f"world of {world_size} did not finish within {timeout} s; "
@@ -94,9 +92,13 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
                         raise WorldFailed(f"rank(s) {dead} exited without a result "
                                           f"(exit codes {[procs[r].exitcode for r in dead]})")
         finally:
+            # Ranks allowed to die (or stopped on purpose) are not waited for.
+            for r, p in enumerate(procs):
+                if r in may_die and r not in collected:
+                    p.kill()
             for p in procs:
                 p.join(timeout=20)
-            hung = [r for r, p in enumerate(procs) if p.is_alive()]
+            hung = [r for r, p in enumerate(procs) if p.is_alive() and r not in may_die]
             for p in procs:
                 if p.is_alive():
                     p.kill()
