@@ -4,6 +4,7 @@
 
 #include "algorithms/barrier.h"
 #include "algorithms/chain_broadcast.h"
+#include "algorithms/monitored_barrier.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
@@ -248,6 +249,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
   return enqueue(c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
                  [this](const OpContext& ctx) { disseminationBarrier(*transport_, ctx); });
+}
+
+void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  auto work = enqueue(c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
+                      [this, waitAllRanks](const OpContext& ctx) {
+                        ringreduce::monitoredBarrier(*transport_, ctx, waitAllRanks);
+                      });
+  work->wait();
 }
 
 }  // namespace ringreduce

@@ -276,6 +276,10 @@ void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
 }
 
 void UcxTransport::wait(Request& request, const OpContext& op) {
+  if (!waitUntilDeadline(request, op)) throwTimeout(request, op);
+}
+
+bool UcxTransport::waitUntilDeadline(Request& request, const OpContext& op) {
   const auto spin = std::chrono::microseconds(config_.spinMicroseconds);
   auto spinUntil = Clock::now() + spin;
   while (!test(request, op)) {
@@ -284,7 +288,7 @@ void UcxTransport::wait(Request& request, const OpContext& op) {
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.pointToPoint ? request.peer : -1, op);
     const auto now = Clock::now();
-    if (now >= op.deadline) throwTimeout(request, op);
+    if (now >= op.deadline) return false;
     announceIfStalled(op, now);
     if (now < spinUntil) continue;
     const auto remaining =
@@ -292,6 +296,7 @@ void UcxTransport::wait(Request& request, const OpContext& op) {
     sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
     spinUntil = Clock::now() + spin;
   }
+  return true;
 }
 
 void UcxTransport::waitAll(std::vector<Request>& requests, const OpContext& op) {

@@ -60,6 +60,8 @@ class UcxTransport {
   // worker's event fd. Throws TimeoutError at op.deadline naming the peer.
   void wait(Request& request, const OpContext& op);
   void waitAll(std::vector<Request>& requests, const OpContext& op);
+  // Like wait, but returns false at op.deadline instead of throwing.
+  bool waitUntilDeadline(Request& request, const OpContext& op);
 
   // "send p2p#3 timed out after 100 ms on rank 0: still waiting to ..."
   std::string describeTimeout(const Request& request, const OpContext& op) const;

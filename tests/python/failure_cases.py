@@ -54,3 +54,22 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s):
     except Exception as error:
         outcome = (type(error).__name__, str(error))
     return {"outcome": outcome, "elapsed": time.monotonic() - start}
+
+
+def monitored_barrier(rank, world, init_method):
+    """All ranks pass one monitored barrier; then ranks 2 and 3 skip the next."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    # torch's dist.monitored_barrier() admits only gloo by name; the process
+    # group's own method reaches ringreduce's implementation.
+    pg = dist.group.WORLD
+    pg.monitored_barrier(datetime.timedelta(seconds=20), False)
+    result = {"first": "passed"}
+    if rank in (0, 1):
+        try:
+            pg.monitored_barrier(datetime.timedelta(seconds=2), True)
+            result["second"] = "passed"
+        except Exception as error:
+            result["second"] = (type(error).__name__, str(error))
+    else:
+        time.sleep(3)
+    return result

@@ -2,7 +2,7 @@
 and still exit by themselves."""
 import pytest
 
-from failure_cases import killed_mid_job, stopped_or_late
+from failure_cases import killed_mid_job, monitored_barrier, stopped_or_late
 from multiproc import TRANSPORTS, run_world
 
 
@@ -45,3 +45,13 @@ def test_rank_late_by_less_than_the_timeout_just_succeeds():
     results = run_world(3, stopped_or_late, "late", 4.0, timeout=120)
     for rank, r in enumerate(results):
         assert r["outcome"] == ("ok", 0.0 + 1.0 + 2.0), (rank, r)
+
+
+def test_monitored_barrier_names_every_missing_rank():
+    results = run_world(4, monitored_barrier, timeout=120)
+    assert all(r["first"] == "passed" for r in results)
+    kind, message = results[0]["second"]
+    assert kind == "DistBackendError", results[0]
+    assert "rank(s) 2, 3 did not reach the barrier within 2000 ms" in message, message
+    kind, message = results[1]["second"]
+    assert kind == "DistBackendError" and "rank 0 did not release it" in message, message
