@@ -4,10 +4,18 @@
     import torch.distributed as dist
     dist.init_process_group("ringreduce")
 """
+import os
+
 import torch
 import torch.distributed as dist
 
-from . import _C
+# UCX reads its log level when its library loads (with _C, below). Its
+# warnings after a peer dies (abandoned requests, unmatched messages) are
+# noise next to ringreduce's own error; RINGREDUCE_DEBUG=WARN shows ours,
+# and an explicit UCX_LOG_LEVEL still wins.
+os.environ.setdefault("UCX_LOG_LEVEL", "error")
+
+from . import _C  # noqa: E402
 
 __version__ = _C.version()
 BACKEND_NAME = "ringreduce"
