@@ -42,7 +42,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
                      unflattenInto(flat, buckets[b]);
                    }
                  },
-                 buckets.size());
+                 CheckedArgs{-1, static_cast<int>(reductions[0].op)}, buckets.size());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
@@ -65,7 +65,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
                  [this, lists, ins](const OpContext& ctx) {
                    for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
                  },
-                 std::max<size_t>(1, ins.size()));
+                 CheckedArgs{}, std::max<size_t>(1, ins.size()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
@@ -87,7 +87,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
                  [this, ins, outs](const OpContext& ctx) {
                    for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
                  },
-                 std::max<size_t>(1, ins.size()));
+                 CheckedArgs{}, std::max<size_t>(1, ins.size()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
@@ -114,6 +114,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
                                        reductions[i].type, reductions[i].op);
                    }
                  },
+                 CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},
                  std::max<size_t>(1, ins.size()));
 }
 

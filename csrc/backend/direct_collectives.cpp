@@ -40,7 +40,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
                                 rank_ == root ? flat.data_ptr() : nullptr,
                                 BlockLayout::uniform(size_, in.nbytes()), root);
                    if (rank_ == root) unflattenInto(flat, outputList);
-                 });
+                 },
+                 CheckedArgs{root, -1, input.numel()});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -72,7 +73,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                                      BlockLayout::uniform(size_, output.nbytes()), data,
                                      output.nbytes(), root);
                    });
-                 });
+                 },
+                 CheckedArgs{root, -1, output.numel()});
 }
 
 namespace {

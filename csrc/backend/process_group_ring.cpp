@@ -1,7 +1,9 @@
 #include "backend/process_group_ring.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/debug.h>
 
+#include "algorithms/collective_check.h"
 #include "backend/error_translation.h"
 #include "backend/store_adapter.h"
 #include "core/errors.h"
@@ -20,6 +22,19 @@ Config configFromEnvironment() {
   }
 }
 
+// "allreduce(Float, 1024 elements, reduce op 0)" for mismatch messages.
+std::string describeFingerprint(const CollectiveFingerprint& fp) {
+  std::string text = c10d::opTypeToString(static_cast<c10d::OpType>(fp.opType)) + "(";
+  text += fp.dtype < 0 ? std::string("no tensors")
+                       : std::string(c10::toString(static_cast<at::ScalarType>(fp.dtype)));
+  text += ", " + std::to_string(fp.numel) + " elements";
+  if (fp.root >= 0) text += ", root " + std::to_string(fp.root);
+  if (fp.reduceOp >= 0) {
+    text += std::string(", ") + reduceOpName(static_cast<ReduceOp>(fp.reduceOp));
+  }
+  return text + ")";
+}
+
 }  // namespace
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -28,6 +43,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     : c10d::Backend(rank, size),
       groupName_(std::move(groupName)),
       config_(configFromEnvironment()),
+      checkCollectives_(config_.checkCollectives ||
+                        c10d::debug_level() == c10d::DebugLevel::Detail),
       timeoutMs_(timeout.count()) {
   try {
     transport_ = std::make_unique<UcxTransport>(
@@ -44,6 +61,11 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
+
+uint64_t ProcessGroupRing::getSequenceNumberForGroup() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return nextSeq_;
+}
 
 void ProcessGroupRing::shutdown() {
   std::unique_ptr<Executor> executor;
@@ -67,12 +89,32 @@ OpContext ProcessGroupRing::Operation::context() const {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
     c10d::OpType type, const char* name, std::chrono::milliseconds requestedTimeout,
-    std::vector<at::Tensor> outputs, const std::string& summary, Body body, uint64_t seqCount) {
+    std::vector<at::Tensor> outputs, const std::string& summary, Body body, CheckedArgs checked,
+    uint64_t seqCount) {
   const std::chrono::milliseconds timeout =
       requestedTimeout == c10d::kUnsetTimeout ? this->timeout() : requestedTimeout;
   std::lock_guard<std::mutex> lock(submitMutex_);
   TORCH_CHECK(executor_ != nullptr, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
+  if (checkCollectives_) {
+    // The check runs first with the op's own sequence number; the body's
+    // parts follow it.
+    CollectiveFingerprint fp;
+    fp.opType = static_cast<int32_t>(type);
+    fp.dtype = outputs.empty() ? -1 : static_cast<int32_t>(outputs[0].scalar_type());
+    fp.numel = checked.numel;
+    if (fp.numel < 0) {
+      fp.numel = 0;
+      for (const at::Tensor& t : outputs) fp.numel += t.numel();
+    }
+    fp.root = checked.root;
+    fp.reduceOp = checked.reduceOp;
+    body = [this, fp, inner = std::move(body)](const OpContext& ctx) {
+      verifySameCollective(*transport_, ctx, fp, describeFingerprint, config_);
+      inner(ctx.part(1));
+    };
+    seqCount += 1;
+  }
   const uint64_t seq = nextSeq_ + 1;
   nextSeq_ += seqCount;
   auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs));

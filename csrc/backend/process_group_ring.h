@@ -28,6 +28,15 @@
 
 namespace ringreduce {
 
+// What the collective check (algorithms/collective_check.h) compares besides
+// the op type, the first output's dtype and the outputs' element count (when
+// numel is not given).
+struct CheckedArgs {
+  int64_t root = -1;
+  int reduceOp = -1;
+  int64_t numel = -1;
+};
+
 class ProcessGroupRing : public c10d::Backend {
  public:
   ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -98,6 +107,11 @@ class ProcessGroupRing : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+  // Every rank numbers its collectives from 0, so the numbers agree without
+  // a store round trip. TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper uses them.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override;
+
   // Runs what is queued, then releases the executor and the UCX resources.
   // Later calls raise. Called by destroy_process_group() and the destructor.
   void shutdown() override;
@@ -131,7 +145,7 @@ class ProcessGroupRing : public c10d::Backend {
                                          std::chrono::milliseconds requestedTimeout,
                                          std::vector<at::Tensor> outputs,
                                          const std::string& summary, Body body,
-                                         uint64_t seqCount = 1);
+                                         CheckedArgs checked = {}, uint64_t seqCount = 1);
   c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(c10d::OpType type, const char* name,
                                                      std::vector<at::Tensor> tensors,
                                                      const std::string& summary, Post post);
@@ -158,6 +172,10 @@ class ProcessGroupRing : public c10d::Backend {
 
   const std::string groupName_;
   const Config config_;
+  // RINGREDUCE_CHECK_COLLECTIVES or TORCH_DISTRIBUTED_DEBUG=DETAIL. With
+  // DETAIL torch also wraps the group in its own checker, which compares op,
+  // shapes and dtypes but not reduce ops or roots: ours does all of them.
+  const bool checkCollectives_;
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<UcxTransport> transport_;
   std::unique_ptr<Executor> executor_;

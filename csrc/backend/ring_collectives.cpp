@@ -32,7 +32,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                      ringAllreduce(*transport_, ctx, data, static_cast<size_t>(tensor.numel()),
                                    red.type, red.op, config_, workspace_);
                    });
-                 });
+                 },
+                 CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 // Sparse COO SUM, as gloo does it: gather every rank's indices and values
@@ -84,7 +85,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
                                 .coalesce();
         tensor.copy_(result);
       },
-      3);
+      CheckedArgs{-1, static_cast<int>(ReduceOp::Sum), 0}, 3);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>& tensors,
@@ -112,7 +113,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                    at::Tensor scratch = stagedCopy(tensor);
                    ringReduce(*transport_, ctx, scratch.data_ptr(), count, red.type, red.op, root,
                               config_, workspace_);
-                 });
+                 },
+                 CheckedArgs{root, static_cast<int>(red.op)});
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
@@ -161,7 +163,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
                      offset += in.numel();
                    }
                    reduceScatterFlat(ctx, flat, output, red.type, red.op);
-                 });
+                 },
+                 CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
@@ -178,7 +181,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
                    // A copy: the caller's input must stay as it was.
                    reduceScatterFlat(ctx, stagedCopy(input).reshape({-1}), output, red.type,
                                      red.op);
-                 });
+                 },
+                 CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tensor>& tensors,
@@ -197,7 +201,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
                    withContiguous(tensor, [&](void* data) {
                      chainBroadcast(*transport_, ctx, data, tensor.nbytes(), root, config_);
                    });
-                 });
+                 },
+                 CheckedArgs{root});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(

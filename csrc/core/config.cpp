@@ -28,6 +28,7 @@ Config Config::fromEnvironment() {
   config.spinMicroseconds =
       static_cast<int>(readPositive("RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
   config.peerMonitor = readPositive("RINGREDUCE_PEER_MONITOR", 1, 0) != 0;
+  config.checkCollectives = readPositive("RINGREDUCE_CHECK_COLLECTIVES", 0, 0) != 0;
   return config;
 }
 

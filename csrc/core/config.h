@@ -17,6 +17,10 @@ struct Config {
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
   bool peerMonitor = true;
 
+  // Compare every collective's fingerprint across ranks before running it
+  // (also on with TORCH_DISTRIBUTED_DEBUG=DETAIL). RINGREDUCE_CHECK_COLLECTIVES=1.
+  bool checkCollectives = false;
+
   static Config fromEnvironment();
 };
 

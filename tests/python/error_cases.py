@@ -95,3 +95,30 @@ def timeout_then_fail_fast(rank, world, init_method):
     else:
         time.sleep(timeout_s + 2.0)  # never joins the collective
     return result
+
+
+def mismatched_collectives(rank, world, init_method):
+    """With the collective check on, every rank raises on each mismatch and
+    the group stays usable."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    odd = rank == world - 1  # the last rank disagrees
+    cases = {
+        "op": lambda: (dist.broadcast(torch.ones(8), src=0) if odd
+                       else dist.all_reduce(torch.ones(8))),
+        "shape": lambda: dist.all_reduce(torch.ones(9 if odd else 8)),
+        "dtype": lambda: dist.all_reduce(torch.ones(8, dtype=torch.float64 if odd else torch.float32)),
+        "reduce op": lambda: dist.all_reduce(torch.ones(8), op=dist.ReduceOp.MAX if odd
+                                             else dist.ReduceOp.SUM),
+        "root": lambda: dist.broadcast(torch.ones(8), src=1 if odd else 0),
+    }
+    seen = {}
+    for name, call in cases.items():
+        try:
+            call()
+            seen[name] = "no error"
+        except Exception as error:
+            seen[name] = (type(error).__name__, str(error))
+    t = torch.ones(8)
+    dist.all_reduce(t)
+    return {"seen": seen, "usable": t.tolist() == [float(world)] * 8}

@@ -70,8 +70,17 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
                              args=(r, world_size, init_file, full_env, fn, args, results),
                              daemon=True)
                  for r in range(world_size)]
-        for p in procs:
-            p.start()
+        # The children inherit the environment at start: variables read when a
+        # module is imported (TORCH_DISTRIBUTED_DEBUG, UCX_*) are in place
+        # before the pickled target's module imports torch.
+        saved = dict(os.environ)
+        os.environ.update(full_env)
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         collected = {}
         try:
             import time

@@ -27,3 +27,36 @@ def test_missing_rank_times_out_with_op_seq_and_ranks():
     assert kind == "DistBackendError" and "unusable after an earlier failure" in message, message
     assert "allreduce #3" in message and "allreduce #2" in message, message
     assert result["later_elapsed"] < 10
+
+
+def test_mismatched_collectives_raise_on_every_rank():
+    from error_cases import mismatched_collectives
+
+    results = run_world(3, mismatched_collectives, env={"RINGREDUCE_CHECK_COLLECTIVES": "1"},
+                        timeout=120)
+    expected_words = {"op": ["ALLREDUCE", "BROADCAST"], "shape": ["8 elements", "9 elements"],
+                      "dtype": ["Float", "Double"], "reduce op": ["SUM", "MAX"],
+                      "root": ["root 0", "root 1"]}
+    for rank, r in enumerate(results):
+        assert r["usable"], f"rank {rank}: group unusable after mismatches"
+        for case, words in expected_words.items():
+            kind, message = r["seen"][case]
+            assert kind == "ValueError", (rank, case, r["seen"][case])
+            assert "mismatched collectives" in message and "rank 2 calls" in message, message
+            for word in words:
+                assert word in message, (case, message)
+
+
+def test_torch_distributed_debug_detail_wraps_ringreduce_and_catches_mismatches():
+    """DETAIL makes torch wrap the group (it needs our sequence numbers); its
+    wrapper reports op/shape/dtype mismatches through a gloo helper group, and
+    ringreduce's own check (on under DETAIL) the reduce op and root ones."""
+    from error_cases import mismatched_collectives
+
+    results = run_world(3, mismatched_collectives, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+                        timeout=120)
+    for rank, r in enumerate(results):
+        assert r["usable"], f"rank {rank}: group unusable after mismatches"
+        for case, outcome in r["seen"].items():
+            assert outcome != "no error", (rank, case)
+            assert "mismatch" in outcome[1].lower(), (rank, case, outcome)

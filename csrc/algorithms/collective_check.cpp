@@ -1,0 +1,28 @@
+#include "algorithms/collective_check.h"
+
+#include <vector>
+
+#include "algorithms/ring_allgather.h"
+#include "core/errors.h"
+
+namespace ringreduce {
+
+void verifySameCollective(UcxTransport& transport, const OpContext& op,
+                          const CollectiveFingerprint& mine,
+                          const std::function<std::string(const CollectiveFingerprint&)>& describe,
+                          const Config& config) {
+  const int n = transport.size();
+  std::vector<CollectiveFingerprint> all(static_cast<size_t>(n));
+  ringAllgather(transport, op, &mine, all.data(), sizeof(CollectiveFingerprint), config);
+  std::string differences;
+  for (int r = 1; r < n; ++r) {
+    if (all[r] == all[0]) continue;
+    differences += "; rank " + std::to_string(r) + " calls " + describe(all[r]);
+  }
+  if (differences.empty()) return;
+  throw InvalidArgument("ringreduce: mismatched collectives at #" + std::to_string(op.seq) +
+                        " (seen on rank " + std::to_string(transport.rank()) + "): rank 0 calls " +
+                        describe(all[0]) + differences);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,39 @@
+// The full-collective check (RINGREDUCE_CHECK_COLLECTIVES=1 or
+// TORCH_DISTRIBUTED_DEBUG=DETAIL): before each collective the ranks allgather
+// a fingerprint of what they are about to do, and if any differs every rank
+// raises the same error naming the ranks and what differs, instead of a hang
+// or silently wrong data. It costs one small allgather per collective.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/config.h"
+#include "core/op_context.h"
+#include "transport/ucx_transport.h"
+
+namespace ringreduce {
+
+struct CollectiveFingerprint {
+  int32_t opType = -1;
+  int32_t dtype = -1;
+  int64_t numel = -1;
+  int64_t root = -1;
+  int32_t reduceOp = -1;
+  int32_t reserved = 0;
+
+  bool operator==(const CollectiveFingerprint& o) const {
+    return opType == o.opType && dtype == o.dtype && numel == o.numel && root == o.root &&
+           reduceOp == o.reduceOp;
+  }
+};
+
+// Throws InvalidArgument on every rank when fingerprints differ; `describe`
+// renders one fingerprint for the message.
+void verifySameCollective(UcxTransport& transport, const OpContext& op,
+                          const CollectiveFingerprint& mine,
+                          const std::function<std::string(const CollectiveFingerprint&)>& describe,
+                          const Config& config);
+
+}  // namespace ringreduce
