@@ -93,7 +93,8 @@ void PeerMonitor::connect(const std::vector<std::vector<uint8_t>>& addresses) {
   endpoints_.assign(static_cast<size_t>(size_), nullptr);
   hellos_.assign(static_cast<size_t>(size_), nullptr);
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
+    // A peer with the monitor turned off publishes no address: not watched.
+    if (peer == rank_ || addresses[peer].empty()) continue;
     watches_.push_back(std::make_unique<Watch>(Watch{this, peer}));
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |

@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/address_record.h"
 #include "transport/bootstrap.h"
 #include "transport/tag.h"
 
@@ -24,31 +25,6 @@ void checkUcs(ucs_status_t status, const char* what) {
 
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
-
-// One published blob per rank: [data address length : 4][data address][monitor address].
-std::vector<uint8_t> packAddresses(const std::vector<uint8_t>& data,
-                                   const std::vector<uint8_t>& monitor) {
-  std::vector<uint8_t> blob(4);
-  const uint32_t length = static_cast<uint32_t>(data.size());
-  for (int i = 0; i < 4; ++i) blob[i] = static_cast<uint8_t>(length >> (8 * i));
-  blob.insert(blob.end(), data.begin(), data.end());
-  blob.insert(blob.end(), monitor.begin(), monitor.end());
-  return blob;
-}
-
-void unpackAddresses(const std::vector<uint8_t>& blob, int peer, std::vector<uint8_t>* data,
-                     std::vector<uint8_t>* monitor) {
-  uint32_t length = 0;
-  if (blob.size() >= 4) {
-    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(blob[i]) << (8 * i);
-  }
-  if (blob.size() < 4 || length == 0 || blob.size() < 4 + static_cast<size_t>(length)) {
-    throw TransportError("ringreduce: malformed address record of rank " + std::to_string(peer) +
-                         " in the store (" + std::to_string(blob.size()) + " bytes)");
-  }
-  data->assign(blob.begin() + 4, blob.begin() + 4 + length);
-  monitor->assign(blob.begin() + 4 + length, blob.end());
-}
 
 std::string peerName(int peer) {
   return peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer);
@@ -91,14 +67,16 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
     int64_t generation = 0;
     const auto published = exchangeAddresses(
         *store, rank, size,
-        packAddresses(myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}), timeout,
-        &generation);
+        packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}}),
+        timeout, &generation);
     board_ = std::make_unique<ProgressBoard>(
         store, "ringreduce/gen" + std::to_string(generation) + "/waiting_in/", rank, size);
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));
     for (int peer = 0; peer < size; ++peer) {
-      unpackAddresses(published[peer], peer, &peerAddresses_[peer], &monitorAddresses[peer]);
+      AddressRecord record = unpackAddressRecord(published[peer].data(), published[peer].size(), peer);
+      peerAddresses_[peer] = std::move(record.data);
+      monitorAddresses[peer] = std::move(record.monitor);
     }
     if (monitor_) monitor_->connect(monitorAddresses);
     endpoints_.assign(static_cast<size_t>(size), nullptr);

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "rank_threads.h"
+#include "transport/address_record.h"
 #include "transport/bootstrap.h"
 #include "transport/tag.h"
 
@@ -120,4 +121,23 @@ TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
     EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
     t.abandonOutstanding(op);
   });
+}
+
+TEST(AddressRecord, RoundTripsAndRejectsMalformedRecords) {
+  const AddressRecord record{{1, 2, 3}, {9, 8}};
+  const auto blob = packAddressRecord(record);
+  const AddressRecord back = unpackAddressRecord(blob.data(), blob.size(), 0);
+  EXPECT_EQ(back.data, record.data);
+  EXPECT_EQ(back.monitor, record.monitor);
+  const uint8_t shortRecord[] = {3, 0};
+  EXPECT_THROW(unpackAddressRecord(shortRecord, sizeof(shortRecord), 2), TransportError);
+  const uint8_t emptyData[] = {0, 0, 0, 0, 7};
+  EXPECT_THROW(unpackAddressRecord(emptyData, sizeof(emptyData), 2), TransportError);
+  const uint8_t overlong[] = {200, 0, 0, 0, 1, 2};  // claims 200 bytes, has 2
+  try {
+    unpackAddressRecord(overlong, sizeof(overlong), 5);
+    FAIL() << "expected an error";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos);
+  }
 }
