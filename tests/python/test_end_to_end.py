@@ -81,3 +81,19 @@ def test_broken_install_does_not_break_import_torch(tmp_path):
     assert "torch imported" in proc.stdout
     assert "torch_ringreduce could not be loaded" in proc.stderr
     assert "simulated broken extension" in proc.stderr
+
+
+def test_torchrun_restarts_a_killed_worker_and_resumes_from_checkpoint(tmp_path):
+    checkpoint = tmp_path / "ckpt.pt"
+    proc = _run(TORCHRUN + ["--standalone", "--nproc-per-node", "2", "--max-restarts", "2",
+                            os.path.join(REPO, "examples", "train_resilient.py"),
+                            "--checkpoint", str(checkpoint), "--steps", "30",
+                            "--kill-at-step", "12"],
+                env=_env(), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "rank 1: killing myself at step 12" in out, out
+    # The survivor saw the death reported, not a timeout.
+    assert "rank 1 is gone" in proc.stderr, proc.stderr[-3000:]
+    assert "attempt 1: resumed from step 10" in out, out
+    assert "attempt 1: finished 30 steps" in out, out
