@@ -24,6 +24,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   const at::Tensor tensor = tensors[0];
   if (tensor.defined() && tensor.layout() == at::kSparse) return allreduceSparse(tensor, opts);
   checkHostTensor(tensor, site, "input");
+  checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   return enqueue(c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
                  describeTensor(tensor) + " " + reduceOpName(red.op),
@@ -148,6 +149,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
+  checkWritable(output, site, "output");
   TORCH_CHECK_VALUE(inputs.size() == 1, "ringreduce: reduce_scatter on rank ", rank_,
                     ": expected one input list, got ", inputs.size());
   const std::vector<at::Tensor> inputList = inputs[0];
@@ -174,6 +176,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkHostTensor(input, site, "input");
   checkSameDtype(output, input, site, "output", "input");
   checkNumel(input, output.numel() * size_, site, "input");
+  checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, site.op, opts.timeout, {output},
                  describeTensor(output) + " " + reduceOpName(red.op),
@@ -245,6 +248,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkHostTensor(output, site, "output");
   checkSameDtype(output, input, site, "output", "input");
   checkNumel(output, input.numel() * size_, site, "output");
+  checkWritable(output, site, "output");
   return enqueue(c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
                  describeTensor(input), [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);

@@ -1,5 +1,6 @@
 #include "backend/tensor_checks.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include "backend/dtype_mapping.h"
@@ -47,6 +48,26 @@ void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
     checkHostTensor(t, site, role);
     checkSameDtype(t, like, site, role, "input");
     checkNumel(t, like.numel(), site, role);
+  }
+  checkNoOverlap(list, site, role);
+}
+
+void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role) {
+  // An expanded (stride 0) output would receive several results in one place.
+  TORCH_CHECK_VALUE(at::has_internal_overlap(tensor) != at::MemOverlap::Yes, where(site), role,
+                    " tensor has overlapping memory (an expanded view?); results would "
+                    "overwrite each other");
+}
+
+void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (role != std::string("input")) checkWritable(list[i], site, role);
+    for (size_t j = i + 1; j < list.size(); ++j) {
+      if (list[i].numel() == 0 || list[j].numel() == 0) continue;
+      TORCH_CHECK_VALUE(at::get_overlap_status(list[i], list[j]) == at::MemOverlapStatus::No,
+                        where(site), role, " tensors ", i, " and ", j,
+                        " share memory; each needs its own storage");
+    }
   }
 }
 

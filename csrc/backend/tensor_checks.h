@@ -24,7 +24,12 @@ void checkSingleTensor(const std::vector<at::Tensor>& tensors, const CallSite& s
 void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char* role);
 // A dtype the reduction loops handle (reduction ops only).
 void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site);
-// Every tensor of `list` is a host tensor like `like` (dtype and numel).
+// Results can be written into `tensor` (no internal overlap).
+void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role);
+// No two tensors of `list` share memory (and, for outputs, none overlaps itself).
+void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role);
+// Every tensor of `list` is a host tensor like `like` (dtype and numel), and
+// no two share memory.
 void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
                    const at::Tensor& like, const CallSite& site, const char* role);
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,

@@ -122,3 +122,30 @@ def mismatched_collectives(rank, world, init_method):
     t = torch.ones(8)
     dist.all_reduce(t)
     return {"seen": seen, "usable": t.tolist() == [float(world)] * 8}
+
+
+def overlapping_outputs(rank, world, init_method):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    problems = {}
+    shared = torch.empty(3)
+    base = torch.empty(world + 2)
+    checks = {
+        "all_gather into one tensor twice": (ValueError, ["all_gather", "share memory"],
+                                             lambda: dist.all_gather([shared] * world, torch.ones(3))),
+        "all_gather into overlapping views": (ValueError, ["share memory"],
+                                              lambda: dist.all_gather(
+                                                  [base[i:i + 3] for i in range(world)],
+                                                  torch.ones(3))),
+        "all_reduce into an expanded view": (ValueError, ["allreduce", "overlapping memory"],
+                                             lambda: dist.all_reduce(torch.ones(1).expand(4))),
+        "all_gather_into_tensor expanded output": (ValueError, ["overlapping memory"],
+                                                   lambda: dist.all_gather_into_tensor(
+                                                       torch.ones(1).expand(3 * world), torch.ones(3))),
+    }
+    for name, (types, needles, fn) in checks.items():
+        problem = _expect(types, needles, fn)
+        if problem:
+            problems[name] = problem
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    return {"problems": problems, "usable": t.tolist() == [float(world)] * 2}

@@ -73,3 +73,22 @@ def monitored_barrier(rank, world, init_method):
     else:
         time.sleep(3)
     return result
+
+
+def per_op_timeout(rank, world, init_method):
+    """A 1.5 s timeout on one allreduce overrides the group's 60 s."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    dist.all_reduce(torch.ones(2))
+    if rank == 1:
+        time.sleep(3.0)  # skips the next collective
+        return {}
+    opts = dist.AllreduceOptions()
+    opts.timeout = datetime.timedelta(seconds=1.5)
+    start = time.monotonic()
+    try:
+        dist.group.WORLD.allreduce([torch.ones(100)], opts).wait()
+        outcome = "no error"
+    except Exception as error:
+        outcome = (type(error).__name__, str(error))
+    return {"outcome": outcome, "elapsed": time.monotonic() - start}

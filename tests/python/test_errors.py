@@ -60,3 +60,11 @@ def test_torch_distributed_debug_detail_wraps_ringreduce_and_catches_mismatches(
         for case, outcome in r["seen"].items():
             assert outcome != "no error", (rank, case)
             assert "mismatch" in outcome[1].lower(), (rank, case, outcome)
+
+
+def test_overlapping_outputs_are_refused():
+    from error_cases import overlapping_outputs
+
+    for rank, result in enumerate(run_world(2, overlapping_outputs, timeout=120)):
+        assert result["problems"] == {}, f"rank {rank}: {result['problems']}"
+        assert result["usable"]

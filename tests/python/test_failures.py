@@ -55,3 +55,12 @@ def test_monitored_barrier_names_every_missing_rank():
     assert "rank(s) 2, 3 did not reach the barrier within 2000 ms" in message, message
     kind, message = results[1]["second"]
     assert kind == "DistBackendError" and "rank 0 did not release it" in message, message
+
+
+def test_per_op_timeout_overrides_the_group_timeout():
+    from failure_cases import per_op_timeout
+
+    r = run_world(2, per_op_timeout, timeout=120)[0]
+    kind, message = r["outcome"]
+    assert kind == "DistBackendError" and "timed out after 1500 ms" in message, r
+    assert 1.5 <= r["elapsed"] < 1.1 * 1.5 + 1.0, r
