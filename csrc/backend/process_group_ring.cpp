@@ -68,16 +68,17 @@ uint64_t ProcessGroupRing::getSequenceNumberForGroup() {
 }
 
 void ProcessGroupRing::shutdown() {
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<UcxTransport> transport;
   {
     std::lock_guard<std::mutex> lock(submitMutex_);
-    executor = std::move(executor_);
-    transport = std::move(transport_);
+    if (!accepting_ || executor_ == nullptr) return;
+    accepting_ = false;  // enqueue refuses new work from here on
   }
-  if (executor == nullptr) return;
-  executor.reset();  // drains the queue and joins the thread first
-  transport.reset();
+  // Runs what was queued (those tasks still use executor_ and transport_),
+  // fails pending sends/receives and joins the thread; only then may the
+  // executor and the transport go.
+  executor_->stop();
+  executor_.reset();
+  transport_.reset();
   RR_LOG(Info, rank_, "group '" << groupName_ << "' shut down");
 }
 
@@ -94,7 +95,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
   const std::chrono::milliseconds timeout =
       requestedTimeout == c10d::kUnsetTimeout ? this->timeout() : requestedTimeout;
   std::lock_guard<std::mutex> lock(submitMutex_);
-  TORCH_CHECK(executor_ != nullptr, "ringreduce: ", name, " on rank ", rank_, ": process group '",
+  TORCH_CHECK(accepting_, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
   if (checkCollectives_) {
     // The check runs first with the op's own sequence number; the body's
@@ -127,7 +128,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
     c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
     const std::string& summary, Post post) {
   std::lock_guard<std::mutex> lock(submitMutex_);
-  TORCH_CHECK(executor_ != nullptr, "ringreduce: ", name, " on rank ", rank_, ": process group '",
+  TORCH_CHECK(accepting_, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
   const uint64_t seq = ++nextP2PSeq_;
   auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors));
@@ -246,7 +247,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
     for (const at::Tensor& t : operation.work->result()) outputs.push_back(t);
   }
   auto combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs);
-  TORCH_CHECK(executor_ != nullptr, "ringreduce: endCoalescing on rank ", rank_,
+  TORCH_CHECK(accepting_, "ringreduce: endCoalescing on rank ", rank_,
               ": process group '", groupName_, "' has been shut down");
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
   executor_->submit([this, operations, combined] { runCoalesced(*operations, *combined); });

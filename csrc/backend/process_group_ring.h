@@ -184,6 +184,7 @@ class ProcessGroupRing : public c10d::Backend {
   std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
+  bool accepting_ = true;    // false once shutdown() began
   bool coalescing_ = false;
   std::vector<Operation> coalesced_;
 };

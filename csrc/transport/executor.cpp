@@ -22,13 +22,17 @@ Executor::Executor(UcxTransport& transport) : transport_(transport) {
   thread_ = std::thread([this] { run(); });
 }
 
-Executor::~Executor() {
+void Executor::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+}
+
+Executor::~Executor() {
+  stop();
   ::close(wakeFd_);
 }
 

@@ -21,7 +21,9 @@ class Executor {
   using Task = std::function<void()>;  // must not throw
 
   explicit Executor(UcxTransport& transport);
-  // Runs the tasks already submitted, then stops the thread.
+  // Runs the tasks already submitted, gives up pending pollers and joins the
+  // thread. Idempotent; submit() must not be called afterwards.
+  void stop();
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

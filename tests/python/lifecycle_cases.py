@@ -74,3 +74,22 @@ def idle_cpu(rank, world, init_method):
     wall = time.monotonic() - start_wall
     dist.barrier()
     return {"cpu": used, "wall": wall, "threads": len(os.listdir("/proc/self/task"))}
+
+
+def destroy_with_work_in_flight(rank, world, init_method):
+    """destroy_process_group() right after queuing async collectives and a
+    receive nobody answers: queued collectives complete, the receive fails,
+    nothing crashes."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    tensors = [torch.full((1 << 15,), float(rank)) for _ in range(5)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    orphan = dist.irecv(torch.empty(4), src=(rank + 1) % world, tag=999)
+    dist.destroy_process_group()
+    done = all(w.is_completed() for w in works)
+    sums_ok = all(t[0].item() == float(sum(range(world))) for t in tensors)
+    try:
+        orphan.wait()
+        orphan_outcome = "completed"
+    except Exception as error:
+        orphan_outcome = str(error)
+    return {"done": done, "sums_ok": sums_ok, "orphan": orphan_outcome}

@@ -56,3 +56,11 @@ def test_idle_group_uses_no_cpu():
     # burn close to a full core per rank (about 1.5 s each here).
     for rank, r in enumerate(run_world(4, idle_cpu, timeout=120)):
         assert r["cpu"] < 0.25 * r["wall"], f"rank {rank} used {r['cpu']:.2f} s CPU while idle"
+
+
+def test_destroy_with_work_in_flight_finishes_queued_work_and_fails_pending_receives():
+    from lifecycle_cases import destroy_with_work_in_flight
+
+    for rank, r in enumerate(run_world(3, destroy_with_work_in_flight, timeout=120)):
+        assert r["done"] and r["sums_ok"], (rank, r)
+        assert "was shut down" in r["orphan"], (rank, r)
