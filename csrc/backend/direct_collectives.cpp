@@ -41,7 +41,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
                                 BlockLayout::uniform(size_, in.nbytes()), root);
                    if (rank_ == root) unflattenInto(flat, outputList);
                  },
-                 CheckedArgs{root, -1, input.numel()});
+                 CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -130,7 +130,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                    withContiguous(output, [&](void* data) {
                      allToAll(*transport_, ctx, in.data_ptr(), sendLayout, data, recvLayout);
                    });
-                 });
+                 },
+                 CheckedArgs{-1, -1, 0});  // sizes may differ per rank
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,
@@ -168,7 +169,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
                    allToAll(*transport_, ctx, send.data_ptr(), sendLayout, recv.data_ptr(),
                             recvLayout);
                    unflattenInto(recv, outputList);
-                 });
+                 },
+                 CheckedArgs{-1, -1, 0});  // sizes may differ per rank
 }
 
 }  // namespace ringreduce

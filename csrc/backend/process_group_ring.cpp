@@ -35,6 +35,19 @@ std::string describeFingerprint(const CollectiveFingerprint& fp) {
   return text + ")";
 }
 
+// The 8 bits of a fingerprint that travel in every message tag (FNV-1a).
+uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
+  const int64_t fields[] = {fp.opType, fp.dtype, fp.numel, fp.root, fp.reduceOp};
+  uint32_t hash = 2166136261u;
+  for (int64_t field : fields) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= static_cast<uint8_t>(static_cast<uint64_t>(field) >> (8 * i));
+      hash *= 16777619u;
+    }
+  }
+  return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
+}
+
 }  // namespace
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -85,6 +98,7 @@ void ProcessGroupRing::shutdown() {
 OpContext ProcessGroupRing::Operation::context() const {
   OpContext op(name, seq, timeout);  // the deadline starts when the op starts
   op.pointToPoint = static_cast<bool>(post);
+  op.fingerprint = fingerprint;
   return op;
 }
 
@@ -97,21 +111,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
   std::lock_guard<std::mutex> lock(submitMutex_);
   TORCH_CHECK(accepting_, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
+  CollectiveFingerprint fp;
+  fp.opType = static_cast<int32_t>(type);
+  fp.dtype = checked.dtype >= 0 ? checked.dtype
+             : outputs.empty()  ? -1
+                                : static_cast<int32_t>(outputs[0].scalar_type());
+  fp.numel = checked.numel;
+  if (fp.numel < 0) {
+    fp.numel = 0;
+    for (const at::Tensor& t : outputs) fp.numel += t.numel();
+  }
+  fp.root = checked.root;
+  fp.reduceOp = checked.reduceOp;
   if (checkCollectives_) {
-    // The check runs first with the op's own sequence number; the body's
+    // The check runs first with the op's own sequence number and a neutral
+    // tag fingerprint (it must see the mismatch to name it); the body's
     // parts follow it.
-    CollectiveFingerprint fp;
-    fp.opType = static_cast<int32_t>(type);
-    fp.dtype = outputs.empty() ? -1 : static_cast<int32_t>(outputs[0].scalar_type());
-    fp.numel = checked.numel;
-    if (fp.numel < 0) {
-      fp.numel = 0;
-      for (const at::Tensor& t : outputs) fp.numel += t.numel();
-    }
-    fp.root = checked.root;
-    fp.reduceOp = checked.reduceOp;
     body = [this, fp, inner = std::move(body)](const OpContext& ctx) {
-      verifySameCollective(*transport_, ctx, fp, describeFingerprint, config_);
+      OpContext neutral = ctx;
+      neutral.fingerprint = 0;
+      verifySameCollective(*transport_, neutral, fp, describeFingerprint, config_);
       inner(ctx.part(1));
     };
     seqCount += 1;
@@ -120,7 +139,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
   nextSeq_ += seqCount;
   auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs));
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
-  submit(Operation{work, name, seq, timeout, std::move(body), nullptr, seqCount});
+  submit(Operation{work, name, seq, timeout, std::move(body), nullptr, seqCount,
+                   fingerprintByte(fp)});
   return work;
 }
 

@@ -34,7 +34,8 @@ namespace ringreduce {
 struct CheckedArgs {
   int64_t root = -1;
   int reduceOp = -1;
-  int64_t numel = -1;
+  int64_t numel = -1;  // 0 where ranks legitimately differ (uneven all-to-all)
+  int dtype = -1;      // -1: the first output's
 };
 
 class ProcessGroupRing : public c10d::Backend {
@@ -136,6 +137,7 @@ class ProcessGroupRing : public c10d::Backend {
     Body body;
     Post post;
     uint64_t seqCount = 1;
+    uint8_t fingerprint = 0;
     OpContext context() const;
   };
 

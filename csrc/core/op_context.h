@@ -17,6 +17,9 @@ struct OpContext {
   Clock::time_point deadline = Clock::time_point::max();
   // Send/recv count their own sequence, apart from the collectives'.
   bool pointToPoint = false;
+  // A hash of what the collective is (op, dtype, size, reduce op, root),
+  // carried in every message tag of the collective (transport/tag.h).
+  uint8_t fingerprint = 0;
 
   OpContext() = default;
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)

@@ -1,10 +1,13 @@
 // Layout of the 64-bit UCX tag. UCX matches receives per worker, not per
 // endpoint, so the tag must say who sent a message and what it belongs to:
-//   collectives: [ source rank : 20 ][ 0 ][ op sequence : 20 ][ slot : 23 ]
+//   collectives: [ source rank : 20 ][ 0 ][ sequence : 16 ][ fingerprint : 8 ][ slot : 19 ]
 //   send/recv:   [ source rank : 20 ][ 1 ][ user tag : 43 ]
-// Collective sequences wrap; two operations 2^20 apart are never in flight
-// at once. Point-to-point messages carry the user's tag instead, so they
-// match across ranks whatever collectives each rank issued before.
+// Collective sequences wrap; two operations 2^16 apart are never in flight
+// at once. The fingerprint is a hash of what the collective is (op, dtype,
+// size, reduce op, root): receives ignore it when matching and then compare
+// it, so ranks in different collectives get an error, not each other's data
+// (see UcxTransport). Point-to-point messages carry the user's tag instead,
+// so they match across ranks whatever collectives each rank issued before.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +15,11 @@
 namespace ringreduce {
 
 constexpr int kTagRankBits = 20;
-constexpr int kTagSeqBits = 20;
-constexpr int kTagSlotBits = 23;
+constexpr int kTagSeqBits = 16;
+constexpr int kTagFingerprintBits = 8;
+constexpr int kTagSlotBits = 19;
+constexpr int kTagFingerprintShift = kTagSlotBits;
+constexpr uint64_t kTagFingerprintMask = ((1ull << kTagFingerprintBits) - 1) << kTagFingerprintShift;
 constexpr int kTagPayloadBits = 64 - kTagRankBits;  // kind bit + 43
 constexpr uint64_t kTagKindP2P = 1ull << (kTagPayloadBits - 1);
 constexpr uint64_t kTagFullMask = ~0ull;
@@ -26,7 +32,7 @@ inline uint64_t makeTag(int sourceRank, uint64_t seq, uint32_t slot) {
   const uint64_t seqMask = (1ull << kTagSeqBits) - 1;
   const uint64_t slotMask = (1ull << kTagSlotBits) - 1;
   return (static_cast<uint64_t>(sourceRank) << kTagPayloadBits) |
-         ((seq & seqMask) << kTagSlotBits) | (slot & slotMask);
+         ((seq & seqMask) << (kTagSlotBits + kTagFingerprintBits)) | (slot & slotMask);
 }
 
 // `userTag` must be non-negative (torch's tags are ints >= 0).

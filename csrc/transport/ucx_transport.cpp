@@ -160,6 +160,7 @@ Request UcxTransport::isend(int peer, uint64_t tag, const void* data, size_t byt
   request.peer = peer;
   request.bytes = bytes;
   ucp_request_param_t param{};
+  if (!op.pointToPoint) tag |= static_cast<uint64_t>(op.fingerprint) << kTagFingerprintShift;
   ucs_status_ptr_t status = ucp_tag_send_nbx(endpoint(peer), data, bytes, tag, &param);
   if (UCS_PTR_IS_ERR(status)) {
     throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
@@ -181,6 +182,11 @@ Request UcxTransport::irecv(int peer, uint64_t tag, void* data, size_t bytes,
   request.peer = peer;
   request.bytes = bytes;
   request.isRecv = true;
+  if (!op.pointToPoint) {
+    // Match whatever fingerprint the sender put there; test() compares it.
+    mask &= ~kTagFingerprintMask;
+    request.fingerprint = op.fingerprint;
+  }
   ucp_tag_recv_info_t info{};
   ucp_request_param_t param{};
   // Always complete through a request: then ucp_tag_recv_request_test()
@@ -234,6 +240,13 @@ bool UcxTransport::test(Request& request, const OpContext& op) {
   }
   if (status != UCS_OK) {
     throw TransportError(where + ": " + direction + " failed: " + ucs_status_string(status));
+  }
+  if (request.fingerprint >= 0 &&
+      ((info.sender_tag & kTagFingerprintMask) >> kTagFingerprintShift) !=
+          static_cast<uint64_t>(request.fingerprint)) {
+    throw TransportError(where + ": rank " + std::to_string(tagSourceRank(info.sender_tag)) +
+                         " is in a different collective (the operation, dtype, size, reduce op "
+                         "or root differ); RINGREDUCE_CHECK_COLLECTIVES=1 names the difference");
   }
   if (request.isRecv && info.length != request.bytes) {
     throw TransportError(where + ": received " + std::to_string(info.length) +

@@ -31,6 +31,7 @@ struct Request {
   int peer = -1;          // -1: a receive from any source
   size_t bytes = 0;
   uint64_t senderTag = 0;  // for receives, once done: who sent it (tagSourceRank)
+  int fingerprint = -1;    // for collective receives: the fingerprint expected
   bool isRecv = false;
   bool done = false;
 };

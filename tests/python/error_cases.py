@@ -149,3 +149,32 @@ def overlapping_outputs(rank, world, init_method):
     t = torch.ones(2)
     dist.all_reduce(t)
     return {"problems": problems, "usable": t.tolist() == [float(world)] * 2}
+
+
+def mismatches_without_the_check(rank, world, init_method):
+    """Default mode (no full check): a collective whose peers run something
+    else must raise, not hand back the other collective's data."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    short = datetime.timedelta(seconds=3)
+    odd = rank == world - 1
+    cases = {
+        "op": lambda g: (dist.broadcast(torch.ones(8), src=0, group=g) if odd
+                         else dist.all_reduce(torch.ones(8), group=g)),
+        "dtype of the same size": lambda g: dist.all_reduce(
+            torch.ones(8, dtype=torch.int32 if odd else torch.float32), group=g),
+        "reduce op": lambda g: dist.all_reduce(torch.ones(8), op=dist.ReduceOp.MAX if odd
+                                               else dist.ReduceOp.SUM, group=g),
+        # Not here: two ranks that both think they are a broadcast's root only
+        # send, receive nothing and so see no foreign message; the full check
+        # (RINGREDUCE_CHECK_COLLECTIVES=1) catches that case.
+    }
+    seen = {}
+    for name, call in cases.items():
+        group = dist.new_group(list(range(world)), timeout=short)  # a fresh group per case
+        try:
+            call(group)
+            seen[name] = "no error"
+        except Exception as error:
+            seen[name] = (type(error).__name__, str(error))
+    return seen

@@ -68,3 +68,16 @@ def test_overlapping_outputs_are_refused():
     for rank, result in enumerate(run_world(2, overlapping_outputs, timeout=120)):
         assert result["problems"] == {}, f"rank {rank}: {result['problems']}"
         assert result["usable"]
+
+
+def test_mismatched_collectives_never_exchange_data_even_without_the_check():
+    from error_cases import mismatches_without_the_check
+
+    results = run_world(2, mismatches_without_the_check, timeout=180)
+    for case in results[0]:
+        outcomes = [seen[case] for seen in results]
+        # Every rank raises: none returns the other collective's data...
+        assert all(o != "no error" and o[0] == "DistBackendError" for o in outcomes), (case, outcomes)
+        # ...and at least one names the mismatch (a rank that received
+        # nothing before its peer gave up reports the timeout instead).
+        assert any("is in a different collective" in o[1] for o in outcomes), (case, outcomes)
