@@ -63,45 +63,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& t
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recv(std::vector<at::Tensor>& tensors,
                                                       int srcRank, int tag) {
   const CallSite site{"recv", rank_};
-  checkSingleTensor(tensors, site);
-  const at::Tensor tensor = tensors[0];
-  checkHostTensor(tensor, site, "output");
   checkPeer(srcRank, size_, site);
-  checkTag(tag, site);
-  return enqueuePointToPoint(
-      c10d::OpType::RECV, site.op, {tensor},
-      describeTensor(tensor) + " from rank " + std::to_string(srcRank) + " tag " +
-          std::to_string(tag),
-      [this, tensor, srcRank, tag](const OpContext& ctx) {
-        ReceiveTarget target = receiveTarget(tensor);
-        PostedMessage posted;
-        posted.request = transport_->irecv(srcRank, makeP2PTag(srcRank, tag),
-                                           target.buffer.data_ptr(), target.buffer.nbytes(), ctx);
-        at::Tensor keep = target.buffer;
-        auto copyBack = target.finish;
-        posted.finish = [keep, copyBack] {
-          if (copyBack) copyBack();
-        };
-        return posted;
-      });
+  return enqueueReceive(tensors, srcRank, tag, site);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                int tag) {
-  const CallSite site{"recv", rank_};
+  return enqueueReceive(tensors, -1, tag, CallSite{"recv_anysource", rank_});
+}
+
+// A receive from `srcRank`, or from any rank when it is -1 (the tag's source
+// bits are then left out of the match).
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::Tensor>& tensors,
+                                                                int srcRank, int tag,
+                                                                const CallSite& site) {
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "output");
   checkTag(tag, site);
+  const bool anySource = srcRank < 0;
   return enqueuePointToPoint(
-      c10d::OpType::RECVANYSOURCE, "recv_anysource", {tensor},
-      describeTensor(tensor) + " from any rank, tag " + std::to_string(tag),
-      [this, tensor, tag](const OpContext& ctx) {
+      anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, site.op, {tensor},
+      describeTensor(tensor) + " from " +
+          (anySource ? std::string("any rank") : "rank " + std::to_string(srcRank)) + ", tag " +
+          std::to_string(tag),
+      [this, tensor, srcRank, tag, anySource](const OpContext& ctx) {
         ReceiveTarget target = receiveTarget(tensor);
         PostedMessage posted;
-        posted.request = transport_->irecv(-1, makeP2PTag(0, tag), target.buffer.data_ptr(),
-                                           target.buffer.nbytes(), ctx, kTagAnySourceMask);
-        at::Tensor keep = target.buffer;
+        posted.request = transport_->irecv(
+            srcRank, makeP2PTag(anySource ? 0 : srcRank, tag), target.buffer.data_ptr(),
+            target.buffer.nbytes(), ctx, anySource ? kTagAnySourceMask : kTagFullMask);
+        at::Tensor keep = target.buffer;  // alive until the receive completes
         auto copyBack = target.finish;
         posted.finish = [keep, copyBack] {
           if (copyBack) copyBack();

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "algorithms/workspace.h"
+#include "backend/tensor_checks.h"
 #include "backend/work_ring.h"
 #include "core/config.h"
 #include "core/data_type.h"
@@ -151,6 +152,8 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(c10d::OpType type, const char* name,
                                                      std::vector<at::Tensor> tensors,
                                                      const std::string& summary, Post post);
+  c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
+                                                int tag, const CallSite& site);
   void submit(Operation operation);
   void runCollective(const Operation& operation);
   void startPointToPoint(const Operation& operation);

@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/ucx_worker.h"
 
 namespace ringreduce {
 
@@ -28,35 +29,13 @@ PeerMonitor::PeerMonitor(int rank, int size)
       size_(size),
       deaths_(static_cast<size_t>(size), UCS_OK),
       departed_(static_cast<size_t>(size), false) {
-  try {
-    ucp_config_t* config = nullptr;
-    check(ucp_config_read(nullptr, nullptr, &config), "config read");
-    // TCP only, whatever UCX_TLS says for the data path: it is the transport
-    // that reports a dead peer within milliseconds.
-    ucs_status_t modified = ucp_config_modify(config, "TLS", "tcp");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    const ucs_status_t initStatus =
-        modified == UCS_OK ? ucp_init(&params, config, &context_) : modified;
-    ucp_config_release(config);
-    check(initStatus, "context init");
-    ucp_worker_params_t workerParams{};
-    workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    workerParams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    check(ucp_worker_create(context_, &workerParams, &worker_), "worker create");
-    check(ucp_worker_get_efd(worker_, &eventFd_), "worker event fd");
-    ucp_address_t* address = nullptr;
-    size_t length = 0;
-    check(ucp_worker_get_address(worker_, &address, &length), "worker address");
-    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
-    address_.assign(bytes, bytes + length);
-    ucp_worker_release_address(worker_, address);
-  } catch (...) {
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    if (context_ != nullptr) ucp_cleanup(context_);
-    throw;
-  }
+  // TCP only, whatever UCX_TLS says for the data path: it is the transport
+  // that reports a dead peer within milliseconds.
+  UcxWorker ucx = UcxWorker::open("tcp", static_cast<size_t>(size), "peer monitor");
+  context_ = ucx.context;
+  worker_ = ucx.worker;
+  eventFd_ = ucx.eventFd;
+  address_ = ucx.address;
 }
 
 PeerMonitor::~PeerMonitor() {

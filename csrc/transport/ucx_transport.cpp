@@ -11,6 +11,7 @@
 #include "transport/address_record.h"
 #include "transport/bootstrap.h"
 #include "transport/tag.h"
+#include "transport/ucx_worker.h"
 
 namespace ringreduce {
 
@@ -39,30 +40,12 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
     throw InvalidArgument("ringreduce: invalid rank " + std::to_string(rank) + " for group of size " +
                           std::to_string(size));
   }
+  UcxWorker ucx = UcxWorker::open(nullptr, static_cast<size_t>(size), "data path");
+  context_ = ucx.context;
+  worker_ = ucx.worker;
+  eventFd_ = ucx.eventFd;
+  const std::vector<uint8_t>& myAddress = ucx.address;
   try {
-    ucp_config_t* ucxConfig = nullptr;
-    checkUcs(ucp_config_read(nullptr, nullptr, &ucxConfig), "config read");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    params.estimated_num_eps = static_cast<size_t>(size);
-    const ucs_status_t initStatus = ucp_init(&params, ucxConfig, &context_);
-    ucp_config_release(ucxConfig);
-    checkUcs(initStatus, "context init");
-
-    ucp_worker_params_t workerParams{};
-    workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    workerParams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    checkUcs(ucp_worker_create(context_, &workerParams, &worker_), "worker create");
-    checkUcs(ucp_worker_get_efd(worker_, &eventFd_), "worker event fd");
-
-    ucp_address_t* address = nullptr;
-    size_t addressLength = 0;
-    checkUcs(ucp_worker_get_address(worker_, &address, &addressLength), "worker address");
-    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
-    std::vector<uint8_t> myAddress(bytes, bytes + addressLength);
-    ucp_worker_release_address(worker_, address);
-
     if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
     int64_t generation = 0;
     const auto published = exchangeAddresses(
@@ -82,8 +65,7 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
     endpoints_.assign(static_cast<size_t>(size), nullptr);
   } catch (...) {
     monitor_.reset();
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    if (context_ != nullptr) ucp_cleanup(context_);
+    ucx.close();
     throw;
   }
 }
