@@ -22,7 +22,7 @@ void monitoredBarrier(UcxTransport& transport, const OpContext& op, bool waitAll
     Request release = transport.irecv(0, makeTag(0, op.seq, kReleaseSlot), &unused, 0, op);
     transport.wait(arrive, op);
     if (!transport.waitUntilDeadline(release, op)) {
-      throw TimeoutError("ringreduce: monitored_barrier " + op.describe() + " on rank " +
+      throw TimeoutError("ringreduce: " + op.describe() + " on rank " +
                          std::to_string(rank) + ": rank 0 did not release it within " +
                          std::to_string(op.timeout.count()) +
                          " ms (rank 0 reports the ranks that did not arrive)");
@@ -42,7 +42,7 @@ void monitoredBarrier(UcxTransport& transport, const OpContext& op, bool waitAll
   if (!missing.empty()) {
     std::string ranks;
     for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw TimeoutError("ringreduce: monitored_barrier " + op.describe() + " on rank 0: rank(s) " +
+    throw TimeoutError("ringreduce: " + op.describe() + " on rank 0: rank(s) " +
                        ranks + " did not reach the barrier within " +
                        std::to_string(op.timeout.count()) + " ms" +
                        (waitAllRanks ? "" : " (wait_all_ranks=True lists every missing rank)"));

@@ -191,7 +191,11 @@ void ProcessGroupRing::runCollective(const Operation& operation) {
     // Abandon what is still posted so no late message lands in the caller's
     // tensors, and stop using a group whose ranks are out of step.
     for (uint64_t i = 0; i < operation.seqCount; ++i) transport_->abandonOutstanding(op.part(i));
-    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failure_ = e.what();
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr && failure_.empty()) {
+      failure_ = e.what();
+      // The peers may be waiting on this rank: let them fail now too.
+      transport_->announceFailure(failure_);
+    }
     RR_LOG(Warn, rank_, e.what());
     operation.work->markFailed(translateCurrentException());
   }

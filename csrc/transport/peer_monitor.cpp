@@ -10,9 +10,11 @@
 namespace ringreduce {
 
 namespace {
-// The only message on the monitor connections is a goodbye: the low 32 bits
-// of its tag say what it is, the high bits who sent it.
+// Messages on the monitor connections are goodbyes and aborts: the low 32
+// bits of the tag say which, the high bits who sent it.
 constexpr uint64_t kGoodbyeTag = 1;
+constexpr uint64_t kAbortTag = 2;
+constexpr size_t kMaxAbortReason = 1024;
 constexpr uint64_t kKindMask = 0xffffffffull;
 constexpr auto kGoodbyeLimit = std::chrono::milliseconds(500);
 
@@ -40,9 +42,15 @@ PeerMonitor::PeerMonitor(int rank, int size)
 
 PeerMonitor::~PeerMonitor() {
   sayGoodbye();
-  if (goodbyeReceive_ != nullptr) {
-    ucp_request_cancel(worker_, goodbyeReceive_);
-    ucp_request_free(goodbyeReceive_);
+  for (void* pending : {goodbyeReceive_, abortReceive_}) {
+    if (pending != nullptr) {
+      ucp_request_cancel(worker_, pending);
+      ucp_request_free(pending);
+    }
+  }
+  for (void* send : abortSends_) {
+    if (ucp_request_check_status(send) == UCS_INPROGRESS) ucp_request_cancel(worker_, send);
+    ucp_request_free(send);
   }
   for (void* hello : hellos_) {
     if (hello != nullptr) {
@@ -91,6 +99,30 @@ void PeerMonitor::connect(const std::vector<std::vector<uint8_t>>& addresses) {
     if (UCS_PTR_IS_PTR(status)) hellos_[peer] = status;
   }
   postGoodbyeReceive();
+  postAbortReceive();
+}
+
+void PeerMonitor::postAbortReceive() {
+  abortBuffer_.assign(kMaxAbortReason, 0);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  ucs_status_ptr_t status = ucp_tag_recv_nbx(worker_, abortBuffer_.data(), abortBuffer_.size(),
+                                             kAbortTag, kKindMask, &param);
+  abortReceive_ = UCS_PTR_IS_PTR(status) ? status : nullptr;
+}
+
+void PeerMonitor::broadcastAbort(const std::string& reason) {
+  if (!abortSent_.empty()) return;
+  abortSent_ = reason.substr(0, kMaxAbortReason);
+  if (abortSent_.empty()) abortSent_ = "unknown reason";
+  for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
+    if (endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK || departed_[peer]) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t status =
+        ucp_tag_send_nbx(endpoints_[peer], abortSent_.data(), abortSent_.size(),
+                         (static_cast<uint64_t>(rank_) << 32) | kAbortTag, &param);
+    if (UCS_PTR_IS_PTR(status)) abortSends_.push_back(status);
+  }
 }
 
 void PeerMonitor::postGoodbyeReceive() {
@@ -153,6 +185,20 @@ unsigned PeerMonitor::progress() {
     const int peer = static_cast<int>(info.sender_tag >> 32);
     if (peer >= 0 && peer < size_) departed_[peer] = true;
     postGoodbyeReceive();
+  }
+  while (abortReceive_ != nullptr) {
+    ucp_tag_recv_info_t info{};
+    const ucs_status_t status = ucp_tag_recv_request_test(abortReceive_, &info);
+    if (status == UCS_INPROGRESS) break;
+    ucp_request_free(abortReceive_);
+    abortReceive_ = nullptr;
+    if (abortedBy_ < 0) {
+      abortedBy_ = static_cast<int>(info.sender_tag >> 32);
+      abortReason_ = status == UCS_OK ? std::string(abortBuffer_.data(), info.length)
+                                      : std::string("(reason not readable)");
+      RR_LOG(Warn, rank_, "rank " << abortedBy_ << " aborted the group: " << abortReason_);
+    }
+    postAbortReceive();
   }
   for (void*& hello : hellos_) {
     if (hello != nullptr && ucp_request_check_status(hello) != UCS_INPROGRESS) {

@@ -36,6 +36,14 @@ class PeerMonitor {
   bool arm();
   int eventFd() const { return eventFd_; }
 
+  // Tells every live peer that this rank gave up on the group (a timeout, a
+  // mismatch, a death it saw), so they fail at once instead of waiting for
+  // their own timeouts. Sent once; best effort.
+  void broadcastAbort(const std::string& reason);
+  // The first abort heard from a peer: its rank (or -1) and reason.
+  int abortedBy() const { return abortedBy_; }
+  const std::string& abortReason() const { return abortReason_; }
+
   bool anyDead() const { return deadCount_ > 0; }
   bool isDead(int peer) const { return deaths_[static_cast<size_t>(peer)] != UCS_OK; }
   // The lowest rank seen dead, or -1.
@@ -49,6 +57,7 @@ class PeerMonitor {
   };
   static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
   void postGoodbyeReceive();
+  void postAbortReceive();
   void sayGoodbye();
 
   const int rank_;
@@ -63,6 +72,12 @@ class PeerMonitor {
   std::vector<ucs_status_t> deaths_;  // UCS_OK while alive
   std::vector<bool> departed_;        // said goodbye: a lost connection is expected
   void* goodbyeReceive_ = nullptr;
+  void* abortReceive_ = nullptr;
+  std::vector<char> abortBuffer_;
+  std::vector<void*> abortSends_;
+  std::string abortSent_;  // keeps the payload alive while it is sent
+  int abortedBy_ = -1;
+  std::string abortReason_;
   int deadCount_ = 0;
 };
 

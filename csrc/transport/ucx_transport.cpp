@@ -239,8 +239,18 @@ bool UcxTransport::test(Request& request, const OpContext& op) {
   return true;
 }
 
+void UcxTransport::announceFailure(const std::string& reason) {
+  if (monitor_) monitor_->broadcastAbort(reason);
+}
+
 void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
-  if (!monitor_ || !monitor_->anyDead()) return;
+  if (!monitor_) return;
+  if (monitor_->abortedBy() >= 0 && !op.pointToPoint) {
+    throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                         " failed: rank " + std::to_string(monitor_->abortedBy()) +
+                         " gave up on the group: " + monitor_->abortReason());
+  }
+  if (!monitor_->anyDead()) return;
   const int dead = peer >= 0 ? (monitor_->isDead(peer) ? peer : -1) : monitor_->firstDeadPeer();
   if (dead < 0) return;
   throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +

@@ -73,7 +73,12 @@ class UcxTransport {
   // The same for one request (a send/recv that timed out).
   void abandon(Request& request);
 
-  // Throws TransportError if `peer` (any peer when -1) is known to be dead.
+  // After a failure that leaves the group out of step: tell the peers (see
+  // PeerMonitor::broadcastAbort).
+  void announceFailure(const std::string& reason);
+
+  // Throws TransportError if `peer` (any peer when -1) is known to be dead,
+  // or, for collectives, if a peer aborted the group.
   void checkPeersAlive(int peer, const OpContext& op) const;
 
   // One pass of UCX progress; returns the number of events handled.

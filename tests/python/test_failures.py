@@ -36,9 +36,10 @@ def test_stopped_rank_times_out_at_the_timeout_naming_it():
         assert kind == "DistBackendError", results[rank]
         assert "allreduce #2 timed out after 4000 ms" in message, message
         assert "not seen in allreduce #2: 2 (" in message, message
-        # At the timeout, not before; after it only by scheduling slack
-        # (the issue asks for 10%; 2 cores shared by 3 ranks get 1 s extra).
-        assert timeout_s <= results[rank]["elapsed"] < 1.1 * timeout_s + 1.0, results[rank]
+        # At the timeout, within 10% (plus 1 s of scheduling slack: 3 ranks
+        # share 2 cores). A rank may learn of the failure a few ms before its
+        # own deadline, from the peer that started the collective first.
+        assert 0.9 * timeout_s <= results[rank]["elapsed"] < 1.1 * timeout_s + 1.0, results[rank]
 
 
 def test_rank_late_by_less_than_the_timeout_just_succeeds():
@@ -53,8 +54,13 @@ def test_monitored_barrier_names_every_missing_rank():
     kind, message = results[0]["second"]
     assert kind == "DistBackendError", results[0]
     assert "rank(s) 2, 3 did not reach the barrier within 2000 ms" in message, message
+    # Rank 1's own wait has the same deadline as rank 0's: it either hears
+    # rank 0's reason (rank 0 aborts the group) or times out itself.
     kind, message = results[1]["second"]
-    assert kind == "DistBackendError" and "rank 0 did not release it" in message, message
+    assert kind == "DistBackendError", message
+    assert ("rank 0 gave up on the group" in message
+            and "rank(s) 2, 3 did not reach the barrier" in message) or (
+        "rank 0 did not release it" in message), message
 
 
 def test_per_op_timeout_overrides_the_group_timeout():
