@@ -31,6 +31,10 @@ fi
 # Editable build: the extension lands in torch_ringreduce/ and CMake keeps its
 # build folder (build/py), so a rebuild only compiles what changed.
 echo "[install] building torch_ringreduce against torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
+set +e
 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 \
-  | grep -v "Running pip as the 'root' user" || true
+  | grep -v "Running pip as the 'root' user"
+build_status=${PIPESTATUS[0]}
+set -e
+[ "$build_status" -eq 0 ] || { echo "[install] build failed (pip exit $build_status)" >&2; exit 1; }
 "$PYTHON" -c "import torch_ringreduce" || { echo "[install] import failed" >&2; exit 1; }
