@@ -1,5 +1,7 @@
 #include "algorithms/monitored_barrier.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -18,10 +20,16 @@ void monitoredBarrier(UcxTransport& transport, const OpContext& op, bool waitAll
   const int rank = transport.rank();
   char unused = 0;
   if (rank != 0) {
-    Request arrive = transport.isend(0, makeTag(rank, op.seq, kArriveSlot), &unused, 0, op);
-    Request release = transport.irecv(0, makeTag(0, op.seq, kReleaseSlot), &unused, 0, op);
-    transport.wait(arrive, op);
-    if (!transport.waitUntilDeadline(release, op)) {
+    // Wait a little longer than rank 0 does, so that rank 0, which knows who
+    // is missing, is the one to time out and tell everyone.
+    OpContext patient = op;
+    const auto grace = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(1000),
+                                                           op.timeout / 10);
+    patient.deadline += grace;
+    Request arrive = transport.isend(0, makeTag(rank, op.seq, kArriveSlot), &unused, 0, patient);
+    Request release = transport.irecv(0, makeTag(0, op.seq, kReleaseSlot), &unused, 0, patient);
+    transport.wait(arrive, patient);
+    if (!transport.waitUntilDeadline(release, patient)) {
       throw TimeoutError("ringreduce: " + op.describe() + " on rank " +
                          std::to_string(rank) + ": rank 0 did not release it within " +
                          std::to_string(op.timeout.count()) +
