@@ -4,7 +4,7 @@ inputs (where gloo supports the combination)."""
 import torch
 import torch.distributed as dist
 
-from oracle import DTYPES, OPS, make_input, mismatch, reference_allreduce, supported
+from oracle import DTYPES, make_input, mismatch, reduction_cases, reference_allreduce
 
 SHAPES = [(0,), (1,), (7,), (3, 5), (70001,)]  # the last one spans many pipeline segments
 
@@ -44,25 +44,19 @@ def _gloo(report, what, fn):
 
 
 def sweep_allreduce(rank, world, gloo, report):
-    case = 0
-    for dtype in DTYPES:
-        for op_name, op in OPS.items():
-            if not supported(dtype, op_name):
-                continue
-            for shape in SHAPES:
-                case += 1
-                inputs = [make_input(dtype, shape, r, case) for r in range(world)]
-                expected = reference_allreduce(inputs, op_name)
-                what = f"all_reduce {op_name} {dtype} {shape}"
-                mine = inputs[rank].clone()
-                dist.all_reduce(mine, op=op)
-                report.check(what, mine, expected, exact=(op_name != "AVG"))
-                if op_name == "AVG":
-                    continue  # gloo has no AVG
-                theirs = inputs[rank].clone()
-                if _gloo(report, f"all_reduce {op_name} {dtype}",
-                         lambda: dist.all_reduce(theirs, op=op, group=gloo)):
-                    report.check(what + " vs gloo", mine, theirs, exact=False)
+    for case, dtype, op_name, op, shape in reduction_cases(SHAPES, 0):
+        inputs = [make_input(dtype, shape, r, case) for r in range(world)]
+        expected = reference_allreduce(inputs, op_name)
+        what = f"all_reduce {op_name} {dtype} {shape}"
+        mine = inputs[rank].clone()
+        dist.all_reduce(mine, op=op)
+        report.check(what, mine, expected, exact=(op_name != "AVG"))
+        if op_name == "AVG":
+            continue  # gloo has no AVG
+        theirs = inputs[rank].clone()
+        if _gloo(report, f"all_reduce {op_name} {dtype}",
+                 lambda: dist.all_reduce(theirs, op=op, group=gloo)):
+            report.check(what + " vs gloo", mine, theirs, exact=False)
     # Non-contiguous input: the result must land in the caller's view and
     # leave the elements between untouched.
     for dtype in (torch.float32, torch.int64, torch.complex64):

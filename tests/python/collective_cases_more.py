@@ -3,60 +3,48 @@ scatter, all_to_all, object collectives) against local references and gloo."""
 import torch
 import torch.distributed as dist
 
-from oracle import DTYPES, OPS, make_input, reference_allreduce, supported
+from oracle import DTYPES, make_input, reduction_cases, reference_allreduce
 
 SHAPES = [(0,), (7,), (3, 5), (20011,)]
 
 
 def sweep_reduce(rank, world, gloo, report, _gloo):
-    case = 20000
-    for dtype in DTYPES:
-        for op_name, op in OPS.items():
-            if not supported(dtype, op_name):
-                continue
-            for shape in SHAPES:
-                case += 1
-                root = case % world
-                inputs = [make_input(dtype, shape, r, case) for r in range(world)]
-                mine = inputs[rank].clone()
-                dist.reduce(mine, dst=root, op=op)
-                what = f"reduce {op_name} {dtype} {shape} root {root}"
-                if rank == root:
-                    report.check(what, mine, reference_allreduce(inputs, op_name),
-                                 exact=(op_name != "AVG"))
-                else:
-                    report.check(what + " non-root untouched", mine, inputs[rank])
+    for case, dtype, op_name, op, shape in reduction_cases(SHAPES, 20000):
+        root = case % world
+        inputs = [make_input(dtype, shape, r, case) for r in range(world)]
+        mine = inputs[rank].clone()
+        dist.reduce(mine, dst=root, op=op)
+        what = f"reduce {op_name} {dtype} {shape} root {root}"
+        if rank == root:
+            report.check(what, mine, reference_allreduce(inputs, op_name),
+                         exact=(op_name != "AVG"))
+        else:
+            report.check(what + " non-root untouched", mine, inputs[rank])
 
 
 def sweep_reduce_scatter(rank, world, gloo, report, _gloo):
-    case = 30000
-    for dtype in DTYPES:
-        for op_name, op in OPS.items():
-            if not supported(dtype, op_name):
-                continue
-            for shape in SHAPES:
-                case += 1
-                # Every rank holds world blocks of `shape`; rank r gets block r reduced.
-                full = [make_input(dtype, (world,) + shape, r, case) for r in range(world)]
-                expected = reference_allreduce(full, op_name)[rank]
-                exact = op_name != "AVG"
-                out = torch.empty(shape, dtype=dtype)
-                kept = full[rank].clone()
-                dist.reduce_scatter_tensor(out, full[rank], op=op)
-                report.check(f"reduce_scatter_tensor {op_name} {dtype} {shape}", out, expected, exact)
-                report.check(f"reduce_scatter_tensor {op_name} {dtype} input untouched", full[rank], kept)
-                out_list = torch.empty(shape, dtype=dtype)
-                dist.reduce_scatter(out_list, list(full[rank].unbind(0)), op=op)
-                report.check(f"reduce_scatter {op_name} {dtype} {shape}", out_list, expected, exact)
-                if op_name != "AVG" and shape == (3, 5):
-                    theirs = torch.empty(shape, dtype=dtype)
-                    # gloo wants the input concatenated along dim 0.
-                    stacked = full[rank].reshape((world * shape[0],) + shape[1:]).clone()
-                    if _gloo(report, f"reduce_scatter_tensor {op_name} {dtype}",
-                             lambda: dist.reduce_scatter_tensor(theirs, stacked, op=op,
-                                                                group=gloo)):
-                        report.check(f"reduce_scatter_tensor {op_name} {dtype} vs gloo", out,
-                                     theirs, exact=False)
+    for case, dtype, op_name, op, shape in reduction_cases(SHAPES, 30000):
+        # Every rank holds world blocks of `shape`; rank r gets block r reduced.
+        full = [make_input(dtype, (world,) + shape, r, case) for r in range(world)]
+        expected = reference_allreduce(full, op_name)[rank]
+        exact = op_name != "AVG"
+        out = torch.empty(shape, dtype=dtype)
+        kept = full[rank].clone()
+        dist.reduce_scatter_tensor(out, full[rank], op=op)
+        report.check(f"reduce_scatter_tensor {op_name} {dtype} {shape}", out, expected, exact)
+        report.check(f"reduce_scatter_tensor {op_name} {dtype} input untouched", full[rank], kept)
+        out_list = torch.empty(shape, dtype=dtype)
+        dist.reduce_scatter(out_list, list(full[rank].unbind(0)), op=op)
+        report.check(f"reduce_scatter {op_name} {dtype} {shape}", out_list, expected, exact)
+        if op_name != "AVG" and shape == (3, 5):
+            theirs = torch.empty(shape, dtype=dtype)
+            # gloo wants the input concatenated along dim 0.
+            stacked = full[rank].reshape((world * shape[0],) + shape[1:]).clone()
+            if _gloo(report, f"reduce_scatter_tensor {op_name} {dtype}",
+                     lambda: dist.reduce_scatter_tensor(theirs, stacked, op=op,
+                                                        group=gloo)):
+                report.check(f"reduce_scatter_tensor {op_name} {dtype} vs gloo", out,
+                             theirs, exact=False)
 
 
 def sweep_gather_scatter(rank, world, gloo, report, _gloo):

@@ -103,3 +103,15 @@ def mismatch(actual, expected, exact):
     where = int(diff.flatten().argmax())
     return (f"max |diff| {diff.max().item():.3g} at flat index {where}: "
             f"got {actual.flatten()[where].item()}, expected {expected.flatten()[where].item()}")
+
+
+def reduction_cases(shapes, first_case):
+    """(case seed, dtype, op name, op, shape) for every supported pair and shape."""
+    case = first_case
+    for dtype in DTYPES:
+        for op_name, op in OPS.items():
+            if not supported(dtype, op_name):
+                continue
+            for shape in shapes:
+                case += 1
+                yield case, dtype, op_name, op, shape
