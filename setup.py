@@ -21,6 +21,10 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        # A stale install of this package (its source folder gone) makes
+        # torch's backend autoload fail `import torch` itself; the build only
+        # needs torch's paths, so it never loads backends.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         try:
             import torch  # noqa: F401
         except ImportError:

@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+# Probing torch must not depend on this package: a stale earlier install (its
+# source folder gone) makes torch's backend autoload fail `import torch`.
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 APT_PACKAGES=(libucx-dev ucx-utils libgtest-dev cmake ninja-build pkg-config g++)
 TORCH_VERSION=2.13.0
 
