@@ -29,6 +29,12 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] !
   "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# NCCL, which the CUDA path loads with dlopen when it needs it: where nvcc
+# compiles that path, the wheel's header checks our declarations of its ABI
+# and its library the loader (tests/cpp/test_cuda_layer.cpp).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  "$PYTHON" -c "import nvidia.nccl" 2>/dev/null || "$PYTHON" -m pip install -q nvidia-nccl-cu13
+fi
 "$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel
 
 # Editable build: the extension lands in torch_ringreduce/ and CMake keeps its

@@ -11,7 +11,8 @@ export UCX_NET_DEVICES=lo
 export OMP_NUM_THREADS=1
 
 echo "=== C++ unit tests (GoogleTest via CTest) ==="
-cmake -S . -B build/cpp -G Ninja -DRINGREDUCE_BUILD_PYTHON=OFF -DRINGREDUCE_BUILD_TESTS=ON >/dev/null \
+cmake -S . -B build/cpp -G Ninja -DRINGREDUCE_BUILD_PYTHON=OFF -DRINGREDUCE_BUILD_TESTS=ON \
+    -DRINGREDUCE_PYTHON="$(command -v "$PYTHON")" >/dev/null \
   && cmake --build build/cpp >/dev/null \
   && ctest --test-dir build/cpp --output-on-failure --timeout 120
 cpp_status=$?

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace ringreduce {
 
@@ -20,6 +21,22 @@ struct Config {
   // Compare every collective's fingerprint across ranks before running it
   // (also on with TORCH_DISTRIBUTED_DEBUG=DETAIL). RINGREDUCE_CHECK_COLLECTIVES=1.
   bool checkCollectives = false;
+
+
+  // CUDA tensors. RINGREDUCE_CUDA_ALGO picks the allreduce path:
+  //   auto     our IPC kernels among ranks of one node (one-shot up to
+  //            cudaOneShotBytes, two-shot above), NCCL across nodes, host
+  //            staging over UCX when neither applies
+  //   oneshot, twoshot, staged   that IPC algorithm (ipc_allreduce.h)
+  //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
+  //   host     pinned host staging over UCX
+  std::string cudaAlgorithm = "auto";
+  size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
+  // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
+  size_t cudaScratchBytes = 32u << 20;
+  // "fp16" or "bf16": float32 SUM/AVG travel as 16-bit floats in the staged
+  // forms and in host staging (Horovod's compression). RINGREDUCE_CUDA_WIRE_DTYPE.
+  std::string cudaWireDtype = "none";
 
   static Config fromEnvironment();
 };

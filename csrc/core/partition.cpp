@@ -15,6 +15,15 @@ Range chunkOf(size_t count, int parts, int index) {
   return r;
 }
 
+Range alignedChunkOf(size_t count, int parts, int index, size_t align) {
+  const size_t per = (count + parts - 1) / parts;
+  const size_t step = align == 0 ? per : (per + align - 1) / align * align;
+  Range r;
+  r.offset = std::min(count, step * static_cast<size_t>(index));
+  r.count = std::min(count - r.offset, step);
+  return r;
+}
+
 size_t segmentCount(size_t count, size_t segmentElems) {
   if (count == 0) return 1;
   return (count + segmentElems - 1) / segmentElems;

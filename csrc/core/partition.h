@@ -15,6 +15,11 @@ struct Range {
 // one element more.
 Range chunkOf(size_t count, int parts, int index);
 
+// Chunk i of `parts` chunks whose boundaries fall on multiples of `align`
+// elements (so that 16-byte vector loads apply in every chunk); the last
+// chunks take what is left and may be shorter or empty.
+Range alignedChunkOf(size_t count, int parts, int index, size_t align);
+
 // Number of segments needed to cover `count` elements, `segmentElems` each
 // (at least 1, so that empty chunks still take part in the step pattern).
 size_t segmentCount(size_t count, size_t segmentElems);

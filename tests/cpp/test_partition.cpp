@@ -44,3 +44,24 @@ TEST(Partition, SegmentPlanRespectsSlotLimit) {
   const SegmentPlan empty = planSegments(0, 4, 4096, 100);
   EXPECT_EQ(empty.segments, 1u);
 }
+
+// The device two-shot cuts buffers with alignedChunkOf: the chunks must tile
+// the buffer exactly, in order, and start on multiples of the alignment.
+TEST(Partition, AlignedChunksTileTheBufferOnAlignedBoundaries) {
+  for (size_t count : {0ul, 1ul, 3ul, 15ul, 16ul, 17ul, 1000ul, 4097ul, 1ul << 20}) {
+    for (int parts = 1; parts <= 8; ++parts) {
+      for (size_t align : {1ul, 4ul, 8ul, 16ul}) {
+        size_t next = 0;
+        for (int i = 0; i < parts; ++i) {
+          const Range r = alignedChunkOf(count, parts, i, align);
+          EXPECT_EQ(r.offset, next) << count << " " << parts << " " << align << " " << i;
+          if (r.count > 0) {
+            EXPECT_EQ(r.offset % align, 0u);
+          }
+          next = r.offset + r.count;
+        }
+        EXPECT_EQ(next, count) << count << " " << parts << " " << align;
+      }
+    }
+  }
+}

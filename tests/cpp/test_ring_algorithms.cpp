@@ -9,6 +9,7 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/direct_exchange.h"
+#include "algorithms/record_exchange.h"
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
 #include "core/partition.h"
@@ -244,4 +245,21 @@ TEST(ProgressBoard, TimeoutNamesTheRankThatNeverJoined) {
     }
     t.abandonOutstanding(OpContext("allreduce", 1, std::chrono::milliseconds(800)));
   });
+}
+
+// The device paths run several record rounds inside one operation (setup,
+// then a barrier before and after each kernel): each round must deliver
+// every rank's record of that round, never a neighbouring round's.
+TEST(RecordExchange, EveryRoundDeliversEveryRanksRecord) {
+  for (int n : {1, 2, 3, 4}) {
+    runRanks(n, [n](UcxTransport& t, int rank) {
+      OpContext op("exchange", 7, std::chrono::seconds(20));
+      for (uint32_t round = 0; round < 5; ++round) {
+        const uint64_t mine = 1000u * round + static_cast<uint64_t>(rank);
+        std::vector<uint64_t> all(static_cast<size_t>(n), ~0ull);
+        exchangeRecords(t, op, round, &mine, all.data(), sizeof(mine));
+        for (int q = 0; q < n; ++q) ASSERT_EQ(all[q], 1000u * round + q) << "round " << round;
+      }
+    });
+  }
 }

@@ -1,0 +1,34 @@
+#include "algorithms/record_exchange.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/errors.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+void exchangeRecords(UcxTransport& transport, const OpContext& op, uint32_t round,
+                     const void* mine, void* all, size_t bytes) {
+  if (round > kMaxSlot) throw Error("ringreduce: " + op.describe() + ": too many exchange rounds");
+  const int n = transport.size();
+  const int rank = transport.rank();
+  char* out = static_cast<char*>(all);
+  if (out + static_cast<size_t>(rank) * bytes != mine) {
+    std::memmove(out + static_cast<size_t>(rank) * bytes, mine, bytes);
+  }
+  std::vector<Request> requests;
+  requests.reserve(2 * static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    if (q == rank) continue;
+    requests.push_back(transport.irecv(q, makeTag(q, op.seq, round),
+                                       out + static_cast<size_t>(q) * bytes, bytes, op));
+  }
+  for (int q = 0; q < n; ++q) {
+    if (q == rank) continue;
+    requests.push_back(transport.isend(q, makeTag(rank, op.seq, round), mine, bytes, op));
+  }
+  transport.waitAll(requests, op);
+}
+
+}  // namespace ringreduce

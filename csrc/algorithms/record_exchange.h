@@ -1,0 +1,19 @@
+// Every rank's small record to every rank, directly (one hop, so the latency
+// is one message, not a ring's n-1): the host-side rounds of the device
+// algorithms (IPC handles, stream barriers, NCCL's unique id). Round r of an
+// operation uses message slot r, so one operation can run many rounds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/op_context.h"
+#include "transport/ucx_transport.h"
+
+namespace ringreduce {
+
+// Rank q's record lands at q * bytes of `all` (mine included).
+void exchangeRecords(UcxTransport& transport, const OpContext& op, uint32_t round,
+                     const void* mine, void* all, size_t bytes);
+
+}  // namespace ringreduce

@@ -1,0 +1,221 @@
+#include "cuda/ipc_allreduce.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/partition.h"
+#include "cuda/cuda_error.h"
+
+namespace ringreduce::cuda {
+
+namespace {
+
+// What every rank tells the others once, at setup.
+struct SetupRecord {
+  ExportedRange scratch;
+  IpcHandle before{};
+  IpcHandle after{};
+};
+
+// Elements per 16 bytes: slice boundaries on these keep vector loads aligned.
+size_t vectorElements(DataType type) {
+  return std::max<size_t>(1, 16 / elementSize(type));
+}
+
+void* advance(void* base, size_t bytes) { return static_cast<uint8_t*>(base) + bytes; }
+
+}  // namespace
+
+const char* ipcAlgorithmName(IpcAlgorithm algorithm) {
+  switch (algorithm) {
+    case IpcAlgorithm::OneShot: return "one-shot";
+    case IpcAlgorithm::TwoShot: return "two-shot";
+    case IpcAlgorithm::Staged: return "staged two-shot";
+  }
+  return "?";
+}
+
+IpcAllreduce::IpcAllreduce(int rank, int size, int device, size_t scratchBytes,
+                           const RecordExchange& exchange)
+    : rank_(rank),
+      size_(size),
+      device_(device),
+      scratch_(device, scratchBytes),
+      before_(device),
+      after_(device),
+      mappings_(device) {
+  if (size > kMaxFanout) {
+    throw InvalidArgument("ringreduce: the CUDA IPC path takes at most " +
+                          std::to_string(kMaxFanout) + " ranks, the group has " +
+                          std::to_string(size));
+  }
+  SetupRecord mine;
+  mine.scratch = scratch_.exported();
+  mine.before = before_.handle();
+  mine.after = after_.handle();
+  std::vector<SetupRecord> all(size);
+  exchange(&mine, all.data(), sizeof(SetupRecord));
+  peerScratch_.resize(size);
+  peersBefore_.resize(size);
+  peersAfter_.resize(size);
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) {
+      peerScratch_[q] = scratch_.data();
+      continue;
+    }
+    peerScratch_[q] = mappings_.map(all[q].scratch);
+    peersBefore_[q] = std::make_unique<PeerEvent>(device, all[q].before);
+    peersAfter_[q] = std::make_unique<PeerEvent>(device, all[q].after);
+  }
+}
+
+IpcAllreduce::~IpcAllreduce() = default;
+
+size_t IpcAllreduce::stagedCapacity(DataType wire) const {
+  const size_t unit = vectorElements(wire) * static_cast<size_t>(size_);
+  const size_t elems = scratch_.bytes() / 2 / elementSize(wire);
+  return elems / unit * unit;
+}
+
+void IpcAllreduce::barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs,
+                           void* stream, const RecordExchange& exchange, const void* record,
+                           void* all, size_t bytes) {
+  mine.record(stream);  // before the message: a peer's wait must see this record
+  exchange(record, all, bytes);
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_) theirs[q]->waitOn(stream);
+  }
+}
+
+void IpcAllreduce::copyCast(const void* src, DataType from, void* dst, DataType to,
+                            size_t count, int avgDivisor, void* stream) {
+  if (from == to && avgDivisor <= 1) {
+    checkCuda(cudaMemcpyAsync(dst, src, count * elementSize(from), cudaMemcpyDeviceToDevice,
+                              static_cast<cudaStream_t>(stream)),
+              "cudaMemcpyAsync (device to device)");
+    return;
+  }
+  ReduceCopyArgs args;
+  args.srcs[0] = src;
+  args.nsrc = 1;
+  args.dsts[0] = dst;
+  args.ndst = 1;
+  args.count = count;
+  args.srcType = from;
+  args.dstType = to;
+  args.op = ReduceOp::Sum;
+  args.avgDivisor = avgDivisor;
+  launchReduceCopy(args, device_, stream);
+}
+
+IpcAlgorithm IpcAllreduce::run(void* data, size_t count, DataType type, ReduceOp op,
+                               DataType wire, IpcAlgorithm algorithm, void* stream,
+                               const RecordExchange& exchange) {
+  if (count == 0) return algorithm;
+  const std::string reason = kernelUnsupportedReason(type, type, op);
+  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+  if (wire != type && !kernelUnsupportedReason(type, wire, op).empty()) wire = type;
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  // Every input here is the same on all ranks (count, types, algorithm), so
+  // every rank takes the same branch; only the two-shot's "can every tensor
+  // be shared" is learned in the exchange, and all ranks learn it alike.
+  if (algorithm == IpcAlgorithm::OneShot && count <= stagedCapacity(wire)) {
+    oneShot(data, count, type, op, wire, stream, exchange);
+    return IpcAlgorithm::OneShot;
+  }
+  if (algorithm == IpcAlgorithm::TwoShot && wire == type &&
+      twoShotInPlace(data, count, type, op, stream, exchange)) {
+    return IpcAlgorithm::TwoShot;
+  }
+  staged(data, count, type, op, wire, stream, exchange);
+  return IpcAlgorithm::Staged;
+}
+
+void IpcAllreduce::oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+                           void* stream, const RecordExchange& exchange) {
+  copyCast(data, type, scratch_.data(), wire, count, 0, stream);
+  ExportedRange token, all[kMaxFanout];
+  barrier(before_, peersBefore_, stream, exchange, &token, all, sizeof(token));
+  ReduceCopyArgs args;
+  for (int q = 0; q < size_; ++q) args.srcs[q] = peerScratch_[q];
+  args.nsrc = size_;
+  args.dsts[0] = data;
+  args.ndst = 1;
+  args.count = count;
+  args.srcType = wire;
+  args.dstType = type;
+  args.op = op;
+  args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
+  launchReduceCopy(args, device_, stream);
+  // No rank may overwrite its scratch (next call) while a peer still reads it.
+  barrier(after_, peersAfter_, stream, exchange, &token, all, sizeof(token));
+}
+
+bool IpcAllreduce::twoShotInPlace(void* data, size_t count, DataType type, ReduceOp op,
+                                  void* stream, const RecordExchange& exchange) {
+  std::string why;
+  const ExportedRange mine = exportRange(device_, data, &why);
+  ExportedRange all[kMaxFanout];
+  before_.record(stream);
+  exchange(&mine, all, sizeof(ExportedRange));
+  for (int q = 0; q < size_; ++q) {
+    // Nobody waits on this round's events then, so skipping them is safe.
+    if (!all[q].ok) return false;
+  }
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_) peersBefore_[q]->waitOn(stream);
+  }
+  // Rank r owns slice r: it alone reads that slice of every tensor and then
+  // writes the result back to all of them, so in place is safe.
+  const size_t esize = elementSize(type);
+  const Range slice = alignedChunkOf(count, size_, rank_, vectorElements(type));
+  ReduceCopyArgs args;
+  for (int q = 0; q < size_; ++q) {
+    void* base = q == rank_ ? data : mappings_.map(all[q]);
+    args.srcs[q] = advance(base, slice.offset * esize);
+    args.dsts[q] = advance(base, slice.offset * esize);
+  }
+  args.nsrc = args.ndst = size_;
+  args.count = slice.count;
+  args.srcType = args.dstType = type;
+  args.op = op;
+  args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
+  launchReduceCopy(args, device_, stream);
+  // No rank may use its tensor before every slice has been written into it.
+  barrier(after_, peersAfter_, stream, exchange, &mine, all, sizeof(ExportedRange));
+  return true;
+}
+
+void IpcAllreduce::staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+                          void* stream, const RecordExchange& exchange) {
+  const size_t capacity = stagedCapacity(wire);
+  if (capacity == 0) throw Error("ringreduce: the CUDA scratch buffer is too small");
+  const size_t esize = elementSize(type);
+  const size_t wsize = elementSize(wire);
+  const size_t outputHalf = scratch_.bytes() / 2;
+  ExportedRange token, all[kMaxFanout];
+  for (size_t done = 0; done < count; done += capacity) {
+    const size_t n = std::min(capacity, count - done);
+    copyCast(advance(data, done * esize), type, scratch_.data(), wire, n, 0, stream);
+    barrier(before_, peersBefore_, stream, exchange, &token, all, sizeof(token));
+    const Range slice = alignedChunkOf(n, size_, rank_, vectorElements(wire));
+    ReduceCopyArgs args;
+    for (int q = 0; q < size_; ++q) {
+      args.srcs[q] = advance(peerScratch_[q], slice.offset * wsize);
+      args.dsts[q] = advance(peerScratch_[q], outputHalf + slice.offset * wsize);
+    }
+    args.nsrc = args.ndst = size_;
+    args.count = slice.count;
+    args.srcType = args.dstType = wire;
+    args.op = op;
+    args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
+    launchReduceCopy(args, device_, stream);
+    barrier(after_, peersAfter_, stream, exchange, &token, all, sizeof(token));
+    copyCast(advance(scratch_.data(), outputHalf), wire, advance(data, done * esize), type, n, 0,
+             stream);
+  }
+}
+
+}  // namespace ringreduce::cuda

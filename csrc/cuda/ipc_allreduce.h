@@ -1,0 +1,93 @@
+// Allreduce among the ranks of one node, on our own kernels, with buffers
+// shared through CUDA IPC (ipc_memory.h).
+//
+// No kernel ever waits for another process's kernel: without MPS, kernels of
+// different processes on one GPU are time-sliced, so a spin-wait on a flag
+// written by a peer's kernel could stall for whole time slices or deadlock.
+// Instead each cross-process step is a stream barrier:
+//   record my interprocess event on my stream  ->  host message to every peer
+//   (an allgather of a small record)  ->  make my stream wait on every peer's
+//   event, which the peer recorded before it sent its message.
+// The host never waits on the GPU. An event is re-recorded only after every
+// peer has issued its wait on the previous record: its next record comes
+// after the next message round, which peers join only after waiting.
+//
+// Algorithms (all ranks of a call pick the same one):
+//   one-shot   copy my data into my scratch, barrier, every rank reduces all
+//              ranks' scratch into its own tensor, barrier. Latency: one
+//              kernel; traffic N reads per element: for small messages.
+//   two-shot   rank r reduces slice r of every rank's tensor, read in place
+//              through IPC, and writes the result into slice r of every
+//              tensor: each byte read once and written once (2NS for N ranks
+//              on one GPU, the least possible), barrier before and after.
+//   staged     two-shot through the scratch buffers, for tensors that cannot
+//              be shared (expandable segments): copy in, reduce, copy out.
+// The staged forms can carry float32 as float16/bfloat16 (the wire dtype):
+// cast on the copy in, float32 accumulation, cast back with AVG fused.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/data_type.h"
+#include "core/reduce_op.h"
+#include "cuda/ipc_memory.h"
+#include "cuda/reduce_kernels.h"
+
+namespace ringreduce::cuda {
+
+// Allgather of one small record per rank (rank r's at r * bytes of `all`),
+// over the group's host transport. Every rank calls it the same number of
+// times in the same order. Throws on timeout or peer failure.
+using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
+
+enum class IpcAlgorithm { OneShot, TwoShot, Staged };
+const char* ipcAlgorithmName(IpcAlgorithm algorithm);
+
+class IpcAllreduce {
+ public:
+  // Allocates this rank's scratch (scratchBytes, split in an input and an
+  // output half), creates its two events and exchanges their handles.
+  IpcAllreduce(int rank, int size, int device, size_t scratchBytes,
+               const RecordExchange& exchange);
+  ~IpcAllreduce();
+
+  // In place on `count` elements at `data` (device memory of `device`),
+  // enqueued on `stream`. `wire` is float16/bfloat16 to carry float32 data
+  // narrowed in the staged forms (type otherwise). Returns the algorithm
+  // that ran (two-shot becomes staged when some rank's tensor cannot be
+  // shared).
+  IpcAlgorithm run(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+                   IpcAlgorithm algorithm, void* stream, const RecordExchange& exchange);
+
+  // Elements of `type` one staged round can carry.
+  size_t stagedCapacity(DataType wire) const;
+
+ private:
+  void barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs, void* stream,
+               const RecordExchange& exchange, const void* record, void* all, size_t bytes);
+  void oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire, void* stream,
+               const RecordExchange& exchange);
+  bool twoShotInPlace(void* data, size_t count, DataType type, ReduceOp op, void* stream,
+                      const RecordExchange& exchange);
+  void staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire, void* stream,
+              const RecordExchange& exchange);
+  void copyCast(const void* src, DataType from, void* dst, DataType to, size_t count,
+                int avgDivisor, void* stream);
+
+  const int rank_;
+  const int size_;
+  const int device_;
+  DeviceBuffer scratch_;
+  std::vector<void*> peerScratch_;  // every rank's scratch, mapped (mine: scratch_.data())
+  SharedEvent before_;
+  SharedEvent after_;
+  std::vector<std::unique_ptr<PeerEvent>> peersBefore_;  // null at my own index
+  std::vector<std::unique_ptr<PeerEvent>> peersAfter_;
+  PeerMappings mappings_;
+};
+
+}  // namespace ringreduce::cuda

@@ -1,0 +1,102 @@
+// Device memory and events shared between the processes of one node through
+// CUDA IPC. Debian's UCX cannot move device memory, so ranks on one node map
+// each other's buffers and order their streams with interprocess events; the
+// handles travel over our own transport as plain bytes.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace ringreduce::cuda {
+
+constexpr size_t kIpcHandleBytes = 64;  // cudaIpcMemHandle_t, cudaIpcEventHandle_t
+using IpcHandle = std::array<uint8_t, kIpcHandleBytes>;
+
+// Where a pointer lives, as a peer needs it: the allocation's handle and the
+// pointer's offset in it. Plain data, sent as is.
+struct ExportedRange {
+  uint8_t ok = 0;  // 0: the memory cannot be shared (see exportRange)
+  IpcHandle handle{};
+  uint64_t offset = 0;
+};
+
+// Fails (ok = 0, `why` set) for memory cudaIpcGetMemHandle refuses: the
+// caching allocator's expandable segments (cuMemCreate), managed or host
+// memory. Never throws for that; throws Error for a broken runtime.
+ExportedRange exportRange(int device, const void* ptr, std::string* why);
+
+// The peers' allocations this process has opened, by handle. Opening costs
+// tens of microseconds, so mappings are kept until closeAll() (the group's
+// end, or when too many accumulate): the caching allocator hands out the
+// same few segments again and again, so the cache stays small.
+class PeerMappings {
+ public:
+  explicit PeerMappings(int device) : device_(device) {}
+  ~PeerMappings();
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+
+  // The peer's pointer (allocation base + offset) in this process.
+  void* map(const ExportedRange& range);
+  size_t size() const { return open_.size(); }
+  // Only when no queued device work still reads or writes a mapping.
+  void closeAll();
+
+ private:
+  int device_;
+  std::map<IpcHandle, void*> open_;
+};
+
+// A device buffer of our own (cudaMalloc, so always shareable).
+class DeviceBuffer {
+ public:
+  DeviceBuffer(int device, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  ExportedRange exported() const;
+
+ private:
+  int device_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// An interprocess event this process records; peers open it by handle.
+class SharedEvent {
+ public:
+  explicit SharedEvent(int device);
+  ~SharedEvent();
+  SharedEvent(const SharedEvent&) = delete;
+  SharedEvent& operator=(const SharedEvent&) = delete;
+  void record(void* stream);
+  const IpcHandle& handle() const { return handle_; }
+
+ private:
+  int device_;
+  void* event_ = nullptr;
+  IpcHandle handle_{};
+};
+
+// A peer's SharedEvent opened in this process. waitOn() makes a stream wait
+// for the peer's latest record issued before the call; the caller orders
+// the peer's record before the call with a host message.
+class PeerEvent {
+ public:
+  PeerEvent(int device, const IpcHandle& handle);
+  ~PeerEvent();
+  PeerEvent(const PeerEvent&) = delete;
+  PeerEvent& operator=(const PeerEvent&) = delete;
+  void waitOn(void* stream);
+
+ private:
+  int device_;
+  void* event_ = nullptr;
+};
+
+}  // namespace ringreduce::cuda

@@ -1,0 +1,64 @@
+// NCCL, loaded with dlopen on first use, so that importing torch_ringreduce
+// never needs it. Declares only the C ABI subset we call; the values of
+// NCCL's enums have been stable since NCCL 2.0 (bfloat16: 2.10).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace ringreduce::cuda {
+
+struct NcclUniqueId {
+  char internal[128];
+};
+
+// ncclDataType_t and ncclRedOp_t values.
+enum NcclDataType : int {
+  kNcclInt8 = 0,
+  kNcclUint8 = 1,
+  kNcclInt32 = 2,
+  kNcclUint32 = 3,
+  kNcclInt64 = 4,
+  kNcclUint64 = 5,
+  kNcclFloat16 = 6,
+  kNcclFloat32 = 7,
+  kNcclFloat64 = 8,
+  kNcclBfloat16 = 9,
+};
+enum NcclRedOp : int { kNcclSum = 0, kNcclProd = 1, kNcclMax = 2, kNcclMin = 3, kNcclAvg = 4 };
+
+struct NcclLibrary {
+  using Comm = void*;  // ncclComm_t
+  using Result = int;  // ncclResult_t; 0 is ncclSuccess
+
+  int version = 0;  // e.g. 22703 for 2.27.3
+  std::string path;
+
+  Result (*getVersion)(int*) = nullptr;
+  const char* (*getErrorString)(Result) = nullptr;
+  Result (*getUniqueId)(NcclUniqueId*) = nullptr;
+  Result (*commInitRank)(Comm*, int, NcclUniqueId, int) = nullptr;
+  Result (*commDestroy)(Comm) = nullptr;
+  Result (*commAbort)(Comm) = nullptr;
+  Result (*commGetAsyncError)(Comm, Result*) = nullptr;
+  Result (*allReduce)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  Result (*broadcast)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  Result (*reduce)(const void*, void*, size_t, int, int, int, Comm, void*) = nullptr;
+  Result (*allGather)(const void*, void*, size_t, int, Comm, void*) = nullptr;
+  Result (*reduceScatter)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  Result (*send)(const void*, size_t, int, int, Comm, void*) = nullptr;
+  Result (*recv)(void*, size_t, int, int, Comm, void*) = nullptr;
+  Result (*groupStart)() = nullptr;
+  Result (*groupEnd)() = nullptr;
+
+  // The process's NCCL, loaded once: RINGREDUCE_NCCL_LIBRARY (a file name or
+  // path) or libnccl.so.2 from the loader's search path, which includes the
+  // copy torch's CUDA wheels bring. Null, with `why`, when it is missing or
+  // lacks a symbol.
+  static const NcclLibrary* load(std::string* why);
+  // Loads `name` afresh (load() keeps one for the process). Null, with `why`,
+  // on failure.
+  static std::unique_ptr<NcclLibrary> open(const std::string& name, std::string* why);
+};
+
+}  // namespace ringreduce::cuda

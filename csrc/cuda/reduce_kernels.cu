@@ -1,0 +1,100 @@
+// Argument checks and routing of launchReduceCopy (the kernel itself is in
+// reduce_kernel.cuh).
+#include <array>
+#include <mutex>
+
+#include "cuda/reduce_kernel.cuh"
+
+namespace ringreduce::cuda {
+
+int multiprocessorCount(int device) {
+  static std::mutex mutex;
+  static std::array<int, 64> cached{};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device < 0 || device >= static_cast<int>(cached.size())) return 32;
+  if (cached[device] == 0) {
+    int count = 0;
+    checkCuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device),
+              "cudaDeviceGetAttribute(multiprocessor count)");
+    cached[device] = count > 0 ? count : 1;
+  }
+  return cached[device];
+}
+
+namespace {
+
+bool isWireCast(DataType s, DataType d) {
+  const bool narrow = s == DataType::Float32 && isHalfPrecision(d);
+  const bool widen = isHalfPrecision(s) && d == DataType::Float32;
+  return narrow || widen;
+}
+
+// Bool holds 0/1 bytes: SUM/MAX are OR, PRODUCT/MIN are AND (as on the host).
+ReduceOp boolOperator(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Max:
+    case ReduceOp::BOr:
+      return ReduceOp::BOr;
+    case ReduceOp::Product:
+    case ReduceOp::Min:
+    case ReduceOp::BAnd:
+      return ReduceOp::BAnd;
+    default:
+      return op;
+  }
+}
+
+}  // namespace
+
+std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp op) {
+  if (srcType != dstType) {
+    if (!isWireCast(srcType, dstType)) {
+      return std::string("no device cast from ") + dataTypeName(srcType) + " to " +
+             dataTypeName(dstType);
+    }
+    if (op != ReduceOp::Sum && op != ReduceOp::Avg) {
+      return std::string("a 16-bit wire dtype carries SUM and AVG only, not ") +
+             reduceOpName(op);
+    }
+    return "";
+  }
+  const std::string reason = unsupportedReason(srcType, op);
+  if (!reason.empty()) return reason;
+  if (isComplex(srcType) && op != ReduceOp::Sum && op != ReduceOp::Avg) {
+    return std::string(reduceOpName(op)) + " is not defined for " + dataTypeName(srcType);
+  }
+  return "";
+}
+
+void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
+  if (given.nsrc < 1 || given.nsrc > kMaxFanout || given.ndst < 0 || given.ndst > kMaxFanout) {
+    throw InvalidArgument("ringreduce: reduce-copy takes 1 to " + std::to_string(kMaxFanout) +
+                          " sources and 0 to " + std::to_string(kMaxFanout) +
+                          " destinations, got " + std::to_string(given.nsrc) + " and " +
+                          std::to_string(given.ndst));
+  }
+  const std::string reason = kernelUnsupportedReason(given.srcType, given.dstType, given.op);
+  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+  if (given.count == 0 || given.ndst == 0) return;
+  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  ReduceCopyArgs args = given;
+  // Complex SUM/AVG: interleaved (re, im) pairs reduce as twice as many reals.
+  if (args.srcType == DataType::Complex64 || args.srcType == DataType::Complex128) {
+    args.srcType = args.dstType =
+        args.srcType == DataType::Complex64 ? DataType::Float32 : DataType::Float64;
+    args.count *= 2;
+  }
+  if (args.srcType == DataType::Bool) {
+    args.srcType = args.dstType = DataType::UInt8;
+    args.op = boolOperator(args.op);
+  }
+  auto cudaStream = static_cast<cudaStream_t>(stream);
+  if (isIntegral(args.srcType) && args.srcType == args.dstType) {
+    launchIntegerFamily(args, device, cudaStream);
+  } else {
+    launchFloatFamily(args, device, cudaStream);
+  }
+}
+
+}  // namespace ringreduce::cuda

@@ -1,0 +1,47 @@
+// The fused reduce-copy kernel: every destination gets, element by element,
+// the reduction of every source. One kernel serves every device algorithm:
+//   one-shot allreduce   N sources (all ranks' buffers) -> 1 destination
+//   two-shot allreduce   N sources (one slice of each)  -> N destinations
+//   a ring step          2 sources (local, received)    -> 1 or 2 destinations
+//   a wire cast          1 source  (float32 <-> float16/bfloat16), AVG fused
+// Loads and stores are 16-byte vectors when every pointer allows it; float16
+// and bfloat16 accumulate in float32; AVG divides once, in the store.
+//
+// Plain pointers and a stream handle (cudaStream_t as void*): no CUDA header
+// is needed to call it, so the torch glue compiles without the toolkit.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/data_type.h"
+#include "core/reduce_op.h"
+
+namespace ringreduce::cuda {
+
+// Ranks one device-side reduction can read from or write to at once.
+constexpr int kMaxFanout = 8;
+
+struct ReduceCopyArgs {
+  const void* srcs[kMaxFanout] = {};
+  int nsrc = 0;
+  void* dsts[kMaxFanout] = {};
+  int ndst = 0;
+  size_t count = 0;  // elements per source and destination
+  DataType srcType = DataType::Float32;
+  // Differs from srcType only for a wire cast: float32 <-> float16/bfloat16.
+  DataType dstType = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  int avgDivisor = 0;  // > 1: divide the result (AVG); integers truncate
+};
+
+// Empty when the kernels reduce `type` with `op`; otherwise why not (the
+// caller then takes another path: NCCL or host staging). Complex SUM/AVG are
+// reduced by the caller as twice as many reals.
+std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp op);
+
+// Enqueues the kernel on `stream` for device `device`. Throws InvalidArgument
+// for an unsupported combination and Error for a CUDA failure.
+void launchReduceCopy(const ReduceCopyArgs& args, int device, void* stream);
+
+}  // namespace ringreduce::cuda

@@ -1,0 +1,107 @@
+// The parts of the CUDA layer that run without a GPU: argument checks that
+// come before any CUDA call, the runtime probe, and NCCL loading. On a
+// machine with a GPU the same tests pass too (tests/gpu covers the rest).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/errors.h"
+#include "cuda/device_info.h"
+#include "cuda/nccl_communicator.h"
+#include "cuda/nccl_library.h"
+#include "cuda/reduce_kernels.h"
+
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+// Our declarations of NCCL's ABI against the real header.
+static_assert(sizeof(ringreduce::cuda::NcclUniqueId) == sizeof(ncclUniqueId));
+#define RR_SAME(ours, theirs) (static_cast<int>(ringreduce::cuda::ours) == static_cast<int>(theirs))
+static_assert(RR_SAME(kNcclInt8, ncclInt8) && RR_SAME(kNcclUint8, ncclUint8) &&
+              RR_SAME(kNcclInt32, ncclInt32) && RR_SAME(kNcclUint32, ncclUint32) &&
+              RR_SAME(kNcclInt64, ncclInt64) && RR_SAME(kNcclUint64, ncclUint64) &&
+              RR_SAME(kNcclFloat16, ncclFloat16) && RR_SAME(kNcclFloat32, ncclFloat32) &&
+              RR_SAME(kNcclFloat64, ncclFloat64) && RR_SAME(kNcclBfloat16, ncclBfloat16));
+static_assert(RR_SAME(kNcclSum, ncclSum) && RR_SAME(kNcclProd, ncclProd) &&
+              RR_SAME(kNcclMax, ncclMax) && RR_SAME(kNcclMin, ncclMin) &&
+              RR_SAME(kNcclAvg, ncclAvg));
+#undef RR_SAME
+#endif
+
+using namespace ringreduce;
+using namespace ringreduce::cuda;
+
+TEST(CudaLayer, KernelCoverageNamesWhatIsMissing) {
+  for (DataType t : {DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16,
+                     DataType::Int8, DataType::UInt8, DataType::Int16, DataType::Int32,
+                     DataType::Int64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min,
+                        ReduceOp::Max}) {
+      EXPECT_EQ(kernelUnsupportedReason(t, t, op), "") << dataTypeName(t) << reduceOpName(op);
+    }
+  }
+  EXPECT_EQ(kernelUnsupportedReason(DataType::Bool, DataType::Bool, ReduceOp::Max), "");
+  EXPECT_EQ(kernelUnsupportedReason(DataType::Complex64, DataType::Complex64, ReduceOp::Sum), "");
+  EXPECT_NE(kernelUnsupportedReason(DataType::Complex64, DataType::Complex64, ReduceOp::Max)
+                .find("complex64"),
+            std::string::npos);
+  EXPECT_EQ(kernelUnsupportedReason(DataType::Float32, DataType::BFloat16, ReduceOp::Avg), "");
+  EXPECT_NE(kernelUnsupportedReason(DataType::Float32, DataType::BFloat16, ReduceOp::Max), "");
+  EXPECT_NE(kernelUnsupportedReason(DataType::Int32, DataType::Float16, ReduceOp::Sum), "");
+}
+
+TEST(CudaLayer, BadLaunchArgumentsFailBeforeAnyCudaCall) {
+  ReduceCopyArgs args;
+  args.nsrc = 0;
+  EXPECT_THROW(launchReduceCopy(args, 0, nullptr), InvalidArgument);
+  args.nsrc = kMaxFanout + 1;
+  EXPECT_THROW(launchReduceCopy(args, 0, nullptr), InvalidArgument);
+  args.nsrc = 1;
+  args.srcType = DataType::Complex128;
+  args.dstType = DataType::Complex128;
+  args.op = ReduceOp::Min;
+  EXPECT_THROW(launchReduceCopy(args, 0, nullptr), InvalidArgument);
+  // Nothing to do: returns without touching the device.
+  args.op = ReduceOp::Sum;
+  args.count = 0;
+  EXPECT_NO_THROW(launchReduceCopy(args, 0, nullptr));
+}
+
+TEST(CudaLayer, RuntimeProbeNeverThrows) {
+  std::string why;
+  const int count = visibleDeviceCount(&why);
+  EXPECT_GE(count, 0);
+  if (count == 0) {
+    EXPECT_FALSE(why.empty());
+  }
+  const std::string text = runtimeDescription();
+  EXPECT_NE(text.find("linked statically"), std::string::npos) << text;
+}
+
+TEST(CudaLayer, NcclCoverage) {
+  EXPECT_EQ(NcclCommunicator::unsupportedReason(DataType::BFloat16, ReduceOp::Avg), "");
+  EXPECT_EQ(NcclCommunicator::unsupportedReason(DataType::Bool, ReduceOp::Sum), "");
+  EXPECT_NE(NcclCommunicator::unsupportedReason(DataType::Int16, ReduceOp::Sum), "");
+  EXPECT_NE(NcclCommunicator::unsupportedReason(DataType::Int32, ReduceOp::BXor), "");
+  EXPECT_NE(NcclCommunicator::unsupportedReason(DataType::Complex64, ReduceOp::Product), "");
+}
+
+TEST(CudaLayer, MissingNcclIsAClearError) {
+  std::string why;
+  EXPECT_EQ(NcclLibrary::open("/nonexistent/libnccl.so.2", &why), nullptr);
+  EXPECT_NE(why.find("/nonexistent/libnccl.so.2"), std::string::npos) << why;
+  EXPECT_NE(why.find("RINGREDUCE_NCCL_LIBRARY"), std::string::npos) << why;
+}
+
+#ifdef RINGREDUCE_TEST_NCCL_LIBRARY
+// NCCL from the nvidia-nccl-cu13 wheel: loads, has every symbol we call, and
+// makes a unique id (no GPU needed for that).
+TEST(CudaLayer, NcclLoadsWithEverySymbol) {
+  std::string why;
+  auto nccl = NcclLibrary::open(RINGREDUCE_TEST_NCCL_LIBRARY, &why);
+  ASSERT_NE(nccl, nullptr) << why;
+  EXPECT_GE(nccl->version, 21000);
+  NcclUniqueId id{};
+  EXPECT_EQ(nccl->getUniqueId(&id), 0);
+  EXPECT_STRNE(nccl->getErrorString(0), "");
+}
+#endif
