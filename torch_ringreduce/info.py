@@ -15,7 +15,9 @@ def collect():
         "python": platform.python_version(),
         "UCX": _C.ucx_version(),
         "CPU path": "compiled" if build["cpu_path"] else "missing",
-        "CUDA path": "compiled" if build["cuda_path"] else "not compiled (GPU data path not built)",
+        "CUDA path": ("compiled" if build["cuda_path"]
+                      else "not compiled (CUDA tensors go through host staging)"),
+        "CUDA runtime": build["cuda_runtime"],
         "NCCL loading": build["nccl_loading"],
         "UCX transports": ", ".join(_C.ucx_transports()) or "none found",
     }

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include "algorithms/ring_reduction.h"
+#include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/tensor_staging.h"
@@ -14,6 +15,11 @@ namespace ringreduce {
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const CallSite site{"allreduce_coalesced", rank_};
+  if (auto device = deviceOfCall(site, tensors)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> host = staging.readWrite(tensors);
+    return staging.run([&] { return allreduce_coalesced(host, opts); });
+  }
   TORCH_CHECK_VALUE(!tensors.empty(), "ringreduce: allreduce_coalesced on rank ", rank_,
                     ": no tensors");
   // Buckets of tensors sharing a dtype, in order of first appearance.
@@ -49,6 +55,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_coalesced", rank_};
+  if (auto device = deviceOfCall(site, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputLists);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run([&] { return allgather_coalesced(hostOutputs, hostInputs, opts); });
+  }
   TORCH_CHECK_VALUE(outputLists.size() == inputs.size(), "ringreduce: all_gather_coalesced on rank ",
                     rank_, ": ", outputLists.size(), " output lists for ", inputs.size(),
                     " inputs");
@@ -72,6 +84,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_into_tensor_coalesced", rank_};
+  if (auto device = deviceOfCall(site, outputs, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run(
+        [&] { return allgather_into_tensor_coalesced(hostOutputs, hostInputs, opts); });
+  }
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
                     ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -94,6 +113,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
+  if (auto device = deviceOfCall(site, outputs, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run(
+        [&] { return reduce_scatter_tensor_coalesced(hostOutputs, hostInputs, opts); });
+  }
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
                     ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
   std::vector<Reduction> reductions;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "algorithms/direct_exchange.h"
+#include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/tensor_staging.h"
@@ -15,6 +16,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const CallSite site{"gather", rank_};
+  if (auto device = deviceOfCall(site, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run([&] { return gather(hostOutputs, hostInputs, opts); });
+  }
   checkSingleTensor(inputs, site);
   const at::Tensor input = inputs[0];
   checkHostTensor(input, site, "input");
@@ -48,6 +55,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const CallSite site{"scatter", rank_};
+  if (auto device = deviceOfCall(site, outputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> hostOutputs = staging.write(outputs);
+    std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
+    return staging.run([&] { return scatter(hostOutputs, hostInputs, opts); });
+  }
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
@@ -118,6 +131,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
     std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
   const CallSite site{"all_to_all_single", rank_};
+  if (auto device = deviceOfCall(site, {output, input})) {
+    HostStaging staging = stagingFor(*device);
+    at::Tensor hostOutput = staging.write(output);
+    at::Tensor hostInput = staging.read(input);
+    return staging.run(
+        [&] { return alltoall_base(hostOutput, hostInput, outputSplits, inputSplits, opts); });
+  }
   checkHostTensor(input, site, "input");
   checkHostTensor(output, site, "output");
   checkSameDtype(output, input, site, "output", "input");
@@ -138,6 +158,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
   const CallSite site{"all_to_all", rank_};
+  if (auto device = deviceOfCall(site, outputs, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run([&] { return alltoall(hostOutputs, hostInputs, opts); });
+  }
   TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ &&
                         static_cast<int>(outputs.size()) == size_,
                     "ringreduce: all_to_all on rank ", rank_, ": expected ", size_,

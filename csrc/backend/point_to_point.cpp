@@ -3,6 +3,7 @@
 // collectives queued after it (isend/irecv, pipelines of stages).
 #include <c10/util/Exception.h>
 
+#include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/tensor_staging.h"
@@ -40,6 +41,11 @@ ReceiveTarget receiveTarget(const at::Tensor& tensor) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& tensors,
                                                       int dstRank, int tag) {
   const CallSite site{"send", rank_};
+  if (auto device = deviceOfCall(site, tensors)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> host = staging.read(tensors);
+    return staging.run([&] { return send(host, dstRank, tag); });
+  }
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
@@ -77,6 +83,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recvAnysource(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::Tensor>& tensors,
                                                                 int srcRank, int tag,
                                                                 const CallSite& site) {
+  if (auto device = deviceOfCall(site, tensors)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> host = staging.write(tensors);
+    return staging.run([&] { return enqueueReceive(host, srcRank, tag, site); });
+  }
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "output");

@@ -1,10 +1,13 @@
 #include "backend/process_group_ring.h"
 
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/debug.h>
 
 #include "algorithms/collective_check.h"
 #include "backend/error_translation.h"
+#include "backend/host_staging.h"
 #include "backend/store_adapter.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -91,6 +94,8 @@ void ProcessGroupRing::shutdown() {
   // executor and the transport go.
   executor_->stop();
   executor_.reset();
+  if (devicePath_ && !failure_.empty()) devicePath_->abandon();
+  devicePath_.reset();
   transport_.reset();
   RR_LOG(Info, rank_, "group '" << groupName_ << "' shut down");
 }
@@ -137,10 +142,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
   }
   const uint64_t seq = nextSeq_ + 1;
   nextSeq_ += seqCount;
-  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs));
-  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
+  std::shared_ptr<DeviceCall> device = HostStaging::takeAttached();
+  if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
+  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs), device.get());
+  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary
+                                 << (device ? " on " + device->device.str() : std::string()));
   submit(Operation{work, name, seq, timeout, std::move(body), nullptr, seqCount,
-                   fingerprintByte(fp)});
+                   fingerprintByte(fp), std::move(device)});
   return work;
 }
 
@@ -151,9 +159,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
   TORCH_CHECK(accepting_, "ringreduce: ", name, " on rank ", rank_, ": process group '",
               groupName_, "' has been shut down");
   const uint64_t seq = ++nextP2PSeq_;
-  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors));
+  std::shared_ptr<DeviceCall> device = HostStaging::takeAttached();
+  if (device) tensors = HostStaging::deviceOutputs(*device, tensors);
+  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get());
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
-  submit(Operation{work, name, seq, timeout(), nullptr, std::move(post)});
+  submit(Operation{work, name, seq, timeout(), nullptr, std::move(post), 1, 0,
+                   std::move(device)});
   return work;
 }
 
@@ -185,7 +196,14 @@ void ProcessGroupRing::runCollective(const Operation& operation) {
     return;
   }
   try {
+    // CUDA: everything below runs with the internal stream current.
+    std::optional<c10::StreamGuard> onInternalStream;
+    if (operation.device) {
+      onInternalStream.emplace(operation.device->stream);
+      startDeviceCall(*operation.device, op);
+    }
     operation.body(op);
+    if (operation.device) finishDeviceCall(*operation.device);
     operation.work->markSucceeded();
   } catch (const std::exception& e) {
     // Abandon what is still posted so no late message lands in the caller's
@@ -209,7 +227,7 @@ void ProcessGroupRing::startPointToPoint(const Operation& operation) {
   }
   auto message = std::make_shared<PostedMessage>();
   try {
-    *message = operation.post(op);
+    *message = post(operation, op);
   } catch (...) {
     transport_->abandonOutstanding(op);
     operation.work->markFailed(translateCurrentException());
@@ -220,6 +238,33 @@ void ProcessGroupRing::startPointToPoint(const Operation& operation) {
   executor_->addPoller([this, work, op, message](bool abandon) {
     return pollMessage(*work, op, *message, abandon);
   });
+}
+
+ProcessGroupRing::PostedMessage ProcessGroupRing::post(const Operation& operation,
+                                                      const OpContext& op) {
+  if (!operation.device) return operation.post(op);
+  std::shared_ptr<DeviceCall> device = operation.device;
+  c10::StreamGuard onInternalStream(device->stream);
+  startDeviceCall(*device, op);  // a send's data reaches its host copy first
+  PostedMessage message = operation.post(op);
+  message.finish = [inner = std::move(message.finish), device] {
+    if (inner) inner();
+    c10::StreamGuard onInternalStream(device->stream);
+    finishDeviceCall(*device);  // a receive's data goes back to the device
+  };
+  return message;
+}
+
+c10::Stream ProcessGroupRing::internalStream(c10::Device device) {
+  std::lock_guard<std::mutex> lock(streamMutex_);
+  for (const auto& [d, stream] : internalStreams_) {
+    if (d == device) return stream;
+  }
+  // One stream per device for the group's life, as ProcessGroupNCCL keeps.
+  const c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(device.type())->getStreamFromGlobalPool(device, false);
+  internalStreams_.emplace_back(device, stream);
+  return stream;
 }
 
 // Completes `work` when its message is done, its deadline passed, or the
@@ -270,7 +315,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
   for (const Operation& operation : *operations) {
     for (const at::Tensor& t : operation.work->result()) outputs.push_back(t);
   }
-  auto combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs);
+  // CUDA: every part ran on the same internal stream; the combined work
+  // completes after the last of them.
+  const DeviceCall* device = nullptr;
+  for (const Operation& operation : *operations) {
+    if (operation.device) device = operation.device.get();
+  }
+  auto combined =
+      c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs, device);
   TORCH_CHECK(accepting_, "ringreduce: endCoalescing on rank ", rank_,
               ": process group '", groupName_, "' has been shut down");
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
@@ -293,7 +345,7 @@ void ProcessGroupRing::runCoalesced(std::vector<Operation>& operations, WorkRing
     const OpContext op = operation.context();
     try {
       if (!failure_.empty()) std::rethrow_exception(unusableError(op));
-      posted.emplace_back(&operation, operation.post(op));
+      posted.emplace_back(&operation, post(operation, op));
     } catch (...) {
       transport_->abandonOutstanding(op);
       operation.work->markFailed(translateCurrentException());

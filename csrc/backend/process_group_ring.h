@@ -15,9 +15,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "algorithms/workspace.h"
+#include "backend/device_path.h"
+#include "backend/host_staging.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_ring.h"
 #include "core/config.h"
@@ -139,6 +142,7 @@ class ProcessGroupRing : public c10d::Backend {
     Post post;
     uint64_t seqCount = 1;
     uint8_t fingerprint = 0;
+    std::shared_ptr<DeviceCall> device;  // CUDA tensors: streams and host staging
     OpContext context() const;
   };
 
@@ -155,6 +159,14 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
                                                 int tag, const CallSite& site);
   void submit(Operation operation);
+  // Caller's thread: the group's internal stream for a CUDA device, and a
+  // host staging of a call on that device (host_staging.h).
+  c10::Stream internalStream(c10::Device device);
+  HostStaging stagingFor(c10::Device device) { return HostStaging(device, internalStream(device)); }
+  // Posts a send/recv, with its device call's copies around it.
+  PostedMessage post(const Operation& operation, const OpContext& op);
+  c10::intrusive_ptr<c10d::Work> allreduceOnDevice(const at::Tensor& tensor, const Reduction& red,
+                                                   const c10d::AllreduceOptions& opts);
   void runCollective(const Operation& operation);
   void startPointToPoint(const Operation& operation);
   void runCoalesced(std::vector<Operation>& operations, WorkRing& combined);
@@ -185,6 +197,10 @@ class ProcessGroupRing : public c10d::Backend {
   std::unique_ptr<UcxTransport> transport_;
   std::unique_ptr<Executor> executor_;
   Workspace workspace_;     // used by the executor thread only
+  std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
+  std::optional<c10::Device> allreduceDevice_;  // guarded by submitMutex_: devicePath_'s device
+  std::mutex streamMutex_;
+  std::vector<std::pair<c10::Device, c10::Stream>> internalStreams_;
   std::string failure_;     // executor thread only: why the group is unusable
   std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike

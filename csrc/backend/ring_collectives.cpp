@@ -9,6 +9,7 @@
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
 #include "backend/dtype_mapping.h"
+#include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/tensor_staging.h"
@@ -23,6 +24,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   if (tensor.defined() && tensor.layout() == at::kSparse) return allreduceSparse(tensor, opts);
+  if (tensor.defined() && tensor.is_cuda()) {
+    TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, "ringreduce: allreduce on rank ", rank_,
+                      ": only dense (strided) CUDA tensors are supported, got layout ",
+                      tensor.layout());
+    checkWritable(tensor, site, "input");
+    return allreduceOnDevice(tensor, checkReduction(tensor, opts.reduceOp, site), opts);
+  }
   checkHostTensor(tensor, site, "input");
   checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
@@ -44,7 +52,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
     const at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
   const CallSite site{"allreduce (sparse)", rank_};
   TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ringreduce: ", site.op, " on rank ", rank_,
-                    ": tensor is on ", tensor.device(), "; ringreduce takes CPU tensors");
+                    ": tensor is on ", tensor.device(),
+                    "; sparse allreduce takes CPU tensors (densify CUDA ones first)");
   checkReducibleDtype(tensor, site);
   TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "ringreduce: ", site.op, " on rank ",
                     rank_, ": sparse tensors support SUM only");
@@ -92,6 +101,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   const CallSite site{"reduce", rank_};
+  if (auto device = deviceOfCall(site, tensors)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> host = staging.readWrite(tensors);
+    return staging.run([&] { return reduce(host, opts); });
+  }
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
@@ -146,6 +160,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter", rank_};
+  if (auto device = deviceOfCall(site, outputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> hostOutputs = staging.write(outputs);
+    std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
+    return staging.run([&] { return reduce_scatter(hostOutputs, hostInputs, opts); });
+  }
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
@@ -172,6 +192,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter_tensor", rank_};
+  if (auto device = deviceOfCall(site, {output, input})) {
+    HostStaging staging = stagingFor(*device);
+    at::Tensor hostOutput = staging.write(output);
+    at::Tensor hostInput = staging.read(input);
+    return staging.run([&] { return _reduce_scatter_base(hostOutput, hostInput, opts); });
+  }
   checkHostTensor(output, site, "output");
   checkHostTensor(input, site, "input");
   checkSameDtype(output, input, site, "output", "input");
@@ -191,6 +217,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const CallSite site{"broadcast", rank_};
+  if (auto device = deviceOfCall(site, tensors)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<at::Tensor> host = staging.readWrite(tensors);
+    return staging.run([&] { return broadcast(host, opts); });
+  }
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
@@ -212,6 +243,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather", rank_};
+  if (auto device = deviceOfCall(site, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run([&] { return allgather(hostOutputs, hostInputs, opts); });
+  }
   checkSingleTensor(inputs, site);
   const at::Tensor input = inputs[0];
   checkHostTensor(input, site, "input");
@@ -244,6 +281,12 @@ void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_into_tensor", rank_};
+  if (auto device = deviceOfCall(site, {output, input})) {
+    HostStaging staging = stagingFor(*device);
+    at::Tensor hostOutput = staging.write(output);
+    at::Tensor hostInput = staging.read(input);
+    return staging.run([&] { return _allgather_base(hostOutput, hostInput, opts); });
+  }
   checkHostTensor(input, site, "input");
   checkHostTensor(output, site, "output");
   checkSameDtype(output, input, site, "output", "input");

@@ -23,12 +23,11 @@ void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char*
   TORCH_CHECK_VALUE(tensor.defined(), where(site), role, " tensor is undefined");
   TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, where(site), role, " tensor has layout ",
                     tensor.layout(), "; only dense (strided) tensors are supported");
-  if (tensor.is_cuda()) {
-    TORCH_CHECK_VALUE(false, where(site), role, " tensor is on ", tensor.device(),
-                      ", but this build of ringreduce has no GPU data path yet. Use "
-                      "init_process_group(\"cpu:ringreduce,cuda:nccl\") to send CUDA tensors "
-                      "through NCCL.");
-  }
+  // A call whose tensors are all on one CUDA device is staged before these
+  // checks (host_staging.h); a CUDA tensor here came with CPU tensors.
+  TORCH_CHECK_VALUE(!tensor.is_cuda(), where(site), role, " tensor is on ", tensor.device(),
+                    " while other tensors of the call are on the CPU; one call's tensors "
+                    "must all be on one device");
   TORCH_CHECK_VALUE(tensor.device().is_cpu(), where(site), role, " tensor is on ",
                     tensor.device(), "; ringreduce takes CPU tensors");
 }

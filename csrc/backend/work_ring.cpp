@@ -1,19 +1,45 @@
 #include "backend/work_ring.h"
 
+#include <c10/core/StreamGuard.h>
+
 namespace ringreduce {
 
-WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs)
+namespace {
+std::vector<c10::Device> devicesOf(const DeviceCall* device) {
+  if (device == nullptr) return {};
+  return {device->device};
+}
+}  // namespace
+
+WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
+                   const DeviceCall* device)
     : c10d::Work(rank, opType),
       seq_(seq),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+          c10::ListType::create(c10::TensorType::get()), devicesOf(device))) {
+  if (device != nullptr) stream_ = device->stream;
+}
+
+bool WorkRing::wait(std::chrono::milliseconds timeout) {
+  const bool completed = c10d::Work::wait(timeout);  // the host part; throws its error
+  synchronize();
+  return completed;
+}
+
+// The caller's current stream waits on the events the future recorded on
+// the internal stream: the host does not wait for the GPU.
+void WorkRing::synchronize() {
+  if (stream_) future_->wait();
+}
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() { return future_; }
 
 std::vector<at::Tensor> WorkRing::result() { return outputs_; }
 
 void WorkRing::markSucceeded() {
+  std::optional<c10::StreamGuard> onInternalStream;
+  if (stream_) onInternalStream.emplace(*stream_);  // the future's events go there
   finish();
   future_->markCompleted(c10::IValue(outputs_));
 }

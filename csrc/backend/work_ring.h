@@ -1,18 +1,29 @@
 // The c10d::Work of one ringreduce collective. It completes on the group's
 // executor thread; wait(), is_completed() and get_future() behave as with
 // gloo (the future holds the output tensors, which DDP's reducer reads).
+// For CUDA tensors they behave as with NCCL: the future carries the device
+// and completes with events on the group's internal stream; wait() and
+// synchronize() make the caller's current stream wait on them.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <memory>
+#include <optional>
 #include <vector>
+
+#include "backend/device_call.h"
 
 namespace ringreduce {
 
 class WorkRing : public c10d::Work {
  public:
-  WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs);
+  WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
+           const DeviceCall* device = nullptr);
+
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
@@ -29,6 +40,7 @@ class WorkRing : public c10d::Work {
   const uint64_t seq_;
   int sourceRank_ = -1;
   std::vector<at::Tensor> outputs_;
+  std::optional<c10::Stream> stream_;  // CUDA: the internal stream the work ran on
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

@@ -34,8 +34,9 @@ struct Config {
   size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
   // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
   size_t cudaScratchBytes = 32u << 20;
-  // "fp16" or "bf16": float32 SUM/AVG travel as 16-bit floats in the staged
-  // forms and in host staging (Horovod's compression). RINGREDUCE_CUDA_WIRE_DTYPE.
+  // "fp16" or "bf16": float32 SUM/AVG travel as 16-bit floats through the
+  // IPC scratch buffers (one-shot and staged forms; Horovod's compression),
+  // accumulated in float32. RINGREDUCE_CUDA_WIRE_DTYPE.
   std::string cudaWireDtype = "none";
 
   static Config fromEnvironment();

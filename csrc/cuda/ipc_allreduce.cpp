@@ -37,37 +37,75 @@ const char* ipcAlgorithmName(IpcAlgorithm algorithm) {
   return "?";
 }
 
-IpcAllreduce::IpcAllreduce(int rank, int size, int device, size_t scratchBytes,
-                           const RecordExchange& exchange)
+IpcAllreduce::IpcAllreduce(int rank, int size, int device, size_t scratchBytes)
     : rank_(rank),
       size_(size),
       device_(device),
       scratch_(device, scratchBytes),
       before_(device),
       after_(device),
-      mappings_(device) {
-  if (size > kMaxFanout) {
-    throw InvalidArgument("ringreduce: the CUDA IPC path takes at most " +
-                          std::to_string(kMaxFanout) + " ranks, the group has " +
-                          std::to_string(size));
-  }
+      mappings_(device) {}
+
+std::unique_ptr<IpcAllreduce> IpcAllreduce::setUp(int rank, int size, int device,
+                                                  size_t scratchBytes,
+                                                  const RecordExchange& exchange,
+                                                  std::string* why) {
+  std::unique_ptr<IpcAllreduce> self;
+  std::string failure;
   SetupRecord mine;
-  mine.scratch = scratch_.exported();
-  mine.before = before_.handle();
-  mine.after = after_.handle();
+  if (size > kMaxFanout) {
+    failure = "the CUDA IPC path takes at most " + std::to_string(kMaxFanout) + " ranks";
+  } else {
+    try {
+      self.reset(new IpcAllreduce(rank, size, device, scratchBytes));
+      mine.scratch = self->scratch_.exported();
+      mine.before = self->before_.handle();
+      mine.after = self->after_.handle();
+    } catch (const std::exception& e) {
+      failure = e.what();
+      mine.scratch.ok = 0;
+    }
+  }
+  // Round 1: handles, or "failed" (ok = 0). Every rank takes part either way.
   std::vector<SetupRecord> all(size);
   exchange(&mine, all.data(), sizeof(SetupRecord));
-  peerScratch_.resize(size);
-  peersBefore_.resize(size);
-  peersAfter_.resize(size);
-  for (int q = 0; q < size; ++q) {
-    if (q == rank) {
+  for (int q = 0; q < size && failure.empty(); ++q) {
+    if (!all[q].scratch.ok) failure = "rank " + std::to_string(q) + " could not set up CUDA IPC";
+  }
+  if (failure.empty()) {
+    try {
+      self->openPeers(all.data());
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  // Round 2: did every rank open every peer's buffer and events?
+  const uint8_t opened = failure.empty() ? 1 : 0;
+  std::vector<uint8_t> allOpened(size);
+  exchange(&opened, allOpened.data(), 1);
+  for (int q = 0; q < size && failure.empty(); ++q) {
+    if (!allOpened[q]) failure = "rank " + std::to_string(q) + " could not open its peers' CUDA IPC handles";
+  }
+  if (!failure.empty()) {
+    if (why) *why = failure;
+    return nullptr;
+  }
+  return self;
+}
+
+void IpcAllreduce::openPeers(const void* records) {
+  const auto* all = static_cast<const SetupRecord*>(records);
+  peerScratch_.resize(size_);
+  peersBefore_.resize(size_);
+  peersAfter_.resize(size_);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) {
       peerScratch_[q] = scratch_.data();
       continue;
     }
     peerScratch_[q] = mappings_.map(all[q].scratch);
-    peersBefore_[q] = std::make_unique<PeerEvent>(device, all[q].before);
-    peersAfter_[q] = std::make_unique<PeerEvent>(device, all[q].after);
+    peersBefore_[q] = std::make_unique<PeerEvent>(device_, all[q].before);
+    peersAfter_[q] = std::make_unique<PeerEvent>(device_, all[q].after);
   }
 }
 

@@ -49,10 +49,13 @@ const char* ipcAlgorithmName(IpcAlgorithm algorithm);
 
 class IpcAllreduce {
  public:
-  // Allocates this rank's scratch (scratchBytes, split in an input and an
-  // output half), creates its two events and exchanges their handles.
-  IpcAllreduce(int rank, int size, int device, size_t scratchBytes,
-               const RecordExchange& exchange);
+  // Collective: allocates this rank's scratch (scratchBytes, split in an
+  // input and an output half) and its two events, exchanges their handles
+  // and opens the peers'. Null (and `why`) on every rank when any rank
+  // failed, so the ranks fall back together instead of waiting on each other.
+  static std::unique_ptr<IpcAllreduce> setUp(int rank, int size, int device,
+                                             size_t scratchBytes, const RecordExchange& exchange,
+                                             std::string* why);
   ~IpcAllreduce();
 
   // In place on `count` elements at `data` (device memory of `device`),
@@ -67,6 +70,8 @@ class IpcAllreduce {
   size_t stagedCapacity(DataType wire) const;
 
  private:
+  IpcAllreduce(int rank, int size, int device, size_t scratchBytes);
+  void openPeers(const void* setupRecords);
   void barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs, void* stream,
                const RecordExchange& exchange, const void* record, void* all, size_t bytes);
   void oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire, void* stream,

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "backend/device_path.h"
 #include "backend/process_group_ring.h"
 #include "transport/ucx_info.h"
 
@@ -37,9 +38,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("build_info", [] {
     py::dict info;
     info["cpu_path"] = true;
-    // The GPU data path (our CUDA kernels, NCCL via dlopen) is not built yet.
-    info["cuda_path"] = false;
-    info["nccl_loading"] = "not built";
+    // Our CUDA kernels and NCCL (dlopen on first use): compiled when nvcc
+    // was found at build time. Without it CUDA tensors still work, staged
+    // through pinned host memory.
+    info["cuda_path"] = ringreduce::DevicePath::compiled();
+    info["cuda_runtime"] = ringreduce::DevicePath::describe();
+    info["nccl_loading"] = ringreduce::DevicePath::compiled()
+                               ? "dlopen on first use (RINGREDUCE_NCCL_LIBRARY or libnccl.so.2)"
+                               : "not compiled";
     return info;
   });
 }

@@ -2,6 +2,7 @@
 the torch.backends autoload (including a broken install)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -42,6 +43,24 @@ def test_info_cli_reports_versions_build_and_transports():
         assert needle in out, out
     assert re.search(r"UCX:\s+1\.\d+", out), out
     assert "tcp/lo" in out, out
+
+
+def _nvcc_present():
+    return shutil.which("nvcc") is not None or os.path.exists("/usr/local/cuda/bin/nvcc")
+
+
+def test_cuda_path_is_compiled_wherever_nvcc_is_and_links_cudart_statically():
+    import torch_ringreduce
+    from torch_ringreduce import _C
+    info = _C.build_info()
+    assert info["cuda_path"] is _nvcc_present(), info
+    if info["cuda_path"]:
+        assert "linked statically" in info["cuda_runtime"], info
+    # The extension must load where there is no CUDA runtime or driver:
+    # nothing CUDA (nor NCCL) among its dynamic dependencies.
+    so = torch_ringreduce._C.__file__
+    deps = subprocess.run(["ldd", so], capture_output=True, text=True, timeout=60).stdout
+    assert "libcudart" not in deps and "libnccl" not in deps and "libcuda." not in deps, deps
 
 
 def test_debug_info_logs_group_transports_and_collectives(tmp_path):

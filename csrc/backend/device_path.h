@@ -1,0 +1,50 @@
+// The group's own device data path for allreduce (csrc/cuda), behind an
+// interface that compiles with or without it: without nvcc at build time,
+// compiled() is false and allreduce() always answers "stage through the host".
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/config.h"
+#include "core/data_type.h"
+#include "core/reduce_op.h"
+
+namespace ringreduce {
+
+// Allgather of one small record per rank over the group's transport.
+using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
+
+class DevicePath {
+ public:
+  static bool compiled();
+  // "runtime 13.0 (linked statically), driver ..., 1 device(s)", or why not compiled.
+  static std::string describe();
+
+  // Collective (every rank, on its first CUDA allreduce): learns the group's
+  // topology. Executor thread only, like everything below.
+  DevicePath(int rank, int size, c10::Device device, const Config& config,
+             const RecordExchange& exchange);
+  ~DevicePath();
+
+  c10::Device device() const { return device_; }
+  // In place on a contiguous CUDA tensor, enqueued on `stream` (current).
+  // Returns the path that ran ("two-shot", "nccl", ...), or "" when the
+  // caller must stage through the host.
+  std::string allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
+                        const c10::Stream& stream, const RecordExchange& exchange);
+  // After a failure: keep the device resources for the life of the process.
+  // Freeing them would wait for device work that may wait on a dead peer.
+  void abandon();
+
+ private:
+  struct State;
+  const c10::Device device_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ringreduce

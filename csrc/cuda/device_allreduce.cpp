@@ -1,0 +1,127 @@
+#include "cuda/device_allreduce.h"
+
+#include <set>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/host_identity.h"
+#include "core/log.h"
+#include "cuda/device_info.h"
+
+namespace ringreduce::cuda {
+
+namespace {
+
+struct IdentityRecord {
+  uint64_t host = 0;
+  std::array<uint8_t, 16> gpu{};
+};
+
+DataType wireOf(const Config& config, DataType type, ReduceOp op) {
+  if (type != DataType::Float32 || (op != ReduceOp::Sum && op != ReduceOp::Avg)) return type;
+  if (config.cudaWireDtype == "fp16") return DataType::Float16;
+  if (config.cudaWireDtype == "bf16") return DataType::BFloat16;
+  return type;
+}
+
+}  // namespace
+
+DeviceAllreduce::DeviceAllreduce(int rank, int size, int device, const Config& config,
+                                 const RecordExchange& exchange)
+    : rank_(rank), size_(size), device_(device), config_(config) {
+  IdentityRecord mine;
+  mine.host = hostIdentityHash();
+  mine.gpu = deviceUuid(device);
+  std::vector<IdentityRecord> all(size);
+  exchange(&mine, all.data(), sizeof(IdentityRecord));
+  std::set<uint64_t> hosts;
+  std::set<std::pair<uint64_t, std::array<uint8_t, 16>>> gpus;
+  for (const IdentityRecord& r : all) {
+    hosts.insert(r.host);
+    gpus.insert({r.host, r.gpu});
+  }
+  sameNode_ = hosts.size() == 1;
+  gpuShared_ = gpus.size() < static_cast<size_t>(size);
+  topology_ = std::to_string(size) + " rank(s) on " + std::to_string(hosts.size()) +
+              " node(s), " + std::to_string(gpus.size()) + " GPU(s)";
+}
+
+DeviceAllreduce::~DeviceAllreduce() = default;
+
+bool DeviceAllreduce::ipcUsable(const RecordExchange& exchange) {
+  if (!ipcTried_) {
+    ipcTried_ = true;
+    ipc_ = IpcAllreduce::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
+                               &ipcFailure_);
+    if (!ipc_) RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
+  }
+  return ipc_ != nullptr;
+}
+
+bool DeviceAllreduce::ncclUsable(const RecordExchange& exchange) {
+  if (!ncclTried_) {
+    ncclTried_ = true;
+    std::string why;
+    const NcclLibrary* lib = gpuShared_ ? nullptr : NcclLibrary::load(&why);
+    if (gpuShared_) why = "two ranks share a GPU, which NCCL refuses";
+    const uint8_t loaded = lib != nullptr ? 1 : 0;
+    std::vector<uint8_t> all(size_);
+    exchange(&loaded, all.data(), 1);
+    for (int q = 0; q < size_ && why.empty(); ++q) {
+      if (!all[q]) why = "NCCL is not loadable on rank " + std::to_string(q);
+    }
+    if (why.empty()) {
+      // The unique id exchange also proves every rank is here before the
+      // (blocking) NCCL init starts.
+      nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange);
+    } else {
+      ncclFailure_ = why;
+      RR_LOG(Info, rank_, "NCCL path unavailable: " << why);
+    }
+  }
+  return nccl_ != nullptr;
+}
+
+std::string DeviceAllreduce::run(void* data, size_t count, DataType type, ReduceOp op,
+                                 void* stream, const RecordExchange& exchange) {
+  const std::string& algo = config_.cudaAlgorithm;
+  if (algo == "host") return "";
+  const DataType wire = wireOf(config_, type, op);
+  if (algo == "nccl") {
+    const std::string unsupported = NcclCommunicator::unsupportedReason(type, op);
+    if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
+    if (!ncclUsable(exchange)) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl cannot run: " + ncclFailure_);
+    }
+    nccl_->allreduce(data, data, count, type, op, stream);
+    return "nccl";
+  }
+  const bool forced = algo != "auto";
+  if (forced && (!sameNode_ || size_ > kMaxFanout)) {
+    throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=" + algo + " needs every rank on one node, at most " +
+                          std::to_string(kMaxFanout) + " ranks (" + topology_ + ")");
+  }
+  if (sameNode_ && size_ <= kMaxFanout) {
+    if (ipcUsable(exchange)) {
+      IpcAlgorithm wanted = IpcAlgorithm::TwoShot;
+      if (algo == "oneshot" ||
+          (algo == "auto" && count * elementSize(type) <= config_.cudaOneShotBytes)) {
+        wanted = IpcAlgorithm::OneShot;
+      } else if (algo == "staged") {
+        wanted = IpcAlgorithm::Staged;
+      }
+      return ipcAlgorithmName(ipc_->run(data, count, type, op, wire, wanted, stream, exchange));
+    }
+    if (forced) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=" + algo +
+                            " cannot run: " + ipcFailure_);
+    }
+  }
+  if (NcclCommunicator::unsupportedReason(type, op).empty() && ncclUsable(exchange)) {
+    nccl_->allreduce(data, data, count, type, op, stream);
+    return "nccl";
+  }
+  return "";
+}
+
+}  // namespace ringreduce::cuda
