@@ -58,12 +58,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
           at::Tensor host = pinnedLike(tensor);
           host.copy_(tensor, /*non_blocking=*/true);
           waitForStream(stream, ctx, "copy the tensor to the host");
-          ringAllreduce(*transport_, ctx, host.data_ptr(), static_cast<size_t>(host.numel()),
+          // Its own sequence number: no ring message can meet a record of the
+          // device path's exchanges above (they used part 0's slots).
+          ringAllreduce(*transport_, ctx.part(1), host.data_ptr(), static_cast<size_t>(host.numel()),
                         red.type, red.op, config_, workspace_);
           tensor.copy_(host, /*non_blocking=*/true);
           RR_LOG(Trace, rank_, ctx.describe() << " ran through host staging");
         },
-        CheckedArgs{-1, static_cast<int>(red.op)});
+        CheckedArgs{-1, static_cast<int>(red.op)}, 2);
   });
 }
 

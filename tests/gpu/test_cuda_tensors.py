@@ -1,7 +1,9 @@
-"""GPU checks. They run where a GPU exists and are skipped (visibly) elsewhere.
+"""GPU tests: CUDA tensors in every collective, our IPC kernels (one-shot,
+two-shot, staged, with and without a 16-bit wire), host staging, stream
+semantics and DDP on CUDA; world sizes 1, 2 and 4 on one GPU.
 
-Until the GPU data path lands, a CUDA tensor must get a clear error that says
-so and points to the NCCL combination, never a crash or wrong data.
+They run where a CUDA device exists and are skipped, visibly, elsewhere.
+scripts/gpu_check.sh runs them on the GPU machine.
 """
 import sys
 
@@ -11,26 +13,59 @@ import torch
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/python")
 from multiproc import run_world  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+import cuda_cases  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device on this machine")
+
+ALGORITHMS = {
+    "auto": {},
+    "oneshot": {"RINGREDUCE_CUDA_ALGO": "oneshot", "RINGREDUCE_CUDA_SCRATCH_BYTES": str(8 << 20)},
+    "twoshot": {"RINGREDUCE_CUDA_ALGO": "twoshot"},
+    "staged": {"RINGREDUCE_CUDA_ALGO": "staged", "RINGREDUCE_CUDA_SCRATCH_BYTES": str(4 << 20)},
+    "staged-bf16-wire": {"RINGREDUCE_CUDA_ALGO": "staged", "RINGREDUCE_CUDA_WIRE_DTYPE": "bf16"},
+    "oneshot-fp16-wire": {"RINGREDUCE_CUDA_ALGO": "oneshot", "RINGREDUCE_CUDA_WIRE_DTYPE": "fp16"},
+    "twoshot-expandable": {"RINGREDUCE_CUDA_ALGO": "twoshot",
+                           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "host": {"RINGREDUCE_CUDA_ALGO": "host"},
+}
 
 
-def _cuda_tensor_error(rank, world, init_method):
-    import torch.distributed as dist
-
-    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
-    try:
-        dist.all_reduce(torch.ones(4, device="cuda"))
-    except ValueError as error:
-        message = str(error)
-    else:
-        message = "no error"
-    cpu = torch.ones(4)
-    dist.all_reduce(cpu)  # the group still works for CPU tensors
-    return {"message": message, "cpu": cpu.tolist()}
+def _no_failures(results):
+    for rank, result in enumerate(results):
+        assert result["checked"] > 0, f"rank {rank} checked nothing"
+        assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
 
 
-def test_cuda_tensor_gets_clear_error_until_gpu_path_lands():
-    for result in run_world(2, _cuda_tensor_error, timeout=120):
-        assert "no GPU data path yet" in result["message"], result["message"]
-        assert "cuda:nccl" in result["message"]
+@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_allreduce_every_dtype_and_op(world, algorithm):
+    _no_failures(run_world(world, cuda_cases.sweep_allreduce, env=ALGORITHMS[algorithm],
+                           timeout=600))
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_other_collectives_on_cuda_tensors(world):
+    _no_failures(run_world(world, cuda_cases.sweep_other_collectives, timeout=600))
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_stream_semantics(world):
+    _no_failures(run_world(world, cuda_cases.stream_semantics, timeout=300))
+
+
+def test_nccl_on_a_shared_gpu_is_a_clear_error():
+    results = run_world(2, cuda_cases.nccl_refused_on_shared_gpu,
+                        env={"RINGREDUCE_CUDA_ALGO": "nccl"}, timeout=300)
+    for result in results:
+        assert "share a GPU" in result["message"], result["message"]
         assert result["cpu"] == [2.0] * 4
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_ddp_on_cuda_matches_gloo(world):
+    for rank, result in enumerate(run_world(world, cuda_cases.ddp_against_gloo, timeout=600)):
+        for name, ring in result["ring"].items():
+            gloo = result["gloo"][name]
+            assert torch.allclose(ring.double(), gloo.double(), rtol=1e-9, atol=1e-9), \
+                f"rank {rank} {name}: max diff {(ring.double() - gloo.double()).abs().max()}"
