@@ -5,6 +5,7 @@ environment's torch (an isolated build would pull a second, different torch
 and produce an extension with the wrong C++ ABI).
 """
 import os
+import shlex
 import subprocess
 import sys
 
@@ -43,7 +44,9 @@ class CMakeBuild(build_ext):
              "-DRINGREDUCE_BUILD_TESTS=OFF",
              f"-DRINGREDUCE_OUTPUT_DIR={out_dir}",
              f"-DRINGREDUCE_VERSION={VERSION}",
-             f"-DPython3_EXECUTABLE={sys.executable}"],
+             f"-DPython3_EXECUTABLE={sys.executable}",
+             # e.g. -DRINGREDUCE_UCX_ROOT=... (scripts/gpu_check.sh)
+             *shlex.split(os.environ.get("CMAKE_ARGS", ""))],
             cwd=build_dir)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "-j", jobs])

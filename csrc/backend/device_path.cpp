@@ -1,8 +1,15 @@
 #include "backend/device_path.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "backend/dtype_mapping.h"
+
 #ifdef RINGREDUCE_WITH_CUDA
+#include "core/errors.h"
 #include "cuda/device_allreduce.h"
 #include "cuda/device_info.h"
+#include "cuda/reduce_kernels.h"
 #endif
 
 namespace ringreduce {
@@ -22,6 +29,43 @@ DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& con
     : device_(device), state_(std::make_unique<State>()) {
   state_->allreduce =
       std::make_unique<cuda::DeviceAllreduce>(rank, size, device.index(), config, exchange);
+}
+
+void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
+                            const std::vector<at::Tensor>& dsts, const c10d::ReduceOp& op,
+                            int avgDivisor) {
+  const char* name = "reduce_copy";
+  TORCH_CHECK_VALUE(!srcs.empty() && srcs.size() <= static_cast<size_t>(cuda::kMaxFanout) &&
+                        dsts.size() <= static_cast<size_t>(cuda::kMaxFanout),
+                    "reduce_copy: 1 to ", cuda::kMaxFanout, " sources and up to ",
+                    cuda::kMaxFanout, " destinations");
+  const at::Tensor& first = srcs[0];
+  cuda::ReduceCopyArgs args;
+  for (const auto* list : {&srcs, &dsts}) {
+    for (const at::Tensor& t : *list) {
+      TORCH_CHECK_VALUE(t.is_cuda() && t.device() == first.device() && t.is_contiguous() &&
+                            t.numel() == first.numel(),
+                        "reduce_copy: tensors must be contiguous, on one CUDA device, with "
+                        "the same number of elements");
+    }
+  }
+  for (const at::Tensor& t : srcs) {
+    TORCH_CHECK_VALUE(t.scalar_type() == first.scalar_type(), "reduce_copy: sources differ in dtype");
+    args.srcs[args.nsrc++] = t.data_ptr();
+  }
+  for (const at::Tensor& t : dsts) args.dsts[args.ndst++] = t.data_ptr();
+  args.count = static_cast<size_t>(first.numel());
+  args.srcType = toDataType(first.scalar_type(), name);
+  args.dstType = dsts.empty() ? args.srcType : toDataType(dsts[0].scalar_type(), name);
+  args.op = toReduceOp(op, name);
+  args.avgDivisor = avgDivisor;
+  const c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(first.device().type())->getStream(first.device());
+  try {
+    cuda::launchReduceCopy(args, first.device().index(), stream.native_handle());
+  } catch (const InvalidArgument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
 }
 
 std::string DevicePath::allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
@@ -44,6 +88,11 @@ DevicePath::DevicePath(int, int, c10::Device device, const Config&, const Record
 std::string DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
                                   const RecordExchange&) {
   return "";
+}
+
+void DevicePath::reduceCopy(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&,
+                            const c10d::ReduceOp&, int) {
+  TORCH_CHECK(false, "reduce_copy: the CUDA path was not compiled (no nvcc at build time)");
 }
 
 #endif

@@ -9,6 +9,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "core/config.h"
 #include "core/data_type.h"
@@ -37,6 +40,13 @@ class DevicePath {
   // caller must stage through the host.
   std::string allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
                         const c10::Stream& stream, const RecordExchange& exchange);
+  // One launch of the fused reduce-copy kernel on the current stream of the
+  // tensors' device: every destination gets the reduction of every source.
+  // For the kernel's own tests and benchmark, not part of the c10d API.
+  // Raises ValueError for bad arguments, RuntimeError when not compiled.
+  static void reduceCopy(const std::vector<at::Tensor>& srcs, const std::vector<at::Tensor>& dsts,
+                         const c10d::ReduceOp& op, int avgDivisor);
+
   // After a failure: keep the device resources for the life of the process.
   // Freeing them would wait for device work that may wait on a dead peer.
   void abandon();

@@ -32,6 +32,14 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout);
 
+  // The fused kernel alone, for tests/gpu and benchmarks/cuda_allreduce.py.
+  m.def(
+      "_reduce_copy",
+      [](const std::vector<at::Tensor>& srcs, const std::vector<at::Tensor>& dsts,
+         const c10d::ReduceOp& op, int avgDivisor) {
+        ringreduce::DevicePath::reduceCopy(srcs, dsts, op, avgDivisor);
+      },
+      py::arg("srcs"), py::arg("dsts"), py::arg("op"), py::arg("avg_divisor") = 0);
   m.def("version", [] { return std::string(RINGREDUCE_VERSION); });
   m.def("ucx_version", &ringreduce::ucxVersion);
   m.def("ucx_transports", &ringreduce::ucxTransports);

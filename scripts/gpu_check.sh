@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On a GPU machine, in one call: build against that machine's torch, run
+# tests/gpu, print the benchmark table last. Needs .gpu/ from
+# scripts/gpu_prepare.sh (UCX and pytest, which the GPU machine lacks).
+#   device run: bash scripts/gpu_check.sh        (carry: [".gpu"])
+# Results also go to $OUT (the device tool's folder) when it is set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-/tmp/ringreduce-gpu}
+mkdir -p "$OUT"
+ROOT=$PWD/.gpu/root
+if [ ! -d "$ROOT/usr/include/ucp" ]; then
+  echo "missing .gpu/root: run scripts/gpu_prepare.sh where Debian's packages are, and carry .gpu" >&2
+  exit 2
+fi
+export LD_LIBRARY_PATH=$ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export UCX_NET_DEVICES=lo UCX_LOG_LEVEL=error
+"$PYTHON" -c "import pytest" 2>/dev/null ||
+  "$PYTHON" -m pip install -q --no-index --find-links .gpu/wheels pytest
+
+nvidia-smi -L || true
+echo "=== build (torch $("$PYTHON" -c 'import torch; print(torch.__version__)')) ==="
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
+rm -rf build/py
+"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 ||
+  { tail -60 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+"$PYTHON" -m torch_ringreduce.info | tee "$OUT/info.txt"
+
+echo "=== tests/gpu ==="
+"$PYTHON" -m pytest tests/gpu -ra -p no:cacheprovider -x -q 2>&1 | tee "$OUT/gpu_tests.txt"
+test_status=${PIPESTATUS[0]}
+
+echo "=== benchmark ==="
+"$PYTHON" benchmarks/cuda_allreduce.py "$@" 2>&1 | tee "$OUT/benchmark.txt"
+exit "$test_status"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run here (a Debian machine with network to its package mirror and PyPI):
+# fills .gpu/ with what the GPU machine lacks, for the device tool to carry
+# (`carry: [".gpu"]`, a few MB): UCX from Debian's packages unpacked into
+# .gpu/root (not into /), and pytest's wheels. Then scripts/gpu_check.sh
+# runs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+rm -rf .gpu && mkdir -p .gpu/debs .gpu/root .gpu/wheels
+(cd .gpu/debs && apt-get download -q libucx0 libucx-dev libnuma1 >/dev/null)
+for deb in .gpu/debs/*.deb; do dpkg -x "$deb" .gpu/root; done
+rm -rf .gpu/debs .gpu/root/usr/share
+find .gpu/root -name "*.a" -delete
+# Only the transports a single node uses; the ib/rdmacm modules would need
+# libibverbs, which is not carried.
+rm -f .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_ib* \
+      .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_rdmacm*
+"$PYTHON" -m pip download -q --dest .gpu/wheels pytest >/dev/null
+du -sh .gpu
