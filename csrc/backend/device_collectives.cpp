@@ -1,10 +1,14 @@
-// Allreduce of CUDA tensors: on the device when a device path applies (our
-// IPC kernels on one node, NCCL across nodes: backend/device_path.h), else
-// through pinned host memory over UCX. Either way with ProcessGroupNCCL's
-// stream semantics (device_call.h).
+// Collectives of CUDA tensors that have a device path (backend/device_path.h:
+// our IPC kernels on one node, NCCL across nodes): allreduce, and the single
+// tensor reduce_scatter_tensor, all_gather_into_tensor and broadcast (what
+// DDP's start-up and FSDP use). Where no device path applies, each falls
+// back inside its body to pinned host staging over UCX. The other ops are
+// staged from the start (host_staging.h). Stream semantics: device_call.h.
 #include <c10/util/Exception.h>
 
+#include "algorithms/chain_broadcast.h"
 #include "algorithms/record_exchange.h"
+#include "algorithms/ring_allgather.h"
 #include "algorithms/ring_reduction.h"
 #include "backend/device_call.h"
 #include "backend/host_staging.h"
@@ -14,59 +18,154 @@
 
 namespace ringreduce {
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
-    const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
-  const c10::Device device = tensor.device();
+namespace {
+
+bool usableInPlace(const at::Tensor& t) {
+  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+// A pinned host copy of a device tensor, queued on the current stream.
+at::Tensor toHost(const at::Tensor& device) {
+  at::Tensor host = pinnedLike(device);
+  host.copy_(device, /*non_blocking=*/true);
+  return host;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
+    c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
+    const at::Tensor& output, std::vector<at::Tensor> touched, const std::string& summary,
+    DeviceBody body, CheckedArgs checked) {
+  const c10::Device device = output.device();
   {
     // The device path binds the group to one GPU, as a NCCL communicator does.
     std::lock_guard<std::mutex> lock(submitMutex_);
-    if (!allreduceDevice_) allreduceDevice_ = device;
-    TORCH_CHECK_VALUE(*allreduceDevice_ == device, "ringreduce: allreduce on rank ", rank_,
-                      ": tensor on ", device, ", but this group's CUDA allreduces run on ",
-                      *allreduceDevice_, "; use one GPU per rank (torch.cuda.set_device("
+    if (!groupDevice_) groupDevice_ = device;
+    TORCH_CHECK_VALUE(*groupDevice_ == device, "ringreduce: ", name, " on rank ", rank_,
+                      ": tensor on ", device, ", but this group's CUDA collectives run on ",
+                      *groupDevice_, "; use one GPU per rank (torch.cuda.set_device("
                       "local_rank) before init_process_group)");
   }
   const c10::Stream stream = internalStream(device);
   HostStaging staging(device, stream);
-  staging.onDevice(tensor);
+  for (const at::Tensor& t : touched) staging.onDevice(t);
   return staging.run([&] {
     return enqueue(
-        c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, {tensor},
-        describeTensor(tensor) + " " + reduceOpName(red.op),
-        [this, tensor, red, stream](const OpContext& ctx) {
-          // Runs with `stream` current (runCollective).
+        type, name, timeout, {output}, summary,
+        [this, device, stream, body = std::move(body)](const OpContext& ctx) {
+          // Part 0's message slots carry the device path's exchanges; part 1
+          // is the host fallback's own sequence number, so no ring message
+          // can meet an exchange record.
           auto round = std::make_shared<uint32_t>(0);
           RecordExchange exchange = [this, ctx, round](const void* mine, void* all,
                                                        size_t bytes) {
             exchangeRecords(*transport_, ctx, (*round)++, mine, all, bytes);
           };
+          DevicePath* path = nullptr;
           if (DevicePath::compiled()) {
             if (!devicePath_) {
-              devicePath_ = std::make_unique<DevicePath>(rank_, size_, tensor.device(), config_,
-                                                          exchange);
+              devicePath_ = std::make_unique<DevicePath>(rank_, size_, device, config_, exchange);
             }
-            const bool direct = tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg();
-            const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
-            const std::string path =
-                devicePath_->allreduce(flat, red.type, red.op, stream, exchange);
-            if (!path.empty()) {
-              if (!direct) tensor.copy_(flat);
-              RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << path);
-              return;
-            }
+            path = devicePath_.get();
           }
-          at::Tensor host = pinnedLike(tensor);
-          host.copy_(tensor, /*non_blocking=*/true);
-          waitForStream(stream, ctx, "copy the tensor to the host");
-          // Its own sequence number: no ring message can meet a record of the
-          // device path's exchanges above (they used part 0's slots).
-          ringAllreduce(*transport_, ctx.part(1), host.data_ptr(), static_cast<size_t>(host.numel()),
-                        red.type, red.op, config_, workspace_);
-          tensor.copy_(host, /*non_blocking=*/true);
-          RR_LOG(Trace, rank_, ctx.describe() << " ran through host staging");
+          body(ctx, DeviceStep{path, stream, exchange});
         },
-        CheckedArgs{-1, static_cast<int>(red.op)}, 2);
+        checked, 2);
   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
+    const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
+  return enqueueOnDevice(
+      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor},
+      describeTensor(tensor) + " " + reduceOpName(red.op),
+      [this, tensor, red](const OpContext& ctx, const DeviceStep& step) {
+        const bool direct = usableInPlace(tensor);
+        const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
+        if (step.path) {
+          const std::string ran =
+              step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange);
+          if (!ran.empty()) {
+            if (!direct) tensor.copy_(flat);
+            RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << ran);
+            return;
+          }
+        }
+        at::Tensor host = toHost(flat);
+        waitForStream(step.stream, ctx, "copy the tensor to the host");
+        ringAllreduce(*transport_, ctx.part(1), host.data_ptr(), static_cast<size_t>(host.numel()),
+                      red.type, red.op, config_, workspace_);
+        tensor.copy_(host, /*non_blocking=*/true);
+      },
+      CheckedArgs{-1, static_cast<int>(red.op)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
+    const at::Tensor& tensor, int root, std::chrono::milliseconds timeout) {
+  return enqueueOnDevice(
+      c10d::OpType::BROADCAST, "broadcast", timeout, tensor, {tensor},
+      describeTensor(tensor) + " from root " + std::to_string(root),
+      [this, tensor, root](const OpContext& ctx, const DeviceStep& step) {
+        const bool direct = usableInPlace(tensor);
+        const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
+        if (step.path && !step.path->broadcast(flat, root, step.stream, step.exchange).empty()) {
+          if (!direct) tensor.copy_(flat);
+          return;
+        }
+        at::Tensor host = toHost(flat);
+        waitForStream(step.stream, ctx, "copy the tensor to the host");
+        chainBroadcast(*transport_, ctx.part(1), host.data_ptr(), host.nbytes(), root, config_);
+        tensor.copy_(host, /*non_blocking=*/true);
+      },
+      CheckedArgs{root});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
+    const at::Tensor& output, const at::Tensor& input, std::chrono::milliseconds timeout) {
+  return enqueueOnDevice(
+      c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output, {output, input},
+      describeTensor(input),
+      [this, output, input](const OpContext& ctx, const DeviceStep& step) {
+        const at::Tensor in = contiguousInput(input);
+        const bool direct = usableInPlace(output);
+        const at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+        if (step.path && !step.path->allgather(in, out, step.stream, step.exchange).empty()) {
+          if (!direct) output.copy_(out);
+          return;
+        }
+        at::Tensor hostIn = toHost(in);
+        at::Tensor hostOut = pinnedLike(out);
+        waitForStream(step.stream, ctx, "copy the input to the host");
+        ringAllgather(*transport_, ctx.part(1), hostIn.data_ptr(), hostOut.data_ptr(),
+                      hostIn.nbytes(), config_);
+        output.copy_(hostOut, /*non_blocking=*/true);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
+    const at::Tensor& output, const at::Tensor& input, const Reduction& red,
+    std::chrono::milliseconds timeout) {
+  return enqueueOnDevice(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
+      {output, input}, describeTensor(output) + " " + reduceOpName(red.op),
+      [this, output, input, red](const OpContext& ctx, const DeviceStep& step) {
+        const at::Tensor in = contiguousInput(input);
+        const bool direct = usableInPlace(output);
+        const at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+        if (step.path &&
+            !step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange)
+                 .empty()) {
+          if (!direct) output.copy_(out);
+          return;
+        }
+        at::Tensor hostIn = toHost(in);  // a copy: the caller's input stays as it was
+        at::Tensor hostOut = pinnedLike(out);
+        waitForStream(step.stream, ctx, "copy the input to the host");
+        reduceScatterFlat(ctx.part(1), hostIn.reshape({-1}), hostOut, red.type, red.op);
+        output.copy_(hostOut, /*non_blocking=*/true);
+      },
+      CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 }  // namespace ringreduce

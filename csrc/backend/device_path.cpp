@@ -7,7 +7,7 @@
 
 #ifdef RINGREDUCE_WITH_CUDA
 #include "core/errors.h"
-#include "cuda/device_allreduce.h"
+#include "cuda/device_collectives.h"
 #include "cuda/device_info.h"
 #include "cuda/reduce_kernels.h"
 #endif
@@ -17,7 +17,7 @@ namespace ringreduce {
 #ifdef RINGREDUCE_WITH_CUDA
 
 struct DevicePath::State {
-  std::unique_ptr<cuda::DeviceAllreduce> allreduce;
+  std::unique_ptr<cuda::DeviceCollectives> collectives;
 };
 
 bool DevicePath::compiled() { return true; }
@@ -27,8 +27,8 @@ std::string DevicePath::describe() { return cuda::runtimeDescription(); }
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
                        const RecordExchange& exchange)
     : device_(device), state_(std::make_unique<State>()) {
-  state_->allreduce =
-      std::make_unique<cuda::DeviceAllreduce>(rank, size, device.index(), config, exchange);
+  state_->collectives =
+      std::make_unique<cuda::DeviceCollectives>(rank, size, device.index(), config, exchange);
 }
 
 void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
@@ -70,8 +70,29 @@ void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
 
 std::string DevicePath::allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
                                   const c10::Stream& stream, const RecordExchange& exchange) {
-  return state_->allreduce->run(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type, op,
-                                stream.native_handle(), exchange);
+  return state_->collectives->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                       type, op, stream.native_handle(), exchange);
+}
+
+std::string DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
+                                      DataType type, ReduceOp op, const c10::Stream& stream,
+                                      const RecordExchange& exchange) {
+  return state_->collectives->reduceScatter(input.data_ptr(), output.data_ptr(),
+                                            static_cast<size_t>(output.numel()), type, op,
+                                            stream.native_handle(), exchange);
+}
+
+std::string DevicePath::allgather(const at::Tensor& input, const at::Tensor& output,
+                                  const c10::Stream& stream, const RecordExchange& exchange) {
+  // Data movement: bytes, whatever the dtype.
+  return state_->collectives->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                        DataType::UInt8, stream.native_handle(), exchange);
+}
+
+std::string DevicePath::broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
+                                  const RecordExchange& exchange) {
+  return state_->collectives->broadcast(tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root,
+                                        stream.native_handle(), exchange);
 }
 
 #else
@@ -86,6 +107,21 @@ DevicePath::DevicePath(int, int, c10::Device device, const Config&, const Record
     : device_(device), state_(std::make_unique<State>()) {}
 
 std::string DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
+                                  const RecordExchange&) {
+  return "";
+}
+
+std::string DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, DataType, ReduceOp,
+                                      const c10::Stream&, const RecordExchange&) {
+  return "";
+}
+
+std::string DevicePath::allgather(const at::Tensor&, const at::Tensor&, const c10::Stream&,
+                                  const RecordExchange&) {
+  return "";
+}
+
+std::string DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&,
                                   const RecordExchange&) {
   return "";
 }

@@ -47,6 +47,16 @@ class DevicePath {
   static void reduceCopy(const std::vector<at::Tensor>& srcs, const std::vector<at::Tensor>& dsts,
                          const c10d::ReduceOp& op, int avgDivisor);
 
+  // The same contract for single-tensor reduce-scatter, allgather and
+  // broadcast (contiguous tensors; the caller copies around views).
+  std::string reduceScatter(const at::Tensor& input, const at::Tensor& output, DataType type,
+                            ReduceOp op, const c10::Stream& stream,
+                            const RecordExchange& exchange);
+  std::string allgather(const at::Tensor& input, const at::Tensor& output,
+                        const c10::Stream& stream, const RecordExchange& exchange);
+  std::string broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
+                        const RecordExchange& exchange);
+
   // After a failure: keep the device resources for the life of the process.
   // Freeing them would wait for device work that may wait on a dead peer.
   void abandon();

@@ -165,8 +165,32 @@ class ProcessGroupRing : public c10d::Backend {
   HostStaging stagingFor(c10::Device device) { return HostStaging(device, internalStream(device)); }
   // Posts a send/recv, with its device call's copies around it.
   PostedMessage post(const Operation& operation, const OpContext& op);
+  // CUDA ops with a device path (device_collectives.cpp). The body gets the
+  // group's DevicePath (null when not compiled), the internal stream and a
+  // record exchange; it falls back to host staging itself.
+  struct DeviceStep {
+    DevicePath* path;
+    c10::Stream stream;
+    RecordExchange exchange;
+  };
+  using DeviceBody = std::function<void(const OpContext&, const DeviceStep&)>;
+  c10::intrusive_ptr<c10d::Work> enqueueOnDevice(c10d::OpType type, const char* name,
+                                                 std::chrono::milliseconds timeout,
+                                                 const at::Tensor& output,
+                                                 std::vector<at::Tensor> touched,
+                                                 const std::string& summary, DeviceBody body,
+                                                 CheckedArgs checked = {});
   c10::intrusive_ptr<c10d::Work> allreduceOnDevice(const at::Tensor& tensor, const Reduction& red,
                                                    const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> broadcastOnDevice(const at::Tensor& tensor, int root,
+                                                   std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> allgatherOnDevice(const at::Tensor& output,
+                                                   const at::Tensor& input,
+                                                   std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> reduceScatterOnDevice(const at::Tensor& output,
+                                                       const at::Tensor& input,
+                                                       const Reduction& red,
+                                                       std::chrono::milliseconds timeout);
   void runCollective(const Operation& operation);
   void startPointToPoint(const Operation& operation);
   void runCoalesced(std::vector<Operation>& operations, WorkRing& combined);
@@ -198,7 +222,7 @@ class ProcessGroupRing : public c10d::Backend {
   std::unique_ptr<Executor> executor_;
   Workspace workspace_;     // used by the executor thread only
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
-  std::optional<c10::Device> allreduceDevice_;  // guarded by submitMutex_: devicePath_'s device
+  std::optional<c10::Device> groupDevice_;  // guarded by submitMutex_: devicePath_'s device
   std::mutex streamMutex_;
   std::vector<std::pair<c10::Device, c10::Stream>> internalStreams_;
   std::string failure_;     // executor thread only: why the group is unusable

@@ -192,11 +192,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter_tensor", rank_};
-  if (auto device = deviceOfCall(site, {output, input})) {
-    HostStaging staging = stagingFor(*device);
-    at::Tensor hostOutput = staging.write(output);
-    at::Tensor hostInput = staging.read(input);
-    return staging.run([&] { return _reduce_scatter_base(hostOutput, hostInput, opts); });
+  if (deviceOfCall(site, {output, input})) {
+    checkDeviceTensor(output, site, "output");
+    checkDeviceTensor(input, site, "input");
+    checkSameDtype(output, input, site, "output", "input");
+    checkNumel(input, output.numel() * size_, site, "input");
+    checkWritable(output, site, "output");
+    return reduceScatterOnDevice(output, input, checkReduction(output, opts.reduceOp, site),
+                                 opts.timeout);
   }
   checkHostTensor(output, site, "output");
   checkHostTensor(input, site, "input");
@@ -217,18 +220,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const CallSite site{"broadcast", rank_};
-  if (auto device = deviceOfCall(site, tensors)) {
-    HostStaging staging = stagingFor(*device);
-    std::vector<at::Tensor> host = staging.readWrite(tensors);
-    return staging.run([&] { return broadcast(host, opts); });
-  }
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
-  checkHostTensor(tensor, site, "input");
   checkRoot(opts.rootRank, size_, site);
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ringreduce: broadcast on rank ", rank_,
                     ": rootTensor must be 0 (one tensor per process)");
   const int root = static_cast<int>(opts.rootRank);
+  if (deviceOfCall(site, tensors)) {
+    checkDeviceTensor(tensor, site, "input");
+    return broadcastOnDevice(tensor, root, opts.timeout);
+  }
+  checkHostTensor(tensor, site, "input");
   return enqueue(c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
                  describeTensor(tensor) + " from root " + std::to_string(root),
                  [this, tensor, root](const OpContext& ctx) {
@@ -281,11 +283,13 @@ void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_into_tensor", rank_};
-  if (auto device = deviceOfCall(site, {output, input})) {
-    HostStaging staging = stagingFor(*device);
-    at::Tensor hostOutput = staging.write(output);
-    at::Tensor hostInput = staging.read(input);
-    return staging.run([&] { return _allgather_base(hostOutput, hostInput, opts); });
+  if (deviceOfCall(site, {output, input})) {
+    checkDeviceTensor(input, site, "input");
+    checkDeviceTensor(output, site, "output");
+    checkSameDtype(output, input, site, "output", "input");
+    checkNumel(output, input.numel() * size_, site, "output");
+    checkWritable(output, site, "output");
+    return allgatherOnDevice(output, input, opts.timeout);
   }
   checkHostTensor(input, site, "input");
   checkHostTensor(output, site, "output");

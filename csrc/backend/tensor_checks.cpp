@@ -51,6 +51,12 @@ void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
   checkNoOverlap(list, site, role);
 }
 
+void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const char* role) {
+  TORCH_CHECK_VALUE(tensor.defined(), where(site), role, " tensor is undefined");
+  TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, where(site), role, " tensor has layout ",
+                    tensor.layout(), "; only dense (strided) tensors are supported");
+}
+
 void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role) {
   // An expanded (stride 0) output would receive several results in one place.
   TORCH_CHECK_VALUE(at::has_internal_overlap(tensor) != at::MemOverlap::Yes, where(site), role,

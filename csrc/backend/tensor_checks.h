@@ -22,6 +22,9 @@ struct CallSite {
 void checkSingleTensor(const std::vector<at::Tensor>& tensors, const CallSite& site);
 // Dense, strided, on the CPU. Any dtype: data movement only needs bytes.
 void checkHostTensor(const at::Tensor& tensor, const CallSite& site, const char* role);
+// Dense, strided, defined: a CUDA tensor for a device path (deviceOfCall
+// has already checked that the call's tensors share one device).
+void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const char* role);
 // A dtype the reduction loops handle (reduction ops only).
 void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site);
 // Results can be written into `tensor` (no internal overlap).

@@ -10,7 +10,7 @@
 
 #include "core/data_type.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_allreduce.h"  // RecordExchange
+#include "cuda/ipc_collectives.h"  // RecordExchange
 #include "cuda/nccl_library.h"
 
 namespace ringreduce::cuda {

@@ -171,7 +171,9 @@ TEST(RingReduce, EveryRootGetsTheReduction) {
       auto data = inputOf(rank, count, 6);
       ringReduce(t, OpContext("reduce", 1 + root, std::chrono::seconds(20)), data.data(), count,
                  DataType::Int64, ReduceOp::Max, root, smallSegments(), ws);
-      if (rank == root) ASSERT_EQ(data, expected);
+      if (rank == root) {
+        ASSERT_EQ(data, expected);
+      }
     }
   });
 }
@@ -191,9 +193,11 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
     std::vector<uint8_t> gathered(total, 0xff);
     gatherToRoot(t, OpContext("gather", 1, std::chrono::seconds(20)), mine.data(), mine.size(),
                  gathered.data(), layout, 2);
-    if (rank == 2)
-      for (int r = 0; r < n; ++r)
+    if (rank == 2) {
+      for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < layout.bytes[r]; ++i) ASSERT_EQ(gathered[layout.offsets[r] + i], r);
+      }
+    }
     // Scatter the same layout back from root 1.
     std::vector<uint8_t> source(total);
     for (int r = 0; r < n; ++r)

@@ -44,9 +44,20 @@ def test_allreduce_every_dtype_and_op(world, algorithm):
                            timeout=600))
 
 
+# broadcast, all_gather_into_tensor and reduce_scatter_tensor have device
+# paths (IPC on one node) with host fallbacks; the rest is host-staged.
+OTHER_PATHS = {
+    "auto": {},
+    "host": {"RINGREDUCE_CUDA_ALGO": "host"},
+    "expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+}
+
+
 @pytest.mark.parametrize("world", [1, 2, 4])
-def test_other_collectives_on_cuda_tensors(world):
-    _no_failures(run_world(world, cuda_cases.sweep_other_collectives, timeout=600))
+@pytest.mark.parametrize("paths", list(OTHER_PATHS))
+def test_other_collectives_on_cuda_tensors(world, paths):
+    _no_failures(run_world(world, cuda_cases.sweep_other_collectives, env=OTHER_PATHS[paths],
+                           timeout=600))
 
 
 @pytest.mark.parametrize("world", [1, 2, 4])

@@ -1,4 +1,4 @@
-#include "cuda/ipc_allreduce.h"
+#include "cuda/ipc_collectives.h"
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +26,17 @@ size_t vectorElements(DataType type) {
 
 void* advance(void* base, size_t bytes) { return static_cast<uint8_t*>(base) + bytes; }
 
+// A reduction of `count` elements over the group's `size` ranks (AVG divides
+// by the group size in the store); the caller fills in the pointers.
+ReduceCopyArgs reductionOf(DataType type, ReduceOp op, size_t count, int size) {
+  ReduceCopyArgs args;
+  args.count = count;
+  args.srcType = args.dstType = type;
+  args.op = op;
+  args.avgDivisor = op == ReduceOp::Avg ? size : 0;
+  return args;
+}
+
 }  // namespace
 
 const char* ipcAlgorithmName(IpcAlgorithm algorithm) {
@@ -37,7 +48,7 @@ const char* ipcAlgorithmName(IpcAlgorithm algorithm) {
   return "?";
 }
 
-IpcAllreduce::IpcAllreduce(int rank, int size, int device, size_t scratchBytes)
+IpcCollectives::IpcCollectives(int rank, int size, int device, size_t scratchBytes)
     : rank_(rank),
       size_(size),
       device_(device),
@@ -46,18 +57,18 @@ IpcAllreduce::IpcAllreduce(int rank, int size, int device, size_t scratchBytes)
       after_(device),
       mappings_(device) {}
 
-std::unique_ptr<IpcAllreduce> IpcAllreduce::setUp(int rank, int size, int device,
+std::unique_ptr<IpcCollectives> IpcCollectives::setUp(int rank, int size, int device,
                                                   size_t scratchBytes,
                                                   const RecordExchange& exchange,
                                                   std::string* why) {
-  std::unique_ptr<IpcAllreduce> self;
+  std::unique_ptr<IpcCollectives> self;
   std::string failure;
   SetupRecord mine;
   if (size > kMaxFanout) {
     failure = "the CUDA IPC path takes at most " + std::to_string(kMaxFanout) + " ranks";
   } else {
     try {
-      self.reset(new IpcAllreduce(rank, size, device, scratchBytes));
+      self.reset(new IpcCollectives(rank, size, device, scratchBytes));
       mine.scratch = self->scratch_.exported();
       mine.before = self->before_.handle();
       mine.after = self->after_.handle();
@@ -93,7 +104,7 @@ std::unique_ptr<IpcAllreduce> IpcAllreduce::setUp(int rank, int size, int device
   return self;
 }
 
-void IpcAllreduce::openPeers(const void* records) {
+void IpcCollectives::openPeers(const void* records) {
   const auto* all = static_cast<const SetupRecord*>(records);
   peerScratch_.resize(size_);
   peersBefore_.resize(size_);
@@ -109,15 +120,15 @@ void IpcAllreduce::openPeers(const void* records) {
   }
 }
 
-IpcAllreduce::~IpcAllreduce() = default;
+IpcCollectives::~IpcCollectives() = default;
 
-size_t IpcAllreduce::stagedCapacity(DataType wire) const {
+size_t IpcCollectives::stagedCapacity(DataType wire) const {
   const size_t unit = vectorElements(wire) * static_cast<size_t>(size_);
   const size_t elems = scratch_.bytes() / 2 / elementSize(wire);
   return elems / unit * unit;
 }
 
-void IpcAllreduce::barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs,
+void IpcCollectives::barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs,
                            void* stream, const RecordExchange& exchange, const void* record,
                            void* all, size_t bytes) {
   mine.record(stream);  // before the message: a peer's wait must see this record
@@ -127,7 +138,7 @@ void IpcAllreduce::barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEv
   }
 }
 
-void IpcAllreduce::copyCast(const void* src, DataType from, void* dst, DataType to,
+void IpcCollectives::copyCast(const void* src, DataType from, void* dst, DataType to,
                             size_t count, int avgDivisor, void* stream) {
   if (from == to && avgDivisor <= 1) {
     checkCuda(cudaMemcpyAsync(dst, src, count * elementSize(from), cudaMemcpyDeviceToDevice,
@@ -148,7 +159,7 @@ void IpcAllreduce::copyCast(const void* src, DataType from, void* dst, DataType 
   launchReduceCopy(args, device_, stream);
 }
 
-IpcAlgorithm IpcAllreduce::run(void* data, size_t count, DataType type, ReduceOp op,
+IpcAlgorithm IpcCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                DataType wire, IpcAlgorithm algorithm, void* stream,
                                const RecordExchange& exchange) {
   if (count == 0) return algorithm;
@@ -171,30 +182,26 @@ IpcAlgorithm IpcAllreduce::run(void* data, size_t count, DataType type, ReduceOp
   return IpcAlgorithm::Staged;
 }
 
-void IpcAllreduce::oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+void IpcCollectives::oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
                            void* stream, const RecordExchange& exchange) {
   copyCast(data, type, scratch_.data(), wire, count, 0, stream);
   ExportedRange token, all[kMaxFanout];
   barrier(before_, peersBefore_, stream, exchange, &token, all, sizeof(token));
-  ReduceCopyArgs args;
+  ReduceCopyArgs args = reductionOf(wire, op, count, size_);
+  args.dstType = type;  // widened back from the wire dtype in the store
   for (int q = 0; q < size_; ++q) args.srcs[q] = peerScratch_[q];
   args.nsrc = size_;
   args.dsts[0] = data;
   args.ndst = 1;
-  args.count = count;
-  args.srcType = wire;
-  args.dstType = type;
-  args.op = op;
-  args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
   launchReduceCopy(args, device_, stream);
   // No rank may overwrite its scratch (next call) while a peer still reads it.
   barrier(after_, peersAfter_, stream, exchange, &token, all, sizeof(token));
 }
 
-bool IpcAllreduce::twoShotInPlace(void* data, size_t count, DataType type, ReduceOp op,
-                                  void* stream, const RecordExchange& exchange) {
+bool IpcCollectives::shareBefore(const void* ptr, void* stream, const RecordExchange& exchange,
+                                std::vector<void*>& peers) {
   std::string why;
-  const ExportedRange mine = exportRange(device_, data, &why);
+  const ExportedRange mine = exportRange(device_, ptr, &why);
   ExportedRange all[kMaxFanout];
   before_.record(stream);
   exchange(&mine, all, sizeof(ExportedRange));
@@ -202,31 +209,99 @@ bool IpcAllreduce::twoShotInPlace(void* data, size_t count, DataType type, Reduc
     // Nobody waits on this round's events then, so skipping them is safe.
     if (!all[q].ok) return false;
   }
+  peers.assign(size_, nullptr);
   for (int q = 0; q < size_; ++q) {
-    if (q != rank_) peersBefore_[q]->waitOn(stream);
+    if (q == rank_) {
+      peers[q] = const_cast<void*>(ptr);
+      continue;
+    }
+    peersBefore_[q]->waitOn(stream);
+    peers[q] = mappings_.map(all[q]);
   }
+  return true;
+}
+
+void IpcCollectives::afterBarrier(void* stream, const RecordExchange& exchange) {
+  ExportedRange token, all[kMaxFanout];
+  barrier(after_, peersAfter_, stream, exchange, &token, all, sizeof(token));
+}
+
+bool IpcCollectives::twoShotInPlace(void* data, size_t count, DataType type, ReduceOp op,
+                                    void* stream, const RecordExchange& exchange) {
+  std::vector<void*> tensors;
+  if (!shareBefore(data, stream, exchange, tensors)) return false;
   // Rank r owns slice r: it alone reads that slice of every tensor and then
   // writes the result back to all of them, so in place is safe.
   const size_t esize = elementSize(type);
   const Range slice = alignedChunkOf(count, size_, rank_, vectorElements(type));
-  ReduceCopyArgs args;
+  ReduceCopyArgs args = reductionOf(type, op, slice.count, size_);
   for (int q = 0; q < size_; ++q) {
-    void* base = q == rank_ ? data : mappings_.map(all[q]);
-    args.srcs[q] = advance(base, slice.offset * esize);
-    args.dsts[q] = advance(base, slice.offset * esize);
+    args.srcs[q] = advance(tensors[q], slice.offset * esize);
+    args.dsts[q] = advance(tensors[q], slice.offset * esize);
   }
   args.nsrc = args.ndst = size_;
-  args.count = slice.count;
-  args.srcType = args.dstType = type;
-  args.op = op;
-  args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
   launchReduceCopy(args, device_, stream);
   // No rank may use its tensor before every slice has been written into it.
-  barrier(after_, peersAfter_, stream, exchange, &mine, all, sizeof(ExportedRange));
+  afterBarrier(stream, exchange);
   return true;
 }
 
-void IpcAllreduce::staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+bool IpcCollectives::reduceScatter(const void* input, void* output, size_t countPerRank,
+                                   DataType type, ReduceOp op, void* stream,
+                                   const RecordExchange& exchange) {
+  const std::string reason = kernelUnsupportedReason(type, type, op);
+  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  std::vector<void*> inputs;
+  if (!shareBefore(input, stream, exchange, inputs)) return false;
+  ReduceCopyArgs args = reductionOf(type, op, countPerRank, size_);
+  const size_t blockBytes = countPerRank * elementSize(type);
+  for (int q = 0; q < size_; ++q) {
+    args.srcs[q] = advance(inputs[q], static_cast<size_t>(rank_) * blockBytes);
+  }
+  args.nsrc = size_;
+  args.dsts[0] = output;
+  args.ndst = 1;
+  launchReduceCopy(args, device_, stream);
+  // The peers may not change their inputs before every rank has read its block.
+  afterBarrier(stream, exchange);
+  return true;
+}
+
+bool IpcCollectives::allgather(const void* input, void* output, size_t countPerRank,
+                               DataType type, void* stream, const RecordExchange& exchange) {
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  std::vector<void*> inputs;
+  if (!shareBefore(input, stream, exchange, inputs)) return false;
+  const size_t blockBytes = countPerRank * elementSize(type);
+  for (int q = 0; q < size_; ++q) {
+    void* block = advance(output, static_cast<size_t>(q) * blockBytes);
+    if (block == inputs[q] || blockBytes == 0) continue;  // in place: already there
+    checkCuda(cudaMemcpyAsync(block, inputs[q], blockBytes, cudaMemcpyDeviceToDevice,
+                              static_cast<cudaStream_t>(stream)),
+              "cudaMemcpyAsync (allgather block)");
+  }
+  afterBarrier(stream, exchange);
+  return true;
+}
+
+bool IpcCollectives::broadcast(void* data, size_t count, DataType type, int root, void* stream,
+                               const RecordExchange& exchange) {
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  std::vector<void*> tensors;
+  if (!shareBefore(data, stream, exchange, tensors)) return false;
+  const size_t bytes = count * elementSize(type);
+  if (rank_ != root && bytes > 0) {
+    checkCuda(cudaMemcpyAsync(data, tensors[root], bytes, cudaMemcpyDeviceToDevice,
+                              static_cast<cudaStream_t>(stream)),
+              "cudaMemcpyAsync (broadcast)");
+  }
+  // The root may not change its tensor before every rank has copied it.
+  afterBarrier(stream, exchange);
+  return true;
+}
+
+void IpcCollectives::staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
                           void* stream, const RecordExchange& exchange) {
   const size_t capacity = stagedCapacity(wire);
   if (capacity == 0) throw Error("ringreduce: the CUDA scratch buffer is too small");
@@ -239,16 +314,12 @@ void IpcAllreduce::staged(void* data, size_t count, DataType type, ReduceOp op, 
     copyCast(advance(data, done * esize), type, scratch_.data(), wire, n, 0, stream);
     barrier(before_, peersBefore_, stream, exchange, &token, all, sizeof(token));
     const Range slice = alignedChunkOf(n, size_, rank_, vectorElements(wire));
-    ReduceCopyArgs args;
+    ReduceCopyArgs args = reductionOf(wire, op, slice.count, size_);
     for (int q = 0; q < size_; ++q) {
       args.srcs[q] = advance(peerScratch_[q], slice.offset * wsize);
       args.dsts[q] = advance(peerScratch_[q], outputHalf + slice.offset * wsize);
     }
     args.nsrc = args.ndst = size_;
-    args.count = slice.count;
-    args.srcType = args.dstType = wire;
-    args.op = op;
-    args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
     launchReduceCopy(args, device_, stream);
     barrier(after_, peersAfter_, stream, exchange, &token, all, sizeof(token));
     copyCast(advance(scratch_.data(), outputHalf), wire, advance(data, done * esize), type, n, 0,

@@ -1,5 +1,6 @@
-// Allreduce among the ranks of one node, on our own kernels, with buffers
-// shared through CUDA IPC (ipc_memory.h).
+// Collectives among the ranks of one node, on our own kernels, with buffers
+// shared through CUDA IPC (ipc_memory.h): allreduce, and the reduce-scatter,
+// allgather and broadcast that FSDP and DDP's start-up use.
 //
 // No kernel ever waits for another process's kernel: without MPS, kernels of
 // different processes on one GPU are time-sliced, so a spin-wait on a flag
@@ -47,35 +48,55 @@ using RecordExchange = std::function<void(const void* mine, void* all, size_t by
 enum class IpcAlgorithm { OneShot, TwoShot, Staged };
 const char* ipcAlgorithmName(IpcAlgorithm algorithm);
 
-class IpcAllreduce {
+class IpcCollectives {
  public:
   // Collective: allocates this rank's scratch (scratchBytes, split in an
   // input and an output half) and its two events, exchanges their handles
   // and opens the peers'. Null (and `why`) on every rank when any rank
   // failed, so the ranks fall back together instead of waiting on each other.
-  static std::unique_ptr<IpcAllreduce> setUp(int rank, int size, int device,
+  static std::unique_ptr<IpcCollectives> setUp(int rank, int size, int device,
                                              size_t scratchBytes, const RecordExchange& exchange,
                                              std::string* why);
-  ~IpcAllreduce();
+  ~IpcCollectives();
 
   // In place on `count` elements at `data` (device memory of `device`),
   // enqueued on `stream`. `wire` is float16/bfloat16 to carry float32 data
   // narrowed in the staged forms (type otherwise). Returns the algorithm
   // that ran (two-shot becomes staged when some rank's tensor cannot be
   // shared).
-  IpcAlgorithm run(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+  IpcAlgorithm allreduce(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
                    IpcAlgorithm algorithm, void* stream, const RecordExchange& exchange);
+
+  // The other collectives read the peers' tensors in place (a copy, or the
+  // kernel) between a stream barrier before and one after. They return
+  // false, on every rank alike, when some rank's tensor cannot be shared
+  // (expandable segments): the caller then stages through the host.
+  //   reduceScatter  rank r reduces block r of every input into its output
+  //   allgather      every rank copies every input into its output
+  //   broadcast      every rank copies the root's tensor
+  bool reduceScatter(const void* input, void* output, size_t countPerRank, DataType type,
+                     ReduceOp op, void* stream, const RecordExchange& exchange);
+  bool allgather(const void* input, void* output, size_t countPerRank, DataType type,
+                 void* stream, const RecordExchange& exchange);
+  bool broadcast(void* data, size_t count, DataType type, int root, void* stream,
+                 const RecordExchange& exchange);
 
   // Elements of `type` one staged round can carry.
   size_t stagedCapacity(DataType wire) const;
 
  private:
-  IpcAllreduce(int rank, int size, int device, size_t scratchBytes);
+  IpcCollectives(int rank, int size, int device, size_t scratchBytes);
   void openPeers(const void* setupRecords);
   void barrier(SharedEvent& mine, std::vector<std::unique_ptr<PeerEvent>>& theirs, void* stream,
                const RecordExchange& exchange, const void* record, void* all, size_t bytes);
   void oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire, void* stream,
                const RecordExchange& exchange);
+  // Exports `ptr`, records the "before" event, exchanges, and (when every
+  // rank could share) waits on the peers' events and maps their pointers
+  // into `peers` (mine: ptr). False on every rank when one could not share.
+  bool shareBefore(const void* ptr, void* stream, const RecordExchange& exchange,
+                   std::vector<void*>& peers);
+  void afterBarrier(void* stream, const RecordExchange& exchange);
   bool twoShotInPlace(void* data, size_t count, DataType type, ReduceOp op, void* stream,
                       const RecordExchange& exchange);
   void staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire, void* stream,

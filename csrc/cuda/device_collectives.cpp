@@ -1,4 +1,4 @@
-#include "cuda/device_allreduce.h"
+#include "cuda/device_collectives.h"
 
 #include <set>
 #include <vector>
@@ -26,7 +26,7 @@ DataType wireOf(const Config& config, DataType type, ReduceOp op) {
 
 }  // namespace
 
-DeviceAllreduce::DeviceAllreduce(int rank, int size, int device, const Config& config,
+DeviceCollectives::DeviceCollectives(int rank, int size, int device, const Config& config,
                                  const RecordExchange& exchange)
     : rank_(rank), size_(size), device_(device), config_(config) {
   IdentityRecord mine;
@@ -46,19 +46,19 @@ DeviceAllreduce::DeviceAllreduce(int rank, int size, int device, const Config& c
               " node(s), " + std::to_string(gpus.size()) + " GPU(s)";
 }
 
-DeviceAllreduce::~DeviceAllreduce() = default;
+DeviceCollectives::~DeviceCollectives() = default;
 
-bool DeviceAllreduce::ipcUsable(const RecordExchange& exchange) {
+bool DeviceCollectives::ipcUsable(const RecordExchange& exchange) {
   if (!ipcTried_) {
     ipcTried_ = true;
-    ipc_ = IpcAllreduce::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
+    ipc_ = IpcCollectives::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
                                &ipcFailure_);
     if (!ipc_) RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
   }
   return ipc_ != nullptr;
 }
 
-bool DeviceAllreduce::ncclUsable(const RecordExchange& exchange) {
+bool DeviceCollectives::ncclUsable(const RecordExchange& exchange) {
   if (!ncclTried_) {
     ncclTried_ = true;
     std::string why;
@@ -82,7 +82,7 @@ bool DeviceAllreduce::ncclUsable(const RecordExchange& exchange) {
   return nccl_ != nullptr;
 }
 
-std::string DeviceAllreduce::run(void* data, size_t count, DataType type, ReduceOp op,
+std::string DeviceCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                  void* stream, const RecordExchange& exchange) {
   const std::string& algo = config_.cudaAlgorithm;
   if (algo == "host") return "";
@@ -110,7 +110,7 @@ std::string DeviceAllreduce::run(void* data, size_t count, DataType type, Reduce
       } else if (algo == "staged") {
         wanted = IpcAlgorithm::Staged;
       }
-      return ipcAlgorithmName(ipc_->run(data, count, type, op, wire, wanted, stream, exchange));
+      return ipcAlgorithmName(ipc_->allreduce(data, count, type, op, wire, wanted, stream, exchange));
     }
     if (forced) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=" + algo +
@@ -120,6 +120,67 @@ std::string DeviceAllreduce::run(void* data, size_t count, DataType type, Reduce
   if (NcclCommunicator::unsupportedReason(type, op).empty() && ncclUsable(exchange)) {
     nccl_->allreduce(data, data, count, type, op, stream);
     return "nccl";
+  }
+  return "";
+}
+
+}  // namespace ringreduce::cuda
+
+namespace ringreduce::cuda {
+
+std::string DeviceCollectives::pathForOthers(DataType type, const RecordExchange& exchange) {
+  const std::string& algo = config_.cudaAlgorithm;
+  if (algo == "host") return "";
+  if (algo == "nccl") {
+    const std::string unsupported = NcclCommunicator::unsupportedType(type);
+    if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
+    if (!ncclUsable(exchange)) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl cannot run: " + ncclFailure_);
+    }
+    return "nccl";
+  }
+  if (sameNode_ && size_ <= kMaxFanout && ipcUsable(exchange)) return "ipc";
+  if (NcclCommunicator::unsupportedType(type).empty() && ncclUsable(exchange)) return "nccl";
+  return "";
+}
+
+std::string DeviceCollectives::reduceScatter(const void* input, void* output, size_t countPerRank,
+                                             DataType type, ReduceOp op, void* stream,
+                                             const RecordExchange& exchange) {
+  const std::string path = pathForOthers(type, exchange);
+  if (path == "ipc") {
+    return ipc_->reduceScatter(input, output, countPerRank, type, op, stream, exchange) ? "ipc" : "";
+  }
+  if (path == "nccl" && NcclCommunicator::unsupportedReason(type, op).empty()) {
+    nccl_->reduceScatter(input, output, countPerRank, type, op, stream);
+    return path;
+  }
+  return "";
+}
+
+std::string DeviceCollectives::allgather(const void* input, void* output, size_t countPerRank,
+                                         DataType type, void* stream,
+                                         const RecordExchange& exchange) {
+  const std::string path = pathForOthers(type, exchange);
+  if (path == "ipc") {
+    return ipc_->allgather(input, output, countPerRank, type, stream, exchange) ? "ipc" : "";
+  }
+  if (path == "nccl") {
+    nccl_->allgather(input, output, countPerRank, type, stream);
+    return path;
+  }
+  return "";
+}
+
+std::string DeviceCollectives::broadcast(void* data, size_t count, DataType type, int root,
+                                         void* stream, const RecordExchange& exchange) {
+  const std::string path = pathForOthers(type, exchange);
+  if (path == "ipc") {
+    return ipc_->broadcast(data, count, type, root, stream, exchange) ? "ipc" : "";
+  }
+  if (path == "nccl") {
+    nccl_->broadcast(data, count, type, root, stream);
+    return path;
   }
   return "";
 }
