@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# On a GPU machine, in one call: build against that machine's torch, run
-# tests/gpu, print the benchmark table last. Needs .gpu/ from
-# scripts/gpu_prepare.sh (UCX and pytest, which the GPU machine lacks).
-#   device run: bash scripts/gpu_check.sh        (carry: [".gpu"])
-# Results also go to $OUT (the device tool's folder) when it is set.
+# On a GPU machine: build against that machine's torch, run tests/gpu, print
+# the benchmark table last. Needs .gpu/ from scripts/gpu_prepare.sh (UCX and
+# pytest wheels, which the GPU machine lacks).
+#   bash scripts/gpu_check.sh [all|build|test|bench] [arguments for pytest or the benchmark]
+# `all` (the default) does the three in order. Where one command may run for
+# 10 minutes at most (the device tool), run `build`, then `test` (pytest's -k
+# can split it), then `bench`, in calls on the same warm machine: the build
+# stays in the tree. Results also go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -19,19 +22,31 @@ export UCX_NET_DEVICES=lo UCX_LOG_LEVEL=error
 "$PYTHON" -c "import pytest" 2>/dev/null ||
   "$PYTHON" -m pip install -q --no-index --find-links .gpu/wheels pytest
 
-nvidia-smi -L || true
-echo "=== build (torch $("$PYTHON" -c 'import torch; print(torch.__version__)')) ==="
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
-rm -rf build/py
-"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 ||
-  { tail -60 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-"$PYTHON" -m torch_ringreduce.info | tee "$OUT/info.txt"
+phase=${1:-all}
+[ $# -gt 0 ] && shift
+status=0
 
-echo "=== tests/gpu ==="
-"$PYTHON" -m pytest tests/gpu -ra -p no:cacheprovider -x -q 2>&1 | tee "$OUT/gpu_tests.txt"
-test_status=${PIPESTATUS[0]}
+if [ "$phase" = all ] || [ "$phase" = build ]; then
+  nvidia-smi -L || true
+  echo "=== build (torch $("$PYTHON" -c 'import torch; print(torch.__version__)')) ==="
+  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+  export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
+  rm -rf build/py
+  "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 ||
+    { tail -60 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+  "$PYTHON" -m torch_ringreduce.info | tee "$OUT/info.txt"
+fi
 
-echo "=== benchmark ==="
-"$PYTHON" benchmarks/cuda_allreduce.py "$@" 2>&1 | tee "$OUT/benchmark.txt"
-exit "$test_status"
+if [ "$phase" = all ] || [ "$phase" = test ]; then
+  echo "=== tests/gpu ==="
+  if [ "$phase" = all ]; then set --; fi
+  "$PYTHON" -m pytest tests/gpu -ra -p no:cacheprovider -q "$@" 2>&1 | tee "$OUT/gpu_tests.txt"
+  status=${PIPESTATUS[0]}
+fi
+
+if [ "$phase" = all ] || [ "$phase" = bench ]; then
+  echo "=== benchmark ==="
+  if [ "$phase" = all ]; then set --; fi
+  "$PYTHON" benchmarks/cuda_allreduce.py "$@" 2>&1 | tee "$OUT/benchmark.txt"
+fi
+exit "$status"
