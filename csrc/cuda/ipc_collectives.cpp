@@ -1,12 +1,9 @@
 #include "cuda/ipc_collectives.h"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 
 #include "core/errors.h"
 #include "core/partition.h"
-#include "cuda/cuda_error.h"
 
 namespace ringreduce::cuda {
 
@@ -141,9 +138,7 @@ void IpcCollectives::barrier(SharedEvent& mine, std::vector<std::unique_ptr<Peer
 void IpcCollectives::copyCast(const void* src, DataType from, void* dst, DataType to,
                             size_t count, int avgDivisor, void* stream) {
   if (from == to && avgDivisor <= 1) {
-    checkCuda(cudaMemcpyAsync(dst, src, count * elementSize(from), cudaMemcpyDeviceToDevice,
-                              static_cast<cudaStream_t>(stream)),
-              "cudaMemcpyAsync (device to device)");
+    copyOnStream(device_, dst, src, count * elementSize(from), stream);
     return;
   }
   ReduceCopyArgs args;
@@ -166,7 +161,6 @@ IpcAlgorithm IpcCollectives::allreduce(void* data, size_t count, DataType type, 
   const std::string reason = kernelUnsupportedReason(type, type, op);
   if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
   if (wire != type && !kernelUnsupportedReason(type, wire, op).empty()) wire = type;
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   // Every input here is the same on all ranks (count, types, algorithm), so
   // every rank takes the same branch; only the two-shot's "can every tensor
   // be shared" is learned in the exchange, and all ranks learn it alike.
@@ -251,7 +245,6 @@ bool IpcCollectives::reduceScatter(const void* input, void* output, size_t count
                                    const RecordExchange& exchange) {
   const std::string reason = kernelUnsupportedReason(type, type, op);
   if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   std::vector<void*> inputs;
   if (!shareBefore(input, stream, exchange, inputs)) return false;
   ReduceCopyArgs args = reductionOf(type, op, countPerRank, size_);
@@ -270,16 +263,13 @@ bool IpcCollectives::reduceScatter(const void* input, void* output, size_t count
 
 bool IpcCollectives::allgather(const void* input, void* output, size_t countPerRank,
                                DataType type, void* stream, const RecordExchange& exchange) {
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   std::vector<void*> inputs;
   if (!shareBefore(input, stream, exchange, inputs)) return false;
   const size_t blockBytes = countPerRank * elementSize(type);
   for (int q = 0; q < size_; ++q) {
     void* block = advance(output, static_cast<size_t>(q) * blockBytes);
     if (block == inputs[q] || blockBytes == 0) continue;  // in place: already there
-    checkCuda(cudaMemcpyAsync(block, inputs[q], blockBytes, cudaMemcpyDeviceToDevice,
-                              static_cast<cudaStream_t>(stream)),
-              "cudaMemcpyAsync (allgather block)");
+    copyOnStream(device_, block, inputs[q], blockBytes, stream);
   }
   afterBarrier(stream, exchange);
   return true;
@@ -287,14 +277,11 @@ bool IpcCollectives::allgather(const void* input, void* output, size_t countPerR
 
 bool IpcCollectives::broadcast(void* data, size_t count, DataType type, int root, void* stream,
                                const RecordExchange& exchange) {
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   std::vector<void*> tensors;
   if (!shareBefore(data, stream, exchange, tensors)) return false;
   const size_t bytes = count * elementSize(type);
   if (rank_ != root && bytes > 0) {
-    checkCuda(cudaMemcpyAsync(data, tensors[root], bytes, cudaMemcpyDeviceToDevice,
-                              static_cast<cudaStream_t>(stream)),
-              "cudaMemcpyAsync (broadcast)");
+    copyOnStream(device_, data, tensors[root], bytes, stream);
   }
   // The root may not change its tensor before every rank has copied it.
   afterBarrier(stream, exchange);

@@ -60,6 +60,14 @@ ExportedRange exportRange(int device, const void* ptr, std::string* why) {
   return range;
 }
 
+void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return;
+  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                            static_cast<cudaStream_t>(stream)),
+            "cudaMemcpyAsync (device to device)");
+}
+
 PeerMappings::~PeerMappings() {
   try {
     closeAll();
@@ -85,6 +93,8 @@ void* PeerMappings::map(const ExportedRange& range) {
 void PeerMappings::closeAll() {
   if (open_.empty()) return;
   checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  // Kernels queued earlier may still read or write these mappings.
+  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before closing peer mappings)");
   for (auto& [handle, base] : open_) (void)cudaIpcCloseMemHandle(base);
   open_.clear();
 }
@@ -119,12 +129,15 @@ SharedEvent::SharedEvent(int device) : device_(device) {
   std::memcpy(handle_.data(), &handle, kIpcHandleBytes);
 }
 
-SharedEvent::~SharedEvent() {
-  (void)cudaSetDevice(device_);
-  (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
-}
+// Deliberately not destroyed: a peer may still be about to wait on this
+// event for the group's last operation when this rank tears the group down
+// (it has sent its last record; the peer has received it but not yet made
+// its stream wait), and waiting on a destroyed interprocess event is
+// undefined. Two small events per group are left to the process.
+SharedEvent::~SharedEvent() = default;
 
 void SharedEvent::record(void* stream) {
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   checkCuda(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)),
             "cudaEventRecord(interprocess event)");
 }
@@ -144,6 +157,7 @@ PeerEvent::~PeerEvent() {
 }
 
 void PeerEvent::waitOn(void* stream) {
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
   checkCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
                                 static_cast<cudaEvent_t>(event_), 0),
             "cudaStreamWaitEvent(a peer's event)");

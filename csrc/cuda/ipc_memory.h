@@ -29,9 +29,10 @@ struct ExportedRange {
 ExportedRange exportRange(int device, const void* ptr, std::string* why);
 
 // The peers' allocations this process has opened, by handle. Opening costs
-// tens of microseconds, so mappings are kept until closeAll() (the group's
-// end, or when too many accumulate): the caching allocator hands out the
-// same few segments again and again, so the cache stays small.
+// tens of microseconds, so mappings are kept until the group ends: the
+// caching allocator hands out the same few segments again and again, so the
+// cache stays small (a segment a peer frees stays mapped, and allocated,
+// until then).
 class PeerMappings {
  public:
   explicit PeerMappings(int device) : device_(device) {}
@@ -42,13 +43,17 @@ class PeerMappings {
   // The peer's pointer (allocation base + offset) in this process.
   void* map(const ExportedRange& range);
   size_t size() const { return open_.size(); }
-  // Only when no queued device work still reads or writes a mapping.
+  // Waits for the device's queued work first (it may use the mappings).
   void closeAll();
 
  private:
   int device_;
   std::map<IpcHandle, void*> open_;
 };
+
+// Copies `bytes` between device pointers of `device` (mapped peer pointers
+// included), queued on `stream`.
+void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* stream);
 
 // A device buffer of our own (cudaMalloc, so always shareable).
 class DeviceBuffer {
@@ -67,7 +72,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// An interprocess event this process records; peers open it by handle.
+// An interprocess event this process records; peers open it by handle. Not
+// destroyed with the object (see the destructor): a peer may still wait on it.
 class SharedEvent {
  public:
   explicit SharedEvent(int device);

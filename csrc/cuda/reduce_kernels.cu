@@ -23,12 +23,6 @@ int multiprocessorCount(int device) {
 
 namespace {
 
-bool isWireCast(DataType s, DataType d) {
-  const bool narrow = s == DataType::Float32 && isHalfPrecision(d);
-  const bool widen = isHalfPrecision(s) && d == DataType::Float32;
-  return narrow || widen;
-}
-
 // Bool holds 0/1 bytes: SUM/MAX are OR, PRODUCT/MIN are AND (as on the host).
 ReduceOp boolOperator(ReduceOp op) {
   switch (op) {
@@ -46,26 +40,6 @@ ReduceOp boolOperator(ReduceOp op) {
 }
 
 }  // namespace
-
-std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp op) {
-  if (srcType != dstType) {
-    if (!isWireCast(srcType, dstType)) {
-      return std::string("no device cast from ") + dataTypeName(srcType) + " to " +
-             dataTypeName(dstType);
-    }
-    if (op != ReduceOp::Sum && op != ReduceOp::Avg) {
-      return std::string("a 16-bit wire dtype carries SUM and AVG only, not ") +
-             reduceOpName(op);
-    }
-    return "";
-  }
-  const std::string reason = unsupportedReason(srcType, op);
-  if (!reason.empty()) return reason;
-  if (isComplex(srcType) && op != ReduceOp::Sum && op != ReduceOp::Avg) {
-    return std::string(reduceOpName(op)) + " is not defined for " + dataTypeName(srcType);
-  }
-  return "";
-}
 
 void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
   if (given.nsrc < 1 || given.nsrc > kMaxFanout || given.ndst < 0 || given.ndst > kMaxFanout) {

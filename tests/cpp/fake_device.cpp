@@ -1,0 +1,152 @@
+#include "fake_device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "core/errors.h"
+#include "cuda/ipc_memory.h"
+#include "cuda/reduce_kernels.h"
+#include "cuda/reduce_math.cuh"
+
+namespace ringreduce::testing {
+
+namespace {
+std::mutex unshareableMutex;
+std::set<const void*> unshareable;
+}  // namespace
+
+void markUnshareable(const void* ptr) {
+  std::lock_guard<std::mutex> lock(unshareableMutex);
+  unshareable.insert(ptr);
+}
+
+void clearUnshareable() {
+  std::lock_guard<std::mutex> lock(unshareableMutex);
+  unshareable.clear();
+}
+
+}  // namespace ringreduce::testing
+
+namespace ringreduce::cuda {
+
+ExportedRange exportRange(int, const void* ptr, std::string* why) {
+  ExportedRange range;
+  {
+    std::lock_guard<std::mutex> lock(testing::unshareableMutex);
+    if (testing::unshareable.count(ptr)) {
+      if (why) *why = "unshareable (test)";
+      return range;
+    }
+  }
+  std::memcpy(range.handle.data(), &ptr, sizeof(ptr));
+  range.ok = 1;
+  return range;
+}
+
+void copyOnStream(int, void* dst, const void* src, size_t bytes, void*) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+}
+
+PeerMappings::~PeerMappings() = default;
+
+void* PeerMappings::map(const ExportedRange& range) {
+  void* base = nullptr;
+  std::memcpy(&base, range.handle.data(), sizeof(base));
+  open_.emplace(range.handle, base);
+  return static_cast<uint8_t*>(base) + range.offset;
+}
+
+void PeerMappings::closeAll() { open_.clear(); }
+
+DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+  data_ = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (data_ == nullptr) throw Error("fake DeviceBuffer: out of memory");
+}
+
+DeviceBuffer::~DeviceBuffer() { std::free(data_); }
+
+ExportedRange DeviceBuffer::exported() const {
+  ExportedRange range;
+  std::memcpy(range.handle.data(), &data_, sizeof(data_));
+  range.ok = 1;
+  return range;
+}
+
+// An event is a mutex: record() releases it after this rank's writes, a
+// peer's waitOn() acquires it before that peer's reads. That is the order the
+// device events give, and ThreadSanitizer sees it, so a missing wait in the
+// protocol shows up as a data race.
+SharedEvent::SharedEvent(int device) : device_(device) {
+  // Never freed (as the real events): kept reachable for the leak checker.
+  static std::mutex poolMutex;
+  static std::deque<std::mutex> pool;
+  {
+    std::lock_guard<std::mutex> lock(poolMutex);
+    event_ = &pool.emplace_back();
+  }
+  std::memcpy(handle_.data(), &event_, sizeof(event_));
+}
+SharedEvent::~SharedEvent() = default;  // left to the process, as the real one
+void SharedEvent::record(void*) { std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
+
+PeerEvent::PeerEvent(int device, const IpcHandle& handle) : device_(device) {
+  std::memcpy(&event_, handle.data(), sizeof(event_));
+}
+PeerEvent::~PeerEvent() = default;
+void PeerEvent::waitOn(void*) { std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
+
+namespace {
+
+template <typename S, typename D, typename Op>
+void run(const ReduceCopyArgs& a, size_t count) {
+  const S* srcs[kMaxFanout];
+  for (int s = 0; s < a.nsrc; ++s) srcs[s] = static_cast<const S*>(a.srcs[s]);
+  for (size_t i = 0; i < count; ++i) {
+    const D v = reduceElement<S, D, Op>(srcs, a.nsrc, i, a.avgDivisor);
+    for (int d = 0; d < a.ndst; ++d) static_cast<D*>(a.dsts[d])[i] = v;
+  }
+}
+
+template <typename T>
+void sameType(const ReduceCopyArgs& a, size_t count) {
+  switch (a.op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return run<T, T, SumOp>(a, count);
+    case ReduceOp::Product: return run<T, T, ProductOp>(a, count);
+    case ReduceOp::Min: return run<T, T, MinOp>(a, count);
+    case ReduceOp::Max: return run<T, T, MaxOp>(a, count);
+    default: break;
+  }
+  throw InvalidArgument("fake reduce-copy: operator not covered by the fake");
+}
+
+}  // namespace
+
+// The fake covers what the protocol tests use: float32, int64, bfloat16
+// and the float32 <-> 16-bit wire casts.
+void launchReduceCopy(const ReduceCopyArgs& args, int, void*) {
+  if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
+    throw InvalidArgument("fake reduce-copy: bad fan-in/out");
+  }
+  const std::string reason = kernelUnsupportedReason(args.srcType, args.dstType, args.op);
+  if (!reason.empty()) throw InvalidArgument(reason);
+  const DataType s = args.srcType, d = args.dstType;
+  if (s == d && s == DataType::Float32) return sameType<float>(args, args.count);
+  if (s == d && s == DataType::Int64) return sameType<int64_t>(args, args.count);
+  if (s == d && s == DataType::BFloat16) return sameType<__nv_bfloat16>(args, args.count);
+  if (s == DataType::Float32 && d == DataType::BFloat16) {
+    return run<float, __nv_bfloat16, SumOp>(args, args.count);
+  }
+  if (s == DataType::BFloat16 && d == DataType::Float32) {
+    return run<__nv_bfloat16, float, SumOp>(args, args.count);
+  }
+  if (s == DataType::Float32 && d == DataType::Float16) return run<float, __half, SumOp>(args, args.count);
+  if (s == DataType::Float16 && d == DataType::Float32) return run<__half, float, SumOp>(args, args.count);
+  if (s == d && s == DataType::Float16) return sameType<__half>(args, args.count);
+  throw InvalidArgument("fake reduce-copy: dtype not covered by the fake");
+}
+
+}  // namespace ringreduce::cuda
