@@ -19,8 +19,11 @@ if [ ! -d "$ROOT/usr/include/ucp" ]; then
 fi
 export LD_LIBRARY_PATH=$ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export UCX_NET_DEVICES=lo UCX_LOG_LEVEL=error
-"$PYTHON" -c "import pytest" 2>/dev/null ||
-  "$PYTHON" -m pip install -q --no-index --find-links .gpu/wheels pytest
+# Nothing can be fetched there: every pip call uses the carried wheels only.
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.gpu/wheels
+"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+"$PYTHON" -c "import setuptools.command.bdist_wheel" 2>/dev/null ||
+  "$PYTHON" -m pip install -q "setuptools>=70.1"
 
 phase=${1:-all}
 [ $# -gt 0 ] && shift
@@ -28,13 +31,18 @@ status=0
 
 if [ "$phase" = all ] || [ "$phase" = build ]; then
   nvidia-smi -L || true
+  # The image's default CXX (/opt/gcc/bin/g++) is newer than its libstdc++:
+  # the build picks a compatible compiler itself and says which.
+  echo "CXX=${CXX:-unset} c++: $(c++ --version | head -1)"
   echo "=== build (torch $("$PYTHON" -c 'import torch; print(torch.__version__)')) ==="
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
   export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
   rm -rf build/py
   "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 ||
     { tail -60 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-  "$PYTHON" -m torch_ringreduce.info | tee "$OUT/info.txt"
+  grep -i "compiler\|not using" "$OUT/build.log" | head -5
+  "$PYTHON" -m torch_ringreduce.info --require cuda,gpu | tee "$OUT/info.txt" ||
+    { echo "INFO REPORTS PROBLEMS"; exit 1; }
 fi
 
 if [ "$phase" = all ] || [ "$phase" = test ]; then

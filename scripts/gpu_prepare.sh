@@ -2,7 +2,7 @@
 # Run here (a Debian machine with network to its package mirror and PyPI):
 # fills .gpu/ with what the GPU machine lacks, for the device tool to carry
 # (`carry: [".gpu"]`, a few MB): UCX from Debian's packages unpacked into
-# .gpu/root (not into /), and pytest's wheels. Then scripts/gpu_check.sh
+# .gpu/root (not into /), and the wheels of pytest and setuptools. Then scripts/gpu_check.sh
 # runs there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,4 +17,6 @@ find .gpu/root -name "*.a" -delete
 rm -f .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_ib* \
       .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_rdmacm*
 "$PYTHON" -m pip download -q --dest .gpu/wheels pytest >/dev/null
+# The build's one requirement (pyproject.toml), should that image's be older.
+"$PYTHON" -m pip download -q --no-deps --dest .gpu/wheels "setuptools>=70.1" >/dev/null
 du -sh .gpu

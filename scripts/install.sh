@@ -6,11 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
 # Probing torch must not depend on this package: a stale earlier install (its
 # source folder gone) makes torch's backend autoload fail `import torch`.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 APT_PACKAGES=(libucx-dev ucx-utils libgtest-dev cmake ninja-build pkg-config g++)
+# Debian's python3 needs its venv module to install anywhere (PEP 668).
+if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ] && command -v python3 >/dev/null &&
+   ! python3 -c "import ensurepip" 2>/dev/null; then
+  APT_PACKAGES+=(python3-venv)
+fi
 TORCH_VERSION=2.13.0
 
 missing=()
@@ -24,26 +28,37 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+. scripts/python_env.sh
+ringreduce_python_env create
+echo "[install] python: $PYTHON"
+
 if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
   echo "[install] pip install torch==$TORCH_VERSION"
   "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# torch warns on every import without NumPy (a fresh venv has none).
+"$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
 # NCCL, which the CUDA path loads with dlopen when it needs it: where nvcc
 # compiles that path, the wheel's header checks our declarations of its ABI
 # and its library the loader (tests/cpp/test_cuda_layer.cpp).
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   "$PYTHON" -c "import nvidia.nccl" 2>/dev/null || "$PYTHON" -m pip install -q nvidia-nccl-cu13
 fi
-"$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel
+# pyproject.toml's build requirement: with --no-build-isolation it comes from
+# this environment. Every pip form builds a wheel: setuptools >= 70.1 has
+# bdist_wheel built in (Debian 12's venvs start with 66, without it).
+"$PYTHON" -c "import setuptools.command.bdist_wheel" 2>/dev/null ||
+  "$PYTHON" -m pip install -q "setuptools>=70.1"
 
 # Editable build: the extension lands in torch_ringreduce/ and CMake keeps its
 # build folder (build/py), so a rebuild only compiles what changed.
 echo "[install] building torch_ringreduce against torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
 set +e
 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 \
-  | grep -v "Running pip as the 'root' user"
+  | grep -v "Running pip as the 'root' user\|Location 'file:.*' is ignored"
 build_status=${PIPESTATUS[0]}
 set -e
 [ "$build_status" -eq 0 ] || { echo "[install] build failed (pip exit $build_status)" >&2; exit 1; }
 "$PYTHON" -c "import torch_ringreduce" || { echo "[install] import failed" >&2; exit 1; }
+echo "[install] done: run your own scripts with $PYTHON (e.g. $PYTHON -m torch.distributed.run ...)"

@@ -4,7 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh || exit 1
-PYTHON=${PYTHON:-python3}
+. scripts/python_env.sh
+ringreduce_python_env || exit 1
 
 # Tests use loopback only.
 export UCX_NET_DEVICES=lo

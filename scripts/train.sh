@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+. scripts/python_env.sh
+ringreduce_python_env
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-exec "${PYTHON:-python3}" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}" \
+exec "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}" \
   examples/train_ddp.py "$@"

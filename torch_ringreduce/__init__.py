@@ -15,7 +15,14 @@ import torch.distributed as dist
 # and an explicit UCX_LOG_LEVEL still wins.
 os.environ.setdefault("UCX_LOG_LEVEL", "error")
 
-from . import _C  # noqa: E402
+from . import _build_check  # noqa: E402
+
+_build_check.check()  # an extension built for another torch: a clear ImportError
+try:
+    from . import _C  # noqa: E402
+except ImportError as error:
+    raise ImportError(f"torch_ringreduce._C does not load under torch {torch.__version__} "
+                      f"({error}); {_build_check.REBUILD}") from error
 
 __version__ = _C.version()
 BACKEND_NAME = "ringreduce"

@@ -1,32 +1,131 @@
-"""python -m torch_ringreduce.info: versions, what was compiled in, and the
-UCX transports this machine offers. Paste its output into bug reports."""
+"""python -m torch_ringreduce.info: what was built, against what, and whether
+what this environment asks for can work here (our `horovodrun --check-build`).
+
+Prints one `name: value` line per fact, then the problems found. Exits 1 when
+something asked for cannot work: a setting in the environment
+(RINGREDUCE_CUDA_ALGO, RINGREDUCE_NCCL_LIBRARY, UCX_TLS) or a capability named
+with --require. Paste its output into bug reports.
+"""
+import argparse
+import os
 import platform
+import sys
 
 import torch
 
-from . import _C, __version__
+from . import _C, __version__, _build_info
+
+# What each UCX_TLS alias stands for, by transport-name prefix.
+_UCX_ALIASES = {"sm": ("sysv", "posix", "cma", "knem", "xpmem"),
+                "shm": ("sysv", "posix", "cma", "knem", "xpmem"),
+                "mm": ("sysv", "posix", "xpmem"), "ib": ("rc", "ud", "dc"),
+                "rc": ("rc",), "ud": ("ud",), "dc": ("dc",), "cuda": ("cuda",),
+                "rocm": ("rocm",)}
+_DEVICE_ALGORITHMS = ("oneshot", "twoshot", "staged", "nccl")
+REQUIREMENTS = ("cuda", "nccl", "gpu")
 
 
-def collect():
+def loaded_libstdcxx():
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libstdc++.so"):
+                return os.path.realpath(path)
+    return "none loaded"
+
+
+def ucx_tls_problem(requested, transports):
+    """Why UCX_TLS cannot be met by the transports UCX sees, or None."""
+    if not requested or requested.startswith("^"):
+        return None
+    names = {t.split("/")[0] for t in transports}
+    missing = []
+    for entry in filter(None, (e.strip() for e in requested.split(","))):
+        if entry == "all":
+            return None
+        prefixes = _UCX_ALIASES.get(entry, (entry,))
+        if not any(name == p or name.startswith(p + "_") for name in names for p in prefixes):
+            missing.append(entry)
+    if len(missing) == len([e for e in requested.split(",") if e.strip()]):
+        return (f"UCX_TLS={requested}: UCX sees none of these transports here "
+                f"(it sees {', '.join(sorted(names)) or 'none'})")
+    return None
+
+
+def collect(require=()):
+    """(facts as an ordered dict, problems as a list of sentences)."""
     build = _C.build_info()
-    return {
+    nccl_found, nccl_detail = _C.nccl_status()
+    transports = _C.ucx_transports()
+    cuda_available = torch.cuda.is_available()
+    facts = {
         "torch_ringreduce": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "UCX": _C.ucx_version(),
+        "torch (built against)": f"{_build_info.TORCH_VERSION} "
+                                 f"(_GLIBCXX_USE_CXX11_ABI={_build_info.TORCH_CXX11_ABI})",
+        "torch (running)": f"{torch.__version__} "
+                           f"(_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)})",
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "compiler": _build_info.CXX_COMPILER,
+        "C++ runtime (built)": _build_info.LIBSTDCXX_RUNTIME,
+        "C++ runtime (loaded)": loaded_libstdcxx(),
         "CPU path": "compiled" if build["cpu_path"] else "missing",
-        "CUDA path": ("compiled" if build["cuda_path"]
-                      else "not compiled (CUDA tensors go through host staging)"),
+        "CUDA path": (f"compiled ({_build_info.CUDA_DETAIL})" if build["cuda_path"]
+                      else f"not compiled: {_build_info.CUDA_DETAIL} "
+                           "(CUDA tensors go through host staging)"),
         "CUDA runtime": build["cuda_runtime"],
-        "NCCL loading": build["nccl_loading"],
-        "UCX transports": ", ".join(_C.ucx_transports()) or "none found",
+        "CUDA devices (torch)": (f"{torch.cuda.device_count()}" if cuda_available
+                                 else f"none (torch {'has' if torch.version.cuda else 'lacks'} CUDA)"),
+        "NCCL": (nccl_detail if nccl_found else f"not found: {nccl_detail}"),
+        "UCX": _C.ucx_version(),
+        "UCX transports": ", ".join(transports) or "none found",
     }
 
+    problems = []
+    if not transports:
+        problems.append("UCX finds no transport: no collective can run")
+    tls = ucx_tls_problem(os.environ.get("UCX_TLS", ""), transports)
+    if tls:
+        problems.append(tls)
+    algorithm = os.environ.get("RINGREDUCE_CUDA_ALGO", "")
+    if algorithm in _DEVICE_ALGORITHMS and not build["cuda_path"]:
+        problems.append(f"RINGREDUCE_CUDA_ALGO={algorithm} needs the CUDA path, which was "
+                        f"not compiled ({_build_info.CUDA_DETAIL})")
+    if (algorithm == "nccl" or os.environ.get("RINGREDUCE_NCCL_LIBRARY")) and not nccl_found:
+        asked = ("RINGREDUCE_CUDA_ALGO=nccl" if algorithm == "nccl"
+                 else f"RINGREDUCE_NCCL_LIBRARY={os.environ['RINGREDUCE_NCCL_LIBRARY']}")
+        problems.append(f"{asked} asks for NCCL, which cannot be loaded: {nccl_detail}")
+    if "cuda" in require and not build["cuda_path"]:
+        problems.append(f"--require cuda: the CUDA path was not compiled "
+                        f"({_build_info.CUDA_DETAIL})")
+    if "nccl" in require and not nccl_found:
+        problems.append(f"--require nccl: NCCL cannot be loaded: {nccl_detail}")
+    if "gpu" in require and not cuda_available:
+        problems.append("--require gpu: torch sees no CUDA device")
+    return facts, problems
 
-def main():
-    for key, value in collect().items():
-        print(f"{key + ':':<18} {value}")
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m torch_ringreduce.info",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--require", default="",
+                        help=f"comma-separated capabilities that must work: {', '.join(REQUIREMENTS)}")
+    args = parser.parse_args(argv)
+    require = {r.strip() for r in args.require.split(",") if r.strip()}
+    unknown = require - set(REQUIREMENTS)
+    if unknown:
+        parser.error(f"--require: unknown {', '.join(sorted(unknown))} "
+                     f"(known: {', '.join(REQUIREMENTS)})")
+    facts, problems = collect(require)
+    for key, value in facts.items():
+        print(f"{key + ':':<23} {value}")
+    if problems:
+        print("problems:")
+        for problem in problems:
+            print(f"  - {problem}")
+        return 1
+    print("problems:               none")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "cuda/device_collectives.h"
 #include "cuda/device_info.h"
+#include "cuda/nccl_library.h"
 #include "cuda/reduce_kernels.h"
 #endif
 
@@ -23,6 +24,19 @@ struct DevicePath::State {
 bool DevicePath::compiled() { return true; }
 
 std::string DevicePath::describe() { return cuda::runtimeDescription(); }
+
+bool DevicePath::ncclAvailable(std::string* detail) {
+  std::string why;
+  const cuda::NcclLibrary* nccl = cuda::NcclLibrary::load(&why);
+  if (nccl == nullptr) {
+    *detail = why;
+    return false;
+  }
+  *detail = "NCCL " + std::to_string(nccl->version / 10000) + "." +
+            std::to_string(nccl->version / 100 % 100) + "." + std::to_string(nccl->version % 100) +
+            " from " + nccl->path;
+  return true;
+}
 
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
                        const RecordExchange& exchange)
@@ -102,6 +116,11 @@ struct DevicePath::State {};
 bool DevicePath::compiled() { return false; }
 
 std::string DevicePath::describe() { return "not compiled (nvcc was not found at build time)"; }
+
+bool DevicePath::ncclAvailable(std::string* detail) {
+  *detail = "not used: the CUDA path was not compiled";
+  return false;
+}
 
 DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&)
     : device_(device), state_(std::make_unique<State>()) {}

@@ -27,6 +27,9 @@ class DevicePath {
   static bool compiled();
   // "runtime 13.0 (linked statically), driver ..., 1 device(s)", or why not compiled.
   static std::string describe();
+  // Whether NCCL (loaded on first use) can be loaded here, and which one or
+  // why not; loads it once for the process.
+  static bool ncclAvailable(std::string* detail);
 
   // Collective (every rank, on its first CUDA allreduce): learns the group's
   // topology. Executor thread only, like everything below.

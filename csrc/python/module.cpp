@@ -56,4 +56,9 @@ PYBIND11_MODULE(_C, m) {
                                : "not compiled";
     return info;
   });
+  m.def("nccl_status", [] {
+    std::string detail;
+    const bool found = ringreduce::DevicePath::ncclAvailable(&detail);
+    return py::make_tuple(found, detail);
+  });
 }
