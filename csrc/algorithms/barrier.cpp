@@ -4,7 +4,8 @@
 
 namespace ringreduce {
 
-void disseminationBarrier(UcxTransport& transport, const OpContext& op) {
+void disseminationBarrier(const Comm& comm, const OpContext& op) {
+  Transport& transport = comm.transport;
   const int n = transport.size();
   const int rank = transport.rank();
   char unused = 0;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
+#include "algorithms/comm.h"
 
 namespace ringreduce {
 
-void disseminationBarrier(UcxTransport& transport, const OpContext& op);
+void disseminationBarrier(const Comm& comm, const OpContext& op);
 
 }  // namespace ringreduce

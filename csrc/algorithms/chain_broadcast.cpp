@@ -7,8 +7,10 @@
 
 namespace ringreduce {
 
-void chainBroadcast(UcxTransport& transport, const OpContext& op, void* data, size_t bytes,
-                    int root, const Config& config) {
+void chainBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
+  Transport& transport = comm.transport;
+  const size_t bytes = args.bytes;
+  const int root = args.root;
   const int n = transport.size();
   if (n == 1 || bytes == 0) return;
   const int rank = transport.rank();
@@ -19,9 +21,9 @@ void chainBroadcast(UcxTransport& transport, const OpContext& op, void* data, si
   const bool receives = position != 0;
   const bool forwards = position != n - 1;
 
-  const SegmentPlan plan = planSegments(bytes, 1, config.segmentBytes, kMaxSlot + 1);
+  const SegmentPlan plan = planSegments(bytes, 1, comm.config.segmentBytes, kMaxSlot + 1);
   const Range whole{0, bytes};
-  char* base = static_cast<char*>(data);
+  char* base = static_cast<char*>(args.data);
 
   std::vector<Request> recvs;
   if (receives) {

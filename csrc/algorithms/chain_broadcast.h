@@ -5,13 +5,17 @@
 
 #include <cstddef>
 
-#include "core/config.h"
+#include "algorithms/comm.h"
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
 
 namespace ringreduce {
 
-void chainBroadcast(UcxTransport& transport, const OpContext& op, void* data, size_t bytes,
-                    int root, const Config& config);
+// `bytes` at `data`: read on `root`, written on every other rank.
+struct BroadcastArgs {
+  void* data = nullptr;
+  size_t bytes = 0;
+  int root = 0;
+};
+void chainBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
 }  // namespace ringreduce

@@ -7,13 +7,12 @@
 
 namespace ringreduce {
 
-void verifySameCollective(UcxTransport& transport, const OpContext& op,
+void verifySameCollective(const Comm& comm, const OpContext& op,
                           const CollectiveFingerprint& mine,
-                          const std::function<std::string(const CollectiveFingerprint&)>& describe,
-                          const Config& config) {
-  const int n = transport.size();
+                          const std::function<std::string(const CollectiveFingerprint&)>& describe) {
+  const int n = comm.size();
   std::vector<CollectiveFingerprint> all(static_cast<size_t>(n));
-  ringAllgather(transport, op, &mine, all.data(), sizeof(CollectiveFingerprint), config);
+  ringAllgather(comm, op, {&mine, all.data(), sizeof(CollectiveFingerprint)});
   std::string differences;
   for (int r = 1; r < n; ++r) {
     if (all[r] == all[0]) continue;
@@ -21,7 +20,7 @@ void verifySameCollective(UcxTransport& transport, const OpContext& op,
   }
   if (differences.empty()) return;
   throw InvalidArgument("ringreduce: mismatched collectives at #" + std::to_string(op.seq) +
-                        " (seen on rank " + std::to_string(transport.rank()) + "): rank 0 calls " +
+                        " (seen on rank " + std::to_string(comm.rank()) + "): rank 0 calls " +
                         describe(all[0]) + differences);
 }
 

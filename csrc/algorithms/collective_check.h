@@ -9,9 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "core/config.h"
+#include "algorithms/comm.h"
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
 
 namespace ringreduce {
 
@@ -31,9 +30,8 @@ struct CollectiveFingerprint {
 
 // Throws InvalidArgument on every rank when fingerprints differ; `describe`
 // renders one fingerprint for the message.
-void verifySameCollective(UcxTransport& transport, const OpContext& op,
+void verifySameCollective(const Comm& comm, const OpContext& op,
                           const CollectiveFingerprint& mine,
-                          const std::function<std::string(const CollectiveFingerprint&)>& describe,
-                          const Config& config);
+                          const std::function<std::string(const CollectiveFingerprint&)>& describe);
 
 }  // namespace ringreduce

@@ -26,9 +26,13 @@ void checkLayout(const BlockLayout& layout, int n, const OpContext& op) {
 }
 }  // namespace
 
-void gatherToRoot(UcxTransport& transport, const OpContext& op, const void* input,
-                  size_t inputBytes, void* output, const BlockLayout& layout, int root,
-                  uint32_t slot) {
+void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args) {
+  Transport& transport = comm.transport;
+  const void* input = args.input;
+  const size_t inputBytes = args.inputBytes;
+  const BlockLayout& layout = args.layout;
+  const int root = args.root;
+  const uint32_t slot = args.slot;
   const int n = transport.size();
   const int rank = transport.rank();
   if (rank != root) {
@@ -37,7 +41,7 @@ void gatherToRoot(UcxTransport& transport, const OpContext& op, const void* inpu
     return;
   }
   checkLayout(layout, n, op);
-  char* out = static_cast<char*>(output);
+  char* out = static_cast<char*>(args.output);
   std::vector<Request> recvs;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank) continue;
@@ -51,9 +55,14 @@ void gatherToRoot(UcxTransport& transport, const OpContext& op, const void* inpu
   transport.waitAll(recvs, op);
 }
 
-void scatterFromRoot(UcxTransport& transport, const OpContext& op, const void* input,
-                     const BlockLayout& layout, void* output, size_t outputBytes, int root,
-                     uint32_t slot) {
+void scatterFromRoot(const Comm& comm, const OpContext& op, const ScatterArgs& args) {
+  Transport& transport = comm.transport;
+  const void* input = args.input;
+  const BlockLayout& layout = args.layout;
+  void* output = args.output;
+  const size_t outputBytes = args.outputBytes;
+  const int root = args.root;
+  const uint32_t slot = args.slot;
   const int n = transport.size();
   const int rank = transport.rank();
   if (rank != root) {
@@ -73,8 +82,12 @@ void scatterFromRoot(UcxTransport& transport, const OpContext& op, const void* i
   transport.waitAll(sends, op);
 }
 
-void allToAll(UcxTransport& transport, const OpContext& op, const void* send,
-              const BlockLayout& sendLayout, void* recv, const BlockLayout& recvLayout) {
+void allToAll(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
+  Transport& transport = comm.transport;
+  const void* send = args.send;
+  void* recv = args.recv;
+  const BlockLayout& sendLayout = args.sendLayout;
+  const BlockLayout& recvLayout = args.recvLayout;
   const int n = transport.size();
   const int rank = transport.rank();
   checkLayout(sendLayout, n, op);

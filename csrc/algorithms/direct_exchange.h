@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/comm.h"
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
 
 namespace ringreduce {
 
@@ -24,17 +24,34 @@ struct BlockLayout {
 };
 
 // Rank i's `input` lands in block i of the root's `output` (ignored elsewhere).
-void gatherToRoot(UcxTransport& transport, const OpContext& op, const void* input,
-                  size_t inputBytes, void* output, const BlockLayout& layout, int root,
-                  uint32_t slot = 0);
+struct GatherArgs {
+  const void* input = nullptr;
+  size_t inputBytes = 0;
+  void* output = nullptr;
+  BlockLayout layout;  // of the root's output
+  int root = 0;
+  uint32_t slot = 0;
+};
+void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args);
 
 // Block i of the root's `input` (ignored elsewhere) lands in rank i's `output`.
-void scatterFromRoot(UcxTransport& transport, const OpContext& op, const void* input,
-                     const BlockLayout& layout, void* output, size_t outputBytes, int root,
-                     uint32_t slot = 0);
+struct ScatterArgs {
+  const void* input = nullptr;
+  BlockLayout layout;  // of the root's input
+  void* output = nullptr;
+  size_t outputBytes = 0;
+  int root = 0;
+  uint32_t slot = 0;
+};
+void scatterFromRoot(const Comm& comm, const OpContext& op, const ScatterArgs& args);
 
 // Block p of `send` goes to rank p; what rank p sends arrives in block p of `recv`.
-void allToAll(UcxTransport& transport, const OpContext& op, const void* send,
-              const BlockLayout& sendLayout, void* recv, const BlockLayout& recvLayout);
+struct AllToAllArgs {
+  const void* send = nullptr;
+  BlockLayout sendLayout;
+  void* recv = nullptr;
+  BlockLayout recvLayout;
+};
+void allToAll(const Comm& comm, const OpContext& op, const AllToAllArgs& args);
 
 }  // namespace ringreduce

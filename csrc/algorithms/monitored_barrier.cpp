@@ -15,7 +15,8 @@ constexpr uint32_t kArriveSlot = 0;
 constexpr uint32_t kReleaseSlot = 1;
 }  // namespace
 
-void monitoredBarrier(UcxTransport& transport, const OpContext& op, bool waitAllRanks) {
+void monitoredBarrier(const Comm& comm, const OpContext& op, bool waitAllRanks) {
+  Transport& transport = comm.transport;
   const int n = transport.size();
   const int rank = transport.rank();
   char unused = 0;

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
+#include "algorithms/comm.h"
 
 namespace ringreduce {
 
 // Throws TimeoutError naming the missing rank (the first one, or all of them
 // with waitAllRanks) on rank 0, and naming rank 0 on the others.
-void monitoredBarrier(UcxTransport& transport, const OpContext& op, bool waitAllRanks);
+void monitoredBarrier(const Comm& comm, const OpContext& op, bool waitAllRanks);
 
 }  // namespace ringreduce

@@ -8,8 +8,9 @@
 
 namespace ringreduce {
 
-void exchangeRecords(UcxTransport& transport, const OpContext& op, uint32_t round,
+void exchangeRecords(const Comm& comm, const OpContext& op, uint32_t round,
                      const void* mine, void* all, size_t bytes) {
+  Transport& transport = comm.transport;
   if (round > kMaxSlot) throw Error("ringreduce: " + op.describe() + ": too many exchange rounds");
   const int n = transport.size();
   const int rank = transport.rank();

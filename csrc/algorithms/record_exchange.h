@@ -8,12 +8,12 @@
 #include <cstdint>
 
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
+#include "algorithms/comm.h"
 
 namespace ringreduce {
 
 // Rank q's record lands at q * bytes of `all` (mine included).
-void exchangeRecords(UcxTransport& transport, const OpContext& op, uint32_t round,
+void exchangeRecords(const Comm& comm, const OpContext& op, uint32_t round,
                      const void* mine, void* all, size_t bytes);
 
 }  // namespace ringreduce

@@ -8,11 +8,13 @@
 
 namespace ringreduce {
 
-void ringAllgather(UcxTransport& transport, const OpContext& op, const void* input,
-                   void* output, size_t blockBytes, const Config& config) {
+void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
+  Transport& transport = comm.transport;
+  const size_t blockBytes = args.blockBytes;
+  const void* input = args.input;
   const int n = transport.size();
   const int rank = transport.rank();
-  char* out = static_cast<char*>(output);
+  char* out = static_cast<char*>(args.output);
   char* mine = out + static_cast<size_t>(rank) * blockBytes;
   if (input != mine && blockBytes > 0) std::memmove(mine, input, blockBytes);
   if (n == 1 || blockBytes == 0) return;
@@ -20,7 +22,7 @@ void ringAllgather(UcxTransport& transport, const OpContext& op, const void* inp
   const int left = (rank - 1 + n) % n;
   const int right = (rank + 1) % n;
   const SegmentPlan plan =
-      planSegments(blockBytes, 1, config.segmentBytes, (kMaxSlot + 1) / (n - 1));
+      planSegments(blockBytes, 1, comm.config.segmentBytes, (kMaxSlot + 1) / (n - 1));
   const Range whole{0, blockBytes};
   auto block = [&](int index) { return out + static_cast<size_t>((index % n + n) % n) * blockBytes; };
   auto tag = [&](int source, int step, size_t k) {

@@ -4,14 +4,17 @@
 
 #include <cstddef>
 
-#include "core/config.h"
+#include "algorithms/comm.h"
 #include "core/op_context.h"
-#include "transport/ucx_transport.h"
 
 namespace ringreduce {
 
 // `input` may alias the rank's own block of `output` (in-place allgather).
-void ringAllgather(UcxTransport& transport, const OpContext& op, const void* input,
-                   void* output, size_t blockBytes, const Config& config);
+struct AllgatherArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t blockBytes = 0;
+};
+void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 
 }  // namespace ringreduce

@@ -7,25 +7,24 @@
 
 namespace ringreduce {
 
-void ringReduce(UcxTransport& transport, const OpContext& op, void* data, size_t count,
-                DataType type, ReduceOp reduceOp, int root, const Config& config,
-                Workspace& workspace) {
-  const int n = transport.size();
-  ringReduceScatter(transport, op, data, count, type, reduceOp, config, workspace);
+void ringReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args, int root) {
+  const int n = comm.size();
+  const size_t count = args.count;
+  ringReduceScatter(comm, op, args);
   if (n == 1 || count == 0) return;
-  const size_t esize = elementSize(type);
+  const size_t esize = elementSize(args.type);
   BlockLayout layout;
   for (int r = 0; r < n; ++r) {
     const Range chunk = chunkOf(count, n, r);
     layout.offsets.push_back(chunk.offset * esize);
     layout.bytes.push_back(chunk.count * esize);
   }
-  char* base = static_cast<char*>(data);
-  const int rank = transport.rank();
+  char* base = static_cast<char*>(args.data);
+  const int rank = comm.rank();
   // The reduce-scatter uses slots below (n-1) * segments <= kMaxSlot / 2, so
   // the last slot is free for the gather.
-  gatherToRoot(transport, op, base + layout.offsets[rank], layout.bytes[rank], base, layout, root,
-               kMaxSlot);
+  gatherToRoot(comm, op, {base + layout.offsets[rank], layout.bytes[rank], base, layout, root,
+                         kMaxSlot});
 }
 
 }  // namespace ringreduce

@@ -26,7 +26,7 @@ class RingReduction {
  public:
   enum class Mode { Allreduce, ReduceScatter };
 
-  RingReduction(Mode mode, UcxTransport& transport, const OpContext& op, char* data,
+  RingReduction(Mode mode, Transport& transport, const OpContext& op, char* data,
                 size_t count, DataType type, ReduceOp reduceOp, const Config& config,
                 Workspace& workspace)
       : allgather_(mode == Mode::Allreduce), shift_(allgather_ ? 0 : -1), t_(transport),
@@ -114,7 +114,7 @@ class RingReduction {
 
   const bool allgather_;
   const int shift_;
-  UcxTransport& t_;
+  Transport& t_;
   const OpContext& op_;
   char* data_;
   size_t count_;
@@ -131,7 +131,7 @@ class RingReduction {
 
 // Runs `mode` on `data`, widening half precision to float32 around it. For
 // reduce-scatter only this rank's chunk is narrowed back: the rest is scratch.
-void runWithAccumulationType(RingReduction::Mode mode, UcxTransport& transport,
+void runWithAccumulationType(RingReduction::Mode mode, Transport& transport,
                              const OpContext& op, void* data, size_t count, DataType type,
                              ReduceOp reduceOp, const Config& config, Workspace& workspace) {
   const std::string reason = unsupportedReason(type, reduceOp);
@@ -160,18 +160,14 @@ void runWithAccumulationType(RingReduction::Mode mode, UcxTransport& transport,
 
 }  // namespace
 
-void ringAllreduce(UcxTransport& transport, const OpContext& op, void* data, size_t count,
-                   DataType type, ReduceOp reduceOp, const Config& config,
-                   Workspace& workspace) {
-  runWithAccumulationType(RingReduction::Mode::Allreduce, transport, op, data, count, type,
-                          reduceOp, config, workspace);
+void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  runWithAccumulationType(RingReduction::Mode::Allreduce, comm.transport, op, args.data,
+                          args.count, args.type, args.op, comm.config, comm.workspace);
 }
 
-void ringReduceScatter(UcxTransport& transport, const OpContext& op, void* data, size_t count,
-                       DataType type, ReduceOp reduceOp, const Config& config,
-                       Workspace& workspace) {
-  runWithAccumulationType(RingReduction::Mode::ReduceScatter, transport, op, data, count, type,
-                          reduceOp, config, workspace);
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  runWithAccumulationType(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data,
+                          args.count, args.type, args.op, comm.config, comm.workspace);
 }
 
 }  // namespace ringreduce

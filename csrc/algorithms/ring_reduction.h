@@ -7,27 +7,29 @@
 
 #include <cstddef>
 
-#include "algorithms/workspace.h"
-#include "core/config.h"
+#include "algorithms/comm.h"
 #include "core/data_type.h"
 #include "core/op_context.h"
 #include "core/reduce_op.h"
-#include "transport/ucx_transport.h"
 
 namespace ringreduce {
+
+// `count` elements of `type` at `data`, reduced in place with `op`.
+struct ReductionArgs {
+  void* data = nullptr;
+  size_t count = 0;
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+};
 
 // In place: every rank ends with the reduction of all ranks' buffers. Half
 // precision data is widened to float32 for the whole reduction and narrowed
 // once at the end. AVG divides once, fused into the last reduce step.
-void ringAllreduce(UcxTransport& transport, const OpContext& op, void* data, size_t count,
-                   DataType type, ReduceOp reduceOp, const Config& config,
-                   Workspace& workspace);
+void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
 // In place: afterwards chunk r of `data` (chunkOf(count, n, r)) on rank r
 // holds the reduction of that chunk over all ranks; the other chunks hold
 // partial sums. Same precision and AVG rules as ringAllreduce.
-void ringReduceScatter(UcxTransport& transport, const OpContext& op, void* data, size_t count,
-                       DataType type, ReduceOp reduceOp, const Config& config,
-                       Workspace& workspace);
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
 }  // namespace ringreduce

@@ -1,11 +1,11 @@
 // ProcessGroupRing: the c10d::Backend behind dist.init_process_group("ringreduce").
 //
-// Each group owns a UCX transport (its own context, worker and endpoints) and
-// an executor thread. Collectives are checked on the caller's thread, given a
-// sequence number, and queued; the executor runs them in issue order and
-// completes their Work and Future. Every wait is bounded by the op's timeout
-// (or the group's). After a timeout or transport failure the peers are out of
-// step, so the group fails every later call at once with the original reason.
+// The c10d overrides: each checks its arguments on the caller's thread, maps
+// tensors to buffers (staging CUDA tensors through the host where no device
+// path applies) and hands the engine (engine/engine.h) a body that runs the
+// algorithms, with a WorkRing to complete. The engine owns the transport
+// (UCX: its own context, worker and endpoints per group), the executor
+// thread, the sequence numbers and the failure state.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "backend/device_path.h"
 #include "backend/host_staging.h"
@@ -27,8 +28,7 @@
 #include "core/data_type.h"
 #include "core/reduce_op.h"
 #include "core/op_context.h"
-#include "transport/executor.h"
-#include "transport/ucx_transport.h"
+#include "engine/engine.h"
 
 namespace ringreduce {
 
@@ -115,7 +115,7 @@ class ProcessGroupRing : public c10d::Backend {
   // Every rank numbers its collectives from 0, so the numbers agree without
   // a store round trip. TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper uses them.
   void setSequenceNumberForGroup() override {}
-  uint64_t getSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override { return engine_->sequenceNumber(); }
 
   // Runs what is queued, then releases the executor and the UCX resources.
   // Later calls raise. Called by destroy_process_group() and the destructor.
@@ -123,29 +123,10 @@ class ProcessGroupRing : public c10d::Backend {
 
  private:
   // A collective's work on the executor thread; throws on failure.
-  using Body = std::function<void(const OpContext&)>;
-  // A posted send or recv, and what to do once it completes (copy a staged
-  // receive back into the caller's tensor).
-  struct PostedMessage {
-    Request request;
-    std::function<void()> finish;
-  };
-  using Post = std::function<PostedMessage(const OpContext&)>;
+  using Body = Operation::Body;
+  using Post = Operation::Post;
 
-  // One queued operation: a collective (body) or a send/recv (post).
-  struct Operation {
-    c10::intrusive_ptr<WorkRing> work;
-    const char* name;
-    uint64_t seq;
-    std::chrono::milliseconds timeout;
-    Body body;
-    Post post;
-    uint64_t seqCount = 1;
-    uint8_t fingerprint = 0;
-    std::shared_ptr<DeviceCall> device;  // CUDA tensors: streams and host staging
-    OpContext context() const;
-  };
-
+  // Queues a collective on the engine, with a WorkRing for its outputs.
   // `seqCount` consecutive sequence numbers for ops that run several
   // collectives (OpContext::part).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name,
@@ -158,13 +139,10 @@ class ProcessGroupRing : public c10d::Backend {
                                                      const std::string& summary, Post post);
   c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
                                                 int tag, const CallSite& site);
-  void submit(Operation operation);
   // Caller's thread: the group's internal stream for a CUDA device, and a
   // host staging of a call on that device (host_staging.h).
   c10::Stream internalStream(c10::Device device);
   HostStaging stagingFor(c10::Device device) { return HostStaging(device, internalStream(device)); }
-  // Posts a send/recv, with its device call's copies around it.
-  PostedMessage post(const Operation& operation, const OpContext& op);
   // CUDA ops with a device path (device_collectives.cpp). The body gets the
   // group's DevicePath (null when not compiled), the internal stream and a
   // record exchange; it falls back to host staging itself.
@@ -191,11 +169,6 @@ class ProcessGroupRing : public c10d::Backend {
                                                        const at::Tensor& input,
                                                        const Reduction& red,
                                                        std::chrono::milliseconds timeout);
-  void runCollective(const Operation& operation);
-  void startPointToPoint(const Operation& operation);
-  void runCoalesced(std::vector<Operation>& operations, WorkRing& combined);
-  bool pollMessage(WorkRing& work, const OpContext& op, PostedMessage& message, bool abandon);
-  std::exception_ptr unusableError(const OpContext& op) const;
 
   // Shared bodies of the single and coalesced forms.
   void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
@@ -211,27 +184,18 @@ class ProcessGroupRing : public c10d::Backend {
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
 
+  // What the algorithms run on (executor thread).
+  Comm comm() { return engine_->comm(); }
+
   const std::string groupName_;
   const Config config_;
-  // RINGREDUCE_CHECK_COLLECTIVES or TORCH_DISTRIBUTED_DEBUG=DETAIL. With
-  // DETAIL torch also wraps the group in its own checker, which compares op,
-  // shapes and dtypes but not reduce ops or roots: ours does all of them.
-  const bool checkCollectives_;
   std::atomic<int64_t> timeoutMs_;
-  std::unique_ptr<UcxTransport> transport_;
-  std::unique_ptr<Executor> executor_;
-  Workspace workspace_;     // used by the executor thread only
+  std::unique_ptr<Engine> engine_;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
-  std::optional<c10::Device> groupDevice_;  // guarded by submitMutex_: devicePath_'s device
+  std::mutex deviceMutex_;                  // guards groupDevice_
+  std::optional<c10::Device> groupDevice_;  // devicePath_'s device
   std::mutex streamMutex_;
   std::vector<std::pair<c10::Device, c10::Stream>> internalStreams_;
-  std::string failure_;     // executor thread only: why the group is unusable
-  std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
-  uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
-  uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
-  bool accepting_ = true;    // false once shutdown() began
-  bool coalescing_ = false;
-  std::vector<Operation> coalesced_;
 };
 
 }  // namespace ringreduce

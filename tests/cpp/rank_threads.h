@@ -1,5 +1,7 @@
-// Runs one function per rank, each on its own thread with its own
-// UcxTransport, all bootstrapped through one InMemoryStore.
+// Runs one function per rank, each on its own thread with its own transport:
+// UCX (all bootstrapped through one InMemoryStore) or the in-process
+// loopback. Algorithm tests run on both: the loopback isolates the algorithm
+// from the network, UCX checks it on the transport the backend uses.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,14 +9,23 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "algorithms/comm.h"
 #include "core/config.h"
 #include "transport/in_memory_store.h"
-#include "transport/ucx_transport.h"
+#include "transport/loopback/loopback_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace ringreduce::testing {
+
+enum class TransportKind { Ucx, Loopback };
+
+inline std::string kindName(TransportKind kind) {
+  return kind == TransportKind::Ucx ? "Ucx" : "Loopback";
+}
 
 inline Config smallSegments() {
   Config c;
@@ -23,16 +34,24 @@ inline Config smallSegments() {
 }
 
 // Rethrows the first rank's exception (as a test failure) after joining all.
-inline void runRanks(int n, const std::function<void(UcxTransport&, int)>& body,
-                     const Config& config = smallSegments()) {
+inline void runRanks(int n, const std::function<void(Transport&, int)>& body,
+                     const Config& config = smallSegments(),
+                     TransportKind kind = TransportKind::Ucx) {
   auto store = std::make_shared<InMemoryStore>();
+  auto fabric = std::make_shared<LoopbackFabric>(n);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        UcxTransport transport(rank, n, store, std::chrono::seconds(20), config);
-        body(transport, rank);
+        std::unique_ptr<Transport> transport;
+        if (kind == TransportKind::Ucx) {
+          transport = std::make_unique<UcxTransport>(rank, n, store, std::chrono::seconds(20),
+                                                     config);
+        } else {
+          transport = std::make_unique<LoopbackTransport>(fabric, rank, config);
+        }
+        body(*transport, rank);
       } catch (...) {
         errors[rank] = std::current_exception();
       }
@@ -48,6 +67,20 @@ inline void runRanks(int n, const std::function<void(UcxTransport&, int)>& body,
       }
     }
   }
+}
+
+// The same, each rank with a Comm of its own (transport, config, workspace).
+inline void runComms(int n, TransportKind kind,
+                     const std::function<void(const Comm&, int)>& body,
+                     const Config& config = smallSegments()) {
+  runRanks(
+      n,
+      [&](Transport& transport, int rank) {
+        Workspace workspace;
+        const Comm comm{transport, config, workspace};
+        body(comm, rank);
+      },
+      config, kind);
 }
 
 }  // namespace ringreduce::testing

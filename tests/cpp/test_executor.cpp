@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "rank_threads.h"
-#include "transport/executor.h"
+#include "engine/executor.h"
 
 using namespace ringreduce;
 using ringreduce::testing::runRanks;
 
 TEST(Executor, RunsTasksInSubmissionOrderFromSeveralThreads) {
-  runRanks(1, [](UcxTransport& t, int) {
+  runRanks(1, [](Transport& t, int) {
     std::vector<int> order;
     std::mutex orderMutex;
     {
@@ -42,7 +42,7 @@ TEST(Executor, RunsTasksInSubmissionOrderFromSeveralThreads) {
 }
 
 TEST(Executor, PollersRunUntilDoneAndAreAbandonedAtStop) {
-  runRanks(1, [](UcxTransport& t, int) {
+  runRanks(1, [](Transport& t, int) {
     std::atomic<int> polls{0};
     std::atomic<bool> finished{false};
     std::atomic<bool> abandoned{false};

@@ -25,15 +25,16 @@ using ringreduce::testing::runRanks;
 namespace {
 
 // One record exchange per operation: rounds numbered from 0 within it.
-RecordExchange exchangeFor(UcxTransport& t, uint64_t seq) {
+RecordExchange exchangeFor(Transport& t, uint64_t seq) {
   OpContext op("ipc", seq, std::chrono::seconds(20));
   auto round = std::make_shared<uint32_t>(0);
   return [&t, op, round](const void* mine, void* all, size_t bytes) {
-    exchangeRecords(t, op, (*round)++, mine, all, bytes);
+    Workspace unused;  // a record exchange needs no scratch memory
+    exchangeRecords(Comm{t, t.config(), unused}, op, (*round)++, mine, all, bytes);
   };
 }
 
-std::unique_ptr<IpcCollectives> setUp(UcxTransport& t, int rank, int n, size_t scratch) {
+std::unique_ptr<IpcCollectives> setUp(Transport& t, int rank, int n, size_t scratch) {
   std::string why;
   auto ipc = IpcCollectives::setUp(rank, n, 0, scratch, exchangeFor(t, 1), &why);
   if (!ipc) throw Error("set-up failed: " + why);
@@ -82,7 +83,7 @@ template <typename T>
 void allreduceCase(DataType type, DataType wire, IpcAlgorithm algorithm, bool avg,
                    int unshareableRank = -1) {
   for (int n : {1, 2, 3, 4}) {
-    runRanks(n, [&, n](UcxTransport& t, int rank) {
+    runRanks(n, [&, n](Transport& t, int rank) {
       auto ipc = setUp(t, rank, n, 4096);  // 2 KiB halves: larger counts run in chunks
       uint64_t seq = 10;
       for (size_t count : {0ul, 1ul, 7ul, 1000ul, 5003ul}) {
@@ -146,7 +147,7 @@ TEST(IpcProtocol, TwoShotFallsBackTogetherWhenOneRankCannotShare) {
 
 TEST(IpcProtocol, ReduceScatterAllgatherAndBroadcast) {
   for (int n : {1, 2, 3, 4}) {
-    runRanks(n, [n](UcxTransport& t, int rank) {
+    runRanks(n, [n](Transport& t, int rank) {
       auto ipc = setUp(t, rank, n, 4096);
       uint64_t seq = 10;
       const size_t per = 301;
@@ -174,7 +175,7 @@ TEST(IpcProtocol, ReduceScatterAllgatherAndBroadcast) {
 
 TEST(IpcProtocol, UnshareableInputMakesEveryRankReturnFalse) {
   const int n = 3;
-  runRanks(n, [](UcxTransport& t, int rank) {
+  runRanks(n, [](Transport& t, int rank) {
     auto ipc = setUp(t, rank, n, 4096);
     std::vector<float> input(30, 1.f), out(10), gathered(30);
     if (rank == 2) ringreduce::testing::markUnshareable(input.data());

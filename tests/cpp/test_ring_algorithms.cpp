@@ -18,8 +18,11 @@
 #include "rank_threads.h"
 
 using namespace ringreduce;
+using ringreduce::testing::kindName;
+using ringreduce::testing::runComms;
 using ringreduce::testing::runRanks;
 using ringreduce::testing::smallSegments;
+using ringreduce::testing::TransportKind;
 
 namespace {
 
@@ -32,40 +35,48 @@ std::vector<int64_t> inputOf(int rank, size_t count, uint32_t seed) {
   return v;
 }
 
-class AllreduceSizes : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+class AllreduceSizes
+    : public ::testing::TestWithParam<std::tuple<int, size_t, TransportKind>> {};
+
+// Every algorithm test runs on UCX and on the in-process loopback.
+class OnEachTransport : public ::testing::TestWithParam<TransportKind> {};
+
+std::string transportName(const ::testing::TestParamInfo<TransportKind>& info) {
+  return kindName(info.param);
+}
 
 }  // namespace
 
 TEST_P(AllreduceSizes, Int64SumMatchesLocalReference) {
-  const auto [n, count] = GetParam();
+  const auto [n, count, kind] = GetParam();
   std::vector<int64_t> expected(count, 0);
   for (int r = 0; r < n; ++r) {
     const auto in = inputOf(r, count, 1);
     for (size_t i = 0; i < count; ++i) expected[i] += in[i];
   }
-  runRanks(n, [&, n = n, count = count](UcxTransport& t, int rank) {
-    Workspace ws;
+  runComms(n, kind, [&, count = count](const Comm& c, int rank) {
     auto data = inputOf(rank, count, 1);
     OpContext op("allreduce", 1, std::chrono::seconds(20));
-    ringAllreduce(t, op, data.data(), count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+    ringAllreduce(c, op, {data.data(), count, DataType::Int64, ReduceOp::Sum});
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(data[i], expected[i]) << "index " << i;
     // A second call on the same group and workspace must work too.
     auto again = inputOf(rank, count, 1);
     OpContext op2("allreduce", 2, std::chrono::seconds(20));
-    ringAllreduce(t, op2, again.data(), count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+    ringAllreduce(c, op2, {again.data(), count, DataType::Int64, ReduceOp::Sum});
     ASSERT_EQ(again, data);
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizesAndCounts, AllreduceSizes,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
-                                            ::testing::Values<size_t>(0, 1, 3, 1000, 20011)));
+                                            ::testing::Values<size_t>(0, 1, 3, 1000, 20011),
+                                            ::testing::Values(TransportKind::Ucx,
+                                                              TransportKind::Loopback)));
 
-TEST(RingAllreduce, FloatAverageMaxAndHalfPrecision) {
+TEST_P(OnEachTransport, RingAllreduceFloatAverageMaxAndHalfPrecision) {
   const int n = 3;
   const size_t count = 5000;
-  runRanks(n, [&](UcxTransport& t, int rank) {
-    Workspace ws;
+  runComms(n, GetParam(), [&](const Comm& c, int rank) {
     std::vector<float> avg(count), mx(count);
     std::vector<uint16_t> half(count);
     for (size_t i = 0; i < count; ++i) {
@@ -73,12 +84,12 @@ TEST(RingAllreduce, FloatAverageMaxAndHalfPrecision) {
       mx[i] = static_cast<float>((rank * 31 + static_cast<int>(i)) % 101);
       half[i] = floatToHalf(static_cast<float>(rank + 1) * 0.5f);
     }
-    ringAllreduce(t, OpContext("allreduce", 1, std::chrono::seconds(20)), avg.data(), count,
-                  DataType::Float32, ReduceOp::Avg, smallSegments(), ws);
-    ringAllreduce(t, OpContext("allreduce", 2, std::chrono::seconds(20)), mx.data(), count,
-                  DataType::Float32, ReduceOp::Max, smallSegments(), ws);
-    ringAllreduce(t, OpContext("allreduce", 3, std::chrono::seconds(20)), half.data(), count,
-                  DataType::Float16, ReduceOp::Sum, smallSegments(), ws);
+    ringAllreduce(c, OpContext("allreduce", 1, std::chrono::seconds(20)),
+                  {avg.data(), count, DataType::Float32, ReduceOp::Avg});
+    ringAllreduce(c, OpContext("allreduce", 2, std::chrono::seconds(20)),
+                  {mx.data(), count, DataType::Float32, ReduceOp::Max});
+    ringAllreduce(c, OpContext("allreduce", 3, std::chrono::seconds(20)),
+                  {half.data(), count, DataType::Float16, ReduceOp::Sum});
     for (size_t i = 0; i < count; ++i) {
       ASSERT_EQ(avg[i], static_cast<float>(3 + static_cast<int>(i % 17)));  // (0+3+6)/3 + i%17
       float expectedMax = 0;
@@ -90,19 +101,19 @@ TEST(RingAllreduce, FloatAverageMaxAndHalfPrecision) {
   });
 }
 
-TEST(RingAllgather, BlocksLandInRankOrderInPlaceOrNot) {
+TEST_P(OnEachTransport, RingAllgatherBlocksLandInRankOrderInPlaceOrNot) {
   for (int n : {1, 2, 3, 4}) {
-    runRanks(n, [n](UcxTransport& t, int rank) {
+    runComms(n, GetParam(), [n](const Comm& c, int rank) {
       const size_t block = 3001;
       std::vector<uint8_t> input(block);
       for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 13 + i);
       std::vector<uint8_t> output(block * n, 0);
-      ringAllgather(t, OpContext("allgather", 1, std::chrono::seconds(20)), input.data(),
-                    output.data(), block, smallSegments());
+      ringAllgather(c, OpContext("allgather", 1, std::chrono::seconds(20)),
+                    {input.data(), output.data(), block});
       std::vector<uint8_t> inPlace(block * n, 0);
       std::memcpy(inPlace.data() + rank * block, input.data(), block);
-      ringAllgather(t, OpContext("allgather", 2, std::chrono::seconds(20)),
-                    inPlace.data() + rank * block, inPlace.data(), block, smallSegments());
+      ringAllgather(c, OpContext("allgather", 2, std::chrono::seconds(20)),
+                    {inPlace.data() + rank * block, inPlace.data(), block});
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < block; ++i) {
           ASSERT_EQ(output[r * block + i], static_cast<uint8_t>(r * 13 + i));
@@ -112,33 +123,33 @@ TEST(RingAllgather, BlocksLandInRankOrderInPlaceOrNot) {
   }
 }
 
-TEST(ChainBroadcast, EveryRootReachesEveryRank) {
+TEST_P(OnEachTransport, ChainBroadcastEveryRootReachesEveryRank) {
   const int n = 4;
-  runRanks(n, [n](UcxTransport& t, int rank) {
+  runComms(n, GetParam(), [n](const Comm& c, int rank) {
     for (int root = 0; root < n; ++root) {
       std::vector<uint8_t> data(10007, static_cast<uint8_t>(rank == root ? 0 : 0xee));
       if (rank == root)
         for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(root + i * 3);
-      chainBroadcast(t, OpContext("broadcast", 10 + root, std::chrono::seconds(20)), data.data(),
-                     data.size(), root, smallSegments());
+      chainBroadcast(c, OpContext("broadcast", 10 + root, std::chrono::seconds(20)),
+                     {data.data(), data.size(), root});
       for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<uint8_t>(root + i * 3));
     }
   });
 }
 
-TEST(DisseminationBarrier, NoRankLeavesBeforeTheLastArrives) {
+TEST_P(OnEachTransport, DisseminationBarrierNoRankLeavesBeforeTheLastArrives) {
   for (int n : {1, 2, 3, 5}) {
     std::atomic<int> arrived{0};
-    runRanks(n, [&, n](UcxTransport& t, int rank) {
+    runComms(n, GetParam(), [&, n](const Comm& c, int rank) {
       if (rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       arrived.fetch_add(1);
-      disseminationBarrier(t, OpContext("barrier", 1, std::chrono::seconds(20)));
+      disseminationBarrier(c, OpContext("barrier", 1, std::chrono::seconds(20)));
       EXPECT_EQ(arrived.load(), n);
     });
   }
 }
 
-TEST(RingReduceScatter, EachRankEndsWithItsOwnChunk) {
+TEST_P(OnEachTransport, RingReduceScatterEachRankEndsWithItsOwnChunk) {
   for (int n : {1, 2, 3, 4}) {
     const size_t count = 1001;
     std::vector<int64_t> expected(count, 0);
@@ -146,18 +157,17 @@ TEST(RingReduceScatter, EachRankEndsWithItsOwnChunk) {
       const auto in = inputOf(r, count, 5);
       for (size_t i = 0; i < count; ++i) expected[i] += in[i];
     }
-    runRanks(n, [&, n](UcxTransport& t, int rank) {
-      Workspace ws;
+    runComms(n, GetParam(), [&, n](const Comm& c, int rank) {
       auto data = inputOf(rank, count, 5);
-      ringReduceScatter(t, OpContext("reduce_scatter", 1, std::chrono::seconds(20)), data.data(),
-                        count, DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+      ringReduceScatter(c, OpContext("reduce_scatter", 1, std::chrono::seconds(20)),
+                        {data.data(), count, DataType::Int64, ReduceOp::Sum});
       const Range mine = chunkOf(count, n, rank);
       for (size_t i = mine.offset; i < mine.offset + mine.count; ++i) ASSERT_EQ(data[i], expected[i]);
     });
   }
 }
 
-TEST(RingReduce, EveryRootGetsTheReduction) {
+TEST_P(OnEachTransport, RingReduceEveryRootGetsTheReduction) {
   const int n = 3;
   const size_t count = 4099;
   std::vector<int64_t> expected(count, 0);
@@ -165,12 +175,11 @@ TEST(RingReduce, EveryRootGetsTheReduction) {
     const auto in = inputOf(r, count, 6);
     for (size_t i = 0; i < count; ++i) expected[i] = std::max(r == 0 ? in[i] : expected[i], in[i]);
   }
-  runRanks(n, [&](UcxTransport& t, int rank) {
-    Workspace ws;
+  runComms(n, GetParam(), [&](const Comm& c, int rank) {
     for (int root = 0; root < n; ++root) {
       auto data = inputOf(rank, count, 6);
-      ringReduce(t, OpContext("reduce", 1 + root, std::chrono::seconds(20)), data.data(), count,
-                 DataType::Int64, ReduceOp::Max, root, smallSegments(), ws);
+      ringReduce(c, OpContext("reduce", 1 + root, std::chrono::seconds(20)),
+                 {data.data(), count, DataType::Int64, ReduceOp::Max}, root);
       if (rank == root) {
         ASSERT_EQ(data, expected);
       }
@@ -178,9 +187,9 @@ TEST(RingReduce, EveryRootGetsTheReduction) {
   });
 }
 
-TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
+TEST_P(OnEachTransport, DirectExchangeGatherScatterAndUnevenAllToAll) {
   const int n = 4;
-  runRanks(n, [n](UcxTransport& t, int rank) {
+  runComms(n, GetParam(), [n](const Comm& c, int rank) {
     // Gather: rank r contributes r+1 bytes of value r (uneven blocks).
     BlockLayout layout;
     size_t total = 0;
@@ -191,8 +200,8 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
     }
     std::vector<uint8_t> mine(static_cast<size_t>(rank + 1), static_cast<uint8_t>(rank));
     std::vector<uint8_t> gathered(total, 0xff);
-    gatherToRoot(t, OpContext("gather", 1, std::chrono::seconds(20)), mine.data(), mine.size(),
-                 gathered.data(), layout, 2);
+    gatherToRoot(c, OpContext("gather", 1, std::chrono::seconds(20)),
+                 {mine.data(), mine.size(), gathered.data(), layout, 2});
     if (rank == 2) {
       for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < layout.bytes[r]; ++i) ASSERT_EQ(gathered[layout.offsets[r] + i], r);
@@ -203,8 +212,8 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < layout.bytes[r]; ++i) source[layout.offsets[r] + i] = static_cast<uint8_t>(10 + r);
     std::vector<uint8_t> piece(static_cast<size_t>(rank + 1), 0);
-    scatterFromRoot(t, OpContext("scatter", 2, std::chrono::seconds(20)), source.data(), layout,
-                    piece.data(), piece.size(), 1);
+    scatterFromRoot(c, OpContext("scatter", 2, std::chrono::seconds(20)),
+                    {source.data(), layout, piece.data(), piece.size(), 1});
     for (uint8_t v : piece) ASSERT_EQ(v, 10 + rank);
     // All-to-all: rank r sends (p + 1) bytes of value 16*r + p to rank p.
     BlockLayout sendLayout, recvLayout;
@@ -221,8 +230,8 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < sendLayout.bytes[p]; ++i)
         send[sendLayout.offsets[p] + i] = static_cast<uint8_t>(16 * rank + p);
-    allToAll(t, OpContext("all_to_all", 3, std::chrono::seconds(20)), send.data(), sendLayout,
-             recv.data(), recvLayout);
+    allToAll(c, OpContext("all_to_all", 3, std::chrono::seconds(20)),
+             {send.data(), sendLayout, recv.data(), recvLayout});
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < recvLayout.bytes[p]; ++i)
         ASSERT_EQ(recv[recvLayout.offsets[p] + i], 16 * p + rank);
@@ -230,16 +239,17 @@ TEST(DirectExchange, GatherScatterAndUnevenAllToAll) {
 }
 
 TEST(ProgressBoard, TimeoutNamesTheRankThatNeverJoined) {
-  runRanks(3, [](UcxTransport& t, int rank) {
+  runRanks(3, [](Transport& t, int rank) {
     if (rank == 2) {  // alive, but never joins the collective
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       return;
     }
     Workspace ws;
+    const Config config = smallSegments();
     std::vector<int64_t> data(100, rank);
     try {
-      ringAllreduce(t, OpContext("allreduce", 1, std::chrono::milliseconds(800)), data.data(),
-                    data.size(), DataType::Int64, ReduceOp::Sum, smallSegments(), ws);
+      ringAllreduce(Comm{t, config, ws}, OpContext("allreduce", 1, std::chrono::milliseconds(800)),
+                    {data.data(), data.size(), DataType::Int64, ReduceOp::Sum});
       ADD_FAILURE() << "expected a timeout";
     } catch (const TimeoutError& e) {
       const std::string message = e.what();
@@ -254,16 +264,20 @@ TEST(ProgressBoard, TimeoutNamesTheRankThatNeverJoined) {
 // The device paths run several record rounds inside one operation (setup,
 // then a barrier before and after each kernel): each round must deliver
 // every rank's record of that round, never a neighbouring round's.
-TEST(RecordExchange, EveryRoundDeliversEveryRanksRecord) {
+TEST_P(OnEachTransport, RecordExchangeEveryRoundDeliversEveryRanksRecord) {
   for (int n : {1, 2, 3, 4}) {
-    runRanks(n, [n](UcxTransport& t, int rank) {
+    runComms(n, GetParam(), [n](const Comm& c, int rank) {
       OpContext op("exchange", 7, std::chrono::seconds(20));
       for (uint32_t round = 0; round < 5; ++round) {
         const uint64_t mine = 1000u * round + static_cast<uint64_t>(rank);
         std::vector<uint64_t> all(static_cast<size_t>(n), ~0ull);
-        exchangeRecords(t, op, round, &mine, all.data(), sizeof(mine));
+        exchangeRecords(c, op, round, &mine, all.data(), sizeof(mine));
         for (int q = 0; q < n; ++q) ASSERT_EQ(all[q], 1000u * round + q) << "round " << round;
       }
     });
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, OnEachTransport,
+                         ::testing::Values(TransportKind::Ucx, TransportKind::Loopback),
+                         transportName);

@@ -6,8 +6,8 @@
 
 #include "core/errors.h"
 #include "rank_threads.h"
-#include "transport/address_record.h"
-#include "transport/bootstrap.h"
+#include "transport/ucx/address_record.h"
+#include "transport/ucx/bootstrap.h"
 #include "transport/tag.h"
 
 using namespace ringreduce;
@@ -53,7 +53,7 @@ TEST(Bootstrap, MissingRankTimesOutWithClearMessage) {
 }
 
 TEST(UcxTransport, SendAndReceiveBothWays) {
-  runRanks(2, [](UcxTransport& t, int rank) {
+  runRanks(2, [](Transport& t, int rank) {
     OpContext op("test", 1, std::chrono::seconds(10));
     const int peer = 1 - rank;
     std::vector<int> out(1000), in(1000, -1);
@@ -67,7 +67,7 @@ TEST(UcxTransport, SendAndReceiveBothWays) {
 }
 
 TEST(UcxTransport, LargeMessageUsesRendezvousAndArrivesIntact) {
-  runRanks(2, [](UcxTransport& t, int rank) {
+  runRanks(2, [](Transport& t, int rank) {
     OpContext op("test", 2, std::chrono::seconds(20));
     const size_t n = 8 << 20;
     std::vector<uint8_t> buffer(n);
@@ -84,7 +84,7 @@ TEST(UcxTransport, LargeMessageUsesRendezvousAndArrivesIntact) {
 }
 
 TEST(UcxTransport, SizeMismatchIsAnErrorNotSilentTruncation) {
-  runRanks(2, [](UcxTransport& t, int rank) {
+  runRanks(2, [](Transport& t, int rank) {
     OpContext op("allreduce", 3, std::chrono::seconds(10));
     std::vector<char> data(64, 'x');
     if (rank == 0) {
@@ -103,7 +103,7 @@ TEST(UcxTransport, SizeMismatchIsAnErrorNotSilentTruncation) {
 }
 
 TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
-  runRanks(2, [](UcxTransport& t, int rank) {
+  runRanks(2, [](Transport& t, int rank) {
     if (rank != 1) return;  // rank 0 never sends
     OpContext op("broadcast", 9, std::chrono::milliseconds(300));
     char byte = 0;

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/errors.h"
-#include "transport/address_record.h"
+#include "transport/ucx/address_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,4 +1,4 @@
-#include "transport/bootstrap.h"
+#include "transport/ucx/bootstrap.h"
 
 #include <string>
 

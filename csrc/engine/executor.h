@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/ucx_transport.h"
+#include "transport/transport.h"
 
 namespace ringreduce {
 
@@ -20,7 +20,7 @@ class Executor {
  public:
   using Task = std::function<void()>;  // must not throw
 
-  explicit Executor(UcxTransport& transport);
+  explicit Executor(Transport& transport);
   // Runs the tasks already submitted, gives up pending pollers and joins the
   // thread. Idempotent; submit() must not be called afterwards.
   void stop();
@@ -44,7 +44,7 @@ class Executor {
   void wake();
   void runPollers(bool abandon = false);
 
-  UcxTransport& transport_;
+  Transport& transport_;
   int wakeFd_ = -1;
   std::mutex mutex_;
   std::deque<Task> queue_;

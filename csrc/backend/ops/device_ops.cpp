@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
   const c10::Device device = output.device();
   {
     // The device path binds the group to one GPU, as a NCCL communicator does.
-    std::lock_guard<std::mutex> lock(submitMutex_);
+    std::lock_guard<std::mutex> lock(deviceMutex_);
     if (!groupDevice_) groupDevice_ = device;
     TORCH_CHECK_VALUE(*groupDevice_ == device, "ringreduce: ", name, " on rank ", rank_,
                       ": tensor on ", device, ", but this group's CUDA collectives run on ",
@@ -60,7 +60,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
           auto round = std::make_shared<uint32_t>(0);
           RecordExchange exchange = [this, ctx, round](const void* mine, void* all,
                                                        size_t bytes) {
-            exchangeRecords(*transport_, ctx, (*round)++, mine, all, bytes);
+            exchangeRecords(comm(), ctx, (*round)++, mine, all, bytes);
           };
           DevicePath* path = nullptr;
           if (DevicePath::compiled()) {
@@ -94,8 +94,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         }
         at::Tensor host = toHost(flat);
         waitForStream(step.stream, ctx, "copy the tensor to the host");
-        ringAllreduce(*transport_, ctx.part(1), host.data_ptr(), static_cast<size_t>(host.numel()),
-                      red.type, red.op, config_, workspace_);
+        ringAllreduce(comm(), ctx.part(1),
+                      {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },
       CheckedArgs{-1, static_cast<int>(red.op)});
@@ -115,7 +115,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
         }
         at::Tensor host = toHost(flat);
         waitForStream(step.stream, ctx, "copy the tensor to the host");
-        chainBroadcast(*transport_, ctx.part(1), host.data_ptr(), host.nbytes(), root, config_);
+        chainBroadcast(comm(), ctx.part(1), {host.data_ptr(), host.nbytes(), root});
         tensor.copy_(host, /*non_blocking=*/true);
       },
       CheckedArgs{root});
@@ -137,8 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         at::Tensor hostIn = toHost(in);
         at::Tensor hostOut = pinnedLike(out);
         waitForStream(step.stream, ctx, "copy the input to the host");
-        ringAllgather(*transport_, ctx.part(1), hostIn.data_ptr(), hostOut.data_ptr(),
-                      hostIn.nbytes(), config_);
+        ringAllgather(comm(), ctx.part(1), {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
         output.copy_(hostOut, /*non_blocking=*/true);
       });
 }

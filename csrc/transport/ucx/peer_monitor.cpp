@@ -1,11 +1,11 @@
-#include "transport/peer_monitor.h"
+#include "transport/ucx/peer_monitor.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/errors.h"
 #include "core/log.h"
-#include "transport/ucx_worker.h"
+#include "transport/ucx/ucx_worker.h"
 
 namespace ringreduce {
 

@@ -1,16 +1,79 @@
-// The collectives where ranks exchange blocks directly: gather, scatter and
-// all-to-all (equal or uneven splits).
+// The collectives that move blocks without reducing them: allgather and
+// all_gather_into_tensor on the ring; gather, scatter and all-to-all (equal
+// or uneven splits) where ranks exchange blocks directly.
 #include <c10/util/Exception.h>
 
 #include <numeric>
 
 #include "algorithms/direct_exchange.h"
+#include "algorithms/ring_allgather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/tensor_staging.h"
 
 namespace ringreduce {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const CallSite site{"all_gather", rank_};
+  if (auto device = deviceOfCall(site, inputs)) {
+    HostStaging staging = stagingFor(*device);
+    std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
+    std::vector<at::Tensor> hostInputs = staging.read(inputs);
+    return staging.run([&] { return allgather(hostOutputs, hostInputs, opts); });
+  }
+  checkSingleTensor(inputs, site);
+  const at::Tensor input = inputs[0];
+  checkHostTensor(input, site, "input");
+  TORCH_CHECK_VALUE(outputs.size() == 1, "ringreduce: all_gather on rank ", rank_,
+                    ": expected one output list, got ", outputs.size());
+  const std::vector<at::Tensor> outputList = outputs[0];
+  checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
+  return enqueue(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
+                 describeTensor(input), [this, input, outputList](const OpContext& ctx) {
+                   allgatherIntoList(ctx, input, outputList);
+                 });
+}
+
+void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
+                                         const std::vector<at::Tensor>& outputs) {
+  const at::Tensor in = contiguousInput(input);
+  at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
+  ringAllgather(comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
+  unflattenInto(gathered, outputs);
+}
+
+void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
+                                           const at::Tensor& output) {
+  const at::Tensor in = contiguousInput(input);
+  withContiguous(output, [&](void* data) {
+    ringAllgather(comm(), ctx, {in.data_ptr(), data, in.nbytes()});
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  const CallSite site{"all_gather_into_tensor", rank_};
+  if (deviceOfCall(site, {output, input})) {
+    checkDeviceTensor(input, site, "input");
+    checkDeviceTensor(output, site, "output");
+    checkSameDtype(output, input, site, "output", "input");
+    checkNumel(output, input.numel() * size_, site, "output");
+    checkWritable(output, site, "output");
+    return allgatherOnDevice(output, input, opts.timeout);
+  }
+  checkHostTensor(input, site, "input");
+  checkHostTensor(output, site, "output");
+  checkSameDtype(output, input, site, "output", "input");
+  checkNumel(output, input.numel() * size_, site, "output");
+  checkWritable(output, site, "output");
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
+                 describeTensor(input), [this, input, output](const OpContext& ctx) {
+                   allgatherIntoTensor(ctx, input, output);
+                 });
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -43,9 +106,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
                    const at::Tensor in = contiguousInput(input);
                    at::Tensor flat;
                    if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
-                   gatherToRoot(*transport_, ctx, in.data_ptr(), in.nbytes(),
-                                rank_ == root ? flat.data_ptr() : nullptr,
-                                BlockLayout::uniform(size_, in.nbytes()), root);
+                   gatherToRoot(comm(), ctx,
+                                {in.data_ptr(), in.nbytes(),
+                                 rank_ == root ? flat.data_ptr() : nullptr,
+                                 BlockLayout::uniform(size_, in.nbytes()), root});
                    if (rank_ == root) unflattenInto(flat, outputList);
                  },
                  CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
@@ -82,9 +146,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                    at::Tensor flat;
                    if (rank_ == root) flat = flattenList(inputList);
                    withContiguous(output, [&](void* data) {
-                     scatterFromRoot(*transport_, ctx, rank_ == root ? flat.data_ptr() : nullptr,
-                                     BlockLayout::uniform(size_, output.nbytes()), data,
-                                     output.nbytes(), root);
+                     scatterFromRoot(comm(), ctx,
+                                     {rank_ == root ? flat.data_ptr() : nullptr,
+                                      BlockLayout::uniform(size_, output.nbytes()), data,
+                                      output.nbytes(), root});
                    });
                  },
                  CheckedArgs{root, -1, output.numel()});
@@ -148,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                  [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
                    const at::Tensor in = contiguousInput(input);
                    withContiguous(output, [&](void* data) {
-                     allToAll(*transport_, ctx, in.data_ptr(), sendLayout, data, recvLayout);
+                     allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
                    });
                  },
                  CheckedArgs{-1, -1, 0});  // sizes may differ per rank
@@ -192,8 +257,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
                        outputList.begin(), outputList.end(), int64_t{0},
                        [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
                    at::Tensor recv = at::empty({recvCount}, outputList[0].options());
-                   allToAll(*transport_, ctx, send.data_ptr(), sendLayout, recv.data_ptr(),
-                            recvLayout);
+                   allToAll(comm(), ctx, {send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout});
                    unflattenInto(recv, outputList);
                  },
                  CheckedArgs{-1, -1, 0});  // sizes may differ per rank

@@ -1,13 +1,11 @@
-// The collectives built on the ring and chain algorithms: allreduce,
-// reduce, reduce_scatter, allgather, broadcast, and the barrier.
+// The reductions: allreduce (dense on the ring, sparse by allgather), reduce
+// to a root, reduce_scatter and reduce_scatter_tensor; and the workspace
+// views the ring reductions stage copies in.
 #include <c10/util/Exception.h>
 
-#include "algorithms/barrier.h"
-#include "algorithms/chain_broadcast.h"
-#include "algorithms/monitored_barrier.h"
-#include "algorithms/ring_allgather.h"
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allgather.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -16,7 +14,6 @@
 #include "core/partition.h"
 
 namespace ringreduce {
-
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
@@ -38,8 +35,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                  describeTensor(tensor) + " " + reduceOpName(red.op),
                  [this, tensor, red](const OpContext& ctx) {
                    withContiguous(tensor, [&](void* data) {
-                     ringAllreduce(*transport_, ctx, data, static_cast<size_t>(tensor.numel()),
-                                   red.type, red.op, config_, workspace_);
+                     ringAllreduce(comm(), ctx,
+                                   {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
                    });
                  },
                  CheckedArgs{-1, static_cast<int>(red.op)});
@@ -66,7 +63,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
         const at::Tensor indices = local._indices().contiguous();  // [sparse_dim, nnz]
         const at::Tensor values = local._values().contiguous();    // [nnz, dense...]
         at::Tensor counts = at::empty({size_}, at::kLong);
-        ringAllgather(*transport_, ctx.part(0), &nnz, counts.data_ptr(), sizeof(int64_t), config_);
+        ringAllgather(comm(), ctx.part(0), {&nnz, counts.data_ptr(), sizeof(int64_t)});
         const int64_t maxNnz = counts.max().item<int64_t>();
         // Pad to maxNnz so every rank contributes an equal block.
         at::Tensor paddedIndices = at::zeros({indices.size(0), maxNnz}, indices.options());
@@ -80,10 +77,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
         allValuesShape.insert(allValuesShape.begin(), size_);
         at::Tensor allIndices = at::empty(allIndicesShape, indices.options());
         at::Tensor allValues = at::empty(allValuesShape, values.options());
-        ringAllgather(*transport_, ctx.part(1), paddedIndices.data_ptr(), allIndices.data_ptr(),
-                      paddedIndices.nbytes(), config_);
-        ringAllgather(*transport_, ctx.part(2), paddedValues.data_ptr(), allValues.data_ptr(),
-                      paddedValues.nbytes(), config_);
+        ringAllgather(comm(), ctx.part(1),
+                      {paddedIndices.data_ptr(), allIndices.data_ptr(), paddedIndices.nbytes()});
+        ringAllgather(comm(), ctx.part(2),
+                      {paddedValues.data_ptr(), allValues.data_ptr(), paddedValues.nbytes()});
         std::vector<at::Tensor> indexParts, valueParts;
         for (int r = 0; r < size_; ++r) {
           const int64_t n = counts[r].item<int64_t>();
@@ -119,22 +116,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                    const size_t count = static_cast<size_t>(tensor.numel());
                    if (rank_ == root) {
                      withContiguous(tensor, [&](void* data) {
-                       ringReduce(*transport_, ctx, data, count, red.type, red.op, root, config_,
-                                  workspace_);
+                       ringReduce(comm(), ctx, {data, count, red.type, red.op}, root);
                      });
                      return;
                    }
                    // Non-root tensors stay as they were (as with NCCL): work on a copy.
                    at::Tensor scratch = stagedCopy(tensor);
-                   ringReduce(*transport_, ctx, scratch.data_ptr(), count, red.type, red.op, root,
-                              config_, workspace_);
+                   ringReduce(comm(), ctx, {scratch.data_ptr(), count, red.type, red.op}, root);
                  },
                  CheckedArgs{root, static_cast<int>(red.op)});
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
   const size_t bytes = static_cast<size_t>(numel) * options.dtype().itemsize();
-  return at::from_blob(workspace_.get(Workspace::kStaging, bytes), {numel},
+  return at::from_blob(comm().workspace.get(Workspace::kStaging, bytes), {numel},
                        options.device(at::kCPU));
 }
 
@@ -149,8 +144,7 @@ at::Tensor ProcessGroupRing::stagedCopy(const at::Tensor& tensor) {
 // Reduce-scatter of a flat copy of the inputs: rank r keeps block r.
 void ProcessGroupRing::reduceScatterFlat(const OpContext& ctx, at::Tensor flat,
                                          const at::Tensor& output, DataType type, ReduceOp op) {
-  ringReduceScatter(*transport_, ctx, flat.data_ptr(), static_cast<size_t>(flat.numel()), type,
-                    op, config_, workspace_);
+  ringReduceScatter(comm(), ctx, {flat.data_ptr(), static_cast<size_t>(flat.numel()), type, op});
   const Range mine = chunkOf(static_cast<size_t>(flat.numel()), size_, rank_);
   output.copy_(flat.narrow(0, static_cast<int64_t>(mine.offset), static_cast<int64_t>(mine.count))
                    .view(output.sizes()));
@@ -215,104 +209,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
                                      red.op);
                  },
                  CheckedArgs{-1, static_cast<int>(red.op)});
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tensor>& tensors,
-                                                           const c10d::BroadcastOptions& opts) {
-  const CallSite site{"broadcast", rank_};
-  checkSingleTensor(tensors, site);
-  const at::Tensor tensor = tensors[0];
-  checkRoot(opts.rootRank, size_, site);
-  TORCH_CHECK_VALUE(opts.rootTensor == 0, "ringreduce: broadcast on rank ", rank_,
-                    ": rootTensor must be 0 (one tensor per process)");
-  const int root = static_cast<int>(opts.rootRank);
-  if (deviceOfCall(site, tensors)) {
-    checkDeviceTensor(tensor, site, "input");
-    return broadcastOnDevice(tensor, root, opts.timeout);
-  }
-  checkHostTensor(tensor, site, "input");
-  return enqueue(c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
-                 describeTensor(tensor) + " from root " + std::to_string(root),
-                 [this, tensor, root](const OpContext& ctx) {
-                   withContiguous(tensor, [&](void* data) {
-                     chainBroadcast(*transport_, ctx, data, tensor.nbytes(), root, config_);
-                   });
-                 },
-                 CheckedArgs{root});
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  const CallSite site{"all_gather", rank_};
-  if (auto device = deviceOfCall(site, inputs)) {
-    HostStaging staging = stagingFor(*device);
-    std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
-    std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run([&] { return allgather(hostOutputs, hostInputs, opts); });
-  }
-  checkSingleTensor(inputs, site);
-  const at::Tensor input = inputs[0];
-  checkHostTensor(input, site, "input");
-  TORCH_CHECK_VALUE(outputs.size() == 1, "ringreduce: all_gather on rank ", rank_,
-                    ": expected one output list, got ", outputs.size());
-  const std::vector<at::Tensor> outputList = outputs[0];
-  checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
-  return enqueue(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
-                 describeTensor(input), [this, input, outputList](const OpContext& ctx) {
-                   allgatherIntoList(ctx, input, outputList);
-                 });
-}
-
-void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
-                                         const std::vector<at::Tensor>& outputs) {
-  const at::Tensor in = contiguousInput(input);
-  at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
-  ringAllgather(*transport_, ctx, in.data_ptr(), gathered.data_ptr(), in.nbytes(), config_);
-  unflattenInto(gathered, outputs);
-}
-
-void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
-                                           const at::Tensor& output) {
-  const at::Tensor in = contiguousInput(input);
-  withContiguous(output, [&](void* data) {
-    ringAllgather(*transport_, ctx, in.data_ptr(), data, in.nbytes(), config_);
-  });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  const CallSite site{"all_gather_into_tensor", rank_};
-  if (deviceOfCall(site, {output, input})) {
-    checkDeviceTensor(input, site, "input");
-    checkDeviceTensor(output, site, "output");
-    checkSameDtype(output, input, site, "output", "input");
-    checkNumel(output, input.numel() * size_, site, "output");
-    checkWritable(output, site, "output");
-    return allgatherOnDevice(output, input, opts.timeout);
-  }
-  checkHostTensor(input, site, "input");
-  checkHostTensor(output, site, "output");
-  checkSameDtype(output, input, site, "output", "input");
-  checkNumel(output, input.numel() * size_, site, "output");
-  checkWritable(output, site, "output");
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
-                 describeTensor(input), [this, input, output](const OpContext& ctx) {
-                   allgatherIntoTensor(ctx, input, output);
-                 });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
-                 [this](const OpContext& ctx) { disseminationBarrier(*transport_, ctx); });
-}
-
-void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  auto work = enqueue(c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
-                      [this, waitAllRanks](const OpContext& ctx) {
-                        ringreduce::monitoredBarrier(*transport_, ctx, waitAllRanks);
-                      });
-  work->wait();
 }
 
 }  // namespace ringreduce

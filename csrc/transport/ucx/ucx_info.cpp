@@ -1,4 +1,4 @@
-#include "transport/ucx_info.h"
+#include "transport/ucx/ucx_info.h"
 
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>

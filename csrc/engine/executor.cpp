@@ -1,4 +1,4 @@
-#include "transport/executor.h"
+#include "engine/executor.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@ namespace {
 constexpr int kPollerTickMs = 20;
 }  // namespace
 
-Executor::Executor(UcxTransport& transport) : transport_(transport) {
+Executor::Executor(Transport& transport) : transport_(transport) {
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) throw Error("ringreduce: eventfd() failed");
   thread_ = std::thread([this] { run(); });
@@ -65,7 +65,7 @@ void Executor::run() {
   // Right after a collective the next one usually follows within
   // microseconds (DDP buckets, a training loop): poll for a short while
   // before sleeping, so the common case skips a thread wake-up.
-  const auto spin = std::chrono::microseconds(transport_.spinMicroseconds());
+  const auto spin = std::chrono::microseconds(transport_.config().spinMicroseconds);
   auto spinUntil = Clock::now();
   while (true) {
     Task task;

@@ -1,4 +1,4 @@
-#include "transport/address_record.h"
+#include "transport/ucx/address_record.h"
 
 #include <string>
 

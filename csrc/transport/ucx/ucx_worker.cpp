@@ -1,4 +1,4 @@
-#include "transport/ucx_worker.h"
+#include "transport/ucx/ucx_worker.h"
 
 #include <string>
 

@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& t
         // Keep the bytes alive and unchanged until the send completes.
         at::Tensor data = contiguousInput(tensor);
         PostedMessage posted;
-        posted.request = transport_->isend(dstRank, makeP2PTag(rank_, tag), data.data_ptr(),
+        posted.request = comm().transport.isend(dstRank, makeP2PTag(rank_, tag), data.data_ptr(),
                                            data.nbytes(), ctx);
         posted.finish = [data] {};
         return posted;
@@ -101,7 +101,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::
       [this, tensor, srcRank, tag, anySource](const OpContext& ctx) {
         ReceiveTarget target = receiveTarget(tensor);
         PostedMessage posted;
-        posted.request = transport_->irecv(
+        posted.request = comm().transport.irecv(
             srcRank, makeP2PTag(anySource ? 0 : srcRank, tag), target.buffer.data_ptr(),
             target.buffer.nbytes(), ctx, anySource ? kTagAnySourceMask : kTagFullMask);
         at::Tensor keep = target.buffer;  // alive until the receive completes

@@ -42,9 +42,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
                  [this, buckets, reductions](const OpContext& ctx) {
                    for (size_t b = 0; b < buckets.size(); ++b) {
                      at::Tensor flat = flattenList(buckets[b]);
-                     ringAllreduce(*transport_, ctx.part(b), flat.data_ptr(),
-                                   static_cast<size_t>(flat.numel()), reductions[b].type,
-                                   reductions[b].op, config_, workspace_);
+                     ringAllreduce(comm(), ctx.part(b),
+                                   {flat.data_ptr(), static_cast<size_t>(flat.numel()),
+                                    reductions[b].type, reductions[b].op});
                      unflattenInto(flat, buckets[b]);
                    }
                  },

@@ -1,0 +1,21 @@
+// What every algorithm runs on: the group's transport, its settings and its
+// reusable scratch memory. Algorithms take a Comm, the op being run (name,
+// sequence number, deadline) and one argument struct of their own.
+#pragma once
+
+#include "algorithms/workspace.h"
+#include "core/config.h"
+#include "transport/transport.h"
+
+namespace ringreduce {
+
+struct Comm {
+  Transport& transport;
+  const Config& config;
+  Workspace& workspace;
+
+  int rank() const { return transport.rank(); }
+  int size() const { return transport.size(); }
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,24 @@
+// barrier (dissemination, log2(n) rounds) and monitored_barrier (rank 0
+// names every rank that did not arrive).
+#include "algorithms/barrier.h"
+#include "algorithms/monitored_barrier.h"
+#include "backend/process_group_ring.h"
+
+namespace ringreduce {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
+  return enqueue(c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
+                 [this](const OpContext& ctx) {
+                   disseminationBarrier(comm(), ctx);
+                 });
+}
+
+void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  auto work = enqueue(c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
+                      [this, waitAllRanks](const OpContext& ctx) {
+                        ringreduce::monitoredBarrier(comm(), ctx, waitAllRanks);
+                      });
+  work->wait();
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,36 @@
+// broadcast: a pipelined chain from the root.
+#include <c10/util/Exception.h>
+
+#include "algorithms/chain_broadcast.h"
+#include "backend/host_staging.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+#include "backend/tensor_staging.h"
+
+namespace ringreduce {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  const CallSite site{"broadcast", rank_};
+  checkSingleTensor(tensors, site);
+  const at::Tensor tensor = tensors[0];
+  checkRoot(opts.rootRank, size_, site);
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "ringreduce: broadcast on rank ", rank_,
+                    ": rootTensor must be 0 (one tensor per process)");
+  const int root = static_cast<int>(opts.rootRank);
+  if (deviceOfCall(site, tensors)) {
+    checkDeviceTensor(tensor, site, "input");
+    return broadcastOnDevice(tensor, root, opts.timeout);
+  }
+  checkHostTensor(tensor, site, "input");
+  return enqueue(c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
+                 describeTensor(tensor) + " from root " + std::to_string(root),
+                 [this, tensor, root](const OpContext& ctx) {
+                   withContiguous(tensor, [&](void* data) {
+                     chainBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
+                   });
+                 },
+                 CheckedArgs{root});
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,293 @@
+#include "engine/engine.h"
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+namespace {
+
+// The 8 bits of a fingerprint that travel in every message tag (FNV-1a).
+uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
+  const int64_t fields[] = {fp.opType, fp.dtype, fp.numel, fp.root, fp.reduceOp};
+  uint32_t hash = 2166136261u;
+  for (int64_t field : fields) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= static_cast<uint8_t>(static_cast<uint64_t>(field) >> (8 * i));
+      hash *= 16777619u;
+    }
+  }
+  return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
+               bool checkCollectives, Describe describe)
+    : rank_(transport->rank()),
+      size_(transport->size()),
+      config_(config),
+      groupName_(std::move(groupName)),
+      checkCollectives_(checkCollectives),
+      describe_(std::move(describe)),
+      transport_(std::move(transport)) {
+  executor_ = std::make_unique<Executor>(*transport_);
+}
+
+Engine::~Engine() { shutdown(); }
+
+uint64_t Engine::sequenceNumber() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return nextSeq_;
+}
+
+bool Engine::shutdown(const std::function<void()>& beforeRelease) {
+  {
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    if (!accepting_ || executor_ == nullptr) return false;
+    accepting_ = false;  // submits are refused from here on
+  }
+  // Runs what was queued (those tasks still use the executor and the
+  // transport), fails pending sends/receives and joins the thread; only then
+  // may the executor and the transport go.
+  executor_->stop();
+  executor_.reset();
+  if (beforeRelease) beforeRelease();
+  transport_.reset();
+  return true;
+}
+
+void Engine::refuseIfShutDown(const char* name) const {
+  if (!accepting_) {
+    throw Error(std::string("ringreduce: ") + name + " on rank " + std::to_string(rank_) +
+                ": process group '" + groupName_ + "' has been shut down");
+  }
+}
+
+uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds timeout,
+                                  const CollectiveFingerprint& fingerprint, uint64_t seqCount,
+                                  const std::string& summary, Operation::Body body,
+                                  const MakeCallbacks& makeCallbacks) {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  refuseIfShutDown(name);
+  if (checkCollectives_) {
+    // The check runs first with the op's own sequence number and a neutral
+    // tag fingerprint (it must see the mismatch to name it); the body's
+    // parts follow it.
+    body = [this, fingerprint, inner = std::move(body)](const OpContext& ctx) {
+      OpContext neutral = ctx;
+      neutral.fingerprint = 0;
+      verifySameCollective(comm(), neutral, fingerprint, describe_);
+      inner(ctx.part(1));
+    };
+    seqCount += 1;
+  }
+  const uint64_t seq = nextSeq_ + 1;
+  nextSeq_ += seqCount;
+  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
+  Operation operation;
+  operation.callbacks = makeCallbacks(seq);
+  operation.name = name;
+  operation.seq = seq;
+  operation.timeout = timeout;
+  operation.body = std::move(body);
+  operation.seqCount = seqCount;
+  operation.fingerprint = fingerprintByte(fingerprint);
+  submit(std::move(operation));
+  return seq;
+}
+
+uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
+                                    const std::string& summary, Operation::Post post,
+                                    const MakeCallbacks& makeCallbacks) {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  refuseIfShutDown(name);
+  const uint64_t seq = ++nextP2PSeq_;
+  RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
+  Operation operation;
+  operation.callbacks = makeCallbacks(seq);
+  operation.name = name;
+  operation.seq = seq;
+  operation.timeout = timeout;
+  operation.post = std::move(post);
+  submit(std::move(operation));
+  return seq;
+}
+
+// Called with submitMutex_ held.
+void Engine::submit(Operation operation) {
+  if (coalescing_) {
+    coalesced_.push_back(std::move(operation));
+    return;
+  }
+  executor_->submit([this, operation = std::move(operation)] {
+    if (operation.post) {
+      startPointToPoint(operation);
+    } else {
+      runCollective(operation);
+    }
+  });
+}
+
+std::exception_ptr Engine::unusableError(const OpContext& op) const {
+  return std::make_exception_ptr(TransportError(
+      "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+      " was not run: process group '" + groupName_ +
+      "' is unusable after an earlier failure: " + failure_));
+}
+
+void Engine::runCollective(const Operation& operation) {
+  const OpContext op = operation.context();
+  OperationCallbacks& callbacks = *operation.callbacks;
+  if (!failure_.empty()) {
+    callbacks.failed(unusableError(op));
+    return;
+  }
+  try {
+    std::shared_ptr<void> onDevice = callbacks.enterDevice();
+    callbacks.stageIn(op);
+    operation.body(op);
+    callbacks.stageOut();
+    onDevice.reset();
+    callbacks.succeeded(-1);
+  } catch (const std::exception& e) {
+    // Abandon what is still posted so no late message lands in the caller's
+    // tensors, and stop using a group whose ranks are out of step.
+    for (uint64_t i = 0; i < operation.seqCount; ++i) transport_->abandonOutstanding(op.part(i));
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr && failure_.empty()) {
+      failure_ = e.what();
+      // The peers may be waiting on this rank: let them fail now too.
+      transport_->announceFailure(failure_);
+    }
+    RR_LOG(Warn, rank_, e.what());
+    callbacks.failed(std::current_exception());
+  }
+}
+
+void Engine::startPointToPoint(const Operation& operation) {
+  const OpContext op = operation.context();
+  std::shared_ptr<OperationCallbacks> callbacks = operation.callbacks;
+  if (!failure_.empty()) {
+    callbacks->failed(unusableError(op));
+    return;
+  }
+  auto message = std::make_shared<PostedMessage>();
+  try {
+    *message = post(operation, op);
+  } catch (...) {
+    transport_->abandonOutstanding(op);
+    callbacks->failed(std::current_exception());
+    return;
+  }
+  if (pollMessage(*callbacks, op, *message, false)) return;
+  executor_->addPoller([this, callbacks, op, message](bool abandon) {
+    return pollMessage(*callbacks, op, *message, abandon);
+  });
+}
+
+PostedMessage Engine::post(const Operation& operation, const OpContext& op) {
+  std::shared_ptr<OperationCallbacks> callbacks = operation.callbacks;
+  std::shared_ptr<void> onDevice = callbacks->enterDevice();
+  callbacks->stageIn(op);  // a send's data reaches its host copy first
+  PostedMessage message = operation.post(op);
+  message.finish = [inner = std::move(message.finish), callbacks] {
+    if (inner) inner();
+    std::shared_ptr<void> onDevice = callbacks->enterDevice();
+    callbacks->stageOut();  // a receive's data goes back to the device
+  };
+  return message;
+}
+
+// Completes the operation when its message is done, its deadline passed, or
+// the group is shutting down. True once it is completed either way.
+bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op,
+                         PostedMessage& message, bool abandon) {
+  try {
+    if (abandon) {
+      transport_->abandon(message.request);
+      callbacks.failed(std::make_exception_ptr(TransportError(
+          "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+          " was abandoned: process group '" + groupName_ + "' was shut down")));
+      return true;
+    }
+    if (!transport_->test(message.request, op)) {
+      transport_->checkPeersAlive(message.request.peer, op);
+      if (Clock::now() < op.deadline) return false;
+      const std::string reason = transport_->describeTimeout(message.request, op);
+      transport_->abandon(message.request);
+      callbacks.failed(std::make_exception_ptr(TimeoutError(reason)));
+      return true;
+    }
+    if (message.finish) message.finish();
+    callbacks.succeeded(message.request.isRecv ? tagSourceRank(message.request.senderTag) : -1);
+  } catch (...) {
+    transport_->abandon(message.request);
+    callbacks.failed(std::current_exception());
+  }
+  return true;
+}
+
+void Engine::startCoalescing() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  if (coalescing_) {
+    throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
+                ": already coalescing (nested coalescing managers are not supported)");
+  }
+  coalescing_ = true;
+}
+
+void Engine::endCoalescing(const Combine& combine) {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  if (!coalescing_) {
+    throw Error("ringreduce: endCoalescing on rank " + std::to_string(rank_) +
+                " without startCoalescing");
+  }
+  coalescing_ = false;
+  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
+  coalesced_.clear();
+  std::vector<std::shared_ptr<OperationCallbacks>> parts;
+  for (const Operation& operation : *operations) parts.push_back(operation.callbacks);
+  std::shared_ptr<OperationCallbacks> combined = combine(parts);
+  refuseIfShutDown("endCoalescing");
+  RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
+  executor_->submit([this, operations, combined] { runCoalesced(*operations, *combined); });
+}
+
+// Collectives run in order; sends and receives are all posted first and then
+// waited for together, so a batch (batch_isend_irecv) never deadlocks on the
+// order of its parts.
+void Engine::runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined) {
+  std::exception_ptr firstError;
+  std::vector<std::pair<Operation*, PostedMessage>> posted;
+  for (Operation& operation : operations) {
+    if (!operation.post) {
+      runCollective(operation);
+      if (!firstError) firstError = operation.callbacks->error();
+      continue;
+    }
+    const OpContext op = operation.context();
+    try {
+      if (!failure_.empty()) std::rethrow_exception(unusableError(op));
+      posted.emplace_back(&operation, post(operation, op));
+    } catch (...) {
+      transport_->abandonOutstanding(op);
+      operation.callbacks->failed(std::current_exception());
+      if (!firstError) firstError = operation.callbacks->error();
+    }
+  }
+  for (auto& [operation, message] : posted) {
+    const OpContext op = operation->context();
+    while (!pollMessage(*operation->callbacks, op, message, false)) {
+      if (transport_->progress() == 0) transport_->sleepUntilEvent(-1, 1);
+    }
+    if (!firstError) firstError = operation->callbacks->error();
+  }
+  if (firstError) {
+    combined.failed(firstError);
+  } else {
+    combined.succeeded(-1);
+  }
+}
+
+}  // namespace ringreduce

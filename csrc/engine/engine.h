@@ -1,0 +1,117 @@
+// The torch-free heart of a process group: it owns the transport, the
+// executor thread, the workspace and the group's state, and runs what the
+// backend submits.
+//
+// - Collectives get consecutive sequence numbers in issue order (every rank
+//   numbers them alike, with no store round trip) and run one at a time in
+//   that order; sends and receives are numbered apart and polled between
+//   them, so a pending recv never blocks the collectives behind it.
+// - Every wait is bounded by the operation's timeout.
+// - After a timeout or a transport failure the ranks are out of step: the
+//   group refuses every later operation at once with the original reason,
+//   and tells its peers, so they fail at once too.
+// - Between startCoalescing and endCoalescing operations are held back and
+//   then run as one (torch's coalescing manager, batch_isend_irecv).
+// - With the collective check on, each collective first allgathers a full
+//   fingerprint (op, dtype, size, reduce op, root) and mismatches raise on
+//   every rank.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective_check.h"
+#include "algorithms/comm.h"
+#include "algorithms/workspace.h"
+#include "core/config.h"
+#include "engine/executor.h"
+#include "engine/operation.h"
+#include "transport/transport.h"
+
+namespace ringreduce {
+
+class Engine {
+ public:
+  using Describe = std::function<std::string(const CollectiveFingerprint&)>;
+  using MakeCallbacks = std::function<std::shared_ptr<OperationCallbacks>(uint64_t seq)>;
+
+  // `describe` names a collective in mismatch errors (the backend knows the
+  // names of torch's op types and dtypes).
+  Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
+         bool checkCollectives, Describe describe);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+  const std::string& groupName() const { return groupName_; }
+
+  // Caller's thread. Numbers and queues a collective that uses `seqCount`
+  // sequence numbers; `makeCallbacks` receives the first. Throws Error once
+  // the engine is shut down. `summary` is logged with the number.
+  uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
+                            const CollectiveFingerprint& fingerprint, uint64_t seqCount,
+                            const std::string& summary, Operation::Body body,
+                            const MakeCallbacks& makeCallbacks);
+  // The same for a send or recv (numbered apart from the collectives).
+  uint64_t submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
+                              const std::string& summary, Operation::Post post,
+                              const MakeCallbacks& makeCallbacks);
+
+  // Caller's thread: hold operations back, then run them as one operation;
+  // `combine` makes the callbacks of the whole from those of its parts.
+  void startCoalescing();
+  using Combine = std::function<std::shared_ptr<OperationCallbacks>(
+      const std::vector<std::shared_ptr<OperationCallbacks>>& parts)>;
+  void endCoalescing(const Combine& combine);
+
+  // The next collective's sequence number minus one (torch's
+  // getSequenceNumberForGroup).
+  uint64_t sequenceNumber();
+
+  // Executor thread only: what the algorithms run on, and whether the group
+  // is unusable after an earlier failure.
+  Comm comm() { return Comm{*transport_, config_, workspace_}; }
+  bool failed() const { return !failure_.empty(); }
+
+  // Runs what is queued, fails pending sends/receives and stops the
+  // executor; `beforeRelease` runs on the caller's thread before the
+  // transport goes. Later submits throw. Idempotent: true the first time.
+  bool shutdown(const std::function<void()>& beforeRelease = nullptr);
+
+ private:
+  void submit(Operation operation);  // with submitMutex_ held
+  void runCollective(const Operation& operation);
+  void startPointToPoint(const Operation& operation);
+  void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined);
+  PostedMessage post(const Operation& operation, const OpContext& op);
+  bool pollMessage(OperationCallbacks& callbacks, const OpContext& op, PostedMessage& message,
+                   bool abandon);
+  std::exception_ptr unusableError(const OpContext& op) const;
+  void refuseIfShutDown(const char* name) const;
+
+  const int rank_;
+  const int size_;
+  const Config config_;
+  const std::string groupName_;
+  const bool checkCollectives_;
+  const Describe describe_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Executor> executor_;
+  Workspace workspace_;     // executor thread only
+  std::string failure_;     // executor thread only: why the group is unusable
+  std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
+  uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
+  uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
+  bool accepting_ = true;    // false once shutdown() began
+  bool coalescing_ = false;
+  std::vector<Operation> coalesced_;
+};
+
+}  // namespace ringreduce

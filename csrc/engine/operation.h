@@ -1,0 +1,70 @@
+// One queued operation of a group, as the engine runs it: a collective (a
+// body that runs the algorithms) or a send/recv (a post that starts it), and
+// the callbacks through which its outcome reaches whoever issued it.
+//
+// The engine knows nothing of torch: the backend implements the callbacks
+// with its c10d::Work, and with CUDA streams and host staging for CUDA
+// tensors (the transfers then run with the group's internal stream current,
+// between copies of the data to and from the host).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+
+#include "core/op_context.h"
+#include "transport/transport.h"
+
+namespace ringreduce {
+
+class OperationCallbacks {
+ public:
+  virtual ~OperationCallbacks() = default;
+  // Executor thread. Around the transfers: what must stay alive while they
+  // run (a CUDA tensor's internal stream made current), or null.
+  virtual std::shared_ptr<void> enterDevice() { return nullptr; }
+  // Before the transfers: staged inputs reach the host (bounded by op's deadline).
+  virtual void stageIn(const OpContext& op) {}
+  // After the transfers succeeded: staged outputs go back to the device.
+  virtual void stageOut() {}
+  // Exactly one of these, once. sourceRank: for a receive, who sent it.
+  virtual void succeeded(int sourceRank) = 0;
+  virtual void failed(std::exception_ptr error) = 0;
+  // The error it failed with, or null.
+  virtual std::exception_ptr error() const = 0;
+};
+
+// A posted send or recv, and what to do once it completes (copy a staged
+// receive back into the caller's tensor).
+struct PostedMessage {
+  Request request;
+  std::function<void()> finish;
+};
+
+struct Operation {
+  using Body = std::function<void(const OpContext&)>;
+  using Post = std::function<PostedMessage(const OpContext&)>;
+
+  std::shared_ptr<OperationCallbacks> callbacks;
+  const char* name = "collective";
+  uint64_t seq = 0;
+  std::chrono::milliseconds timeout{0};
+  Body body;  // a collective
+  Post post;  // a send or recv
+  // Consecutive sequence numbers it uses (OpContext::part): an operation
+  // may run several collectives.
+  uint64_t seqCount = 1;
+  uint8_t fingerprint = 0;
+
+  // The deadline starts when the operation starts, not when it was queued.
+  OpContext context() const {
+    OpContext op(name, seq, timeout);
+    op.pointToPoint = static_cast<bool>(post);
+    op.fingerprint = fingerprint;
+    return op;
+  }
+};
+
+}  // namespace ringreduce

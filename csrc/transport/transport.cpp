@@ -1,0 +1,188 @@
+#include "transport/transport.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+namespace {
+
+std::string peerName(int peer) {
+  return peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer);
+}
+
+}  // namespace
+
+Transport::Transport(int rank, int size, const Config& config)
+    : rank_(rank), size_(size), config_(config) {
+  if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
+    throw InvalidArgument("ringreduce: invalid rank " + std::to_string(rank) +
+                          " for group of size " + std::to_string(size));
+  }
+}
+
+std::string Transport::where(const OpContext& op) const {
+  return "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_);
+}
+
+Request Transport::isend(int peer, uint64_t tag, const void* data, size_t bytes,
+                         const OpContext& op) {
+  Request request;
+  request.peer = peer;
+  request.bytes = bytes;
+  if (!op.pointToPoint) tag |= static_cast<uint64_t>(op.fingerprint) << kTagFingerprintShift;
+  std::string error;
+  request.handle = postSend(peer, tag, data, bytes, &error);
+  if (!error.empty()) {
+    throw TransportError(where(op) + ": send to rank " + std::to_string(peer) +
+                         " failed: " + error);
+  }
+  if (request.handle == nullptr) {
+    request.done = true;
+  } else {
+    outstanding_.emplace(request.handle, op.owner());
+  }
+  return request;
+}
+
+Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op,
+                         uint64_t mask) {
+  Request request;
+  request.peer = peer;
+  request.bytes = bytes;
+  request.isRecv = true;
+  if (!op.pointToPoint) {
+    // Match whatever fingerprint the sender put there; test() compares it.
+    mask &= ~kTagFingerprintMask;
+    request.fingerprint = op.fingerprint;
+  }
+  std::string error;
+  request.handle = postRecv(tag, mask, data, bytes, &error);
+  if (request.handle == nullptr) {
+    throw TransportError(where(op) + ": receive from " + peerName(peer) + " failed: " + error);
+  }
+  outstanding_.emplace(request.handle, op.owner());
+  return request;
+}
+
+bool Transport::test(Request& request, const OpContext& op) {
+  if (request.done) return true;
+  const Completion completion = poll(request.handle, request.isRecv);
+  if (completion.state == Completion::State::InProgress) return false;
+  outstanding_.erase(request.handle);
+  request.handle = nullptr;
+  request.done = true;
+  if (request.isRecv) request.senderTag = completion.senderTag;
+  const std::string direction = request.isRecv
+                                    ? "receive from " + peerName(request.peer)
+                                    : "send to rank " + std::to_string(request.peer);
+  if (completion.state == Completion::State::Truncated) {
+    throw TransportError(where(op) + ": " + direction + " brought more than the expected " +
+                         std::to_string(request.bytes) +
+                         " bytes (do all ranks call the same collective with the same sizes?)");
+  }
+  if (completion.state == Completion::State::Failed) {
+    throw TransportError(where(op) + ": " + direction + " failed: " + completion.error);
+  }
+  if (request.fingerprint >= 0 &&
+      ((completion.senderTag & kTagFingerprintMask) >> kTagFingerprintShift) !=
+          static_cast<uint64_t>(request.fingerprint)) {
+    throw TransportError(where(op) + ": rank " +
+                         std::to_string(tagSourceRank(completion.senderTag)) +
+                         " is in a different collective (the operation, dtype, size, reduce op "
+                         "or root differ); RINGREDUCE_CHECK_COLLECTIVES=1 names the difference");
+  }
+  if (request.isRecv && completion.length != request.bytes) {
+    throw TransportError(where(op) + ": received " + std::to_string(completion.length) +
+                         " bytes from " + peerName(tagSourceRank(completion.senderTag)) +
+                         ", expected " + std::to_string(request.bytes) +
+                         " (do all ranks call the same collective with the same sizes?)");
+  }
+  return true;
+}
+
+void Transport::wait(Request& request, const OpContext& op) {
+  if (!waitUntilDeadline(request, op)) throwTimeout(request, op);
+}
+
+bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
+  const auto spin = std::chrono::microseconds(config_.spinMicroseconds);
+  auto spinUntil = Clock::now() + spin;
+  while (!test(request, op)) {
+    if (progress() > 0) continue;
+    // Nothing more arrived. A collective cannot finish without every rank,
+    // so any death ends it; a send/recv only needs its peer.
+    checkPeersAlive(op.pointToPoint ? request.peer : -1, op);
+    const auto now = Clock::now();
+    if (now >= op.deadline) return false;
+    announceIfStalled(op, now);
+    if (now < spinUntil) continue;
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
+    sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
+    spinUntil = Clock::now() + spin;
+  }
+  return true;
+}
+
+void Transport::waitAll(std::vector<Request>& requests, const OpContext& op) {
+  for (Request& request : requests) wait(request, op);
+}
+
+std::string Transport::describeTimeout(const Request& request, const OpContext& op) const {
+  const std::string waiting =
+      request.isRecv ? "still waiting to receive " + std::to_string(request.bytes) +
+                           " bytes from " + peerName(request.peer)
+                     : "still waiting to send " + std::to_string(request.bytes) +
+                           " bytes to rank " + std::to_string(request.peer);
+  return "ringreduce: " + op.describe() + " timed out after " +
+         std::to_string(op.timeout.count()) + " ms on rank " + std::to_string(rank_) + ": " +
+         waiting + " (is that rank alive and calling the same collective?)";
+}
+
+// A collective that waits for a tenth of its timeout (at most 2 s) says so
+// on the progress board; healthy collectives never touch the store.
+void Transport::announceIfStalled(const OpContext& op, Clock::time_point now) {
+  if (!board_ || op.pointToPoint) return;
+  const auto threshold = std::min<Clock::duration>(op.timeout / 10, std::chrono::seconds(2));
+  if (now - (op.deadline - op.timeout) >= threshold) board_->announce(op.seq);
+}
+
+void Transport::throwTimeout(const Request& request, const OpContext& op) {
+  std::string message = describeTimeout(request, op);
+  if (board_ && !op.pointToPoint) {
+    board_->announce(op.seq);
+    const auto behind = board_->ranksBehind(op.seq);
+    message += behind.empty()
+                   ? "; every rank was seen waiting in " + op.describe() +
+                         ", so one is stuck inside it or the network stalled"
+                   : "; rank(s) not seen in " + op.describe() + ": " +
+                         ProgressBoard::describe(behind);
+  }
+  throw TimeoutError(message);
+}
+
+void Transport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op.owner()); }
+
+void Transport::abandonWhere(bool all, uint64_t owner) {
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (all || it->second == owner) {
+      cancel(it->first);
+      it = outstanding_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Transport::abandon(Request& request) {
+  if (request.handle == nullptr) return;
+  cancel(request.handle);
+  outstanding_.erase(request.handle);
+  request.handle = nullptr;
+  request.done = true;
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,133 @@
+// Tagged point-to-point messaging between the ranks of one group: all that
+// the algorithms and the engine see of the network.
+//
+// An implementation provides four primitives (post a send, post a receive,
+// poll a request, cancel one) plus progress and sleep: UCX in transport/ucx,
+// an in-process loopback for unit tests in transport/loopback. This class
+// builds on them what must behave alike on every transport:
+// - the collective's fingerprint in every tag, compared on arrival, so ranks
+//   in different collectives get an error instead of each other's data;
+// - receives of exactly the expected size;
+// - waits bounded by the op's deadline, spinning briefly and then sleeping,
+//   whose timeouts name the peer and the ranks not seen in the collective;
+// - cancelling what a failed op left in flight.
+//
+// Threading: after construction one thread (the group's executor) drives it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.h"
+#include "core/op_context.h"
+#include "transport/progress_board.h"
+
+namespace ringreduce {
+
+// One posted send or receive. Plain data: the transport owns the request
+// behind `handle` and releases it when it completes or is abandoned.
+struct Request {
+  void* handle = nullptr;  // the implementation's request while in flight
+  int peer = -1;           // -1: a receive from any source
+  size_t bytes = 0;
+  uint64_t senderTag = 0;  // for receives, once done: who sent it (tagSourceRank)
+  int fingerprint = -1;    // for collective receives: the fingerprint expected
+  bool isRecv = false;
+  bool done = false;
+};
+
+// What an implementation reports for a posted request.
+struct Completion {
+  enum class State { InProgress, Done, Truncated, Failed };
+  State state = State::InProgress;
+  size_t length = 0;       // receives: the bytes that arrived
+  uint64_t senderTag = 0;  // receives: the tag the sender used
+  std::string error;       // Failed: why, in the transport's words
+};
+
+class Transport {
+ public:
+  Transport(int rank, int size, const Config& config);
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+
+  Request isend(int peer, uint64_t tag, const void* data, size_t bytes, const OpContext& op);
+  // `mask` selects the tag bits that must match (kTagAnySourceMask: any sender).
+  Request irecv(int peer, uint64_t tag, void* data, size_t bytes, const OpContext& op,
+                uint64_t mask = ~0ull);
+
+  // True once `request` finished; throws TransportError if it failed. Does
+  // not progress the transport.
+  bool test(Request& request, const OpContext& op);
+  // Progresses until `request` finishes. Spins briefly, then sleeps until an
+  // event. Throws TimeoutError at op.deadline naming the peer.
+  void wait(Request& request, const OpContext& op);
+  void waitAll(std::vector<Request>& requests, const OpContext& op);
+  // Like wait, but returns false at op.deadline instead of throwing.
+  bool waitUntilDeadline(Request& request, const OpContext& op);
+
+  // "send p2p#3 timed out after 100 ms on rank 0: still waiting to ..."
+  std::string describeTimeout(const Request& request, const OpContext& op) const;
+
+  // Cancels and releases the requests of `op` still in flight (after an
+  // error, so that no late message lands in a buffer the caller has given up).
+  void abandonOutstanding(const OpContext& op);
+  // The same for one request (a send/recv that timed out).
+  void abandon(Request& request);
+
+  // After a failure that leaves the group out of step: tell the peers.
+  virtual void announceFailure(const std::string& reason) {}
+  // Throws TransportError if `peer` (any peer when -1) is known to be dead,
+  // or, for collectives, if a peer gave up on the group.
+  virtual void checkPeersAlive(int peer, const OpContext& op) const {}
+
+  // One pass of progress; returns the number of events handled.
+  virtual unsigned progress() = 0;
+  // Sleeps until the transport has an event, `extraFd` is readable, or
+  // `timeoutMs` passes (-1: no limit). Returns at once if events are pending.
+  virtual void sleepUntilEvent(int extraFd, int timeoutMs) = 0;
+  // How the messages to `peer` travel (for logs).
+  virtual std::string describeEndpoint(int peer) = 0;
+
+ protected:
+  // Posts a send; returns its handle, or null when it completed at once.
+  // On failure returns null and sets *error.
+  virtual void* postSend(int peer, uint64_t tag, const void* data, size_t bytes,
+                         std::string* error) = 0;
+  // Posts a receive matching (tag & mask); always returns a handle, or null
+  // with *error set.
+  virtual void* postRecv(uint64_t tag, uint64_t mask, void* data, size_t bytes,
+                         std::string* error) = 0;
+  // The state of a posted request; once it is not InProgress the handle is
+  // released and must not be used again.
+  virtual Completion poll(void* handle, bool isRecv) = 0;
+  // Cancels and releases a posted request.
+  virtual void cancel(void* handle) = 0;
+
+  // Collectives that wait long announce themselves here (progress_board.h).
+  void setProgressBoard(std::unique_ptr<ProgressBoard> board) { board_ = std::move(board); }
+  // Implementations call this first in their destructor, while cancel() works.
+  void abandonAll() { abandonWhere(true, 0); }
+
+ private:
+  [[noreturn]] void throwTimeout(const Request& request, const OpContext& op);
+  void announceIfStalled(const OpContext& op, Clock::time_point now);
+  void abandonWhere(bool all, uint64_t owner);
+  std::string where(const OpContext& op) const;
+
+  const int rank_;
+  const int size_;
+  const Config config_;
+  std::unique_ptr<ProgressBoard> board_;
+  std::unordered_map<void*, uint64_t> outstanding_;  // handle -> OpContext::owner()
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,221 @@
+#include "transport/ucx/ucx_transport.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/ucx/address_record.h"
+#include "transport/ucx/bootstrap.h"
+#include "transport/tag.h"
+#include "transport/ucx/ucx_worker.h"
+
+namespace ringreduce {
+
+namespace {
+
+void checkUcs(ucs_status_t status, const char* what) {
+  if (status != UCS_OK) {
+    throw TransportError(std::string("ringreduce: UCX ") + what +
+                         " failed: " + ucs_status_string(status));
+  }
+}
+
+// How long the destructor waits for endpoints to flush before forcing them.
+constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
+
+}  // namespace
+
+UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
+                           std::chrono::milliseconds timeout, const Config& config)
+    : Transport(rank, size, config) {
+  UcxWorker ucx = UcxWorker::open(nullptr, static_cast<size_t>(size), "data path");
+  context_ = ucx.context;
+  worker_ = ucx.worker;
+  eventFd_ = ucx.eventFd;
+  const std::vector<uint8_t>& myAddress = ucx.address;
+  try {
+    if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
+    int64_t generation = 0;
+    const auto published = exchangeAddresses(
+        *store, rank, size,
+        packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}}),
+        timeout, &generation);
+    setProgressBoard(std::make_unique<ProgressBoard>(
+        store, "ringreduce/gen" + std::to_string(generation) + "/waiting_in/", rank, size));
+    std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
+    peerAddresses_.resize(static_cast<size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      AddressRecord record = unpackAddressRecord(published[peer].data(), published[peer].size(), peer);
+      peerAddresses_[peer] = std::move(record.data);
+      monitorAddresses[peer] = std::move(record.monitor);
+    }
+    if (monitor_) monitor_->connect(monitorAddresses);
+    endpoints_.assign(static_cast<size_t>(size), nullptr);
+  } catch (...) {
+    monitor_.reset();
+    ucx.close();
+    throw;
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  abandonAll();
+  std::vector<void*> closing;
+  for (int peer = 0; peer < size(); ++peer) {
+    ucp_ep_h ep = endpoints_.empty() ? nullptr : endpoints_[peer];
+    if (ep == nullptr) continue;
+    ucp_request_param_t param{};
+    // Flush what is still going out, except to a dead peer: nothing there
+    // will ever acknowledge it.
+    if (monitor_ && monitor_->isDead(peer)) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t status = ucp_ep_close_nbx(ep, &param);
+    if (UCS_PTR_IS_PTR(status)) closing.push_back(status);
+  }
+  const auto limit = Clock::now() + kCloseFlushLimit;
+  while (!closing.empty() && Clock::now() < limit) {
+    progress();
+    closing.erase(std::remove_if(closing.begin(), closing.end(),
+                                 [](void* request) {
+                                   if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+                                     return false;
+                                   }
+                                   ucp_request_free(request);
+                                   return true;
+                                 }),
+                  closing.end());
+  }
+  if (!closing.empty()) {
+    RR_LOG(Warn, rank(), "closing " << closing.size() << " endpoint(s) did not flush within "
+                                   << kCloseFlushLimit.count() << " ms; destroying anyway");
+    for (void* request : closing) ucp_request_free(request);
+  }
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+  monitor_.reset();
+}
+
+ucp_ep_h UcxTransport::endpoint(int peer) {
+  ucp_ep_h& ep = endpoints_[static_cast<size_t>(peer)];
+  if (ep != nullptr) return ep;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(peerAddresses_[peer].data());
+  checkUcs(ucp_ep_create(worker_, &params, &ep), "endpoint create");
+  RR_LOG(Info, rank(), "connected to rank " << peer << ": " << describeEndpoint(peer));
+  return ep;
+}
+
+std::string UcxTransport::describeEndpoint(int peer) {
+  ucp_ep_h ep = endpoints_[static_cast<size_t>(peer)];
+  if (ep == nullptr) return "not connected";
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (stream == nullptr) return "unknown";
+  ucp_ep_print_info(ep, stream);
+  std::fclose(stream);
+  std::string description(text, length);
+  std::free(text);
+  // Keep the lane lines ("lane[0]: ... tcp/lo ...") on one log line.
+  std::replace(description.begin(), description.end(), '\n', ' ');
+  return description;
+}
+
+void* UcxTransport::postSend(int peer, uint64_t tag, const void* data, size_t bytes,
+                             std::string* error) {
+  ucp_request_param_t param{};
+  ucs_status_ptr_t status = ucp_tag_send_nbx(endpoint(peer), data, bytes, tag, &param);
+  if (UCS_PTR_IS_ERR(status)) {
+    *error = ucs_status_string(UCS_PTR_STATUS(status));
+    return nullptr;
+  }
+  return status;  // null: sent at once
+}
+
+void* UcxTransport::postRecv(uint64_t tag, uint64_t mask, void* data, size_t bytes,
+                             std::string* error) {
+  ucp_tag_recv_info_t info{};
+  ucp_request_param_t param{};
+  // Always complete through a request: then ucp_tag_recv_request_test()
+  // reports the received length and the sender's tag in every case.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.recv_info.tag_info = &info;
+  ucs_status_ptr_t status = ucp_tag_recv_nbx(worker_, data, bytes, tag, mask, &param);
+  if (UCS_PTR_IS_ERR(status) || status == nullptr) {
+    *error = ucs_status_string(UCS_PTR_STATUS(status));
+    return nullptr;
+  }
+  return status;
+}
+
+Completion UcxTransport::poll(void* handle, bool isRecv) {
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t status =
+      isRecv ? ucp_tag_recv_request_test(handle, &info) : ucp_request_check_status(handle);
+  Completion completion;
+  if (status == UCS_INPROGRESS) return completion;
+  ucp_request_free(handle);
+  completion.length = info.length;
+  completion.senderTag = info.sender_tag;
+  if (status == UCS_OK) {
+    completion.state = Completion::State::Done;
+  } else if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    completion.state = Completion::State::Truncated;
+  } else {
+    completion.state = Completion::State::Failed;
+    completion.error = ucs_status_string(status);
+  }
+  return completion;
+}
+
+void UcxTransport::cancel(void* handle) {
+  ucp_request_cancel(worker_, handle);
+  ucp_request_free(handle);
+}
+
+void UcxTransport::announceFailure(const std::string& reason) {
+  if (monitor_) monitor_->broadcastAbort(reason);
+}
+
+void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
+  if (!monitor_) return;
+  if (monitor_->abortedBy() >= 0 && !op.pointToPoint) {
+    throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank()) +
+                         " failed: rank " + std::to_string(monitor_->abortedBy()) +
+                         " gave up on the group: " + monitor_->abortReason());
+  }
+  if (!monitor_->anyDead()) return;
+  const int dead = peer >= 0 ? (monitor_->isDead(peer) ? peer : -1) : monitor_->firstDeadPeer();
+  if (dead < 0) return;
+  throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank()) +
+                       " failed: rank " + std::to_string(dead) + " is gone (connection lost: " +
+                       monitor_->deathReason(dead) + "); the process died or the network failed");
+}
+
+unsigned UcxTransport::progress() {
+  unsigned events = ucp_worker_progress(worker_);
+  if (monitor_) events += monitor_->progress();
+  return events;
+}
+
+void UcxTransport::sleepUntilEvent(int extraFd, int timeoutMs) {
+  const ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_ERR_BUSY) return;  // events already pending: progress again
+  checkUcs(status, "worker arm");
+  if (monitor_ && !monitor_->arm()) return;
+  pollfd fds[3];
+  nfds_t count = 0;
+  fds[count++] = {eventFd_, POLLIN, 0};
+  if (monitor_) fds[count++] = {monitor_->eventFd(), POLLIN, 0};
+  if (extraFd >= 0) fds[count++] = {extraFd, POLLIN, 0};
+  ::poll(fds, count, timeoutMs);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,61 @@
+// The Transport over UCX: shared memory, CMA, TCP, RDMA, whatever UCX finds.
+// One instance per process group: its own UCX context, worker and endpoints,
+// so groups never see each other's messages and nothing outlives the group.
+// A PEER-mode TCP side channel (peer_monitor.h) reports dead peers, which the
+// fast shared-memory transports cannot.
+//
+// Threading: the constructor bootstraps on the calling thread; afterwards a
+// single thread (the group's executor) drives it. The worker is created
+// SERIALIZED, which is enough for that hand-over.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/op_context.h"
+#include "transport/key_value_store.h"
+#include "transport/transport.h"
+#include "transport/ucx/peer_monitor.h"
+
+namespace ringreduce {
+
+class UcxTransport : public Transport {
+ public:
+  // Keeps `store` for the progress board (see progress_board.h).
+  UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
+               std::chrono::milliseconds timeout, const Config& config);
+  ~UcxTransport() override;
+
+  void announceFailure(const std::string& reason) override;
+  void checkPeersAlive(int peer, const OpContext& op) const override;
+  unsigned progress() override;
+  void sleepUntilEvent(int extraFd, int timeoutMs) override;
+  // The transports UCX chose for the endpoint to `peer`.
+  std::string describeEndpoint(int peer) override;
+
+ protected:
+  void* postSend(int peer, uint64_t tag, const void* data, size_t bytes,
+                 std::string* error) override;
+  void* postRecv(uint64_t tag, uint64_t mask, void* data, size_t bytes,
+                 std::string* error) override;
+  Completion poll(void* handle, bool isRecv) override;
+  void cancel(void* handle) override;
+
+ private:
+  ucp_ep_h endpoint(int peer);
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;
+  std::vector<std::vector<uint8_t>> peerAddresses_;
+  std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
+  std::vector<ucp_ep_h> endpoints_;
+};
+
+}  // namespace ringreduce
