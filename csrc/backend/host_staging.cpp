@@ -4,10 +4,6 @@
 
 namespace ringreduce {
 
-namespace {
-thread_local std::shared_ptr<DeviceCall> attachedCall;
-}  // namespace
-
 std::optional<c10::Device> deviceOfCall(const CallSite& site, const std::vector<at::Tensor>& a,
                                         const std::vector<at::Tensor>& b) {
   std::optional<c10::Device> found;
@@ -63,11 +59,6 @@ std::vector<std::vector<at::Tensor>> HostStaging::write(
   for (const auto& list : lists) mapped.push_back(map(list, false, true));
   return mapped;
 }
-
-HostStaging::Attach::Attach(std::shared_ptr<DeviceCall> call) { attachedCall = std::move(call); }
-HostStaging::Attach::~Attach() { attachedCall.reset(); }
-
-std::shared_ptr<DeviceCall> HostStaging::takeAttached() { return std::move(attachedCall); }
 
 std::vector<at::Tensor> HostStaging::deviceOutputs(const DeviceCall& call,
                                                    const std::vector<at::Tensor>& outputs) {

@@ -1,9 +1,9 @@
 // Collectives on CUDA tensors through pinned host copies: the fallback that
 // gives every op the backend has a CUDA form. A public method that receives
-// CUDA tensors maps them to host "shadows" here and calls its own CPU form
-// on the shadows inside run(); enqueue() picks up the DeviceCall (copies in,
-// copies out, stream semantics) from the calling thread and attaches it to
-// the queued operation, so the CPU algorithms run unchanged.
+// CUDA tensors maps them to host "shadows" here and calls its host form on
+// the shadows inside run(), handing it the Staged call (copies in, copies
+// out, stream semantics), which enqueue() attaches to the queued operation:
+// the CPU algorithms run unchanged.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +16,9 @@
 #include "backend/tensor_checks.h"
 
 namespace ringreduce {
+
+// The host-staged form of a call on CUDA tensors; null for host tensors.
+using Staged = std::shared_ptr<DeviceCall>;
 
 // The CUDA device of a call, or nothing for a CPU call. Raises ValueError
 // when the call mixes devices.
@@ -43,26 +46,18 @@ class HostStaging {
   std::vector<std::vector<at::Tensor>> read(const std::vector<std::vector<at::Tensor>>& lists);
   std::vector<std::vector<at::Tensor>> write(const std::vector<std::vector<at::Tensor>>& lists);
 
-  // Issues the call (caller's thread) and runs `cpuForm` with the call
-  // attached to the thread, for the enqueue inside it.
+  // Issues the call (caller's thread) and runs `hostForm(staged)`.
   template <typename Fn>
-  auto run(Fn cpuForm) {
+  auto run(Fn hostForm) {
     issueDeviceCall(*call_, deviceTensors_);
-    Attach attach(call_);
-    return cpuForm();
+    return hostForm(static_cast<const Staged&>(call_));
   }
 
-  // For enqueue(): the call attached to this thread, if any (taken once).
-  static std::shared_ptr<DeviceCall> takeAttached();
   // The device tensors behind `outputs` (shadows map back; others stay).
   static std::vector<at::Tensor> deviceOutputs(const DeviceCall& call,
                                                const std::vector<at::Tensor>& outputs);
 
  private:
-  struct Attach {
-    explicit Attach(std::shared_ptr<DeviceCall> call);
-    ~Attach();
-  };
   at::Tensor shadow(const at::Tensor& t, bool in, bool out);
   std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, bool in, bool out);
 

@@ -40,9 +40,8 @@ std::string describeFingerprint(const CollectiveFingerprint& fp) {
 
 }  // namespace
 
-ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                   int size, std::chrono::milliseconds timeout,
-                                   std::string groupName)
+ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   std::chrono::milliseconds timeout, std::string groupName)
     : c10d::Backend(rank, size),
       groupName_(std::move(groupName)),
       config_(configFromEnvironment()),
@@ -60,9 +59,9 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
-  RR_LOG(Info, rank, "group '" << groupName_ << "' created: rank " << rank << " of " << size
-                               << ", timeout " << timeout.count() << " ms, segment "
-                               << config_.segmentBytes << " B");
+  RR_LOG(Info, rank,
+         "group '" << groupName_ << "' created: rank " << rank << " of " << size << ", timeout "
+                   << timeout.count() << " ms, segment " << config_.segmentBytes << " B");
 }
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
@@ -78,10 +77,12 @@ void ProcessGroupRing::shutdown() {
   if (stopped) RR_LOG(Info, rank_, "group '" << groupName_ << "' shut down");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
-    c10d::OpType type, const char* name, std::chrono::milliseconds requestedTimeout,
-    std::vector<at::Tensor> outputs, const std::string& summary, Body body, CheckedArgs checked,
-    uint64_t seqCount) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c10d::OpType type,
+                                                         const char* name,
+                                                         std::chrono::milliseconds requestedTimeout,
+                                                         std::vector<at::Tensor> outputs,
+                                                         const std::string& summary, Body body,
+                                                         CheckedArgs checked, uint64_t seqCount) {
   const std::chrono::milliseconds timeout =
       requestedTimeout == c10d::kUnsetTimeout ? this->timeout() : requestedTimeout;
   CollectiveFingerprint fp;
@@ -96,17 +97,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
   }
   fp.root = checked.root;
   fp.reduceOp = checked.reduceOp;
-  std::shared_ptr<DeviceCall> device = HostStaging::takeAttached();
+  const Staged& device = staged;
   if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
   c10::intrusive_ptr<WorkRing> work;
   try {
-    engine_->submitCollective(
-        name, timeout, fp, seqCount,
-        summary + (device ? " on " + device->device.str() : std::string()), std::move(body),
-        [&](uint64_t seq) {
-          work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(outputs), device.get());
-          return std::make_shared<WorkCallbacks>(work, device);
-        });
+    engine_->submitCollective(name, timeout, fp, seqCount,
+                              summary + (device ? " on " + device->device.str() : std::string()),
+                              std::move(body), [&](uint64_t seq) {
+                                work = c10::make_intrusive<WorkRing>(
+                                    rank_, type, seq, std::move(outputs), device.get());
+                                return std::make_shared<WorkCallbacks>(work, device);
+                              });
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
@@ -114,9 +115,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
-    c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
+    const Staged& staged, c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
     const std::string& summary, Post post) {
-  std::shared_ptr<DeviceCall> device = HostStaging::takeAttached();
+  const Staged& device = staged;
   if (device) tensors = HostStaging::deviceOutputs(*device, tensors);
   c10::intrusive_ptr<WorkRing> work;
   try {
@@ -163,8 +164,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
         for (const at::Tensor& t : callbacks.work()->result()) outputs.push_back(t);
         if (callbacks.device()) device = callbacks.device();
       }
-      combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs,
-                                               device.get());
+      combined =
+          c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs, device.get());
       return std::make_shared<WorkCallbacks>(combined, nullptr);
     });
   } catch (...) {

@@ -89,8 +89,7 @@ class ProcessGroupRing : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
   // Coalesced forms: one queued operation each. allreduce_coalesced fuses
   // tensors of one dtype into a single ring allreduce (tensor fusion).
@@ -126,15 +125,63 @@ class ProcessGroupRing : public c10d::Backend {
   using Body = Operation::Body;
   using Post = Operation::Post;
 
-  // Queues a collective on the engine, with a WorkRing for its outputs.
+  // The host forms of the ops that stage CUDA tensors through the host (the
+  // public overrides map CUDA tensors to pinned host copies, then call these
+  // with the staged call; host tensors come with none).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts,
+                                                     const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts,
+                                                                 const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts,
+                                           const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts,
+                                               const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag,
+                                      const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
+                                                int tag, const CallSite& site,
+                                                const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts, const Staged& staged);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts,
+                                                const Staged& staged);
+
+  // Queues a collective on the engine, with a WorkRing for its outputs; for
+  // a staged CUDA call, the Work completes on the device (device_call.h).
   // `seqCount` consecutive sequence numbers for ops that run several
   // collectives (OpContext::part).
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name,
+  c10::intrusive_ptr<c10d::Work> enqueue(const Staged& staged, c10d::OpType type, const char* name,
                                          std::chrono::milliseconds requestedTimeout,
                                          std::vector<at::Tensor> outputs,
                                          const std::string& summary, Body body,
                                          CheckedArgs checked = {}, uint64_t seqCount = 1);
-  c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(c10d::OpType type, const char* name,
+  c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(const Staged& staged, c10d::OpType type,
+                                                     const char* name,
                                                      std::vector<at::Tensor> tensors,
                                                      const std::string& summary, Post post);
   c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
@@ -171,8 +218,7 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
-  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
-                           const at::Tensor& output);
+  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
                                                  const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,

@@ -131,10 +131,10 @@ void Engine::submit(Operation operation) {
 }
 
 std::exception_ptr Engine::unusableError(const OpContext& op) const {
-  return std::make_exception_ptr(TransportError(
-      "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
-      " was not run: process group '" + groupName_ +
-      "' is unusable after an earlier failure: " + failure_));
+  return std::make_exception_ptr(
+      TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                     " was not run: process group '" + groupName_ +
+                     "' is unusable after an earlier failure: " + failure_));
 }
 
 void Engine::runCollective(const Operation& operation) {
@@ -201,14 +201,14 @@ PostedMessage Engine::post(const Operation& operation, const OpContext& op) {
 
 // Completes the operation when its message is done, its deadline passed, or
 // the group is shutting down. True once it is completed either way.
-bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op,
-                         PostedMessage& message, bool abandon) {
+bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, PostedMessage& message,
+                         bool abandon) {
   try {
     if (abandon) {
       transport_->abandon(message.request);
-      callbacks.failed(std::make_exception_ptr(TransportError(
-          "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
-          " was abandoned: process group '" + groupName_ + "' was shut down")));
+      callbacks.failed(std::make_exception_ptr(
+          TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                         " was abandoned: process group '" + groupName_ + "' was shut down")));
       return true;
     }
     if (!transport_->test(message.request, op)) {

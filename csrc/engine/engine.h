@@ -104,9 +104,9 @@ class Engine {
   const Describe describe_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Executor> executor_;
-  Workspace workspace_;     // executor thread only
-  std::string failure_;     // executor thread only: why the group is unusable
-  std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
+  Workspace workspace_;      // executor thread only
+  std::string failure_;      // executor thread only: why the group is unusable
+  std::mutex submitMutex_;   // orders sequence numbers with queue order; guards below
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
   bool accepting_ = true;    // false once shutdown() began

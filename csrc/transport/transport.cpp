@@ -75,9 +75,8 @@ bool Transport::test(Request& request, const OpContext& op) {
   request.handle = nullptr;
   request.done = true;
   if (request.isRecv) request.senderTag = completion.senderTag;
-  const std::string direction = request.isRecv
-                                    ? "receive from " + peerName(request.peer)
-                                    : "send to rank " + std::to_string(request.peer);
+  const std::string direction = request.isRecv ? "receive from " + peerName(request.peer)
+                                               : "send to rank " + std::to_string(request.peer);
   if (completion.state == Completion::State::Truncated) {
     throw TransportError(where(op) + ": " + direction + " brought more than the expected " +
                          std::to_string(request.bytes) +
@@ -132,14 +131,14 @@ void Transport::waitAll(std::vector<Request>& requests, const OpContext& op) {
 }
 
 std::string Transport::describeTimeout(const Request& request, const OpContext& op) const {
-  const std::string waiting =
-      request.isRecv ? "still waiting to receive " + std::to_string(request.bytes) +
-                           " bytes from " + peerName(request.peer)
-                     : "still waiting to send " + std::to_string(request.bytes) +
-                           " bytes to rank " + std::to_string(request.peer);
-  return "ringreduce: " + op.describe() + " timed out after " +
-         std::to_string(op.timeout.count()) + " ms on rank " + std::to_string(rank_) + ": " +
-         waiting + " (is that rank alive and calling the same collective?)";
+  const std::string waiting = request.isRecv
+                                  ? "still waiting to receive " + std::to_string(request.bytes) +
+                                        " bytes from " + peerName(request.peer)
+                                  : "still waiting to send " + std::to_string(request.bytes) +
+                                        " bytes to rank " + std::to_string(request.peer);
+  return "ringreduce: " + op.describe() + " timed out after " + std::to_string(op.timeout.count()) +
+         " ms on rank " + std::to_string(rank_) + ": " + waiting +
+         " (is that rank alive and calling the same collective?)";
 }
 
 // A collective that waits for a tenth of its timeout (at most 2 s) says so
@@ -155,11 +154,10 @@ void Transport::throwTimeout(const Request& request, const OpContext& op) {
   if (board_ && !op.pointToPoint) {
     board_->announce(op.seq);
     const auto behind = board_->ranksBehind(op.seq);
-    message += behind.empty()
-                   ? "; every rank was seen waiting in " + op.describe() +
-                         ", so one is stuck inside it or the network stalled"
-                   : "; rank(s) not seen in " + op.describe() + ": " +
-                         ProgressBoard::describe(behind);
+    message += behind.empty() ? "; every rank was seen waiting in " + op.describe() +
+                                    ", so one is stuck inside it or the network stalled"
+                              : "; rank(s) not seen in " + op.describe() + ": " +
+                                    ProgressBoard::describe(behind);
   }
   throw TimeoutError(message);
 }

@@ -7,14 +7,12 @@
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
-                 [this](const OpContext& ctx) {
-                   disseminationBarrier(comm(), ctx);
-                 });
+  return enqueue(nullptr, c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
+                 [this](const OpContext& ctx) { disseminationBarrier(comm(), ctx); });
 }
 
 void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  auto work = enqueue(c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
+  auto work = enqueue(nullptr, c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
                       [this, waitAllRanks](const OpContext& ctx) {
                         ringreduce::monitoredBarrier(comm(), ctx, waitAllRanks);
                       });

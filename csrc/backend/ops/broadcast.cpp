@@ -23,14 +23,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
     return broadcastOnDevice(tensor, root, opts.timeout);
   }
   checkHostTensor(tensor, site, "input");
-  return enqueue(c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
-                 describeTensor(tensor) + " from root " + std::to_string(root),
-                 [this, tensor, root](const OpContext& ctx) {
-                   withContiguous(tensor, [&](void* data) {
-                     chainBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
-                   });
-                 },
-                 CheckedArgs{root});
+  return enqueue(
+      nullptr, c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
+      describeTensor(tensor) + " from root " + std::to_string(root),
+      [this, tensor, root](const OpContext& ctx) {
+        withContiguous(tensor, [&](void* data) {
+          chainBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
+        });
+      },
+      CheckedArgs{root});
 }
 
 }  // namespace ringreduce

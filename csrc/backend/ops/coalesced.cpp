@@ -18,8 +18,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
   if (auto device = deviceOfCall(site, tensors)) {
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> host = staging.readWrite(tensors);
-    return staging.run([&] { return allreduce_coalesced(host, opts); });
+    return staging.run(
+        [&](const Staged& staged) { return allreduce_coalesced(host, opts, staged); });
   }
+  return allreduce_coalesced(tensors, opts, nullptr);
+}
+
+// The host form of allreduce_coalesced: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts,
+    const Staged& staged) {
+  const CallSite site{"allreduce_coalesced", rank_};
   TORCH_CHECK_VALUE(!tensors.empty(), "ringreduce: allreduce_coalesced on rank ", rank_,
                     ": no tensors");
   // Buckets of tensors sharing a dtype, in order of first appearance.
@@ -36,19 +45,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     }
     buckets[b].push_back(t);
   }
-  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, tensors,
-                 std::to_string(tensors.size()) + " tensors in " + std::to_string(buckets.size()) +
-                     " fused buffer(s)",
-                 [this, buckets, reductions](const OpContext& ctx) {
-                   for (size_t b = 0; b < buckets.size(); ++b) {
-                     at::Tensor flat = flattenList(buckets[b]);
-                     ringAllreduce(comm(), ctx.part(b),
-                                   {flat.data_ptr(), static_cast<size_t>(flat.numel()),
-                                    reductions[b].type, reductions[b].op});
-                     unflattenInto(flat, buckets[b]);
-                   }
-                 },
-                 CheckedArgs{-1, static_cast<int>(reductions[0].op)}, buckets.size());
+  return enqueue(
+      staged, c10d::OpType::COALESCED, site.op, opts.timeout, tensors,
+      std::to_string(tensors.size()) + " tensors in " + std::to_string(buckets.size()) +
+          " fused buffer(s)",
+      [this, buckets, reductions](const OpContext& ctx) {
+        for (size_t b = 0; b < buckets.size(); ++b) {
+          at::Tensor flat = flattenList(buckets[b]);
+          ringAllreduce(comm(), ctx.part(b),
+                        {flat.data_ptr(), static_cast<size_t>(flat.numel()), reductions[b].type,
+                         reductions[b].op});
+          unflattenInto(flat, buckets[b]);
+        }
+      },
+      CheckedArgs{-1, static_cast<int>(reductions[0].op)}, buckets.size());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
@@ -59,11 +69,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     HostStaging staging = stagingFor(*device);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputLists);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run([&] { return allgather_coalesced(hostOutputs, hostInputs, opts); });
+    return staging.run([&](const Staged& staged) {
+      return allgather_coalesced(hostOutputs, hostInputs, opts, staged);
+    });
   }
-  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(), "ringreduce: all_gather_coalesced on rank ",
-                    rank_, ": ", outputLists.size(), " output lists for ", inputs.size(),
-                    " inputs");
+  return allgather_coalesced(outputLists, inputs, opts, nullptr);
+}
+
+// The host form of allgather_coalesced: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts, const Staged& staged) {
+  const CallSite site{"all_gather_coalesced", rank_};
+  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(),
+                    "ringreduce: all_gather_coalesced on rank ", rank_, ": ", outputLists.size(),
+                    " output lists for ", inputs.size(), " inputs");
   std::vector<at::Tensor> outputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkHostTensor(inputs[i], site, "input");
@@ -72,12 +92,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
   }
   const std::vector<std::vector<at::Tensor>> lists = outputLists;
   const std::vector<at::Tensor> ins = inputs;
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
-                 std::to_string(ins.size()) + " tensors",
-                 [this, lists, ins](const OpContext& ctx) {
-                   for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
-                 },
-                 CheckedArgs{}, std::max<size_t>(1, ins.size()));
+  return enqueue(
+      staged, c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
+      std::to_string(ins.size()) + " tensors",
+      [this, lists, ins](const OpContext& ctx) {
+        for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
+      },
+      CheckedArgs{}, std::max<size_t>(1, ins.size()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
@@ -88,9 +109,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run(
-        [&] { return allgather_into_tensor_coalesced(hostOutputs, hostInputs, opts); });
+    return staging.run([&](const Staged& staged) {
+      return allgather_into_tensor_coalesced(hostOutputs, hostInputs, opts, staged);
+    });
   }
+  return allgather_into_tensor_coalesced(outputs, inputs, opts, nullptr);
+}
+
+// The host form of allgather_into_tensor_coalesced: `staged` carries the CUDA call it stands for,
+// if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts, const Staged& staged) {
+  const CallSite site{"all_gather_into_tensor_coalesced", rank_};
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
                     ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -101,12 +132,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
   }
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
-  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, outs,
-                 std::to_string(ins.size()) + " tensors",
-                 [this, ins, outs](const OpContext& ctx) {
-                   for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
-                 },
-                 CheckedArgs{}, std::max<size_t>(1, ins.size()));
+  return enqueue(
+      staged, c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+      std::to_string(ins.size()) + " tensors",
+      [this, ins, outs](const OpContext& ctx) {
+        for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
+      },
+      CheckedArgs{}, std::max<size_t>(1, ins.size()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
@@ -117,9 +149,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run(
-        [&] { return reduce_scatter_tensor_coalesced(hostOutputs, hostInputs, opts); });
+    return staging.run([&](const Staged& staged) {
+      return reduce_scatter_tensor_coalesced(hostOutputs, hostInputs, opts, staged);
+    });
   }
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts, nullptr);
+}
+
+// The host form of reduce_scatter_tensor_coalesced: `staged` carries the CUDA call it stands for,
+// if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts, const Staged& staged) {
+  const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
                     ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
   std::vector<Reduction> reductions;
@@ -132,16 +174,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   }
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
-  return enqueue(c10d::OpType::COALESCED, site.op, opts.timeout, outs,
-                 std::to_string(ins.size()) + " tensors",
-                 [this, ins, outs, reductions](const OpContext& ctx) {
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     reduceScatterFlat(ctx.part(i), stagedCopy(ins[i]).reshape({-1}), outs[i],
-                                       reductions[i].type, reductions[i].op);
-                   }
-                 },
-                 CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},
-                 std::max<size_t>(1, ins.size()));
+  return enqueue(
+      staged, c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+      std::to_string(ins.size()) + " tensors",
+      [this, ins, outs, reductions](const OpContext& ctx) {
+        for (size_t i = 0; i < ins.size(); ++i) {
+          reduceScatterFlat(ctx.part(i), stagedCopy(ins[i]).reshape({-1}), outs[i],
+                            reductions[i].type, reductions[i].op);
+        }
+      },
+      CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},
+      std::max<size_t>(1, ins.size()));
 }
 
 }  // namespace ringreduce

@@ -20,9 +20,7 @@ namespace ringreduce {
 
 namespace {
 
-bool usableInPlace(const at::Tensor& t) {
-  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
-}
+bool usableInPlace(const at::Tensor& t) { return t.is_contiguous() && !t.is_conj() && !t.is_neg(); }
 
 // A pinned host copy of a device tensor, queued on the current stream.
 at::Tensor toHost(const at::Tensor& device) {
@@ -44,22 +42,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
     if (!groupDevice_) groupDevice_ = device;
     TORCH_CHECK_VALUE(*groupDevice_ == device, "ringreduce: ", name, " on rank ", rank_,
                       ": tensor on ", device, ", but this group's CUDA collectives run on ",
-                      *groupDevice_, "; use one GPU per rank (torch.cuda.set_device("
+                      *groupDevice_,
+                      "; use one GPU per rank (torch.cuda.set_device("
                       "local_rank) before init_process_group)");
   }
   const c10::Stream stream = internalStream(device);
   HostStaging staging(device, stream);
   for (const at::Tensor& t : touched) staging.onDevice(t);
-  return staging.run([&] {
+  return staging.run([&](const Staged& staged) {
     return enqueue(
-        type, name, timeout, {output}, summary,
+        staged, type, name, timeout, {output}, summary,
         [this, device, stream, body = std::move(body)](const OpContext& ctx) {
           // Part 0's message slots carry the device path's exchanges; part 1
           // is the host fallback's own sequence number, so no ring message
           // can meet an exchange record.
           auto round = std::make_shared<uint32_t>(0);
-          RecordExchange exchange = [this, ctx, round](const void* mine, void* all,
-                                                       size_t bytes) {
+          RecordExchange exchange = [this, ctx, round](const void* mine, void* all, size_t bytes) {
             exchangeRecords(comm(), ctx, (*round)++, mine, all, bytes);
           };
           DevicePath* path = nullptr;
@@ -125,11 +123,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
     const at::Tensor& output, const at::Tensor& input, std::chrono::milliseconds timeout) {
   return enqueueOnDevice(
       c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output, {output, input},
-      describeTensor(input),
-      [this, output, input](const OpContext& ctx, const DeviceStep& step) {
+      describeTensor(input), [this, output, input](const OpContext& ctx, const DeviceStep& step) {
         const at::Tensor in = contiguousInput(input);
         const bool direct = usableInPlace(output);
-        const at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+        const at::Tensor out =
+            direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
         if (step.path && !step.path->allgather(in, out, step.stream, step.exchange).empty()) {
           if (!direct) output.copy_(out);
           return;
@@ -137,7 +135,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         at::Tensor hostIn = toHost(in);
         at::Tensor hostOut = pinnedLike(out);
         waitForStream(step.stream, ctx, "copy the input to the host");
-        ringAllgather(comm(), ctx.part(1), {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
+        ringAllgather(comm(), ctx.part(1),
+                      {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
         output.copy_(hostOut, /*non_blocking=*/true);
       });
 }
@@ -146,12 +145,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     const at::Tensor& output, const at::Tensor& input, const Reduction& red,
     std::chrono::milliseconds timeout) {
   return enqueueOnDevice(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
-      {output, input}, describeTensor(output) + " " + reduceOpName(red.op),
+      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output, {output, input},
+      describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, input, red](const OpContext& ctx, const DeviceStep& step) {
         const at::Tensor in = contiguousInput(input);
         const bool direct = usableInPlace(output);
-        const at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+        const at::Tensor out =
+            direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
         if (step.path &&
             !step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange)
                  .empty()) {

@@ -22,8 +22,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
     HostStaging staging = stagingFor(*device);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run([&] { return allgather(hostOutputs, hostInputs, opts); });
+    return staging.run(
+        [&](const Staged& staged) { return allgather(hostOutputs, hostInputs, opts, staged); });
   }
+  return allgather(outputs, inputs, opts, nullptr);
+}
+
+// The host form of allgather: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts, const Staged& staged) {
+  const CallSite site{"all_gather", rank_};
   checkSingleTensor(inputs, site);
   const at::Tensor input = inputs[0];
   checkHostTensor(input, site, "input");
@@ -31,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
                     ": expected one output list, got ", outputs.size());
   const std::vector<at::Tensor> outputList = outputs[0];
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
-  return enqueue(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
+  return enqueue(staged, c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
                  describeTensor(input), [this, input, outputList](const OpContext& ctx) {
                    allgatherIntoList(ctx, input, outputList);
                  });
@@ -69,7 +78,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkSameDtype(output, input, site, "output", "input");
   checkNumel(output, input.numel() * size_, site, "output");
   checkWritable(output, site, "output");
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
+  return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
                  describeTensor(input), [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);
                  });
@@ -83,8 +92,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     HostStaging staging = stagingFor(*device);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run([&] { return gather(hostOutputs, hostInputs, opts); });
+    return staging.run(
+        [&](const Staged& staged) { return gather(hostOutputs, hostInputs, opts, staged); });
   }
+  return gather(outputs, inputs, opts, nullptr);
+}
+
+// The host form of gather: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts, const Staged& staged) {
+  const CallSite site{"gather", rank_};
   checkSingleTensor(inputs, site);
   const at::Tensor input = inputs[0];
   checkHostTensor(input, site, "input");
@@ -100,19 +118,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ringreduce: gather on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an output list");
   }
-  return enqueue(c10d::OpType::GATHER, site.op, opts.timeout, outputList,
-                 describeTensor(input) + " to root " + std::to_string(root),
-                 [this, input, outputList, root](const OpContext& ctx) {
-                   const at::Tensor in = contiguousInput(input);
-                   at::Tensor flat;
-                   if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
-                   gatherToRoot(comm(), ctx,
-                                {in.data_ptr(), in.nbytes(),
-                                 rank_ == root ? flat.data_ptr() : nullptr,
-                                 BlockLayout::uniform(size_, in.nbytes()), root});
-                   if (rank_ == root) unflattenInto(flat, outputList);
-                 },
-                 CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
+  return enqueue(
+      staged, c10d::OpType::GATHER, site.op, opts.timeout, outputList,
+      describeTensor(input) + " to root " + std::to_string(root),
+      [this, input, outputList, root](const OpContext& ctx) {
+        const at::Tensor in = contiguousInput(input);
+        at::Tensor flat;
+        if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
+        gatherToRoot(comm(), ctx,
+                     {in.data_ptr(), in.nbytes(), rank_ == root ? flat.data_ptr() : nullptr,
+                      BlockLayout::uniform(size_, in.nbytes()), root});
+        if (rank_ == root) unflattenInto(flat, outputList);
+      },
+      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -123,8 +141,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
-    return staging.run([&] { return scatter(hostOutputs, hostInputs, opts); });
+    return staging.run(
+        [&](const Staged& staged) { return scatter(hostOutputs, hostInputs, opts, staged); });
   }
+  return scatter(outputs, inputs, opts, nullptr);
+}
+
+// The host form of scatter: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts, const Staged& staged) {
+  const CallSite site{"scatter", rank_};
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
@@ -140,19 +167,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "ringreduce: scatter on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an input list");
   }
-  return enqueue(c10d::OpType::SCATTER, site.op, opts.timeout, {output},
-                 describeTensor(output) + " from root " + std::to_string(root),
-                 [this, output, inputList, root](const OpContext& ctx) {
-                   at::Tensor flat;
-                   if (rank_ == root) flat = flattenList(inputList);
-                   withContiguous(output, [&](void* data) {
-                     scatterFromRoot(comm(), ctx,
-                                     {rank_ == root ? flat.data_ptr() : nullptr,
-                                      BlockLayout::uniform(size_, output.nbytes()), data,
-                                      output.nbytes(), root});
-                   });
-                 },
-                 CheckedArgs{root, -1, output.numel()});
+  return enqueue(
+      staged, c10d::OpType::SCATTER, site.op, opts.timeout, {output},
+      describeTensor(output) + " from root " + std::to_string(root),
+      [this, output, inputList, root](const OpContext& ctx) {
+        at::Tensor flat;
+        if (rank_ == root) flat = flattenList(inputList);
+        withContiguous(output, [&](void* data) {
+          scatterFromRoot(
+              comm(), ctx,
+              {rank_ == root ? flat.data_ptr() : nullptr,
+               BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(), root});
+        });
+      },
+      CheckedArgs{root, -1, output.numel()});
 }
 
 namespace {
@@ -164,8 +192,8 @@ BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& sp
   const size_t rowBytes = rows == 0 ? 0 : tensor.nbytes() / static_cast<size_t>(rows);
   std::vector<int64_t> counts = splits;
   if (counts.empty()) {
-    TORCH_CHECK_VALUE(rows % size == 0, "ringreduce: ", site.op, " on rank ", site.rank, ": ",
-                      role, " dim 0 (", rows, ") is not divisible by the group size (", size,
+    TORCH_CHECK_VALUE(rows % size == 0, "ringreduce: ", site.op, " on rank ", site.rank, ": ", role,
+                      " dim 0 (", rows, ") is not divisible by the group size (", size,
                       "); pass split sizes");
     counts.assign(static_cast<size_t>(size), rows / size);
   }
@@ -174,8 +202,8 @@ BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& sp
                     " entries, expected one per rank (", size, ")");
   int64_t total = 0;
   for (int64_t c : counts) {
-    TORCH_CHECK_VALUE(c >= 0, "ringreduce: ", site.op, " on rank ", site.rank, ": negative ",
-                      role, " split size ", c);
+    TORCH_CHECK_VALUE(c >= 0, "ringreduce: ", site.op, " on rank ", site.rank, ": negative ", role,
+                      " split size ", c);
     total += c;
   }
   TORCH_CHECK_VALUE(total == rows, "ringreduce: ", site.op, " on rank ", site.rank, ": ", role,
@@ -192,31 +220,42 @@ BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& sp
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(at::Tensor& output,
+                                                               at::Tensor& input,
+                                                               std::vector<int64_t>& outputSplits,
+                                                               std::vector<int64_t>& inputSplits,
+                                                               const c10d::AllToAllOptions& opts) {
   const CallSite site{"all_to_all_single", rank_};
   if (auto device = deviceOfCall(site, {output, input})) {
     HostStaging staging = stagingFor(*device);
     at::Tensor hostOutput = staging.write(output);
     at::Tensor hostInput = staging.read(input);
-    return staging.run(
-        [&] { return alltoall_base(hostOutput, hostInput, outputSplits, inputSplits, opts); });
+    return staging.run([&](const Staged& staged) {
+      return alltoall_base(hostOutput, hostInput, outputSplits, inputSplits, opts, staged);
+    });
   }
+  return alltoall_base(output, input, outputSplits, inputSplits, opts, nullptr);
+}
+
+// The host form of alltoall_base: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts, const Staged& staged) {
+  const CallSite site{"all_to_all_single", rank_};
   checkHostTensor(input, site, "input");
   checkHostTensor(output, site, "output");
   checkSameDtype(output, input, site, "output", "input");
   const BlockLayout sendLayout = splitLayout(input, inputSplits, size_, site, "input");
   const BlockLayout recvLayout = splitLayout(output, outputSplits, size_, site, "output");
-  return enqueue(c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output},
-                 describeTensor(input),
-                 [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
-                   const at::Tensor in = contiguousInput(input);
-                   withContiguous(output, [&](void* data) {
-                     allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
-                   });
-                 },
-                 CheckedArgs{-1, -1, 0});  // sizes may differ per rank
+  return enqueue(
+      staged, c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output}, describeTensor(input),
+      [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
+        const at::Tensor in = contiguousInput(input);
+        withContiguous(output, [&](void* data) {
+          allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
+        });
+      },
+      CheckedArgs{-1, -1, 0});  // sizes may differ per rank
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,
@@ -227,12 +266,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
-    return staging.run([&] { return alltoall(hostOutputs, hostInputs, opts); });
+    return staging.run(
+        [&](const Staged& staged) { return alltoall(hostOutputs, hostInputs, opts, staged); });
   }
-  TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ &&
-                        static_cast<int>(outputs.size()) == size_,
-                    "ringreduce: all_to_all on rank ", rank_, ": expected ", size_,
-                    " input and output tensors, got ", inputs.size(), " and ", outputs.size());
+  return alltoall(outputs, inputs, opts, nullptr);
+}
+
+// The host form of alltoall: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts,
+                                                          const Staged& staged) {
+  const CallSite site{"all_to_all", rank_};
+  TORCH_CHECK_VALUE(
+      static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+      "ringreduce: all_to_all on rank ", rank_, ": expected ", size_,
+      " input and output tensors, got ", inputs.size(), " and ", outputs.size());
   BlockLayout sendLayout, recvLayout;
   size_t sendOffset = 0, recvOffset = 0;
   for (int p = 0; p < size_; ++p) {
@@ -249,18 +298,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
   }
   const std::vector<at::Tensor> inputList = inputs;
   const std::vector<at::Tensor> outputList = outputs;
-  return enqueue(c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
-                 std::to_string(size_) + " tensors",
-                 [this, inputList, outputList, sendLayout, recvLayout](const OpContext& ctx) {
-                   const at::Tensor send = flattenList(inputList);
-                   const int64_t recvCount = std::accumulate(
-                       outputList.begin(), outputList.end(), int64_t{0},
-                       [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
-                   at::Tensor recv = at::empty({recvCount}, outputList[0].options());
-                   allToAll(comm(), ctx, {send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout});
-                   unflattenInto(recv, outputList);
-                 },
-                 CheckedArgs{-1, -1, 0});  // sizes may differ per rank
+  return enqueue(
+      staged, c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
+      std::to_string(size_) + " tensors",
+      [this, inputList, outputList, sendLayout, recvLayout](const OpContext& ctx) {
+        const at::Tensor send = flattenList(inputList);
+        const int64_t recvCount =
+            std::accumulate(outputList.begin(), outputList.end(), int64_t{0},
+                            [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
+        at::Tensor recv = at::empty({recvCount}, outputList[0].options());
+        allToAll(comm(), ctx, {send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout});
+        unflattenInto(recv, outputList);
+      },
+      CheckedArgs{-1, -1, 0});  // sizes may differ per rank
 }
 
 }  // namespace ringreduce

@@ -38,36 +38,43 @@ ReceiveTarget receiveTarget(const at::Tensor& tensor) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& tensors,
-                                                      int dstRank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                      int tag) {
   const CallSite site{"send", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> host = staging.read(tensors);
-    return staging.run([&] { return send(host, dstRank, tag); });
+    return staging.run([&](const Staged& staged) { return send(host, dstRank, tag, staged); });
   }
+  return send(tensors, dstRank, tag, nullptr);
+}
+
+// The host form of send: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                      int tag, const Staged& staged) {
+  const CallSite site{"send", rank_};
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
   checkPeer(dstRank, size_, site);
   checkTag(tag, site);
-  return enqueuePointToPoint(
-      c10d::OpType::SEND, site.op, {tensor},
-      describeTensor(tensor) + " to rank " + std::to_string(dstRank) + " tag " +
-          std::to_string(tag),
-      [this, tensor, dstRank, tag](const OpContext& ctx) {
-        // Keep the bytes alive and unchanged until the send completes.
-        at::Tensor data = contiguousInput(tensor);
-        PostedMessage posted;
-        posted.request = comm().transport.isend(dstRank, makeP2PTag(rank_, tag), data.data_ptr(),
-                                           data.nbytes(), ctx);
-        posted.finish = [data] {};
-        return posted;
-      });
+  return enqueuePointToPoint(staged, c10d::OpType::SEND, site.op, {tensor},
+                             describeTensor(tensor) + " to rank " + std::to_string(dstRank) +
+                                 " tag " + std::to_string(tag),
+                             [this, tensor, dstRank, tag](const OpContext& ctx) {
+                               // Keep the bytes alive and unchanged until the send completes.
+                               at::Tensor data = contiguousInput(tensor);
+                               PostedMessage posted;
+                               posted.request =
+                                   comm().transport.isend(dstRank, makeP2PTag(rank_, tag),
+                                                          data.data_ptr(), data.nbytes(), ctx);
+                               posted.finish = [data] {};
+                               return posted;
+                             });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recv(std::vector<at::Tensor>& tensors,
-                                                      int srcRank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                      int tag) {
   const CallSite site{"recv", rank_};
   checkPeer(srcRank, size_, site);
   return enqueueReceive(tensors, srcRank, tag, site);
@@ -86,24 +93,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::
   if (auto device = deviceOfCall(site, tensors)) {
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> host = staging.write(tensors);
-    return staging.run([&] { return enqueueReceive(host, srcRank, tag, site); });
+    return staging.run(
+        [&](const Staged& staged) { return enqueueReceive(host, srcRank, tag, site, staged); });
   }
+  return enqueueReceive(tensors, srcRank, tag, site, nullptr);
+}
+
+// The host form of enqueueReceive: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::Tensor>& tensors,
+                                                                int srcRank, int tag,
+                                                                const CallSite& site,
+                                                                const Staged& staged) {
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "output");
   checkTag(tag, site);
   const bool anySource = srcRank < 0;
   return enqueuePointToPoint(
-      anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, site.op, {tensor},
+      staged, anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, site.op, {tensor},
       describeTensor(tensor) + " from " +
           (anySource ? std::string("any rank") : "rank " + std::to_string(srcRank)) + ", tag " +
           std::to_string(tag),
       [this, tensor, srcRank, tag, anySource](const OpContext& ctx) {
         ReceiveTarget target = receiveTarget(tensor);
         PostedMessage posted;
-        posted.request = comm().transport.irecv(
-            srcRank, makeP2PTag(anySource ? 0 : srcRank, tag), target.buffer.data_ptr(),
-            target.buffer.nbytes(), ctx, anySource ? kTagAnySourceMask : kTagFullMask);
+        posted.request = comm().transport.irecv(srcRank, makeP2PTag(anySource ? 0 : srcRank, tag),
+                                                target.buffer.data_ptr(), target.buffer.nbytes(),
+                                                ctx, anySource ? kTagAnySourceMask : kTagFullMask);
         at::Tensor keep = target.buffer;  // alive until the receive completes
         auto copyBack = target.finish;
         posted.finish = [keep, copyBack] {

@@ -31,15 +31,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   checkHostTensor(tensor, site, "input");
   checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
-  return enqueue(c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
-                 describeTensor(tensor) + " " + reduceOpName(red.op),
-                 [this, tensor, red](const OpContext& ctx) {
-                   withContiguous(tensor, [&](void* data) {
-                     ringAllreduce(comm(), ctx,
-                                   {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
-                   });
-                 },
-                 CheckedArgs{-1, static_cast<int>(red.op)});
+  return enqueue(
+      nullptr, c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
+      describeTensor(tensor) + " " + reduceOpName(red.op),
+      [this, tensor, red](const OpContext& ctx) {
+        withContiguous(tensor, [&](void* data) {
+          ringAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+        });
+      },
+      CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 // Sparse COO SUM, as gloo does it: gather every rank's indices and values
@@ -55,7 +55,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
   TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "ringreduce: ", site.op, " on rank ",
                     rank_, ": sparse tensors support SUM only");
   return enqueue(
-      c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
+      nullptr, c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
       describeTensor(tensor) + " sparse SUM",
       [this, tensor](const OpContext& ctx) {
         const at::Tensor local = tensor.coalesce();
@@ -101,30 +101,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   if (auto device = deviceOfCall(site, tensors)) {
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> host = staging.readWrite(tensors);
-    return staging.run([&] { return reduce(host, opts); });
+    return staging.run([&](const Staged& staged) { return reduce(host, opts, staged); });
   }
+  return reduce(tensors, opts, nullptr);
+}
+
+// The host form of reduce: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts,
+                                                        const Staged& staged) {
+  const CallSite site{"reduce", rank_};
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
   checkRoot(opts.rootRank, size_, site);
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::REDUCE, site.op, opts.timeout, {tensor},
-                 describeTensor(tensor) + " " + reduceOpName(red.op) + " to root " +
-                     std::to_string(root),
-                 [this, tensor, red, root](const OpContext& ctx) {
-                   const size_t count = static_cast<size_t>(tensor.numel());
-                   if (rank_ == root) {
-                     withContiguous(tensor, [&](void* data) {
-                       ringReduce(comm(), ctx, {data, count, red.type, red.op}, root);
-                     });
-                     return;
-                   }
-                   // Non-root tensors stay as they were (as with NCCL): work on a copy.
-                   at::Tensor scratch = stagedCopy(tensor);
-                   ringReduce(comm(), ctx, {scratch.data_ptr(), count, red.type, red.op}, root);
-                 },
-                 CheckedArgs{root, static_cast<int>(red.op)});
+  return enqueue(
+      staged, c10d::OpType::REDUCE, site.op, opts.timeout, {tensor},
+      describeTensor(tensor) + " " + reduceOpName(red.op) + " to root " + std::to_string(root),
+      [this, tensor, red, root](const OpContext& ctx) {
+        const size_t count = static_cast<size_t>(tensor.numel());
+        if (rank_ == root) {
+          withContiguous(tensor, [&](void* data) {
+            ringReduce(comm(), ctx, {data, count, red.type, red.op}, root);
+          });
+          return;
+        }
+        // Non-root tensors stay as they were (as with NCCL): work on a copy.
+        at::Tensor scratch = stagedCopy(tensor);
+        ringReduce(comm(), ctx, {scratch.data_ptr(), count, red.type, red.op}, root);
+      },
+      CheckedArgs{root, static_cast<int>(red.op)});
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
@@ -158,8 +166,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
     HostStaging staging = stagingFor(*device);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
-    return staging.run([&] { return reduce_scatter(hostOutputs, hostInputs, opts); });
+    return staging.run([&](const Staged& staged) {
+      return reduce_scatter(hostOutputs, hostInputs, opts, staged);
+    });
   }
+  return reduce_scatter(outputs, inputs, opts, nullptr);
+}
+
+// The host form of reduce_scatter: `staged` carries the CUDA call it stands for, if any.
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts, const Staged& staged) {
+  const CallSite site{"reduce_scatter", rank_};
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
@@ -169,18 +187,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const std::vector<at::Tensor> inputList = inputs[0];
   checkListLike(inputList, static_cast<size_t>(size_), output, site, "input");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
-  return enqueue(c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
-                 describeTensor(output) + " " + reduceOpName(red.op),
-                 [this, output, inputList, red](const OpContext& ctx) {
-                   at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
-                   int64_t offset = 0;
-                   for (const at::Tensor& in : inputList) {
-                     flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
-                     offset += in.numel();
-                   }
-                   reduceScatterFlat(ctx, flat, output, red.type, red.op);
-                 },
-                 CheckedArgs{-1, static_cast<int>(red.op)});
+  return enqueue(
+      staged, c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
+      describeTensor(output) + " " + reduceOpName(red.op),
+      [this, output, inputList, red](const OpContext& ctx) {
+        at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
+        int64_t offset = 0;
+        for (const at::Tensor& in : inputList) {
+          flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
+          offset += in.numel();
+        }
+        reduceScatterFlat(ctx, flat, output, red.type, red.op);
+      },
+      CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
@@ -201,14 +220,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkNumel(input, output.numel() * size_, site, "input");
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, site.op, opts.timeout, {output},
-                 describeTensor(output) + " " + reduceOpName(red.op),
-                 [this, output, input, red](const OpContext& ctx) {
-                   // A copy: the caller's input must stay as it was.
-                   reduceScatterFlat(ctx, stagedCopy(input).reshape({-1}), output, red.type,
-                                     red.op);
-                 },
-                 CheckedArgs{-1, static_cast<int>(red.op)});
+  return enqueue(
+      nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, opts.timeout, {output},
+      describeTensor(output) + " " + reduceOpName(red.op),
+      [this, output, input, red](const OpContext& ctx) {
+        // A copy: the caller's input must stay as it was.
+        reduceScatterFlat(ctx, stagedCopy(input).reshape({-1}), output, red.type, red.op);
+      },
+      CheckedArgs{-1, static_cast<int>(red.op)});
 }
 
 }  // namespace ringreduce

@@ -34,10 +34,9 @@ void* LoopbackTransport::postSend(int peer, uint64_t tag, const void* data, size
   }
   std::lock_guard<std::mutex> lock(fabric_->mutex_);
   LoopbackFabric::Mailbox& mailbox = fabric_->mailboxes_[static_cast<size_t>(peer)];
-  auto waiting = std::find_if(mailbox.posted.begin(), mailbox.posted.end(),
-                              [tag](const LoopbackFabric::Receive* r) {
-                                return LoopbackFabric::matches(tag, *r);
-                              });
+  auto waiting = std::find_if(
+      mailbox.posted.begin(), mailbox.posted.end(),
+      [tag](const LoopbackFabric::Receive* r) { return LoopbackFabric::matches(tag, *r); });
   if (waiting != mailbox.posted.end()) {
     LoopbackFabric::deliver(data, bytes, tag, **waiting);
     mailbox.posted.erase(waiting);

@@ -1,8 +1,9 @@
 // Notices quickly when a peer process dies.
 //
 // The fast data endpoints run without UCX error handling: in UCX 1.13 the
-// shared-memory transports cannot report a dead peer, and asking for PEER
-// error handling would silently move them onto TCP (see shared/notes/UCX.md).
+// shared-memory transports (posix, sysv) have no peer-failure handler, and
+// asking for PEER error handling silently moves same-host endpoints onto TCP
+// over loopback (measured: 1 MiB bandwidth ~15.7 -> ~5.8 GiB/s).
 // So each group also keeps a second, small UCX worker restricted to TCP with
 // PEER error handling and one endpoint per peer. When a peer dies its kernel
 // closes the sockets, UCX calls the endpoint's error handler, and every wait
