@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "core/half_conversion.h"
 
@@ -61,6 +64,72 @@ TEST(HalfConversion, BufferFormsMatchScalarForms) {
       const uint16_t expected = half ? floatToHalf(values[i]) : floatToBFloat16(values[i]);
       EXPECT_EQ(narrow[i], expected);
       EXPECT_EQ(wide[i], half ? halfToFloat(expected) : bfloat16ToFloat(expected));
+    }
+  }
+}
+
+namespace {
+uint32_t bitsOfFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+float floatOfBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+}  // namespace
+
+// The buffer forms run eight values per instruction where the CPU allows;
+// they must give the scalar forms' bits for every value (a NaN: a NaN of the
+// same sign), at every length (the tails run scalar).
+TEST(HalfConversion, BufferWidenMatchesScalarForEvery16BitPattern) {
+  std::vector<uint16_t> all(65536 + 5);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  for (bool half : {true, false}) {
+    std::vector<float> wide(all.size());
+    halfBufferToFloat(half, all.data(), wide.data(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      const float expected = half ? halfToFloat(all[i]) : bfloat16ToFloat(all[i]);
+      if (std::isnan(expected)) {
+        ASSERT_TRUE(std::isnan(wide[i])) << half << " " << i;
+        ASSERT_EQ(std::signbit(wide[i]), std::signbit(expected)) << half << " " << i;
+      } else {
+        ASSERT_EQ(bitsOfFloat(wide[i]), bitsOfFloat(expected)) << half << " " << i;
+      }
+    }
+  }
+}
+
+TEST(HalfConversion, BufferNarrowMatchesScalarAcrossRoundingBoundaries) {
+  // Every float32 whose low 13 (fp16) or 16 (bf16) bits sit at a rounding
+  // tie or next to one, over all exponents, plus specials.
+  std::vector<float> values;
+  for (uint32_t high = 0; high < (1u << 16); high += 3) {
+    for (uint32_t low : {0x0000u, 0x0fffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      values.push_back(floatOfBits((high << 16) | low));
+    }
+  }
+  for (float special : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e-8f, -1e-8f, 6e-8f,
+                        std::numeric_limits<float>::infinity(), std::nanf(""), -std::nanf("")}) {
+    values.push_back(special);
+  }
+  for (size_t length : {values.size(), size_t{7}, size_t{9}, size_t{1}}) {
+    for (bool half : {true, false}) {
+      std::vector<uint16_t> narrow(length);
+      floatBufferToHalf(half, values.data(), narrow.data(), length);
+      for (size_t i = 0; i < length; ++i) {
+        const uint16_t expected = half ? floatToHalf(values[i]) : floatToBFloat16(values[i]);
+        const float back = half ? halfToFloat(narrow[i]) : bfloat16ToFloat(narrow[i]);
+        if (std::isnan(values[i])) {
+          ASSERT_TRUE(std::isnan(back)) << half << " " << i;
+          ASSERT_EQ(std::signbit(back), std::signbit(values[i])) << half << " " << i;
+        } else {
+          ASSERT_EQ(narrow[i], expected) << half << " value " << values[i] << " bits "
+                                         << bitsOfFloat(values[i]);
+        }
+      }
     }
   }
 }
