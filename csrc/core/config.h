@@ -27,7 +27,7 @@ struct Config {
   //   auto     our IPC kernels among ranks of one node (one-shot up to
   //            cudaOneShotBytes, two-shot above), NCCL across nodes, host
   //            staging over UCX when neither applies
-  //   oneshot, twoshot, staged   that IPC algorithm (ipc_collectives.h)
+  //   oneshot, twoshot, staged   that IPC algorithm (cuda/ipc/ipc_collectives.h)
   //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
   //   host     pinned host staging over UCX
   std::string cudaAlgorithm = "auto";

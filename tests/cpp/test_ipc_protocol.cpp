@@ -1,4 +1,4 @@
-// The IPC collectives' host protocol (csrc/cuda/ipc_collectives.cpp) with
+// The IPC collectives' host protocol (csrc/cuda/ipc/ipc_collectives.cpp) with
 // ranks as threads over real UCX transports and a host stand-in for the
 // device (fake_device.h): every rank must take the same branch and run the
 // same exchange rounds (or the group hangs), slices and chunks must tile the
@@ -14,7 +14,7 @@
 
 #include "algorithms/record_exchange.h"
 #include "core/half_conversion.h"
-#include "cuda/ipc_collectives.h"
+#include "cuda/ipc/ipc_collectives.h"
 #include "fake_device.h"
 #include "rank_threads.h"
 

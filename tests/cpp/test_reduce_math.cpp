@@ -1,4 +1,4 @@
-// The device kernels' element math (cuda/reduce_math.cuh), instantiated on
+// The device kernels' element math (cuda/kernels/reduce_element.cuh), instantiated on
 // the host: it must give what the host loops give (core/host_reduce.cpp),
 // so CPU and GPU tensors reduce alike. Runs without a GPU.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "core/half_conversion.h"
 #include "core/host_reduce.h"
-#include "cuda/reduce_math.cuh"
+#include "cuda/kernels/reduce_element.cuh"
 
 using namespace ringreduce;
 using namespace ringreduce::cuda;

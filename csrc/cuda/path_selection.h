@@ -3,7 +3,7 @@
 // state each path keeps. Paths, in the order RINGREDUCE_CUDA_ALGO=auto
 // tries them:
 //   IPC   all ranks on one node (any number of them per GPU): our kernels
-//         (ipc_collectives.h), one-shot up to cudaOneShotBytes, two-shot above
+//         (ipc/ipc_collectives.h), one-shot up to cudaOneShotBytes, two-shot above
 //   NCCL  ranks on several nodes, one GPU each, NCCL loadable everywhere
 //   none  the caller stages through pinned host memory over UCX
 // Every rank makes the same choice from the same facts (exchanged once, at
@@ -17,17 +17,17 @@
 #include "core/config.h"
 #include "core/data_type.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_collectives.h"
-#include "cuda/nccl_communicator.h"
+#include "cuda/ipc/ipc_collectives.h"
+#include "cuda/nccl/nccl_communicator.h"
 
 namespace ringreduce::cuda {
 
-class DeviceCollectives {
+class PathSelection {
  public:
   // Collective: every rank of the group, on its first CUDA allreduce.
-  DeviceCollectives(int rank, int size, int device, const Config& config,
-                  const RecordExchange& exchange);
-  ~DeviceCollectives();
+  PathSelection(int rank, int size, int device, const Config& config,
+                const RecordExchange& exchange);
+  ~PathSelection();
 
   // Runs the allreduce in place on the device when a device path applies
   // and returns that path's name ("one-shot", "two-shot", "staged two-shot",

@@ -1,4 +1,4 @@
-#include "cuda/nccl_communicator.h"
+#include "cuda/nccl/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 

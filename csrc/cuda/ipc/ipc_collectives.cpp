@@ -1,4 +1,4 @@
-#include "cuda/ipc_collectives.h"
+#include "cuda/ipc/ipc_collectives.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
 // Argument checks and routing of launchReduceCopy (the kernel itself is in
-// reduce_kernel.cuh).
+// reduce_copy_kernel.cuh).
 #include <array>
 #include <mutex>
 
-#include "cuda/reduce_kernel.cuh"
+#include "cuda/kernels/reduce_copy_kernel.cuh"
 
 namespace ringreduce::cuda {
 

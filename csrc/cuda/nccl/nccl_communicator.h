@@ -10,8 +10,8 @@
 
 #include "core/data_type.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_collectives.h"  // RecordExchange
-#include "cuda/nccl_library.h"
+#include "cuda/ipc/ipc_collectives.h"  // RecordExchange
+#include "cuda/nccl/nccl_library.h"
 
 namespace ringreduce::cuda {
 

@@ -35,8 +35,8 @@
 
 #include "core/data_type.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_memory.h"
-#include "cuda/reduce_kernels.h"
+#include "cuda/ipc/ipc_memory.h"
+#include "cuda/kernels/reduce_copy.h"
 
 namespace ringreduce::cuda {
 

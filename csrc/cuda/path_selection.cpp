@@ -1,4 +1,4 @@
-#include "cuda/device_collectives.h"
+#include "cuda/path_selection.h"
 
 #include <set>
 #include <vector>
@@ -26,8 +26,8 @@ DataType wireOf(const Config& config, DataType type, ReduceOp op) {
 
 }  // namespace
 
-DeviceCollectives::DeviceCollectives(int rank, int size, int device, const Config& config,
-                                 const RecordExchange& exchange)
+PathSelection::PathSelection(int rank, int size, int device, const Config& config,
+                             const RecordExchange& exchange)
     : rank_(rank), size_(size), device_(device), config_(config) {
   IdentityRecord mine;
   mine.host = hostIdentityHash();
@@ -46,9 +46,9 @@ DeviceCollectives::DeviceCollectives(int rank, int size, int device, const Confi
               " node(s), " + std::to_string(gpus.size()) + " GPU(s)";
 }
 
-DeviceCollectives::~DeviceCollectives() = default;
+PathSelection::~PathSelection() = default;
 
-bool DeviceCollectives::ipcUsable(const RecordExchange& exchange) {
+bool PathSelection::ipcUsable(const RecordExchange& exchange) {
   if (!ipcTried_) {
     ipcTried_ = true;
     ipc_ = IpcCollectives::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
@@ -58,7 +58,7 @@ bool DeviceCollectives::ipcUsable(const RecordExchange& exchange) {
   return ipc_ != nullptr;
 }
 
-bool DeviceCollectives::ncclUsable(const RecordExchange& exchange) {
+bool PathSelection::ncclUsable(const RecordExchange& exchange) {
   if (!ncclTried_) {
     ncclTried_ = true;
     std::string why;
@@ -82,7 +82,7 @@ bool DeviceCollectives::ncclUsable(const RecordExchange& exchange) {
   return nccl_ != nullptr;
 }
 
-std::string DeviceCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,
+std::string PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                  void* stream, const RecordExchange& exchange) {
   const std::string& algo = config_.cudaAlgorithm;
   if (algo == "host") return "";
@@ -128,7 +128,7 @@ std::string DeviceCollectives::allreduce(void* data, size_t count, DataType type
 
 namespace ringreduce::cuda {
 
-std::string DeviceCollectives::pathForOthers(DataType type, const RecordExchange& exchange) {
+std::string PathSelection::pathForOthers(DataType type, const RecordExchange& exchange) {
   const std::string& algo = config_.cudaAlgorithm;
   if (algo == "host") return "";
   if (algo == "nccl") {
@@ -144,7 +144,7 @@ std::string DeviceCollectives::pathForOthers(DataType type, const RecordExchange
   return "";
 }
 
-std::string DeviceCollectives::reduceScatter(const void* input, void* output, size_t countPerRank,
+std::string PathSelection::reduceScatter(const void* input, void* output, size_t countPerRank,
                                              DataType type, ReduceOp op, void* stream,
                                              const RecordExchange& exchange) {
   const std::string path = pathForOthers(type, exchange);
@@ -158,7 +158,7 @@ std::string DeviceCollectives::reduceScatter(const void* input, void* output, si
   return "";
 }
 
-std::string DeviceCollectives::allgather(const void* input, void* output, size_t countPerRank,
+std::string PathSelection::allgather(const void* input, void* output, size_t countPerRank,
                                          DataType type, void* stream,
                                          const RecordExchange& exchange) {
   const std::string path = pathForOthers(type, exchange);
@@ -172,7 +172,7 @@ std::string DeviceCollectives::allgather(const void* input, void* output, size_t
   return "";
 }
 
-std::string DeviceCollectives::broadcast(void* data, size_t count, DataType type, int root,
+std::string PathSelection::broadcast(void* data, size_t count, DataType type, int root,
                                          void* stream, const RecordExchange& exchange) {
   const std::string path = pathForOthers(type, exchange);
   if (path == "ipc") {
