@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,12 +14,10 @@
 
 #include "core/config.h"
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
 
 namespace ringreduce {
-
-// Allgather of one small record per rank over the group's transport.
-using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
 
 class DevicePath {
  public:

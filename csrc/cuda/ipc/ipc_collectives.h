@@ -28,22 +28,17 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/kernels/reduce_copy.h"
 
 namespace ringreduce::cuda {
-
-// Allgather of one small record per rank (rank r's at r * bytes of `all`),
-// over the group's host transport. Every rank calls it the same number of
-// times in the same order. Throws on timeout or peer failure.
-using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
 
 enum class IpcAlgorithm { OneShot, TwoShot, Staged };
 const char* ipcAlgorithmName(IpcAlgorithm algorithm);
