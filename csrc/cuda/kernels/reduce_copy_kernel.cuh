@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduceCopyKernel(KernelParams<
         for (int s = 1; s < kMaxFanout; ++s) {
           if (s < p.nsrc) acc = Op()(acc, toAccum<A>(in[s].v[e]));
         }
-        out.v[e] = fromAccum<D>(divideBy(acc, p.avgDivisor));
+        out.v[e] = fromAccum<D>(applyAvgDivisor(acc, p.avgDivisor));
       }
 #pragma unroll
       for (int d = 0; d < kMaxFanout; ++d) {

@@ -21,26 +21,6 @@ int multiprocessorCount(int device) {
   return cached[device];
 }
 
-namespace {
-
-// Bool holds 0/1 bytes: SUM/MAX are OR, PRODUCT/MIN are AND (as on the host).
-ReduceOp boolOperator(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Max:
-    case ReduceOp::BOr:
-      return ReduceOp::BOr;
-    case ReduceOp::Product:
-    case ReduceOp::Min:
-    case ReduceOp::BAnd:
-      return ReduceOp::BAnd;
-    default:
-      return op;
-  }
-}
-
-}  // namespace
-
 void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
   if (given.nsrc < 1 || given.nsrc > kMaxFanout || given.ndst < 0 || given.ndst > kMaxFanout) {
     throw InvalidArgument("ringreduce: reduce-copy takes 1 to " + std::to_string(kMaxFanout) +
@@ -59,6 +39,7 @@ void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
         args.srcType == DataType::Complex64 ? DataType::Float32 : DataType::Float64;
     args.count *= 2;
   }
+  // Bool holds 0/1 bytes: reduced as uint8 with its logical op.
   if (args.srcType == DataType::Bool) {
     args.srcType = args.dstType = DataType::UInt8;
     args.op = boolOperator(args.op);
