@@ -19,8 +19,8 @@ struct IdentityRecord {
 
 DataType wireOf(const Config& config, DataType type, ReduceOp op) {
   if (type != DataType::Float32 || (op != ReduceOp::Sum && op != ReduceOp::Avg)) return type;
-  if (config.cudaWireDtype == "fp16") return DataType::Float16;
-  if (config.cudaWireDtype == "bf16") return DataType::BFloat16;
+  if (config.cudaWireDtype == WireDtype::Fp16) return DataType::Float16;
+  if (config.cudaWireDtype == WireDtype::Bf16) return DataType::BFloat16;
   return type;
 }
 
@@ -84,10 +84,10 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
 
 std::string PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                  void* stream, const RecordExchange& exchange) {
-  const std::string& algo = config_.cudaAlgorithm;
-  if (algo == "host") return "";
+  const CudaAlgorithm algo = config_.cudaAlgorithm;
+  if (algo == CudaAlgorithm::Host) return "";
   const DataType wire = wireOf(config_, type, op);
-  if (algo == "nccl") {
+  if (algo == CudaAlgorithm::Nccl) {
     const std::string unsupported = NcclCommunicator::unsupportedReason(type, op);
     if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
     if (!ncclUsable(exchange)) {
@@ -96,24 +96,25 @@ std::string PathSelection::allreduce(void* data, size_t count, DataType type, Re
     nccl_->allreduce(data, data, count, type, op, stream);
     return "nccl";
   }
-  const bool forced = algo != "auto";
+  const bool forced = algo != CudaAlgorithm::Auto;
   if (forced && (!sameNode_ || size_ > kMaxFanout)) {
-    throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=" + algo + " needs every rank on one node, at most " +
+    throw InvalidArgument(std::string("ringreduce: RINGREDUCE_CUDA_ALGO=") + nameOf(algo) +
+                          " needs every rank on one node, at most " +
                           std::to_string(kMaxFanout) + " ranks (" + topology_ + ")");
   }
   if (sameNode_ && size_ <= kMaxFanout) {
     if (ipcUsable(exchange)) {
       IpcAlgorithm wanted = IpcAlgorithm::TwoShot;
-      if (algo == "oneshot" ||
-          (algo == "auto" && count * elementSize(type) <= config_.cudaOneShotBytes)) {
+      if (algo == CudaAlgorithm::OneShot ||
+          (algo == CudaAlgorithm::Auto && count * elementSize(type) <= config_.cudaOneShotBytes)) {
         wanted = IpcAlgorithm::OneShot;
-      } else if (algo == "staged") {
+      } else if (algo == CudaAlgorithm::Staged) {
         wanted = IpcAlgorithm::Staged;
       }
       return ipcAlgorithmName(ipc_->allreduce(data, count, type, op, wire, wanted, stream, exchange));
     }
     if (forced) {
-      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=" + algo +
+      throw InvalidArgument(std::string("ringreduce: RINGREDUCE_CUDA_ALGO=") + nameOf(algo) +
                             " cannot run: " + ipcFailure_);
     }
   }
@@ -129,9 +130,9 @@ std::string PathSelection::allreduce(void* data, size_t count, DataType type, Re
 namespace ringreduce::cuda {
 
 std::string PathSelection::pathForOthers(DataType type, const RecordExchange& exchange) {
-  const std::string& algo = config_.cudaAlgorithm;
-  if (algo == "host") return "";
-  if (algo == "nccl") {
+  const CudaAlgorithm algo = config_.cudaAlgorithm;
+  if (algo == CudaAlgorithm::Host) return "";
+  if (algo == CudaAlgorithm::Nccl) {
     const std::string unsupported = NcclCommunicator::unsupportedType(type);
     if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
     if (!ncclUsable(exchange)) {

@@ -1,0 +1,40 @@
+// What can be chosen for CUDA tensors, each enum with its one name table
+// (core/name_table.h). The names of what the user asks for are the values
+// the environment variables take.
+#pragma once
+
+#include <cstdint>
+
+#include "core/name_table.h"
+
+namespace ringreduce {
+
+// RINGREDUCE_CUDA_ALGO: which path runs a CUDA allreduce (core/config.h).
+enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host };
+
+template <>
+struct NameTable<CudaAlgorithm> {
+  static constexpr NamedValue<CudaAlgorithm> entries[] = {
+      {CudaAlgorithm::Auto, "auto"},
+      {CudaAlgorithm::OneShot, "oneshot"},
+      {CudaAlgorithm::TwoShot, "twoshot"},
+      {CudaAlgorithm::Staged, "staged"},
+      {CudaAlgorithm::Nccl, "nccl"},
+      {CudaAlgorithm::Host, "host"},
+  };
+};
+
+// RINGREDUCE_CUDA_WIRE_DTYPE: the 16-bit float that float32 SUM/AVG may
+// travel as through the IPC scratch buffers.
+enum class WireDtype : uint8_t { None, Fp16, Bf16 };
+
+template <>
+struct NameTable<WireDtype> {
+  static constexpr NamedValue<WireDtype> entries[] = {
+      {WireDtype::None, "none"},
+      {WireDtype::Fp16, "fp16"},
+      {WireDtype::Bf16, "bf16"},
+  };
+};
+
+}  // namespace ringreduce
