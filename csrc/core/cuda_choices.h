@@ -1,6 +1,6 @@
-// What can be chosen for CUDA tensors, each enum with its one name table
-// (core/name_table.h). The names of what the user asks for are the values
-// the environment variables take.
+// What can be chosen for CUDA tensors and what was, each enum with its one
+// name table (core/name_table.h). The names of what the user asks for are
+// the values the environment variables take.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +36,25 @@ struct NameTable<WireDtype> {
       {WireDtype::Bf16, "bf16"},
   };
 };
+
+// The path a CUDA collective took. HostStaging: no device path applied, and
+// the caller stages the data through pinned host memory over UCX. OneShot,
+// TwoShot and Staged are the IPC allreduce algorithms (cuda/ipc/); Ipc is
+// how the other collectives run among the ranks of one node.
+enum class DevicePathTaken : uint8_t { HostStaging, OneShot, TwoShot, Staged, Ipc, Nccl };
+
+template <>
+struct NameTable<DevicePathTaken> {
+  static constexpr NamedValue<DevicePathTaken> entries[] = {
+      {DevicePathTaken::HostStaging, "host staging"},
+      {DevicePathTaken::OneShot, "one-shot"},
+      {DevicePathTaken::TwoShot, "two-shot"},
+      {DevicePathTaken::Staged, "staged two-shot"},
+      {DevicePathTaken::Ipc, "ipc"},
+      {DevicePathTaken::Nccl, "nccl"},
+  };
+};
+
+inline bool ranOnDevice(DevicePathTaken path) { return path != DevicePathTaken::HostStaging; }
 
 }  // namespace ringreduce

@@ -52,7 +52,7 @@ bool PathSelection::ipcUsable(const RecordExchange& exchange) {
   if (!ipcTried_) {
     ipcTried_ = true;
     ipc_ = IpcCollectives::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
-                               &ipcFailure_);
+                                 &ipcFailure_);
     if (!ipc_) RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
   }
   return ipc_ != nullptr;
@@ -82,108 +82,115 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
   return nccl_ != nullptr;
 }
 
-std::string PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
-                                 void* stream, const RecordExchange& exchange) {
+DevicePathTaken PathSelection::choose(const Request& request, const RecordExchange& exchange) {
   const CudaAlgorithm algo = config_.cudaAlgorithm;
-  if (algo == CudaAlgorithm::Host) return "";
-  const DataType wire = wireOf(config_, type, op);
+  if (algo == CudaAlgorithm::Host) return DevicePathTaken::HostStaging;
   if (algo == CudaAlgorithm::Nccl) {
-    const std::string unsupported = NcclCommunicator::unsupportedReason(type, op);
-    if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
+    if (!request.ncclCannot.empty()) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + request.ncclCannot);
+    }
     if (!ncclUsable(exchange)) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl cannot run: " + ncclFailure_);
     }
-    nccl_->allreduce(data, data, count, type, op, stream);
-    return "nccl";
+    return DevicePathTaken::Nccl;
   }
-  const bool forced = algo != CudaAlgorithm::Auto;
-  if (forced && (!sameNode_ || size_ > kMaxFanout)) {
+  const bool oneNode = sameNode_ && size_ <= kMaxFanout;
+  const bool forced = request.allreduce && algo != CudaAlgorithm::Auto;
+  if (forced && !oneNode) {
     throw InvalidArgument(std::string("ringreduce: RINGREDUCE_CUDA_ALGO=") + nameOf(algo) +
                           " needs every rank on one node, at most " +
                           std::to_string(kMaxFanout) + " ranks (" + topology_ + ")");
   }
-  if (sameNode_ && size_ <= kMaxFanout) {
+  if (oneNode) {
     if (ipcUsable(exchange)) {
-      IpcAlgorithm wanted = IpcAlgorithm::TwoShot;
+      if (!request.allreduce) return DevicePathTaken::Ipc;
       if (algo == CudaAlgorithm::OneShot ||
-          (algo == CudaAlgorithm::Auto && count * elementSize(type) <= config_.cudaOneShotBytes)) {
-        wanted = IpcAlgorithm::OneShot;
-      } else if (algo == CudaAlgorithm::Staged) {
-        wanted = IpcAlgorithm::Staged;
+          (algo == CudaAlgorithm::Auto && request.bytes <= config_.cudaOneShotBytes)) {
+        return DevicePathTaken::OneShot;
       }
-      return ipcAlgorithmName(ipc_->allreduce(data, count, type, op, wire, wanted, stream, exchange));
+      return algo == CudaAlgorithm::Staged ? DevicePathTaken::Staged : DevicePathTaken::TwoShot;
     }
     if (forced) {
       throw InvalidArgument(std::string("ringreduce: RINGREDUCE_CUDA_ALGO=") + nameOf(algo) +
                             " cannot run: " + ipcFailure_);
     }
   }
-  if (NcclCommunicator::unsupportedReason(type, op).empty() && ncclUsable(exchange)) {
-    nccl_->allreduce(data, data, count, type, op, stream);
-    return "nccl";
-  }
-  return "";
+  if (request.ncclCannot.empty() && ncclUsable(exchange)) return DevicePathTaken::Nccl;
+  return DevicePathTaken::HostStaging;
 }
 
-}  // namespace ringreduce::cuda
-
-namespace ringreduce::cuda {
-
-std::string PathSelection::pathForOthers(DataType type, const RecordExchange& exchange) {
-  const CudaAlgorithm algo = config_.cudaAlgorithm;
-  if (algo == CudaAlgorithm::Host) return "";
-  if (algo == CudaAlgorithm::Nccl) {
-    const std::string unsupported = NcclCommunicator::unsupportedType(type);
-    if (!unsupported.empty()) throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + unsupported);
-    if (!ncclUsable(exchange)) {
-      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl cannot run: " + ncclFailure_);
-    }
-    return "nccl";
+DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
+                                         void* stream, const RecordExchange& exchange) {
+  Request request;
+  request.allreduce = true;
+  request.bytes = count * elementSize(type);
+  request.ncclCannot = NcclCommunicator::unsupportedReason(type, op);
+  const DevicePathTaken path = choose(request, exchange);
+  switch (path) {
+    case DevicePathTaken::OneShot:
+    case DevicePathTaken::TwoShot:
+    case DevicePathTaken::Staged:
+      return ipc_->allreduce(data, count, type, op, wireOf(config_, type, op), path, stream,
+                             exchange);
+    case DevicePathTaken::Nccl:
+      nccl_->allreduce(data, data, count, type, op, stream);
+      return path;
+    default:
+      return DevicePathTaken::HostStaging;
   }
-  if (sameNode_ && size_ <= kMaxFanout && ipcUsable(exchange)) return "ipc";
-  if (NcclCommunicator::unsupportedType(type).empty() && ncclUsable(exchange)) return "nccl";
-  return "";
 }
 
-std::string PathSelection::reduceScatter(const void* input, void* output, size_t countPerRank,
-                                             DataType type, ReduceOp op, void* stream,
-                                             const RecordExchange& exchange) {
-  const std::string path = pathForOthers(type, exchange);
-  if (path == "ipc") {
-    return ipc_->reduceScatter(input, output, countPerRank, type, op, stream, exchange) ? "ipc" : "";
+// The others need NCCL only to move `type`; a reduce-scatter whose op NCCL
+// lacks is staged through the host after the choice.
+DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
+                                             size_t countPerRank, DataType type, ReduceOp op,
+                                             void* stream, const RecordExchange& exchange) {
+  Request request;
+  request.ncclCannot = NcclCommunicator::unsupportedType(type);
+  const DevicePathTaken path = choose(request, exchange);
+  if (path == DevicePathTaken::Ipc) {
+    const bool ran =
+        ipc_->reduceScatter(input, output, countPerRank, type, op, stream, exchange);
+    return ran ? path : DevicePathTaken::HostStaging;
   }
-  if (path == "nccl" && NcclCommunicator::unsupportedReason(type, op).empty()) {
+  if (path == DevicePathTaken::Nccl && NcclCommunicator::unsupportedReason(type, op).empty()) {
     nccl_->reduceScatter(input, output, countPerRank, type, op, stream);
     return path;
   }
-  return "";
+  return DevicePathTaken::HostStaging;
 }
 
-std::string PathSelection::allgather(const void* input, void* output, size_t countPerRank,
+DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t countPerRank,
                                          DataType type, void* stream,
                                          const RecordExchange& exchange) {
-  const std::string path = pathForOthers(type, exchange);
-  if (path == "ipc") {
-    return ipc_->allgather(input, output, countPerRank, type, stream, exchange) ? "ipc" : "";
+  Request request;
+  request.ncclCannot = NcclCommunicator::unsupportedType(type);
+  const DevicePathTaken path = choose(request, exchange);
+  if (path == DevicePathTaken::Ipc) {
+    const bool ran = ipc_->allgather(input, output, countPerRank, type, stream, exchange);
+    return ran ? path : DevicePathTaken::HostStaging;
   }
-  if (path == "nccl") {
+  if (path == DevicePathTaken::Nccl) {
     nccl_->allgather(input, output, countPerRank, type, stream);
     return path;
   }
-  return "";
+  return DevicePathTaken::HostStaging;
 }
 
-std::string PathSelection::broadcast(void* data, size_t count, DataType type, int root,
+DevicePathTaken PathSelection::broadcast(void* data, size_t count, DataType type, int root,
                                          void* stream, const RecordExchange& exchange) {
-  const std::string path = pathForOthers(type, exchange);
-  if (path == "ipc") {
-    return ipc_->broadcast(data, count, type, root, stream, exchange) ? "ipc" : "";
+  Request request;
+  request.ncclCannot = NcclCommunicator::unsupportedType(type);
+  const DevicePathTaken path = choose(request, exchange);
+  if (path == DevicePathTaken::Ipc) {
+    const bool ran = ipc_->broadcast(data, count, type, root, stream, exchange);
+    return ran ? path : DevicePathTaken::HostStaging;
   }
-  if (path == "nccl") {
+  if (path == DevicePathTaken::Nccl) {
     nccl_->broadcast(data, count, type, root, stream);
     return path;
   }
-  return "";
+  return DevicePathTaken::HostStaging;
 }
 
 }  // namespace ringreduce::cuda

@@ -1,11 +1,13 @@
 // The device collectives of one process group (allreduce; reduce-scatter,
-// allgather and broadcast of single tensors): which path runs them and the
-// state each path keeps. Paths, in the order RINGREDUCE_CUDA_ALGO=auto
-// tries them:
-//   IPC   all ranks on one node (any number of them per GPU): our kernels
-//         (ipc/ipc_collectives.h), one-shot up to cudaOneShotBytes, two-shot above
-//   NCCL  ranks on several nodes, one GPU each, NCCL loadable everywhere
-//   none  the caller stages through pinned host memory over UCX
+// allgather and broadcast of single tensors), the state each device path
+// keeps, and choose(): the one function that decides which path runs a
+// collective. Paths, in the order RINGREDUCE_CUDA_ALGO=auto tries them:
+//   IPC           all ranks on one node (any number of them per GPU): our
+//                 kernels (ipc/ipc_collectives.h), one-shot up to
+//                 cudaOneShotBytes, two-shot above
+//   NCCL          ranks on several nodes, one GPU each, NCCL loadable
+//                 everywhere (nccl/nccl_communicator.h)
+//   host staging  the caller stages through pinned host memory over UCX
 // Every rank makes the same choice from the same facts (exchanged once, at
 // set-up), so no rank waits in a path the others did not take.
 // Executor thread only.
@@ -15,7 +17,9 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/cuda_choices.h"
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
 #include "cuda/ipc/ipc_collectives.h"
 #include "cuda/nccl/nccl_communicator.h"
@@ -30,29 +34,42 @@ class PathSelection {
   ~PathSelection();
 
   // Runs the allreduce in place on the device when a device path applies
-  // and returns that path's name ("one-shot", "two-shot", "staged two-shot",
-  // "nccl"); returns "" when the caller must stage through the host. Throws
+  // and returns the path that ran (OneShot, TwoShot, Staged or Nccl);
+  // HostStaging when the caller must stage through the host. Throws
   // InvalidArgument when the configured path cannot run here.
-  std::string allreduce(void* data, size_t count, DataType type, ReduceOp op, void* stream,
-                        const RecordExchange& exchange);
-  // The same contract for the others (RINGREDUCE_CUDA_ALGO=host or nccl
-  // applies to them too; the IPC algorithm names do not).
-  std::string reduceScatter(const void* input, void* output, size_t countPerRank, DataType type,
-                            ReduceOp op, void* stream, const RecordExchange& exchange);
-  std::string allgather(const void* input, void* output, size_t countPerRank, DataType type,
-                        void* stream, const RecordExchange& exchange);
-  std::string broadcast(void* data, size_t count, DataType type, int root, void* stream,
-                        const RecordExchange& exchange);
+  DevicePathTaken allreduce(void* data, size_t count, DataType type, ReduceOp op, void* stream,
+                            const RecordExchange& exchange);
+  // The same contract for the others, which run as Ipc or Nccl
+  // (RINGREDUCE_CUDA_ALGO=host or nccl applies to them too; the IPC
+  // algorithm names do not).
+  DevicePathTaken reduceScatter(const void* input, void* output, size_t countPerRank,
+                                DataType type, ReduceOp op, void* stream,
+                                const RecordExchange& exchange);
+  DevicePathTaken allgather(const void* input, void* output, size_t countPerRank, DataType type,
+                            void* stream, const RecordExchange& exchange);
+  DevicePathTaken broadcast(void* data, size_t count, DataType type, int root, void* stream,
+                            const RecordExchange& exchange);
 
-  // What set-up found, for the log: "4 ranks on one node, 1 GPU shared".
+  // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
 
  private:
-  bool ncclUsable(const RecordExchange& exchange);
-  // "ipc", "nccl" or "" for the ops other than allreduce; throws when a
-  // forced NCCL cannot run.
-  std::string pathForOthers(DataType type, const RecordExchange& exchange);
+  // What a collective brings to the choice.
+  struct Request {
+    // Allreduce picks among the IPC algorithms, and a forced one
+    // (RINGREDUCE_CUDA_ALGO=oneshot, twoshot, staged) must run or fail.
+    bool allreduce = false;
+    size_t bytes = 0;  // of the allreduce: one-shot up to cudaOneShotBytes
+    std::string ncclCannot;  // why NCCL cannot run it; empty when it can
+  };
+  // The path a collective takes: for allreduce OneShot, TwoShot or Staged
+  // (what the IPC path is asked for; it may fall back to Staged), for the
+  // others Ipc; Nccl or HostStaging for both. Sets up IPC or NCCL on first
+  // need (a collective step: every rank reaches it alike). Throws
+  // InvalidArgument when the configured path cannot run.
+  DevicePathTaken choose(const Request& request, const RecordExchange& exchange);
   bool ipcUsable(const RecordExchange& exchange);
+  bool ncclUsable(const RecordExchange& exchange);
 
   const int rank_;
   const int size_;

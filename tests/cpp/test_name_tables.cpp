@@ -1,6 +1,7 @@
 // The enums' name tables (core/name_table.h): every value prints as the name
-// it parses from, the names are the values the environment variables take,
-// and a bad value is refused with the list of choices.
+// it parses from, the names are the values the environment variables take
+// (and, for the path taken, the strings the trace log printed before), and a
+// bad value is refused with the list of choices.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -59,11 +60,24 @@ std::string errorOf(const char* name, const char* value) {
 TEST(NameTables, EveryValuePrintsAsTheNameItParsesFrom) {
   expectRoundTrip<CudaAlgorithm>();
   expectRoundTrip<WireDtype>();
+  expectRoundTrip<DevicePathTaken>();
 }
 
 TEST(NameTables, NamesAreTheEnvironmentSpellings) {
   EXPECT_EQ(listNames<CudaAlgorithm>(), "auto, oneshot, twoshot, staged, nccl, host");
   EXPECT_EQ(listNames<WireDtype>(), "none, fp16, bf16");
+}
+
+// The device paths keep the names they had as strings ("" meant host staging).
+TEST(NameTables, PathsTakenPrintAsTheLogNamesThem) {
+  EXPECT_EQ(listNames<DevicePathTaken>(),
+            "host staging, one-shot, two-shot, staged two-shot, ipc, nccl");
+  EXPECT_FALSE(ranOnDevice(DevicePathTaken::HostStaging));
+  for (DevicePathTaken path : {DevicePathTaken::OneShot, DevicePathTaken::TwoShot,
+                               DevicePathTaken::Staged, DevicePathTaken::Ipc,
+                               DevicePathTaken::Nccl}) {
+    EXPECT_TRUE(ranOnDevice(path)) << nameOf(path);
+  }
 }
 
 TEST(NameTables, AnythingElseDoesNotParse) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_choices.h"
 #include "core/data_type.h"
 #include "core/record_exchange.h"
 #include "core/reduce_op.h"
@@ -39,9 +40,6 @@
 #include "cuda/kernels/reduce_copy.h"
 
 namespace ringreduce::cuda {
-
-enum class IpcAlgorithm { OneShot, TwoShot, Staged };
-const char* ipcAlgorithmName(IpcAlgorithm algorithm);
 
 class IpcCollectives {
  public:
@@ -55,12 +53,13 @@ class IpcCollectives {
   ~IpcCollectives();
 
   // In place on `count` elements at `data` (device memory of `device`),
-  // enqueued on `stream`. `wire` is float16/bfloat16 to carry float32 data
-  // narrowed in the staged forms (type otherwise). Returns the algorithm
-  // that ran (two-shot becomes staged when some rank's tensor cannot be
-  // shared).
-  IpcAlgorithm allreduce(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
-                   IpcAlgorithm algorithm, void* stream, const RecordExchange& exchange);
+  // enqueued on `stream`. `wanted` is OneShot, TwoShot or Staged. `wire` is
+  // float16/bfloat16 to carry float32 data narrowed in the staged forms
+  // (type otherwise). Returns the algorithm that ran (one-shot becomes
+  // staged when the data does not fit the scratch buffer, two-shot when
+  // some rank's tensor cannot be shared or a wire dtype is asked for).
+  DevicePathTaken allreduce(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+                            DevicePathTaken wanted, void* stream, const RecordExchange& exchange);
 
   // The other collectives read the peers' tensors in place (a copy, or the
   // kernel) between a stream barrier before and one after. They return
