@@ -63,22 +63,19 @@ struct ProductOp {
     return static_cast<T>(static_cast<WrapOf<T>>(a) * static_cast<WrapOf<T>>(b));
   }
 };
-struct MinOp {
+// MIN (kLarger false) and MAX: a NaN wins; otherwise the smaller (larger)
+// value, `a` on a tie.
+template <bool kLarger>
+struct ExtremeOp {
   template <typename T>
   RR_HOST_DEVICE T operator()(T a, T b) const {
     if (isNan(a)) return a;
     if (isNan(b)) return b;
-    return b < a ? b : a;
+    return (kLarger ? a < b : b < a) ? b : a;
   }
 };
-struct MaxOp {
-  template <typename T>
-  RR_HOST_DEVICE T operator()(T a, T b) const {
-    if (isNan(a)) return a;
-    if (isNan(b)) return b;
-    return a < b ? b : a;
-  }
-};
+using MinOp = ExtremeOp<false>;
+using MaxOp = ExtremeOp<true>;
 struct BAndOp {
   template <typename T>
   RR_HOST_DEVICE T operator()(T a, T b) const {

@@ -24,6 +24,16 @@ DataType wireOf(const Config& config, DataType type, ReduceOp op) {
   return type;
 }
 
+// Runs a collective other than allreduce on the path chosen for it: `onIpc`
+// or `onNccl` returns false when it must be staged through the host after
+// all (IPC: some rank's tensor cannot be shared, on every rank alike).
+template <typename OnIpc, typename OnNccl>
+DevicePathTaken runOn(DevicePathTaken path, OnIpc onIpc, OnNccl onNccl) {
+  if (path == DevicePathTaken::Ipc && onIpc()) return path;
+  if (path == DevicePathTaken::Nccl && onNccl()) return path;
+  return DevicePathTaken::HostStaging;
+}
+
 }  // namespace
 
 PathSelection::PathSelection(int rank, int size, int device, const Config& config,
@@ -147,17 +157,14 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
                                              void* stream, const RecordExchange& exchange) {
   Request request;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
-  const DevicePathTaken path = choose(request, exchange);
-  if (path == DevicePathTaken::Ipc) {
-    const bool ran =
-        ipc_->reduceScatter(input, output, countPerRank, type, op, stream, exchange);
-    return ran ? path : DevicePathTaken::HostStaging;
-  }
-  if (path == DevicePathTaken::Nccl && NcclCommunicator::unsupportedReason(type, op).empty()) {
-    nccl_->reduceScatter(input, output, countPerRank, type, op, stream);
-    return path;
-  }
-  return DevicePathTaken::HostStaging;
+  return runOn(
+      choose(request, exchange),
+      [&] { return ipc_->reduceScatter(input, output, countPerRank, type, op, stream, exchange); },
+      [&] {
+        if (!NcclCommunicator::unsupportedReason(type, op).empty()) return false;
+        nccl_->reduceScatter(input, output, countPerRank, type, op, stream);
+        return true;
+      });
 }
 
 DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t countPerRank,
@@ -165,32 +172,26 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
                                          const RecordExchange& exchange) {
   Request request;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
-  const DevicePathTaken path = choose(request, exchange);
-  if (path == DevicePathTaken::Ipc) {
-    const bool ran = ipc_->allgather(input, output, countPerRank, type, stream, exchange);
-    return ran ? path : DevicePathTaken::HostStaging;
-  }
-  if (path == DevicePathTaken::Nccl) {
-    nccl_->allgather(input, output, countPerRank, type, stream);
-    return path;
-  }
-  return DevicePathTaken::HostStaging;
+  return runOn(
+      choose(request, exchange),
+      [&] { return ipc_->allgather(input, output, countPerRank, type, stream, exchange); },
+      [&] {
+        nccl_->allgather(input, output, countPerRank, type, stream);
+        return true;
+      });
 }
 
 DevicePathTaken PathSelection::broadcast(void* data, size_t count, DataType type, int root,
                                          void* stream, const RecordExchange& exchange) {
   Request request;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
-  const DevicePathTaken path = choose(request, exchange);
-  if (path == DevicePathTaken::Ipc) {
-    const bool ran = ipc_->broadcast(data, count, type, root, stream, exchange);
-    return ran ? path : DevicePathTaken::HostStaging;
-  }
-  if (path == DevicePathTaken::Nccl) {
-    nccl_->broadcast(data, count, type, root, stream);
-    return path;
-  }
-  return DevicePathTaken::HostStaging;
+  return runOn(
+      choose(request, exchange),
+      [&] { return ipc_->broadcast(data, count, type, root, stream, exchange); },
+      [&] {
+        nccl_->broadcast(data, count, type, root, stream);
+        return true;
+      });
 }
 
 }  // namespace ringreduce::cuda
