@@ -7,10 +7,10 @@
 
 #ifdef RINGREDUCE_WITH_CUDA
 #include "core/errors.h"
-#include "cuda/device_collectives.h"
 #include "cuda/device_info.h"
-#include "cuda/nccl_library.h"
-#include "cuda/reduce_kernels.h"
+#include "cuda/kernels/reduce_copy.h"
+#include "cuda/nccl/nccl_library.h"
+#include "cuda/path_selection.h"
 #endif
 
 namespace ringreduce {
@@ -18,7 +18,7 @@ namespace ringreduce {
 #ifdef RINGREDUCE_WITH_CUDA
 
 struct DevicePath::State {
-  std::unique_ptr<cuda::DeviceCollectives> collectives;
+  std::unique_ptr<cuda::PathSelection> paths;
 };
 
 bool DevicePath::compiled() { return true; }
@@ -41,8 +41,8 @@ bool DevicePath::ncclAvailable(std::string* detail) {
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
                        const RecordExchange& exchange)
     : device_(device), state_(std::make_unique<State>()) {
-  state_->collectives =
-      std::make_unique<cuda::DeviceCollectives>(rank, size, device.index(), config, exchange);
+  state_->paths =
+      std::make_unique<cuda::PathSelection>(rank, size, device.index(), config, exchange);
 }
 
 void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
@@ -82,31 +82,31 @@ void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
   }
 }
 
-std::string DevicePath::allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
-                                  const c10::Stream& stream, const RecordExchange& exchange) {
-  return state_->collectives->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                       type, op, stream.native_handle(), exchange);
+DevicePathTaken DevicePath::allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
+                                      const c10::Stream& stream, const RecordExchange& exchange) {
+  return state_->paths->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type,
+                                  op, stream.native_handle(), exchange);
 }
 
-std::string DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
-                                      DataType type, ReduceOp op, const c10::Stream& stream,
-                                      const RecordExchange& exchange) {
-  return state_->collectives->reduceScatter(input.data_ptr(), output.data_ptr(),
-                                            static_cast<size_t>(output.numel()), type, op,
-                                            stream.native_handle(), exchange);
+DevicePathTaken DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
+                                          DataType type, ReduceOp op, const c10::Stream& stream,
+                                          const RecordExchange& exchange) {
+  return state_->paths->reduceScatter(input.data_ptr(), output.data_ptr(),
+                                      static_cast<size_t>(output.numel()), type, op,
+                                      stream.native_handle(), exchange);
 }
 
-std::string DevicePath::allgather(const at::Tensor& input, const at::Tensor& output,
-                                  const c10::Stream& stream, const RecordExchange& exchange) {
+DevicePathTaken DevicePath::allgather(const at::Tensor& input, const at::Tensor& output,
+                                      const c10::Stream& stream, const RecordExchange& exchange) {
   // Data movement: bytes, whatever the dtype.
-  return state_->collectives->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
-                                        DataType::UInt8, stream.native_handle(), exchange);
+  return state_->paths->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                  DataType::UInt8, stream.native_handle(), exchange);
 }
 
-std::string DevicePath::broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
-                                  const RecordExchange& exchange) {
-  return state_->collectives->broadcast(tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root,
-                                        stream.native_handle(), exchange);
+DevicePathTaken DevicePath::broadcast(const at::Tensor& tensor, int root,
+                                      const c10::Stream& stream, const RecordExchange& exchange) {
+  return state_->paths->broadcast(tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root,
+                                  stream.native_handle(), exchange);
 }
 
 #else
@@ -125,24 +125,24 @@ bool DevicePath::ncclAvailable(std::string* detail) {
 DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&)
     : device_(device), state_(std::make_unique<State>()) {}
 
-std::string DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
-                                  const RecordExchange&) {
-  return "";
+DevicePathTaken DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
+                                      const RecordExchange&) {
+  return DevicePathTaken::HostStaging;
 }
 
-std::string DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, DataType, ReduceOp,
-                                      const c10::Stream&, const RecordExchange&) {
-  return "";
+DevicePathTaken DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, DataType,
+                                          ReduceOp, const c10::Stream&, const RecordExchange&) {
+  return DevicePathTaken::HostStaging;
 }
 
-std::string DevicePath::allgather(const at::Tensor&, const at::Tensor&, const c10::Stream&,
-                                  const RecordExchange&) {
-  return "";
+DevicePathTaken DevicePath::allgather(const at::Tensor&, const at::Tensor&, const c10::Stream&,
+                                      const RecordExchange&) {
+  return DevicePathTaken::HostStaging;
 }
 
-std::string DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&,
-                                  const RecordExchange&) {
-  return "";
+DevicePathTaken DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&,
+                                      const RecordExchange&) {
+  return DevicePathTaken::HostStaging;
 }
 
 void DevicePath::reduceCopy(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&,

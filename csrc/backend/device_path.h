@@ -1,12 +1,11 @@
 // The group's own device data path for allreduce (csrc/cuda), behind an
 // interface that compiles with or without it: without nvcc at build time,
-// compiled() is false and allreduce() always answers "stage through the host".
+// compiled() is false and allreduce() always answers HostStaging.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,13 +13,12 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "core/config.h"
+#include "core/cuda_choices.h"
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
 
 namespace ringreduce {
-
-// Allgather of one small record per rank over the group's transport.
-using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
 
 class DevicePath {
  public:
@@ -39,10 +37,10 @@ class DevicePath {
 
   c10::Device device() const { return device_; }
   // In place on a contiguous CUDA tensor, enqueued on `stream` (current).
-  // Returns the path that ran ("two-shot", "nccl", ...), or "" when the
-  // caller must stage through the host.
-  std::string allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
-                        const c10::Stream& stream, const RecordExchange& exchange);
+  // Returns the path that ran (TwoShot, Nccl, ...), or HostStaging when the
+  // caller must stage through the host (cuda/path_selection.h chooses).
+  DevicePathTaken allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
+                            const c10::Stream& stream, const RecordExchange& exchange);
   // One launch of the fused reduce-copy kernel on the current stream of the
   // tensors' device: every destination gets the reduction of every source.
   // For the kernel's own tests and benchmark, not part of the c10d API.
@@ -52,13 +50,13 @@ class DevicePath {
 
   // The same contract for single-tensor reduce-scatter, allgather and
   // broadcast (contiguous tensors; the caller copies around views).
-  std::string reduceScatter(const at::Tensor& input, const at::Tensor& output, DataType type,
-                            ReduceOp op, const c10::Stream& stream,
+  DevicePathTaken reduceScatter(const at::Tensor& input, const at::Tensor& output, DataType type,
+                                ReduceOp op, const c10::Stream& stream,
+                                const RecordExchange& exchange);
+  DevicePathTaken allgather(const at::Tensor& input, const at::Tensor& output,
+                            const c10::Stream& stream, const RecordExchange& exchange);
+  DevicePathTaken broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
                             const RecordExchange& exchange);
-  std::string allgather(const at::Tensor& input, const at::Tensor& output,
-                        const c10::Stream& stream, const RecordExchange& exchange);
-  std::string broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
-                        const RecordExchange& exchange);
 
   // After a failure: keep the device resources for the life of the process.
   // Freeing them would wait for device work that may wait on a dead peer.

@@ -190,7 +190,7 @@ class ProcessGroupRing : public c10d::Backend {
   // host staging of a call on that device (host_staging.h).
   c10::Stream internalStream(c10::Device device);
   HostStaging stagingFor(c10::Device device) { return HostStaging(device, internalStream(device)); }
-  // CUDA ops with a device path (device_collectives.cpp). The body gets the
+  // CUDA ops with a device path (ops/device_ops.cpp). The body gets the
   // group's DevicePath (null when not compiled), the internal stream and a
   // record exchange; it falls back to host staging itself.
   struct DeviceStep {

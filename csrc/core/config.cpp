@@ -1,7 +1,7 @@
 #include "core/config.h"
 
 #include <cstdlib>
-#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "core/errors.h"
@@ -21,17 +21,14 @@ long long readPositive(const char* name, long long fallback, long long minimum) 
   return parsed;
 }
 
-std::string readChoice(const char* name, const std::string& fallback,
-                       std::initializer_list<const char*> choices) {
+// One of the names in E's table (core/name_table.h).
+template <typename E>
+E readChoice(const char* name, E fallback) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return fallback;
-  std::string listed;
-  for (const char* choice : choices) {
-    if (std::string(value) == choice) return value;
-    listed += std::string(listed.empty() ? "" : ", ") + choice;
-  }
+  if (const std::optional<E> parsed = parseName<E>(value)) return *parsed;
   throw InvalidArgument(std::string("ringreduce: environment variable ") + name + "='" + value +
-                        "' must be one of: " + listed);
+                        "' must be one of: " + listNames<E>());
 }
 }  // namespace
 
@@ -43,14 +40,12 @@ Config Config::fromEnvironment() {
       static_cast<int>(readPositive("RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
   config.peerMonitor = readPositive("RINGREDUCE_PEER_MONITOR", 1, 0) != 0;
   config.checkCollectives = readPositive("RINGREDUCE_CHECK_COLLECTIVES", 0, 0) != 0;
-  config.cudaAlgorithm = readChoice("RINGREDUCE_CUDA_ALGO", config.cudaAlgorithm,
-                                    {"auto", "oneshot", "twoshot", "staged", "nccl", "host"});
+  config.cudaAlgorithm = readChoice("RINGREDUCE_CUDA_ALGO", config.cudaAlgorithm);
   config.cudaOneShotBytes = static_cast<size_t>(readPositive(
       "RINGREDUCE_CUDA_ONESHOT_BYTES", static_cast<long long>(config.cudaOneShotBytes), 0));
   config.cudaScratchBytes = static_cast<size_t>(readPositive(
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
-  config.cudaWireDtype =
-      readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype, {"none", "fp16", "bf16"});
+  config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
   return config;
 }
 

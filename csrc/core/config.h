@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
+
+#include "core/cuda_choices.h"
 
 namespace ringreduce {
 
@@ -27,17 +28,17 @@ struct Config {
   //   auto     our IPC kernels among ranks of one node (one-shot up to
   //            cudaOneShotBytes, two-shot above), NCCL across nodes, host
   //            staging over UCX when neither applies
-  //   oneshot, twoshot, staged   that IPC algorithm (ipc_collectives.h)
+  //   oneshot, twoshot, staged   that IPC algorithm (cuda/ipc/ipc_collectives.h)
   //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
   //   host     pinned host staging over UCX
-  std::string cudaAlgorithm = "auto";
+  CudaAlgorithm cudaAlgorithm = CudaAlgorithm::Auto;
   size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
   // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
   size_t cudaScratchBytes = 32u << 20;
-  // "fp16" or "bf16": float32 SUM/AVG travel as 16-bit floats through the
+  // fp16 or bf16: float32 SUM/AVG travel as 16-bit floats through the
   // IPC scratch buffers (one-shot and staged forms; Horovod's compression),
   // accumulated in float32. RINGREDUCE_CUDA_WIRE_DTYPE.
-  std::string cudaWireDtype = "none";
+  WireDtype cudaWireDtype = WireDtype::None;
 
   static Config fromEnvironment();
 };

@@ -1,47 +1,17 @@
 #include "core/host_reduce.h"
 
-#include <cmath>
-#include <complex>
 #include <cstdint>
 #include <type_traits>
 
+#include "core/element_math.h"
 #include "core/errors.h"
 
 namespace ringreduce {
 
 namespace {
 
-// Signed overflow is undefined in C++; torch wraps. Do the arithmetic unsigned.
-template <typename T, bool = std::is_integral_v<T>>
-struct ArithOf {
-  using type = T;
-};
-template <typename T>
-struct ArithOf<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using Arith = typename ArithOf<T>::type;
-
-template <typename T>
-T minOf(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;  // NaN propagates, as torch.minimum does
-    if (std::isnan(b)) return b;
-  }
-  return b < a ? b : a;
-}
-
-template <typename T>
-T maxOf(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-  }
-  return a < b ? b : a;
-}
-
-// `Fn` is a stateless lambda; the loop is simple enough for GCC to vectorise.
+// `Fn` is a stateless functor (core/element_math.h); the loop is simple
+// enough for GCC to vectorise.
 template <typename T, typename Fn>
 void apply(void* dst, const void* src, size_t count, Fn fn) {
   T* __restrict d = static_cast<T*>(dst);
@@ -51,32 +21,27 @@ void apply(void* dst, const void* src, size_t count, Fn fn) {
 
 template <typename T>
 void reduceReal(ReduceOp op, void* dst, const void* src, size_t count) {
-  using A = Arith<T>;
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-      return apply<T>(dst, src, count, [](T a, T b) {
-        return static_cast<T>(static_cast<A>(a) + static_cast<A>(b));
-      });
+      return apply<T>(dst, src, count, SumOp());
     case ReduceOp::Product:
-      return apply<T>(dst, src, count, [](T a, T b) {
-        return static_cast<T>(static_cast<A>(a) * static_cast<A>(b));
-      });
+      return apply<T>(dst, src, count, ProductOp());
     case ReduceOp::Min:
-      return apply<T>(dst, src, count, [](T a, T b) { return minOf(a, b); });
+      return apply<T>(dst, src, count, MinOp());
     case ReduceOp::Max:
-      return apply<T>(dst, src, count, [](T a, T b) { return maxOf(a, b); });
+      return apply<T>(dst, src, count, MaxOp());
     default:
       break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
       case ReduceOp::BAnd:
-        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a & b); });
+        return apply<T>(dst, src, count, BAndOp());
       case ReduceOp::BOr:
-        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a | b); });
+        return apply<T>(dst, src, count, BOrOp());
       case ReduceOp::BXor:
-        return apply<T>(dst, src, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+        return apply<T>(dst, src, count, BXorOp());
       default:
         break;
     }
@@ -85,23 +50,20 @@ void reduceReal(ReduceOp op, void* dst, const void* src, size_t count) {
                         " has no host loop for this type");
 }
 
-// Booleans hold 0/1 bytes; SUM/MAX/BOR are logical OR, PRODUCT/MIN/BAND AND.
+// Booleans hold 0/1 bytes; any nonzero byte reads as true and the result is
+// stored as 0 or 1.
 void reduceBool(ReduceOp op, void* dst, const void* src, size_t count) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Max:
+  switch (boolOperator(op)) {
     case ReduceOp::BOr:
       return apply<uint8_t>(dst, src, count,
-                            [](uint8_t a, uint8_t b) { return uint8_t((a | b) != 0); });
-    case ReduceOp::Product:
-    case ReduceOp::Min:
+                            [](uint8_t a, uint8_t b) { return uint8_t(BOrOp()(a, b) != 0); });
     case ReduceOp::BAnd:
       return apply<uint8_t>(dst, src, count,
-                            [](uint8_t a, uint8_t b) { return uint8_t((a & b) != 0); });
+                            [](uint8_t a, uint8_t b) { return uint8_t(BAndOp()(a, b) != 0); });
     case ReduceOp::BXor:
       return apply<uint8_t>(dst, src, count,
-                            [](uint8_t a, uint8_t b) { return uint8_t((a ^ b) != 0); });
-    case ReduceOp::Avg:
+                            [](uint8_t a, uint8_t b) { return uint8_t(BXorOp()(a, b) != 0); });
+    default:
       break;
   }
   throw InvalidArgument(unsupportedReason(DataType::Bool, op));
@@ -111,7 +73,7 @@ template <typename T>
 void reduceComplex(ReduceOp op, void* dst, const void* src, size_t count) {
   // Interleaved (re, im) pairs: a sum is an element-wise sum of 2*count reals.
   if (op == ReduceOp::Sum || op == ReduceOp::Avg) {
-    return apply<T>(dst, src, 2 * count, [](T a, T b) { return a + b; });
+    return apply<T>(dst, src, 2 * count, SumOp());
   }
   throw InvalidArgument(unsupportedReason(
       sizeof(T) == 4 ? DataType::Complex64 : DataType::Complex128, op));
@@ -121,7 +83,7 @@ template <typename T>
 void divideAll(void* data, size_t count, int divisor) {
   T* d = static_cast<T*>(data);
   const T div = static_cast<T>(divisor);
-  for (size_t i = 0; i < count; ++i) d[i] = d[i] / div;
+  for (size_t i = 0; i < count; ++i) d[i] = divideBy(d[i], div);
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "core/errors.h"
-#include "cuda/ipc_memory.h"
-#include "cuda/reduce_kernels.h"
-#include "cuda/reduce_math.cuh"
+#include "cuda/ipc/ipc_memory.h"
+#include "cuda/kernels/reduce_copy.h"
+#include "cuda/kernels/reduce_element.cuh"
 
 namespace ringreduce::testing {
 

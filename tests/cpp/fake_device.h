@@ -1,8 +1,8 @@
-// A host stand-in for the CUDA primitives under csrc/cuda/ipc_collectives
-// (ipc_memory.h and launchReduceCopy), so the IPC protocol (exchange rounds,
-// barriers, slicing, chunking, fallbacks) runs in GoogleTest with ranks as
-// threads of one process. Device memory is host memory, a mapped peer
-// pointer is the peer's own pointer, and kernels and copies run at once on
+// A host stand-in for the CUDA primitives under csrc/cuda/ipc/ipc_collectives
+// (cuda/ipc/ipc_memory.h and launchReduceCopy), so the IPC protocol (exchange
+// rounds, barriers, slicing, chunking, fallbacks) runs in GoogleTest with
+// ranks as threads of one process. Device memory is host memory, a mapped
+// peer pointer is the peer's own pointer, and kernels and copies run at once on
 // the calling thread, which is what the protocol's barriers guarantee the
 // real device sees: no rank touches a peer's data outside them.
 #pragma once

@@ -7,9 +7,9 @@
 
 #include "core/errors.h"
 #include "cuda/device_info.h"
-#include "cuda/nccl_communicator.h"
-#include "cuda/nccl_library.h"
-#include "cuda/reduce_kernels.h"
+#include "cuda/kernels/reduce_copy.h"
+#include "cuda/nccl/nccl_communicator.h"
+#include "cuda/nccl/nccl_library.h"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>

@@ -1,4 +1,4 @@
-// The IPC collectives' host protocol (csrc/cuda/ipc_collectives.cpp) with
+// The IPC collectives' host protocol (csrc/cuda/ipc/ipc_collectives.cpp) with
 // ranks as threads over real UCX transports and a host stand-in for the
 // device (fake_device.h): every rank must take the same branch and run the
 // same exchange rounds (or the group hangs), slices and chunks must tile the
@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms/record_exchange.h"
+#include "algorithms/record_allgather.h"
 #include "core/half_conversion.h"
-#include "cuda/ipc_collectives.h"
+#include "cuda/ipc/ipc_collectives.h"
 #include "fake_device.h"
 #include "rank_threads.h"
 
@@ -72,15 +72,15 @@ double expectedSum(int n, size_t i) {
 // What should run: one-shot while the data fits the scratch, two-shot in
 // place unless a wire dtype is asked for or some rank cannot share its
 // tensor, the staged form otherwise.
-IpcAlgorithm expectedAlgorithm(IpcAlgorithm asked, size_t count, size_t capacity, bool wire,
-                               bool unshareable) {
-  if (asked == IpcAlgorithm::OneShot && count <= capacity) return IpcAlgorithm::OneShot;
-  if (asked == IpcAlgorithm::TwoShot && !wire && !unshareable) return IpcAlgorithm::TwoShot;
-  return IpcAlgorithm::Staged;
+DevicePathTaken expectedAlgorithm(DevicePathTaken asked, size_t count, size_t capacity,
+                                  bool wire, bool unshareable) {
+  if (asked == DevicePathTaken::OneShot && count <= capacity) return DevicePathTaken::OneShot;
+  if (asked == DevicePathTaken::TwoShot && !wire && !unshareable) return DevicePathTaken::TwoShot;
+  return DevicePathTaken::Staged;
 }
 
 template <typename T>
-void allreduceCase(DataType type, DataType wire, IpcAlgorithm algorithm, bool avg,
+void allreduceCase(DataType type, DataType wire, DevicePathTaken algorithm, bool avg,
                    int unshareableRank = -1) {
   for (int n : {1, 2, 3, 4}) {
     runRanks(n, [&, n](Transport& t, int rank) {
@@ -90,14 +90,14 @@ void allreduceCase(DataType type, DataType wire, IpcAlgorithm algorithm, bool av
         std::vector<T> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = encode<T>(valueOf(rank, i));
         if (rank == unshareableRank) ringreduce::testing::markUnshareable(data.data());
-        const IpcAlgorithm ran =
+        const DevicePathTaken ran =
             ipc->allreduce(data.data(), count, type, avg ? ReduceOp::Avg : ReduceOp::Sum, wire,
                            algorithm, nullptr, exchangeFor(t, ++seq));
-        const IpcAlgorithm expected =
+        const DevicePathTaken expected =
             expectedAlgorithm(algorithm, count, ipc->stagedCapacity(wire), wire != type,
                               unshareableRank >= 0 && unshareableRank < n);
         if (count > 0) {
-          EXPECT_EQ(ipcAlgorithmName(ran), std::string(ipcAlgorithmName(expected)))
+          EXPECT_STREQ(nameOf(ran), nameOf(expected))
               << "count " << count << " n " << n;
         }
         // Sums of small integers are exact; an average in (or through) 16
@@ -118,29 +118,29 @@ void allreduceCase(DataType type, DataType wire, IpcAlgorithm algorithm, bool av
 }  // namespace
 
 TEST(IpcProtocol, OneShotSumAndAverage) {
-  allreduceCase<float>(DataType::Float32, DataType::Float32, IpcAlgorithm::OneShot, false);
-  allreduceCase<int64_t>(DataType::Int64, DataType::Int64, IpcAlgorithm::OneShot, true);
+  allreduceCase<float>(DataType::Float32, DataType::Float32, DevicePathTaken::OneShot, false);
+  allreduceCase<int64_t>(DataType::Int64, DataType::Int64, DevicePathTaken::OneShot, true);
 }
 
 TEST(IpcProtocol, TwoShotInPlace) {
-  allreduceCase<float>(DataType::Float32, DataType::Float32, IpcAlgorithm::TwoShot, false);
-  allreduceCase<uint16_t>(DataType::BFloat16, DataType::BFloat16, IpcAlgorithm::TwoShot, true);
+  allreduceCase<float>(DataType::Float32, DataType::Float32, DevicePathTaken::TwoShot, false);
+  allreduceCase<uint16_t>(DataType::BFloat16, DataType::BFloat16, DevicePathTaken::TwoShot, true);
 }
 
 TEST(IpcProtocol, StagedRunsInChunksAndCarriesAWireDtype) {
-  allreduceCase<int64_t>(DataType::Int64, DataType::Int64, IpcAlgorithm::Staged, false);
-  allreduceCase<float>(DataType::Float32, DataType::BFloat16, IpcAlgorithm::Staged, true);
+  allreduceCase<int64_t>(DataType::Int64, DataType::Int64, DevicePathTaken::Staged, false);
+  allreduceCase<float>(DataType::Float32, DataType::BFloat16, DevicePathTaken::Staged, true);
   // One-shot through a 16-bit scratch; past its capacity, the staged form.
-  allreduceCase<float>(DataType::Float32, DataType::Float16, IpcAlgorithm::OneShot, false);
+  allreduceCase<float>(DataType::Float32, DataType::Float16, DevicePathTaken::OneShot, false);
   // Two-shot with a wire dtype: the wire needs the scratch, so staged.
-  allreduceCase<float>(DataType::Float32, DataType::BFloat16, IpcAlgorithm::TwoShot, false);
+  allreduceCase<float>(DataType::Float32, DataType::BFloat16, DevicePathTaken::TwoShot, false);
 }
 
 // One rank's tensor cannot be shared: every rank learns it in the same
 // exchange and all move to the staged form, with the right result.
 TEST(IpcProtocol, TwoShotFallsBackTogetherWhenOneRankCannotShare) {
   for (int rank : {0, 1}) {
-    allreduceCase<float>(DataType::Float32, DataType::Float32, IpcAlgorithm::TwoShot, false,
+    allreduceCase<float>(DataType::Float32, DataType::Float32, DevicePathTaken::TwoShot, false,
                          rank);
   }
 }

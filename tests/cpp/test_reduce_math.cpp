@@ -1,6 +1,7 @@
-// The device kernels' element math (cuda/reduce_math.cuh), instantiated on
-// the host: it must give what the host loops give (core/host_reduce.cpp),
-// so CPU and GPU tensors reduce alike. Runs without a GPU.
+// The device kernels' element math (cuda/kernels/reduce_element.cuh on top of
+// core/element_math.h), instantiated on the host: it must give what the host
+// loops give (core/host_reduce.cpp), so CPU and GPU tensors reduce alike.
+// Runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +12,7 @@
 
 #include "core/half_conversion.h"
 #include "core/host_reduce.h"
-#include "cuda/reduce_math.cuh"
+#include "cuda/kernels/reduce_element.cuh"
 
 using namespace ringreduce;
 using namespace ringreduce::cuda;

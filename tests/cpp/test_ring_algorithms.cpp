@@ -9,7 +9,7 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/direct_exchange.h"
-#include "algorithms/record_exchange.h"
+#include "algorithms/record_allgather.h"
 #include "algorithms/ring_reduce.h"
 #include "algorithms/ring_reduction.h"
 #include "core/partition.h"

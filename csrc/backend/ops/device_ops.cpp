@@ -7,7 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include "algorithms/chain_broadcast.h"
-#include "algorithms/record_exchange.h"
+#include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_reduction.h"
 #include "backend/device_call.h"
@@ -82,11 +82,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
         if (step.path) {
-          const std::string ran =
+          const DevicePathTaken ran =
               step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange);
-          if (!ran.empty()) {
+          if (ranOnDevice(ran)) {
             if (!direct) tensor.copy_(flat);
-            RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << ran);
+            RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << nameOf(ran));
             return;
           }
         }
@@ -107,7 +107,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
       [this, tensor, root](const OpContext& ctx, const DeviceStep& step) {
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
-        if (step.path && !step.path->broadcast(flat, root, step.stream, step.exchange).empty()) {
+        if (step.path &&
+            ranOnDevice(step.path->broadcast(flat, root, step.stream, step.exchange))) {
           if (!direct) tensor.copy_(flat);
           return;
         }
@@ -128,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         const bool direct = usableInPlace(output);
         const at::Tensor out =
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-        if (step.path && !step.path->allgather(in, out, step.stream, step.exchange).empty()) {
+        if (step.path && ranOnDevice(step.path->allgather(in, out, step.stream, step.exchange))) {
           if (!direct) output.copy_(out);
           return;
         }
@@ -153,8 +154,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
         const at::Tensor out =
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
         if (step.path &&
-            !step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange)
-                 .empty()) {
+            ranOnDevice(
+                step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange))) {
           if (!direct) output.copy_(out);
           return;
         }

@@ -1,4 +1,4 @@
-#include "cuda/ipc_memory.h"
+#include "cuda/ipc/ipc_memory.h"
 
 #include <cuda.h>  // types of the driver entry point only; libcuda is reached through cudart
 #include <cuda_runtime_api.h>

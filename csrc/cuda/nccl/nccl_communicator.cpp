@@ -1,9 +1,10 @@
-#include "cuda/nccl_communicator.h"
+#include "cuda/nccl/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
+#include "core/element_math.h"
 #include "core/errors.h"
 #include "cuda/cuda_error.h"
 
@@ -34,11 +35,11 @@ NcclType ncclType(DataType type) {
   throw InvalidArgument(std::string("ringreduce: NCCL has no ") + dataTypeName(type));
 }
 
-// Bool holds 0/1 bytes: OR is MAX and AND is MIN, as on the host path.
+// Bool holds 0/1 bytes: its logical OR is MAX and its AND is MIN.
 int ncclOp(DataType type, ReduceOp op) {
   if (type == DataType::Bool) {
-    if (op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::BOr) return kNcclMax;
-    if (op == ReduceOp::Product || op == ReduceOp::Min || op == ReduceOp::BAnd) return kNcclMin;
+    if (boolOperator(op) == ReduceOp::BOr) return kNcclMax;
+    if (boolOperator(op) == ReduceOp::BAnd) return kNcclMin;
   }
   switch (op) {
     case ReduceOp::Sum: return kNcclSum;

@@ -1,4 +1,4 @@
-#include "algorithms/record_exchange.h"
+#include "algorithms/record_allgather.h"
 
 #include <cstring>
 #include <vector>

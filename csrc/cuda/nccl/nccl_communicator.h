@@ -9,9 +9,9 @@
 #include <string>
 
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_collectives.h"  // RecordExchange
-#include "cuda/nccl_library.h"
+#include "cuda/nccl/nccl_library.h"
 
 namespace ringreduce::cuda {
 

@@ -1,4 +1,4 @@
-// The fused reduce-copy kernel template (see reduce_kernels.h) and its
+// The fused reduce-copy kernel template (see reduce_copy.h) and its
 // launcher. Included by the .cu files that instantiate it per type family,
 // so the two families compile in parallel.
 #pragma once
@@ -6,8 +6,8 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_error.h"
-#include "cuda/reduce_kernels.h"
-#include "cuda/reduce_math.cuh"
+#include "cuda/kernels/reduce_copy.h"
+#include "cuda/kernels/reduce_element.cuh"
 
 namespace ringreduce::cuda {
 
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduceCopyKernel(KernelParams<
         for (int s = 1; s < kMaxFanout; ++s) {
           if (s < p.nsrc) acc = Op()(acc, toAccum<A>(in[s].v[e]));
         }
-        out.v[e] = fromAccum<D>(divideBy(acc, p.avgDivisor));
+        out.v[e] = fromAccum<D>(applyAvgDivisor(acc, p.avgDivisor));
       }
 #pragma unroll
       for (int d = 0; d < kMaxFanout; ++d) {
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduceCopyKernel(KernelParams<
   }
 }
 
-int multiprocessorCount(int device);  // cached per device (reduce_kernels.cu)
+int multiprocessorCount(int device);  // cached per device (reduce_copy_launch.cu)
 
 template <typename S, typename D, typename Op>
 void launchTyped(const ReduceCopyArgs& args, int device, cudaStream_t stream) {
@@ -131,7 +131,7 @@ void launchSameType(const ReduceCopyArgs& args, int device, cudaStream_t stream)
   throw InvalidArgument(std::string("ringreduce: no device kernel for ") + reduceOpName(args.op));
 }
 
-// Per-family entry points (reduce_kernels_float.cu, reduce_kernels_int.cu).
+// Per-family entry points (reduce_copy_float.cu, reduce_copy_int.cu).
 void launchFloatFamily(const ReduceCopyArgs& args, int device, cudaStream_t stream);
 void launchIntegerFamily(const ReduceCopyArgs& args, int device, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 // Instantiations for the integer types (bool arrives as uint8 with a logical op).
-#include "cuda/reduce_kernel.cuh"
+#include "cuda/kernels/reduce_copy_kernel.cuh"
 
 namespace ringreduce::cuda {
 

@@ -1,5 +1,5 @@
 // Instantiations for the floating-point types and the float32 wire casts.
-#include "cuda/reduce_kernel.cuh"
+#include "cuda/kernels/reduce_copy_kernel.cuh"
 
 namespace ringreduce::cuda {
 

@@ -1,4 +1,4 @@
-#include "cuda/ipc_collectives.h"
+#include "cuda/ipc/ipc_collectives.h"
 
 #include <algorithm>
 
@@ -35,15 +35,6 @@ ReduceCopyArgs reductionOf(DataType type, ReduceOp op, size_t count, int size) {
 }
 
 }  // namespace
-
-const char* ipcAlgorithmName(IpcAlgorithm algorithm) {
-  switch (algorithm) {
-    case IpcAlgorithm::OneShot: return "one-shot";
-    case IpcAlgorithm::TwoShot: return "two-shot";
-    case IpcAlgorithm::Staged: return "staged two-shot";
-  }
-  return "?";
-}
 
 IpcCollectives::IpcCollectives(int rank, int size, int device, size_t scratchBytes)
     : rank_(rank),
@@ -154,26 +145,26 @@ void IpcCollectives::copyCast(const void* src, DataType from, void* dst, DataTyp
   launchReduceCopy(args, device_, stream);
 }
 
-IpcAlgorithm IpcCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,
-                               DataType wire, IpcAlgorithm algorithm, void* stream,
-                               const RecordExchange& exchange) {
-  if (count == 0) return algorithm;
+DevicePathTaken IpcCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,
+                                          DataType wire, DevicePathTaken wanted, void* stream,
+                                          const RecordExchange& exchange) {
+  if (count == 0) return wanted;
   const std::string reason = kernelUnsupportedReason(type, type, op);
   if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
   if (wire != type && !kernelUnsupportedReason(type, wire, op).empty()) wire = type;
   // Every input here is the same on all ranks (count, types, algorithm), so
   // every rank takes the same branch; only the two-shot's "can every tensor
   // be shared" is learned in the exchange, and all ranks learn it alike.
-  if (algorithm == IpcAlgorithm::OneShot && count <= stagedCapacity(wire)) {
+  if (wanted == DevicePathTaken::OneShot && count <= stagedCapacity(wire)) {
     oneShot(data, count, type, op, wire, stream, exchange);
-    return IpcAlgorithm::OneShot;
+    return DevicePathTaken::OneShot;
   }
-  if (algorithm == IpcAlgorithm::TwoShot && wire == type &&
+  if (wanted == DevicePathTaken::TwoShot && wire == type &&
       twoShotInPlace(data, count, type, op, stream, exchange)) {
-    return IpcAlgorithm::TwoShot;
+    return DevicePathTaken::TwoShot;
   }
   staged(data, count, type, op, wire, stream, exchange);
-  return IpcAlgorithm::Staged;
+  return DevicePathTaken::Staged;
 }
 
 void IpcCollectives::oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire,

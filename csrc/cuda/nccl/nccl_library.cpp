@@ -1,4 +1,4 @@
-#include "cuda/nccl_library.h"
+#include "cuda/nccl/nccl_library.h"
 
 #include <dlfcn.h>
 

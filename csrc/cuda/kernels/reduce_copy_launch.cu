@@ -1,9 +1,9 @@
 // Argument checks and routing of launchReduceCopy (the kernel itself is in
-// reduce_kernel.cuh).
+// reduce_copy_kernel.cuh).
 #include <array>
 #include <mutex>
 
-#include "cuda/reduce_kernel.cuh"
+#include "cuda/kernels/reduce_copy_kernel.cuh"
 
 namespace ringreduce::cuda {
 
@@ -20,26 +20,6 @@ int multiprocessorCount(int device) {
   }
   return cached[device];
 }
-
-namespace {
-
-// Bool holds 0/1 bytes: SUM/MAX are OR, PRODUCT/MIN are AND (as on the host).
-ReduceOp boolOperator(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Max:
-    case ReduceOp::BOr:
-      return ReduceOp::BOr;
-    case ReduceOp::Product:
-    case ReduceOp::Min:
-    case ReduceOp::BAnd:
-      return ReduceOp::BAnd;
-    default:
-      return op;
-  }
-}
-
-}  // namespace
 
 void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
   if (given.nsrc < 1 || given.nsrc > kMaxFanout || given.ndst < 0 || given.ndst > kMaxFanout) {
@@ -59,6 +39,7 @@ void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
         args.srcType == DataType::Complex64 ? DataType::Float32 : DataType::Float64;
     args.count *= 2;
   }
+  // Bool holds 0/1 bytes: reduced as uint8 with its logical op.
   if (args.srcType == DataType::Bool) {
     args.srcType = args.dstType = DataType::UInt8;
     args.op = boolOperator(args.op);

@@ -1,7 +1,7 @@
 // Which (source dtype, destination dtype, op) the fused kernel handles:
 // plain C++, so the host-side tests of the IPC protocol link it without the
 // device code.
-#include "cuda/reduce_kernels.h"
+#include "cuda/kernels/reduce_copy.h"
 
 namespace ringreduce::cuda {
 

@@ -28,25 +28,18 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/cuda_choices.h"
 #include "core/data_type.h"
+#include "core/record_exchange.h"
 #include "core/reduce_op.h"
-#include "cuda/ipc_memory.h"
-#include "cuda/reduce_kernels.h"
+#include "cuda/ipc/ipc_memory.h"
+#include "cuda/kernels/reduce_copy.h"
 
 namespace ringreduce::cuda {
-
-// Allgather of one small record per rank (rank r's at r * bytes of `all`),
-// over the group's host transport. Every rank calls it the same number of
-// times in the same order. Throws on timeout or peer failure.
-using RecordExchange = std::function<void(const void* mine, void* all, size_t bytes)>;
-
-enum class IpcAlgorithm { OneShot, TwoShot, Staged };
-const char* ipcAlgorithmName(IpcAlgorithm algorithm);
 
 class IpcCollectives {
  public:
@@ -60,12 +53,13 @@ class IpcCollectives {
   ~IpcCollectives();
 
   // In place on `count` elements at `data` (device memory of `device`),
-  // enqueued on `stream`. `wire` is float16/bfloat16 to carry float32 data
-  // narrowed in the staged forms (type otherwise). Returns the algorithm
-  // that ran (two-shot becomes staged when some rank's tensor cannot be
-  // shared).
-  IpcAlgorithm allreduce(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
-                   IpcAlgorithm algorithm, void* stream, const RecordExchange& exchange);
+  // enqueued on `stream`. `wanted` is OneShot, TwoShot or Staged. `wire` is
+  // float16/bfloat16 to carry float32 data narrowed in the staged forms
+  // (type otherwise). Returns the algorithm that ran (one-shot becomes
+  // staged when the data does not fit the scratch buffer, two-shot when
+  // some rank's tensor cannot be shared or a wire dtype is asked for).
+  DevicePathTaken allreduce(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
+                            DevicePathTaken wanted, void* stream, const RecordExchange& exchange);
 
   // The other collectives read the peers' tensors in place (a copy, or the
   // kernel) between a stream barrier before and one after. They return

@@ -1,0 +1,117 @@
+// The enums' name tables (core/name_table.h): every value prints as the name
+// it parses from, the names are the values the environment variables take
+// (and, for the path taken, the strings the trace log printed before), and a
+// bad value is refused with the list of choices.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/config.h"
+#include "core/cuda_choices.h"
+#include "core/errors.h"
+
+using namespace ringreduce;
+
+namespace {
+
+// Sets an environment variable for one test and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty()) {
+      unsetenv(name_);
+    } else {
+      setenv(name_, old_.c_str(), 1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+template <typename E>
+void expectRoundTrip() {
+  for (const NamedValue<E>& entry : NameTable<E>::entries) {
+    EXPECT_STREQ(nameOf(entry.value), entry.name);
+    const std::optional<E> parsed = parseName<E>(entry.name);
+    ASSERT_TRUE(parsed.has_value()) << entry.name;
+    EXPECT_EQ(*parsed, entry.value) << entry.name;
+  }
+}
+
+std::string errorOf(const char* name, const char* value) {
+  ScopedEnv env(name, value);
+  try {
+    Config::fromEnvironment();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(NameTables, EveryValuePrintsAsTheNameItParsesFrom) {
+  expectRoundTrip<CudaAlgorithm>();
+  expectRoundTrip<WireDtype>();
+  expectRoundTrip<DevicePathTaken>();
+}
+
+TEST(NameTables, NamesAreTheEnvironmentSpellings) {
+  EXPECT_EQ(listNames<CudaAlgorithm>(), "auto, oneshot, twoshot, staged, nccl, host");
+  EXPECT_EQ(listNames<WireDtype>(), "none, fp16, bf16");
+}
+
+// The device paths keep the names they had as strings ("" meant host staging).
+TEST(NameTables, PathsTakenPrintAsTheLogNamesThem) {
+  EXPECT_EQ(listNames<DevicePathTaken>(),
+            "host staging, one-shot, two-shot, staged two-shot, ipc, nccl");
+  EXPECT_FALSE(ranOnDevice(DevicePathTaken::HostStaging));
+  for (DevicePathTaken path : {DevicePathTaken::OneShot, DevicePathTaken::TwoShot,
+                               DevicePathTaken::Staged, DevicePathTaken::Ipc,
+                               DevicePathTaken::Nccl}) {
+    EXPECT_TRUE(ranOnDevice(path)) << nameOf(path);
+  }
+}
+
+TEST(NameTables, AnythingElseDoesNotParse) {
+  for (const char* bad : {"", "AUTO", "one-shot", "auto ", "nccl2"}) {
+    EXPECT_FALSE(parseName<CudaAlgorithm>(bad).has_value()) << "'" << bad << "'";
+  }
+  for (const char* bad : {"", "float16", "fp32", "BF16"}) {
+    EXPECT_FALSE(parseName<WireDtype>(bad).has_value()) << "'" << bad << "'";
+  }
+}
+
+TEST(NameTables, ConfigReadsTheChoices) {
+  {
+    ScopedEnv algo("RINGREDUCE_CUDA_ALGO", "staged");
+    ScopedEnv wire("RINGREDUCE_CUDA_WIRE_DTYPE", "bf16");
+    const Config config = Config::fromEnvironment();
+    EXPECT_EQ(config.cudaAlgorithm, CudaAlgorithm::Staged);
+    EXPECT_EQ(config.cudaWireDtype, WireDtype::Bf16);
+  }
+  {
+    // Empty counts as unset: the defaults.
+    ScopedEnv algo("RINGREDUCE_CUDA_ALGO", "");
+    ScopedEnv wire("RINGREDUCE_CUDA_WIRE_DTYPE", "");
+    const Config config = Config::fromEnvironment();
+    EXPECT_EQ(config.cudaAlgorithm, CudaAlgorithm::Auto);
+    EXPECT_EQ(config.cudaWireDtype, WireDtype::None);
+  }
+}
+
+TEST(NameTables, BadValueListsTheChoices) {
+  EXPECT_EQ(errorOf("RINGREDUCE_CUDA_ALGO", "fast"),
+            "ringreduce: environment variable RINGREDUCE_CUDA_ALGO='fast' must be one of: "
+            "auto, oneshot, twoshot, staged, nccl, host");
+  EXPECT_EQ(errorOf("RINGREDUCE_CUDA_WIRE_DTYPE", "fp8"),
+            "ringreduce: environment variable RINGREDUCE_CUDA_WIRE_DTYPE='fp8' must be one of: "
+            "none, fp16, bf16");
+}
