@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "core/half_conversion.h"
 #include "core/host_reduce.h"
 #include "core/partition.h"
 #include "transport/tag.h"
@@ -69,9 +68,12 @@ class RingReduction {
         const size_t i = static_cast<size_t>(s) * plan_.segments + k;
         t_.wait(rsRecvs[i], op_);
         const Range seg = segment(rank_ - s - 1 + shift_, k);
-        reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
+        if (last && reduceOp_ == ReduceOp::Avg) {
+          reduceAndAverage(type_, at(seg), slot(i), seg.count, n);
+        } else {
+          reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
+        }
         if (i + window_ < rsTotal_) postReduceScatterRecv(i + window_, rsRecvs);  // slot is free again
-        if (last && reduceOp_ == ReduceOp::Avg) finishAverage(type_, at(seg), seg.count, n);
         // Step s+1 is the next reduce-scatter step, or allgather step 0.
         if (!last || allgather_) {
           sends.push_back(t_.isend(right_, tag(rank_, s + 1, k), at(seg), bytes(seg), op_));
@@ -129,44 +131,28 @@ class RingReduction {
   char* scratch_ = nullptr;
 };
 
-// Runs `mode` on `data`, widening half precision to float32 around it. For
-// reduce-scatter only this rank's chunk is narrowed back: the rest is scratch.
-void runWithAccumulationType(RingReduction::Mode mode, Transport& transport,
-                             const OpContext& op, void* data, size_t count, DataType type,
-                             ReduceOp reduceOp, const Config& config, Workspace& workspace) {
+// Runs `mode` on `data`. float16 and bfloat16 stay 16-bit on the wire; each
+// step combines in float32 and rounds once (core/half_reduce.h).
+void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op, void* data,
+             size_t count, DataType type, ReduceOp reduceOp, const Config& config,
+             Workspace& workspace) {
   const std::string reason = unsupportedReason(type, reduceOp);
   if (!reason.empty()) throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   if (transport.size() == 1 || count == 0) return;  // AVG over one rank is the identity
-
-  if (!isHalfPrecision(type)) {
-    RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, config,
-                  workspace)
-        .run();
-    return;
-  }
-  const bool half = type == DataType::Float16;
-  auto* narrow = static_cast<uint16_t*>(data);
-  auto* wide = static_cast<float*>(workspace.get(Workspace::kWidened, count * sizeof(float)));
-  halfBufferToFloat(half, narrow, wide, count);
-  RingReduction(mode, transport, op, reinterpret_cast<char*>(wide), count, DataType::Float32,
-                reduceOp, config, workspace)
+  RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, config,
+                workspace)
       .run();
-  Range keep{0, count};
-  if (mode == RingReduction::Mode::ReduceScatter) {
-    keep = chunkOf(count, transport.size(), transport.rank());
-  }
-  floatBufferToHalf(half, wide + keep.offset, narrow + keep.offset, keep.count);
 }
 
 }  // namespace
 
 void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  runWithAccumulationType(RingReduction::Mode::Allreduce, comm.transport, op, args.data,
+  runRing(RingReduction::Mode::Allreduce, comm.transport, op, args.data,
                           args.count, args.type, args.op, comm.config, comm.workspace);
 }
 
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  runWithAccumulationType(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data,
+  runRing(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data,
                           args.count, args.type, args.op, comm.config, comm.workspace);
 }
 

@@ -22,9 +22,10 @@ struct ReductionArgs {
   ReduceOp op = ReduceOp::Sum;
 };
 
-// In place: every rank ends with the reduction of all ranks' buffers. Half
-// precision data is widened to float32 for the whole reduction and narrowed
-// once at the end. AVG divides once, fused into the last reduce step.
+// In place: every rank ends with the reduction of all ranks' buffers.
+// float16 and bfloat16 travel as 16 bits: each step combines in float32 and
+// rounds once (error bound in core/half_reduce.h). AVG divides once, fused
+// into the last reduce step.
 void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
 // In place: afterwards chunk r of `data` (chunkOf(count, n, r)) on rank r

@@ -10,9 +10,9 @@ namespace ringreduce {
 
 class Workspace {
  public:
-  // kRecvA: reduce-scatter receive window; kWidened: half precision widened
-  // to float32; kStaging: the backend's copies of caller tensors.
-  enum Slot { kRecvA = 0, kWidened = 1, kStaging = 2, kSlotCount = 3 };
+  // kRecvA: reduce-scatter receive window; kStaging: the backend's copies
+  // of caller tensors.
+  enum Slot { kRecvA = 0, kStaging = 1, kSlotCount = 2 };
 
   // At least `bytes` of memory in `slot`, valid until the next call for that slot.
   void* get(Slot slot, size_t bytes) {

@@ -5,6 +5,7 @@
 
 #include "core/element_math.h"
 #include "core/errors.h"
+#include "core/half_reduce.h"
 
 namespace ringreduce {
 
@@ -104,10 +105,19 @@ void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t c
     case DataType::Complex128: return reduceComplex<double>(op, dst, src, count);
     case DataType::Float16:
     case DataType::BFloat16:
-      break;
+      return reduceHalfInto(type == DataType::Float16, op, static_cast<uint16_t*>(dst),
+                            static_cast<const uint16_t*>(src), count);
   }
-  throw InvalidArgument(std::string("reduce: ") + dataTypeName(type) +
-                        " must be widened to float32 before reducing");
+  throw InvalidArgument(std::string("reduce: no loop for ") + dataTypeName(type));
+}
+
+void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, int divisor) {
+  if (isHalfPrecision(type)) {
+    return reduceHalfInto(type == DataType::Float16, ReduceOp::Avg, static_cast<uint16_t*>(dst),
+                          static_cast<const uint16_t*>(src), count, divisor);
+  }
+  reduceInto(type, ReduceOp::Avg, dst, src, count);
+  finishAverage(type, dst, count, divisor);
 }
 
 void finishAverage(DataType type, void* data, size_t count, int divisor) {

@@ -1,7 +1,6 @@
 // Host reduction loops used by every ring step: dst[i] = dst[i] (op) src[i].
-// Half precision types are not reduced here: the algorithms widen them to
-// float32 first (see half_conversion.h), so precision does not depend on the
-// ring position of a rank.
+// float16 and bfloat16 are combined in float32 and rounded once per call
+// (core/half_reduce.h), so they travel as 16 bits.
 #pragma once
 
 #include <cstddef>
@@ -11,9 +10,13 @@
 
 namespace ringreduce {
 
-// Throws InvalidArgument for half types or an unsupported (type, op) pair.
-// AVG reduces as SUM; finishAverage() divides once at the end.
+// Throws InvalidArgument for an unsupported (type, op) pair. AVG reduces as
+// SUM; the last step divides (reduceAndAverage).
 void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count);
+
+// AVG's last step: dst = (dst + src) / divisor, with the division fused
+// before the one rounding of float16 and bfloat16.
+void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, int divisor);
 
 // Divides every element by `divisor` (AVG's final step). Integers truncate
 // toward zero, as NCCL's integer average does.
