@@ -29,8 +29,8 @@ void waitForStream(const c10::Stream& stream, const OpContext& op, const char* w
   while (!done.query()) {
     if (Clock::now() >= op.deadline) {
       throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
-                         std::to_string(op.timeout.count()) + " ms waiting for the GPU to " +
-                         what);
+                         std::to_string(op.timeout.count()) +
+                         " ms (operation timeout reached) waiting for the GPU to " + what);
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));

@@ -36,6 +36,7 @@ Request Transport::isend(int peer, uint64_t tag, const void* data, size_t bytes,
   std::string error;
   request.handle = postSend(peer, tag, data, bytes, &error);
   if (!error.empty()) {
+    explainFailure(peer, op);
     throw TransportError(where(op) + ": send to rank " + std::to_string(peer) +
                          " failed: " + error);
   }
@@ -61,10 +62,20 @@ Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const
   std::string error;
   request.handle = postRecv(tag, mask, data, bytes, &error);
   if (request.handle == nullptr) {
+    explainFailure(peer, op);
     throw TransportError(where(op) + ": receive from " + peerName(peer) + " failed: " + error);
   }
   outstanding_.emplace(request.handle, op.owner());
   return request;
+}
+
+// A post that fails often has a reason the group already knows: a peer that
+// gave up on it (and may have left, taking its shared memory with it) or
+// died. One pass of progress delivers such news; the liveness check then
+// throws it, which says more than the transport's own error would.
+void Transport::explainFailure(int peer, const OpContext& op) {
+  progress();
+  checkPeersAlive(op.pointToPoint ? peer : -1, op);
 }
 
 bool Transport::test(Request& request, const OpContext& op) {
@@ -136,8 +147,10 @@ std::string Transport::describeTimeout(const Request& request, const OpContext& 
                                         " bytes from " + peerName(request.peer)
                                   : "still waiting to send " + std::to_string(request.bytes) +
                                         " bytes to rank " + std::to_string(request.peer);
+  // "operation timeout reached": the words torch's tests and users' tooling
+  // look for (" (Timed out|closed|timeout) "), beside our own detail.
   return "ringreduce: " + op.describe() + " timed out after " + std::to_string(op.timeout.count()) +
-         " ms on rank " + std::to_string(rank_) + ": " + waiting +
+         " ms on rank " + std::to_string(rank_) + " (operation timeout reached): " + waiting +
          " (is that rank alive and calling the same collective?)";
 }
 

@@ -74,7 +74,8 @@ class Transport {
   // Like wait, but returns false at op.deadline instead of throwing.
   bool waitUntilDeadline(Request& request, const OpContext& op);
 
-  // "send p2p#3 timed out after 100 ms on rank 0: still waiting to ..."
+  // "send p2p#3 timed out after 100 ms on rank 0 (operation timeout reached):
+  // still waiting to ..."
   std::string describeTimeout(const Request& request, const OpContext& op) const;
 
   // Cancels and releases the requests of `op` still in flight (after an
@@ -119,6 +120,7 @@ class Transport {
 
  private:
   [[noreturn]] void throwTimeout(const Request& request, const OpContext& op);
+  void explainFailure(int peer, const OpContext& op);
   void announceIfStalled(const OpContext& op, Clock::time_point now);
   void abandonWhere(bool all, uint64_t owner);
   std::string where(const OpContext& op) const;

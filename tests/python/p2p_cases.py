@@ -135,11 +135,14 @@ def coalescing(rank, world, init_method):
     dist.all_reduce_coalesced([a, b])
     if a.tolist() != [float(sum(range(world)))] * 3 or b.tolist() != [float(sum(range(world)))] * 2:
         failures.append("all_reduce_coalesced")
-    gathered = [[torch.empty(2) for _ in range(world)], [torch.empty(3) for _ in range(world)]]
-    dist.all_gather_coalesced(gathered, [torch.full((2,), float(rank)), torch.full((3,), float(rank))])
-    for lst, k in zip(gathered, (2, 3)):
-        if [t.tolist() for t in lst] != [[float(r)] * k for r in range(world)]:
-            failures.append(f"all_gather_coalesced {k}")
+    # As torch defines it: output_tensor_lists[r][i] receives input i of rank r.
+    def inputs_of(r):
+        return [torch.full((2,), float(r)), torch.full((3,), 10.0 * r), torch.arange(4.0) + r]
+    gathered = [[torch.empty_like(t) for t in inputs_of(0)] for _ in range(world)]
+    dist.all_gather_coalesced(gathered, inputs_of(rank))
+    for r in range(world):
+        if [t.tolist() for t in gathered[r]] != [t.tolist() for t in inputs_of(r)]:
+            failures.append(f"all_gather_coalesced from rank {r}: {[t.tolist() for t in gathered[r]]}")
     dist.barrier()
     return failures
 

@@ -5,7 +5,7 @@
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
-#include "backend/tensor_staging.h"
+#include "backend/contiguous_buffers.h"
 
 namespace ringreduce {
 

@@ -4,11 +4,11 @@
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
 #include <c10/util/Exception.h>
 
-#include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allreduce.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
-#include "backend/tensor_staging.h"
+#include "backend/contiguous_buffers.h"
 
 namespace ringreduce {
 
@@ -80,17 +80,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts, const Staged& staged) {
+  // As torch defines it: outputLists[r][i] receives input i of rank r, so
+  // there is one output list per rank, each shaped like the inputs.
   const CallSite site{"all_gather_coalesced", rank_};
-  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(),
+  TORCH_CHECK_VALUE(outputLists.size() == static_cast<size_t>(size_),
                     "ringreduce: all_gather_coalesced on rank ", rank_, ": ", outputLists.size(),
-                    " output lists for ", inputs.size(), " inputs");
+                    " output lists for a group of ", size_,
+                    " ranks (output_tensor_lists[r][i] receives input i of rank r)");
+  std::vector<std::vector<at::Tensor>> lists(inputs.size());  // lists[i]: input i of every rank
   std::vector<at::Tensor> outputs;
+  for (int r = 0; r < size_; ++r) {
+    TORCH_CHECK_VALUE(outputLists[r].size() == inputs.size(),
+                      "ringreduce: all_gather_coalesced on rank ", rank_, ": output list ", r,
+                      " has ", outputLists[r].size(), " tensors for ", inputs.size(), " inputs");
+    outputs.insert(outputs.end(), outputLists[r].begin(), outputLists[r].end());
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkHostTensor(inputs[i], site, "input");
-    checkListLike(outputLists[i], static_cast<size_t>(size_), inputs[i], site, "output");
-    outputs.insert(outputs.end(), outputLists[i].begin(), outputLists[i].end());
+    for (int r = 0; r < size_; ++r) lists[i].push_back(outputLists[r][i]);
+    checkListLike(lists[i], static_cast<size_t>(size_), inputs[i], site, "output");
   }
-  const std::vector<std::vector<at::Tensor>> lists = outputLists;
   const std::vector<at::Tensor> ins = inputs;
   return enqueue(
       staged, c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,

@@ -9,11 +9,11 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
-#include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allreduce.h"
 #include "backend/device_call.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
-#include "backend/tensor_staging.h"
+#include "backend/contiguous_buffers.h"
 #include "core/log.h"
 
 namespace ringreduce {

@@ -3,14 +3,14 @@
 // views the ring reductions stage copies in.
 #include <c10/util/Exception.h>
 
-#include "algorithms/ring_reduce.h"
-#include "algorithms/ring_reduction.h"
+#include "algorithms/reduce_to_root.h"
+#include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
-#include "backend/tensor_staging.h"
+#include "backend/contiguous_buffers.h"
 #include "core/partition.h"
 
 namespace ringreduce {

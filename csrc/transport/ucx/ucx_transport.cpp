@@ -107,7 +107,11 @@ ucp_ep_h UcxTransport::endpoint(int peer) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peerAddresses_[peer].data());
-  checkUcs(ucp_ep_create(worker_, &params, &ep), "endpoint create");
+  const ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  if (status != UCS_OK) {
+    throw TransportError(std::string("could not connect (UCX endpoint create: ") +
+                         ucs_status_string(status) + ")");
+  }
   RR_LOG(Info, rank(), "connected to rank " << peer << ": " << describeEndpoint(peer));
   return ep;
 }
@@ -130,8 +134,15 @@ std::string UcxTransport::describeEndpoint(int peer) {
 
 void* UcxTransport::postSend(int peer, uint64_t tag, const void* data, size_t bytes,
                              std::string* error) {
+  ucp_ep_h ep = nullptr;
+  try {
+    ep = endpoint(peer);  // connects on first use
+  } catch (const TransportError& connectError) {
+    *error = connectError.what();
+    return nullptr;
+  }
   ucp_request_param_t param{};
-  ucs_status_ptr_t status = ucp_tag_send_nbx(endpoint(peer), data, bytes, tag, &param);
+  ucs_status_ptr_t status = ucp_tag_send_nbx(ep, data, bytes, tag, &param);
   if (UCS_PTR_IS_ERR(status)) {
     *error = ucs_status_string(UCS_PTR_STATUS(status));
     return nullptr;

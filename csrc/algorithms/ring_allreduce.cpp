@@ -1,4 +1,4 @@
-#include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allreduce.h"
 
 #include <algorithm>
 #include <vector>

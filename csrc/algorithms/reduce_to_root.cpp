@@ -1,7 +1,7 @@
-#include "algorithms/ring_reduce.h"
+#include "algorithms/reduce_to_root.h"
 
 #include "algorithms/direct_exchange.h"
-#include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allreduce.h"
 #include "core/partition.h"
 #include "transport/tag.h"
 

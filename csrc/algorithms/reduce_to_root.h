@@ -3,7 +3,7 @@
 #pragma once
 
 #include "algorithms/comm.h"
-#include "algorithms/ring_reduction.h"
+#include "algorithms/ring_allreduce.h"
 #include "core/op_context.h"
 
 namespace ringreduce {
