@@ -105,7 +105,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                               summary + (device ? " on " + device->device.str() : std::string()),
                               std::move(body), [&](uint64_t seq) {
                                 work = c10::make_intrusive<WorkRing>(
-                                    rank_, type, seq, std::move(outputs), device.get());
+                                    rank_, type, seq, std::move(outputs), device.get(),
+                                    engine_->executor());
                                 return std::make_shared<WorkCallbacks>(work, device);
                               });
   } catch (...) {
@@ -122,7 +123,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
   c10::intrusive_ptr<WorkRing> work;
   try {
     engine_->submitPointToPoint(name, timeout(), summary, std::move(post), [&](uint64_t seq) {
-      work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get());
+      work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get(),
+                                           engine_->executor());
       return std::make_shared<WorkCallbacks>(work, device);
     });
   } catch (...) {
@@ -164,8 +166,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
         for (const at::Tensor& t : callbacks.work()->result()) outputs.push_back(t);
         if (callbacks.device()) device = callbacks.device();
       }
-      combined =
-          c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs, device.get());
+      combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs,
+                                               device.get(), engine_->executor());
       return std::make_shared<WorkCallbacks>(combined, nullptr);
     });
   } catch (...) {

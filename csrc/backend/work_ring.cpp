@@ -12,16 +12,24 @@ std::vector<c10::Device> devicesOf(const DeviceCall* device) {
 }  // namespace
 
 WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-                   const DeviceCall* device)
+                   const DeviceCall* device, std::weak_ptr<Executor> executor)
     : c10d::Work(rank, opType),
       seq_(seq),
       outputs_(std::move(outputs)),
+      executor_(std::move(executor)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), devicesOf(device))) {
   if (device != nullptr) stream_ = device->stream;
 }
 
 bool WorkRing::wait(std::chrono::milliseconds timeout) {
+  // A CUDA work's wait() must not block the host on the GPU, so only host
+  // works are run by the waiting thread.
+  if (!stream_) {
+    if (std::shared_ptr<Executor> executor = executor_.lock()) {
+      executor->helpUntil([this] { return isCompleted(); });
+    }
+  }
   const bool completed = c10d::Work::wait(timeout);  // the host part; throws its error
   synchronize();
   return completed;

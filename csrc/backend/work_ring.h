@@ -14,13 +14,16 @@
 #include <vector>
 
 #include "backend/device_call.h"
+#include "engine/executor.h"
 
 namespace ringreduce {
 
 class WorkRing : public c10d::Work {
  public:
+  // `executor`: the group's, so that wait() on a host work can run it on the
+  // waiting thread instead of sleeping until the executor has.
   WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-           const DeviceCall* device = nullptr);
+           const DeviceCall* device = nullptr, std::weak_ptr<Executor> executor = {});
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override;
@@ -41,6 +44,7 @@ class WorkRing : public c10d::Work {
   int sourceRank_ = -1;
   std::vector<at::Tensor> outputs_;
   std::optional<c10::Stream> stream_;  // CUDA: the internal stream the work ran on
+  std::weak_ptr<Executor> executor_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -30,6 +32,14 @@ E readChoice(const char* name, E fallback) {
   throw InvalidArgument(std::string("ringreduce: environment variable ") + name + "='" + value +
                         "' must be one of: " + listNames<E>());
 }
+// torchrun's LOCAL_WORLD_SIZE against the cores this process may run on.
+bool ranksOutnumberCores() {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  if (local == nullptr) return false;
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
+  return std::atoi(local) > CPU_COUNT(&cpus);
+}
 }  // namespace
 
 Config Config::fromEnvironment() {
@@ -38,6 +48,13 @@ Config Config::fromEnvironment() {
       readPositive("RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
   config.spinMicroseconds =
       static_cast<int>(readPositive("RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
+  // With more ranks on this machine than cores for them, a rank spinning for
+  // its peer may hold the core that peer needs: wait as briefly as the worker.
+  if (ranksOutnumberCores()) config.waitSpinMicroseconds = config.spinMicroseconds;
+  config.waitSpinMicroseconds =
+      static_cast<int>(readPositive("RINGREDUCE_WAIT_SPIN_US", config.waitSpinMicroseconds, 0));
+  config.callerGraceMicroseconds = static_cast<int>(
+      readPositive("RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
   config.peerMonitor = readPositive("RINGREDUCE_PEER_MONITOR", 1, 0) != 0;
   config.checkCollectives = readPositive("RINGREDUCE_CHECK_COLLECTIVES", 0, 0) != 0;
   config.cudaAlgorithm = readChoice("RINGREDUCE_CUDA_ALGO", config.cudaAlgorithm);
@@ -46,6 +63,7 @@ Config Config::fromEnvironment() {
   config.cudaScratchBytes = static_cast<size_t>(readPositive(
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
+  config.hostWireDtype = readChoice("RINGREDUCE_WIRE_DTYPE", config.hostWireDtype);
   return config;
 }
 

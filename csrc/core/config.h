@@ -11,9 +11,24 @@ struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
   // segment k. RINGREDUCE_SEGMENT_BYTES.
   size_t segmentBytes = 256 * 1024;
-  // How long a waiting thread polls UCX before it sleeps on the event fd.
-  // Short, because ranks often outnumber cores. RINGREDUCE_SPIN_US.
+  // How long the group's worker thread polls before it sleeps on the event
+  // fd, after a task and inside one it runs for an asynchronous caller.
+  // Short: the caller is computing meanwhile and may need every core.
+  // RINGREDUCE_SPIN_US.
   int spinMicroseconds = 50;
+  // How long a thread polls before it sleeps when its caller is blocked on
+  // the result anyway (wait() running the collective, or waiting for it),
+  // yielding the core at every turn. Long enough to cover the usual skew
+  // between ranks: waking a sleeping thread costs 50-200 us on a virtual
+  // machine whose idle cores halt. When torchrun's LOCAL_WORLD_SIZE exceeds
+  // the cores this process may use, spinMicroseconds instead.
+  // RINGREDUCE_WAIT_SPIN_US.
+  int waitSpinMicroseconds = 1000;
+  // How long a collective that arrives while the worker thread sleeps waits
+  // for its caller to run it (wait() does, on the calling thread) before the
+  // worker starts it. Saves a synchronous call two thread hand-offs; delays
+  // an asynchronous one by at most this. RINGREDUCE_CALLER_GRACE_US.
+  int callerGraceMicroseconds = 100;
 
   // Watch peers over a TCP side channel so a dead rank is reported at once
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
@@ -39,6 +54,9 @@ struct Config {
   // IPC scratch buffers (one-shot and staged forms; Horovod's compression),
   // accumulated in float32. RINGREDUCE_CUDA_WIRE_DTYPE.
   WireDtype cudaWireDtype = WireDtype::None;
+  // The same for host (CPU) allreduces over the ring: float32 SUM/AVG travel
+  // as 16-bit floats (algorithms/wire_dtype.h). RINGREDUCE_WIRE_DTYPE.
+  WireDtype hostWireDtype = WireDtype::None;
 
   static Config fromEnvironment();
 };

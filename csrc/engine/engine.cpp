@@ -32,7 +32,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       checkCollectives_(checkCollectives),
       describe_(std::move(describe)),
       transport_(std::move(transport)) {
-  executor_ = std::make_unique<Executor>(*transport_);
+  executor_ = std::make_shared<Executor>(*transport_);
 }
 
 Engine::~Engine() { shutdown(); }

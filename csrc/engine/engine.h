@@ -75,6 +75,10 @@ class Engine {
   // getSequenceNumberForGroup).
   uint64_t sequenceNumber();
 
+  // The executor, for a caller about to wait on a result (Executor::helpUntil);
+  // empty once the engine is shut down.
+  std::weak_ptr<Executor> executor() const { return executor_; }
+
   // Executor thread only: what the algorithms run on, and whether the group
   // is unusable after an earlier failure.
   Comm comm() { return Comm{*transport_, config_, workspace_}; }
@@ -103,7 +107,7 @@ class Engine {
   const bool checkCollectives_;
   const Describe describe_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<Executor> executor_;
+  std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
   std::string failure_;      // executor thread only: why the group is unusable
   std::mutex submitMutex_;   // orders sequence numbers with queue order; guards below

@@ -1,10 +1,12 @@
 #include "engine/executor.h"
 
-#include <sys/eventfd.h>
+#include <poll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 
 #include "core/errors.h"
@@ -12,13 +14,41 @@
 namespace ringreduce {
 
 namespace {
-// How often an idle executor with pending point-to-point work checks deadlines.
+// How often an idle worker with pending point-to-point work checks deadlines.
 constexpr int kPollerTickMs = 20;
+// After running tasks itself the worker watches the transport's event fd
+// this long, so that peers' late protocol messages are answered at once.
+constexpr auto kLinger = std::chrono::milliseconds(100);
+// For this long after any task it still progresses the transport on a slow
+// tick (a peer may wait on a message this rank must answer); then it sleeps
+// until there is work: an idle group uses no CPU.
+constexpr auto kActiveWindow = std::chrono::seconds(2);
+constexpr int kIdleTickMs = 50;
+
+// Workers of this process spinning after a task: at most one at a time. Each
+// group has a worker, and several spinning at once (three busy groups on a
+// two-core machine) take the cores that their callers and peers need.
+std::atomic<int> spinningWorkers{0};
+
+timespec toTimespec(Clock::time_point when) {
+  // steady_clock is CLOCK_MONOTONIC, the timerfd's clock. Zero disarms, so
+  // a time already due is written as 1 ns.
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch());
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns.count() % 1000000000);
+  if (ts.tv_sec <= 0 && ts.tv_nsec <= 0) ts.tv_nsec = 1;
+  return ts;
+}
 }  // namespace
 
-Executor::Executor(Transport& transport) : transport_(transport) {
-  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wakeFd_ < 0) throw Error("ringreduce: eventfd() failed");
+Executor::Executor(Transport& transport)
+    : transport_(transport),
+      spin_(std::chrono::microseconds(transport.config().spinMicroseconds)),
+      waitSpin_(std::chrono::microseconds(transport.config().waitSpinMicroseconds)),
+      grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)) {
+  timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -26,28 +56,60 @@ void Executor::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    wakeAt(Clock::now());
   }
-  wake();
   if (thread_.joinable()) thread_.join();
+  // A caller may still be helping: wait for it, then let no one drive the
+  // transport that is about to go.
+  std::lock_guard<std::mutex> drive(driveMutex_);
+  stopped_ = true;
 }
 
 Executor::~Executor() {
   stop();
-  ::close(wakeFd_);
+  ::close(timerFd_);
 }
 
 void Executor::submit(Task task) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(task));
-  }
-  wake();
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = Clock::now();
+  queue_.push_back({std::move(task), now});
+  // A sleeping worker starts it after the grace period unless a caller that
+  // waits for it runs it first; an awake worker sees the queue anyway.
+  if (sleeping_) wakeAt(now + grace_);
 }
 
-void Executor::wake() {
-  const uint64_t one = 1;
-  // A full counter only means a wake-up is already pending.
-  [[maybe_unused]] ssize_t written = ::write(wakeFd_, &one, sizeof(one));
+void Executor::wakeAt(Clock::time_point when) {
+  if (when >= alarm_) return;
+  alarm_ = when;
+  itimerspec spec{};
+  spec.it_value = toTimespec(when);
+  timerfd_settime(timerFd_, TFD_TIMER_ABSTIME, &spec, nullptr);
+}
+
+void Executor::disarmWake() {
+  if (alarm_ == Clock::time_point::max()) return;
+  alarm_ = Clock::time_point::max();
+  itimerspec off{};
+  timerfd_settime(timerFd_, 0, &off, nullptr);
+}
+
+Executor::Task Executor::popTask() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty()) return nullptr;
+  Task task = std::move(queue_.front().task);
+  queue_.pop_front();
+  return task;
+}
+
+void Executor::runTask(Task& task) {
+  try {
+    task();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
+  }
+  lastActivity_ = Clock::now();
+  runPollers();
 }
 
 void Executor::runPollers(bool abandon) {
@@ -61,35 +123,110 @@ void Executor::runPollers(bool abandon) {
   }
 }
 
+bool Executor::helpUntil(const std::function<bool()>& done) {
+  if (done()) return true;
+  if (driveUntil(done)) return true;
+  // Another thread drives: poll the result for a moment before the caller
+  // blocks, so that a result that comes soon costs no wake-up. Only
+  // briefly: two threads of one rank spinning may take a core a peer needs.
+  const auto until = Clock::now() + spin_;
+  while (Clock::now() < until) {
+    if (done()) return true;
+  }
+  return done();
+}
+
+bool Executor::driveUntil(const std::function<bool()>& done) {
+  // A task's completion callback may wait for another work on this thread.
+  if (driver_.load() == std::this_thread::get_id()) return false;
+  std::unique_lock<std::mutex> drive(driveMutex_, std::try_to_lock);
+  if (!drive.owns_lock() || stopped_) return false;
+  driver_ = std::this_thread::get_id();
+  transport_.setSpin(waitSpin_);  // this thread's caller is blocked anyway
+  while (!done()) {
+    Task task = popTask();
+    if (!task) break;
+    runTask(task);
+  }
+  // A receive completes through its poller: keep progressing for a while.
+  const auto until = Clock::now() + waitSpin_;
+  while (!done() && !pollers_.empty() && Clock::now() < until) {
+    transport_.progress();
+    runPollers();
+  }
+  transport_.setSpin(spin_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!queue_.empty() || !pollers_.empty()) {
+      if (sleeping_) wakeAt(Clock::now());  // the worker takes over the rest
+    } else if (sleeping_ && !stopping_) {
+      disarmWake();  // the grace wake-up for what this thread ran
+    }
+  }
+  driver_ = std::thread::id();
+  drive.unlock();
+  return done();
+}
+
+bool Executor::claimSpin() {
+  int none = 0;
+  if (!holdsSpin_) holdsSpin_ = spinningWorkers.compare_exchange_strong(none, 1);
+  return holdsSpin_;
+}
+
+void Executor::releaseSpin() {
+  if (!holdsSpin_) return;
+  holdsSpin_ = false;
+  spinningWorkers.store(0);
+}
+
+void Executor::sleep(bool watchTransport, int timeoutMs) {
+  if (watchTransport) {
+    transport_.sleepArmed(timerFd_, timeoutMs);
+  } else {
+    pollfd fd{timerFd_, POLLIN, 0};
+    ::poll(&fd, 1, timeoutMs);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  sleeping_ = false;
+  disarmWake();  // awake: the loop sees the queue; it re-arms when it sleeps
+  uint64_t expirations;
+  [[maybe_unused]] ssize_t got = ::read(timerFd_, &expirations, sizeof(expirations));
+}
+
 void Executor::run() {
-  // Right after a collective the next one usually follows within
-  // microseconds (DDP buckets, a training loop): poll for a short while
-  // before sleeping, so the common case skips a thread wake-up.
-  const auto spin = std::chrono::microseconds(transport_.config().spinMicroseconds);
-  auto spinUntil = Clock::now();
+  // Right after a task the next one usually follows within microseconds
+  // (DDP's buckets): poll for a short while before sleeping, and take new
+  // tasks at once while hot.
+  auto hotUntil = Clock::now();
   while (true) {
+    std::unique_lock<std::mutex> drive(driveMutex_);
+    driver_ = std::this_thread::get_id();
     Task task;
-    bool stop = false;
+    bool stop;
+    bool waiting = false;  // a task is in its grace period
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      stop = stopping_;
       if (!queue_.empty()) {
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      } else {
-        stop = stopping_;
+        const auto now = Clock::now();
+        if (stop || now < hotUntil || now >= queue_.front().queuedAt + grace_) {
+          task = std::move(queue_.front().task);
+          queue_.pop_front();
+        } else {
+          waiting = true;
+        }
       }
     }
     if (task) {
-      try {
-        task();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
-      }
-      runPollers();
-      spinUntil = Clock::now() + spin;
+      releaseSpin();
+      runTask(task);
+      workerDrove_ = true;
+      hotUntil = Clock::now() + spin_;
       continue;
     }
     if (stop) {
+      releaseSpin();
       runPollers(/*abandon=*/true);
       return;
     }
@@ -98,11 +235,27 @@ void Executor::run() {
       continue;
     }
     runPollers();
-    if (Clock::now() < spinUntil) continue;
-    // Pending point-to-point operations have deadlines: wake up to check them.
-    transport_.sleepUntilEvent(wakeFd_, pollers_.empty() ? -1 : kPollerTickMs);
-    uint64_t drained;
-    [[maybe_unused]] ssize_t got = ::read(wakeFd_, &drained, sizeof(drained));
+    if (!waiting && Clock::now() < hotUntil && claimSpin()) continue;
+    releaseSpin();
+
+    const auto sinceActivity = Clock::now() - lastActivity_;
+    const bool watchTransport =
+        !pollers_.empty() || (workerDrove_ && sinceActivity < kLinger);
+    const int timeoutMs = !pollers_.empty()                ? kPollerTickMs
+                          : sinceActivity < kActiveWindow ? kIdleTickMs
+                                                          : -1;
+    if (watchTransport && !transport_.armForSleep()) continue;
+    if (!watchTransport) workerDrove_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // A task queued while this thread looked: wake when its grace ends.
+      if (!queue_.empty()) wakeAt(queue_.front().queuedAt + grace_);
+      if (stopping_) wakeAt(Clock::now());
+      sleeping_ = true;
+    }
+    driver_ = std::thread::id();
+    drive.unlock();  // a caller may drive while this thread sleeps
+    sleep(watchTransport, timeoutMs);
   }
 }
 

@@ -1,11 +1,27 @@
-// The group's worker thread. It runs collectives one at a time in the order
-// they were submitted (the order every c10d backend guarantees) and, between
-// them, keeps the UCX worker progressing so that peers' late protocol
-// messages (rendezvous acks, wire-up) are answered. While idle it sleeps on
-// the worker's event fd and an eventfd for new tasks: an idle group uses no CPU.
+// Who runs a group's operations: one at a time, in the order they were
+// submitted (the order every c10d backend guarantees).
+//
+// Two kinds of thread take turns, one at a time (driveMutex_):
+// - A caller about to block on a result (helpUntil, from Work::wait) runs
+//   the queued tasks on its own thread. A synchronous collective then costs
+//   no hand-off to another thread and no wake-up back: on a machine whose
+//   idle cores halt, each of those costs 50-200 us, most of a small
+//   collective's time.
+// - The group's worker thread runs what no caller runs: asynchronous work
+//   (DDP's buckets) and a task nobody claimed within a short grace period.
+//   While it has recently run tasks it also keeps the transport progressing
+//   between them so that peers' late protocol messages (rendezvous acks,
+//   wire-up) are answered, sleeping on the transport's event fd.
+//
+// Nothing of this spins while the group is idle: the worker sleeps on a
+// timerfd that is armed for "now" (work to do), for "after the grace period"
+// (a task a caller may claim), for a slow tick shortly after activity, or
+// not at all. A caller that claims a task disarms the grace wake-up, so a
+// loop of synchronous collectives never wakes the worker.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -30,26 +46,59 @@ class Executor {
 
   void submit(Task task);
 
-  // A poller is called on the executor thread between tasks and while idle
-  // until it returns true (finished). Point-to-point operations use this so
-  // that a pending recv never blocks the collectives queued behind it. When
-  // the executor stops, each remaining poller is called once with
+  // Caller's thread, about to block until `done()`: if no thread drives the
+  // transport now, runs queued tasks here until `done()` or the queue is
+  // empty; otherwise polls `done()` for a moment. Returns `done()`. Never
+  // blocks on the worker.
+  bool helpUntil(const std::function<bool()>& done);
+
+  // A poller is called between tasks and while the worker is idle until it
+  // returns true (finished). Point-to-point operations use this so that a
+  // pending recv never blocks the collectives queued behind it. When the
+  // executor stops, each remaining poller is called once with
   // abandon = true and must give up (fail its work). Call addPoller only
-  // from a task (the executor thread).
+  // from a task.
   using Poller = std::function<bool(bool abandon)>;
   void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
 
  private:
+  struct Queued {
+    Task task;
+    Clock::time_point queuedAt;
+  };
   void run();
-  void wake();
+  // With mutex_ held: the worker wakes at `when` (or earlier if already due).
+  void wakeAt(Clock::time_point when);
+  void disarmWake();
+  Task popTask();
+  void runTask(Task& task);
   void runPollers(bool abandon = false);
+  bool driveUntil(const std::function<bool()>& done);
+  void sleep(bool watchTransport, int timeoutMs);
+  // The worker's hot spin after a task, one worker per process at a time.
+  bool claimSpin();
+  void releaseSpin();
 
   Transport& transport_;
-  int wakeFd_ = -1;
-  std::mutex mutex_;
-  std::deque<Task> queue_;
+  const std::chrono::microseconds spin_;      // RINGREDUCE_SPIN_US
+  const std::chrono::microseconds waitSpin_;  // RINGREDUCE_WAIT_SPIN_US
+  const std::chrono::microseconds grace_;     // RINGREDUCE_CALLER_GRACE_US
+  int timerFd_ = -1;                          // the worker's alarm clock
+
+  std::mutex mutex_;  // guards the queue, the flags and the alarm below
+  std::deque<Queued> queue_;
   bool stopping_ = false;
-  std::vector<Poller> pollers_;  // executor thread only
+  bool sleeping_ = false;  // the worker is asleep (or about to be)
+  Clock::time_point alarm_ = Clock::time_point::max();
+
+  std::mutex driveMutex_;  // held while running tasks, pollers or progress
+  std::atomic<std::thread::id> driver_{};  // the thread holding driveMutex_, if any
+  bool stopped_ = false;                   // guarded by driveMutex_: no one may drive
+  std::vector<Poller> pollers_;            // guarded by driveMutex_
+  Clock::time_point lastActivity_{};       // guarded by driveMutex_: last task run
+  bool workerDrove_ = false;               // guarded by driveMutex_: by the worker
+  bool holdsSpin_ = false;                 // worker thread only
+
   std::thread thread_;
 };
 

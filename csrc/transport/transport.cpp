@@ -16,7 +16,10 @@ std::string peerName(int peer) {
 }  // namespace
 
 Transport::Transport(int rank, int size, const Config& config)
-    : rank_(rank), size_(size), config_(config) {
+    : rank_(rank),
+      size_(size),
+      config_(config),
+      spin_(std::chrono::microseconds(config.spinMicroseconds)) {
   if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
     throw InvalidArgument("ringreduce: invalid rank " + std::to_string(rank) +
                           " for group of size " + std::to_string(size));
@@ -118,8 +121,7 @@ void Transport::wait(Request& request, const OpContext& op) {
 }
 
 bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
-  const auto spin = std::chrono::microseconds(config_.spinMicroseconds);
-  auto spinUntil = Clock::now() + spin;
+  auto spinUntil = Clock::now() + spin_;
   while (!test(request, op)) {
     if (progress() > 0) continue;
     // Nothing more arrived. A collective cannot finish without every rank,
@@ -132,7 +134,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
     sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
-    spinUntil = Clock::now() + spin;
+    spinUntil = Clock::now() + spin_;
   }
   return true;
 }

@@ -67,8 +67,10 @@ class Transport {
   // True once `request` finished; throws TransportError if it failed. Does
   // not progress the transport.
   bool test(Request& request, const OpContext& op);
-  // Progresses until `request` finishes. Spins briefly, then sleeps until an
-  // event. Throws TimeoutError at op.deadline naming the peer.
+  // Progresses until `request` finishes. Spins for the spin time (a yield
+  // would hand the core to any background thread for a whole time slice),
+  // then sleeps until an event. Throws TimeoutError at op.deadline naming
+  // the peer.
   void wait(Request& request, const OpContext& op);
   void waitAll(std::vector<Request>& requests, const OpContext& op);
   // Like wait, but returns false at op.deadline instead of throwing.
@@ -77,6 +79,12 @@ class Transport {
   // "send p2p#3 timed out after 100 ms on rank 0 (operation timeout reached):
   // still waiting to ..."
   std::string describeTimeout(const Request& request, const OpContext& op) const;
+
+  // How long waits spin before they sleep; the thread that drives the
+  // transport sets it (Executor: short for its own thread, long for a caller
+  // that is blocked anyway).
+  void setSpin(std::chrono::microseconds spin) { spin_ = spin; }
+  std::chrono::microseconds spin() const { return spin_; }
 
   // Cancels and releases the requests of `op` still in flight (after an
   // error, so that no late message lands in a buffer the caller has given up).
@@ -94,7 +102,15 @@ class Transport {
   virtual unsigned progress() = 0;
   // Sleeps until the transport has an event, `extraFd` is readable, or
   // `timeoutMs` passes (-1: no limit). Returns at once if events are pending.
-  virtual void sleepUntilEvent(int extraFd, int timeoutMs) = 0;
+  void sleepUntilEvent(int extraFd, int timeoutMs) {
+    if (armForSleep()) sleepArmed(extraFd, timeoutMs);
+  }
+  // sleepUntilEvent in two halves, so that the thread driving the transport
+  // can let another thread drive it while it sleeps: armForSleep is a
+  // transport call (false: events are pending, progress instead);
+  // sleepArmed touches nothing that the driving thread uses.
+  virtual bool armForSleep() = 0;
+  virtual void sleepArmed(int extraFd, int timeoutMs) = 0;
   // How the messages to `peer` travel (for logs).
   virtual std::string describeEndpoint(int peer) = 0;
 
@@ -128,6 +144,7 @@ class Transport {
   const int rank_;
   const int size_;
   const Config config_;
+  std::chrono::microseconds spin_;
   std::unique_ptr<ProgressBoard> board_;
   std::unordered_map<void*, uint64_t> outstanding_;  // handle -> OpContext::owner()
 };

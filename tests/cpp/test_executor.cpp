@@ -77,3 +77,89 @@ TEST(Executor, PollersRunUntilDoneAndAreAbandonedAtStop) {
     EXPECT_TRUE(abandoned);
   });
 }
+
+namespace {
+Config withGrace(std::chrono::microseconds grace) {
+  Config config;
+  config.callerGraceMicroseconds = static_cast<int>(grace.count());
+  return config;
+}
+}  // namespace
+
+// A caller that waits runs the queued task itself: with a long grace the
+// worker would not have started it yet, so where it ran is certain.
+TEST(Executor, WaitingCallerRunsTheQueuedTasksOnItsOwnThread) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<int> ran{0};
+        std::thread::id ranOn;
+        executor.submit([&] { ++ran; });
+        executor.submit([&] {
+          ranOn = std::this_thread::get_id();
+          ++ran;
+        });
+        EXPECT_TRUE(executor.helpUntil([&] { return ran.load() == 2; }));
+        EXPECT_EQ(ranOn, std::this_thread::get_id());
+      },
+      withGrace(std::chrono::seconds(60)));
+}
+
+// Asynchronous work nobody waits for still runs: on the worker, once the
+// grace period has passed.
+TEST(Executor, UnclaimedTaskRunsOnTheWorkerAfterTheGrace) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::promise<std::thread::id> ranOn;
+        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); });
+        auto result = ranOn.get_future();
+        ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+      },
+      withGrace(std::chrono::milliseconds(2)));
+}
+
+// A task whose completion waits for a later task (a callback calling wait())
+// must not drive recursively: helpUntil returns, and the later task runs
+// after it.
+TEST(Executor, HelpFromInsideATaskDoesNotRunOtherTasks) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<bool> secondRan{false};
+        std::atomic<bool> helpedInside{true};
+        std::promise<void> bothDone;
+        executor.submit([&] {
+          helpedInside = executor.helpUntil([&] { return secondRan.load(); });
+        });
+        executor.submit([&] {
+          secondRan = true;
+          bothDone.set_value();
+        });
+        EXPECT_TRUE(executor.helpUntil([&] { return secondRan.load(); }));
+        EXPECT_EQ(bothDone.get_future().wait_for(std::chrono::seconds(5)),
+                  std::future_status::ready);
+        EXPECT_FALSE(helpedInside);
+      },
+      withGrace(std::chrono::seconds(60)));
+}
+
+// Stopping with tasks queued and the worker asleep in a grace of an hour:
+// stop() runs them at once (waiting for the grace would trip ctest's limit).
+TEST(Executor, StopRunsQueuedTasksWithoutWaitingForTheGrace) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        std::atomic<int> ran{0};
+        {
+          Executor executor(t);
+          for (int i = 0; i < 3; ++i) executor.submit([&] { ++ran; });
+        }
+        EXPECT_EQ(ran.load(), 3);
+      },
+      withGrace(std::chrono::hours(1)));
+}

@@ -101,7 +101,12 @@ unsigned LoopbackTransport::progress() {
   return moved;
 }
 
-void LoopbackTransport::sleepUntilEvent(int extraFd, int timeoutMs) {
+bool LoopbackTransport::armForSleep() {
+  std::lock_guard<std::mutex> lock(fabric_->mutex_);
+  return fabric_->deliveries_ == seenDeliveries_;
+}
+
+void LoopbackTransport::sleepArmed(int extraFd, int timeoutMs) {
   // With an extra fd, sleep in 1 ms slices so that it is noticed too.
   const int slice = extraFd >= 0 ? std::min(timeoutMs < 0 ? 1 : timeoutMs, 1) : timeoutMs;
   {

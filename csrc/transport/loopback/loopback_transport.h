@@ -59,7 +59,8 @@ class LoopbackTransport : public Transport {
   ~LoopbackTransport() override;
 
   unsigned progress() override;
-  void sleepUntilEvent(int extraFd, int timeoutMs) override;
+  bool armForSleep() override;
+  void sleepArmed(int extraFd, int timeoutMs) override;
   std::string describeEndpoint(int peer) override { return "loopback (in-process memory)"; }
 
  protected:

@@ -216,11 +216,14 @@ unsigned UcxTransport::progress() {
   return events;
 }
 
-void UcxTransport::sleepUntilEvent(int extraFd, int timeoutMs) {
+bool UcxTransport::armForSleep() {
   const ucs_status_t status = ucp_worker_arm(worker_);
-  if (status == UCS_ERR_BUSY) return;  // events already pending: progress again
+  if (status == UCS_ERR_BUSY) return false;  // events already pending: progress again
   checkUcs(status, "worker arm");
-  if (monitor_ && !monitor_->arm()) return;
+  return !monitor_ || monitor_->arm();
+}
+
+void UcxTransport::sleepArmed(int extraFd, int timeoutMs) {
   pollfd fds[3];
   nfds_t count = 0;
   fds[count++] = {eventFd_, POLLIN, 0};

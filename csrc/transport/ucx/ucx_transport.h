@@ -35,7 +35,8 @@ class UcxTransport : public Transport {
   void announceFailure(const std::string& reason) override;
   void checkPeersAlive(int peer, const OpContext& op) const override;
   unsigned progress() override;
-  void sleepUntilEvent(int extraFd, int timeoutMs) override;
+  bool armForSleep() override;
+  void sleepArmed(int extraFd, int timeoutMs) override;
   // The transports UCX chose for the endpoint to `peer`.
   std::string describeEndpoint(int peer) override;
 
