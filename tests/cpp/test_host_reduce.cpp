@@ -94,6 +94,51 @@ TEST(HostReduce, IntegerAverageTruncatesTowardZero) {
   EXPECT_EQ(d, (std::vector<int32_t>{3, -3, 3}));
 }
 
+// The integer average divides through a float type; it must equal C++'s
+// truncating division for every value of the small types and for the
+// extremes and a spread of 32-bit values, with every divisor a group of up
+// to 1024 ranks can have.
+template <typename T>
+void expectSameAsIntegerDivision(DataType type, const std::vector<T>& values) {
+  for (int divisor = 1; divisor <= 1024; divisor = divisor < 16 ? divisor + 1 : divisor * 2 + 1) {
+    std::vector<T> d = values;
+    finishAverage(type, d.data(), d.size(), divisor);
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(d[i], static_cast<T>(static_cast<int64_t>(values[i]) / divisor))
+          << dataTypeName(type) << " " << +values[i] << " / " << divisor;
+    }
+  }
+}
+
+template <typename T>
+std::vector<T> everyValue() {
+  std::vector<T> values;
+  for (int64_t v = std::numeric_limits<T>::min(); v <= std::numeric_limits<T>::max(); ++v) {
+    values.push_back(static_cast<T>(v));
+  }
+  return values;
+}
+
+TEST(HostReduce, IntegerAverageEqualsTruncatingDivision) {
+  expectSameAsIntegerDivision(DataType::Int8, everyValue<int8_t>());
+  expectSameAsIntegerDivision(DataType::UInt8, everyValue<uint8_t>());
+  expectSameAsIntegerDivision(DataType::Int16, everyValue<int16_t>());
+  std::vector<int32_t> wide{std::numeric_limits<int32_t>::min(),
+                            std::numeric_limits<int32_t>::min() + 1,
+                            std::numeric_limits<int32_t>::max(),
+                            std::numeric_limits<int32_t>::max() - 1, 0, 1, -1};
+  uint32_t x = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 1664525u + 1013904223u;  // a fixed spread over the whole range
+    wide.push_back(static_cast<int32_t>(x));
+    wide.push_back(static_cast<int32_t>(x >> (i % 31)));
+  }
+  expectSameAsIntegerDivision(DataType::Int32, wide);
+  expectSameAsIntegerDivision(DataType::Int64,
+                              std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
+                                                   std::numeric_limits<int64_t>::max(), -7, 7});
+}
+
 TEST(HostReduce, UnsupportedPairsExplainThemselves) {
   EXPECT_NE(unsupportedReason(DataType::Float32, ReduceOp::BAnd).find("bitwise"),
             std::string::npos);
