@@ -1,5 +1,7 @@
 #include "algorithms/ring_allreduce.h"
 
+#include "algorithms/wire_dtype.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -147,8 +149,10 @@ void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op
 }  // namespace
 
 void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  runRing(RingReduction::Mode::Allreduce, comm.transport, op, args.data,
-                          args.count, args.type, args.op, comm.config, comm.workspace);
+  withWireDtype(comm, args, [&](const ReductionArgs& wire) {
+    runRing(RingReduction::Mode::Allreduce, comm.transport, op, wire.data, wire.count, wire.type,
+            wire.op, comm.config, comm.workspace);
+  });
 }
 
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {

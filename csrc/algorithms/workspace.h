@@ -11,8 +11,8 @@ namespace ringreduce {
 class Workspace {
  public:
   // kRecvA: reduce-scatter receive window; kStaging: the backend's copies
-  // of caller tensors.
-  enum Slot { kRecvA = 0, kStaging = 1, kSlotCount = 2 };
+  // of caller tensors; kWire: float32 data rounded to a 16-bit wire dtype.
+  enum Slot { kRecvA = 0, kStaging = 1, kWire = 2, kSlotCount = 3 };
 
   // At least `bytes` of memory in `slot`, valid until the next call for that slot.
   void* get(Slot slot, size_t bytes) {

@@ -101,6 +101,56 @@ TEST_P(OnEachTransport, RingAllreduceFloatAverageMaxAndHalfPrecision) {
   });
 }
 
+// RINGREDUCE_WIRE_DTYPE: float32 SUM/AVG travel as 16 bits. Each rank's
+// values are rounded to the wire type first (1 + 2^-9 becomes 1 in bfloat16
+// and stays in float16), the small-integer parts sum exactly, every rank
+// ends with the same float32 values, and MAX is left alone.
+TEST_P(OnEachTransport, RingAllreduceFloat32OverA16BitWire) {
+  const int n = 3;
+  const size_t count = 3001;
+  for (WireDtype wire : {WireDtype::Bf16, WireDtype::Fp16}) {
+    Config config = smallSegments();
+    config.hostWireDtype = wire;
+    const float tiny = 1.0f / 512;  // below bfloat16's precision at 1, within float16's
+    runComms(
+        n, GetParam(),
+        [&](const Comm& c, int rank) {
+          std::vector<float> sum(count), avg(count), mx(count);
+          for (size_t i = 0; i < count; ++i) {
+            sum[i] = static_cast<float>(rank + static_cast<int>(i % 7)) + tiny;
+            avg[i] = static_cast<float>(rank * 3 + static_cast<int>(i % 5));
+            mx[i] = static_cast<float>(rank) + tiny;
+          }
+          ringAllreduce(c, OpContext("allreduce", 1, std::chrono::seconds(20)),
+                        {sum.data(), count, DataType::Float32, ReduceOp::Sum});
+          ringAllreduce(c, OpContext("allreduce", 2, std::chrono::seconds(20)),
+                        {avg.data(), count, DataType::Float32, ReduceOp::Avg});
+          ringAllreduce(c, OpContext("allreduce", 3, std::chrono::seconds(20)),
+                        {mx.data(), count, DataType::Float32, ReduceOp::Max});
+          for (size_t i = 0; i < count; ++i) {
+            const float exact = static_cast<float>(3 + 3 * static_cast<int>(i % 7));
+            // float16 keeps each rank's 2^-9 until the sum's exponent drops it;
+            // bfloat16 drops it at once.
+            if (wire == WireDtype::Bf16) {
+              ASSERT_EQ(sum[i], exact) << i;
+            } else {
+              ASSERT_NEAR(sum[i], exact + 3 * tiny, 3 * tiny) << i;
+            }
+            ASSERT_EQ(avg[i], static_cast<float>(3 + static_cast<int>(i % 5)));
+            ASSERT_EQ(mx[i], 2.0f + tiny);  // full float32: MAX does not travel as 16 bits
+          }
+          // Every rank must hold the same bits: the result is allgathered.
+          std::vector<float> all(count * n);
+          ringAllgather(c, OpContext("allgather", 4, std::chrono::seconds(20)),
+                        {sum.data(), all.data(), count * sizeof(float)});
+          for (int r = 1; r < n; ++r) {
+            ASSERT_EQ(std::memcmp(all.data(), all.data() + r * count, count * sizeof(float)), 0);
+          }
+        },
+        config);
+  }
+}
+
 TEST_P(OnEachTransport, RingAllgatherBlocksLandInRankOrderInPlaceOrNot) {
   for (int n : {1, 2, 3, 4}) {
     runComms(n, GetParam(), [n](const Comm& c, int rank) {
