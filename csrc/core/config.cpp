@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 
@@ -46,6 +47,12 @@ Config Config::fromEnvironment() {
   config.cudaScratchBytes = static_cast<size_t>(readPositive(
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
+  config.allreduceAlgorithm = readChoice("RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
+  for (const auto& [name, link] : {std::pair{"RINGREDUCE_LINK_INTRA", &config.intraNode},
+                                   std::pair{"RINGREDUCE_LINK_INTER", &config.interNode}}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') *link = parseLinkCost(value, *link, name);
+  }
   return config;
 }
 
