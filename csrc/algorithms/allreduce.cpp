@@ -64,7 +64,7 @@ void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, con
   ringAllreduce(comm, op, args);
 }
 
-void allreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   const std::string reason = unsupportedReason(args.type, args.op);
   if (!reason.empty())
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);

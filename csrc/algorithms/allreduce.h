@@ -40,7 +40,7 @@ class AllreduceSelector {
 
 // In place, like ringAllreduce, with comm.selector choosing the algorithm
 // (without one: the forced algorithm or the cost model's pick for one node).
-void allreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
 // Runs `algorithm` (not Auto); two_level takes the nodes from `selector`.
 void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, const Comm& comm,

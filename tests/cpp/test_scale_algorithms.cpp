@@ -196,7 +196,7 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
             comm.selector = &selector;
             for (size_t count : {size_t{3}, size_t{100000}}) {
               std::vector<int64_t> data(count, rank + 1);
-              allreduce(comm, OpContext("allreduce", count, std::chrono::seconds(30)),
+              hostAllreduce(comm, OpContext("allreduce", count, std::chrono::seconds(30)),
                         {data.data(), count, DataType::Int64, ReduceOp::Sum});
               for (int64_t x : data) ASSERT_EQ(x, n * (n + 1) / 2);
             }

@@ -9,7 +9,7 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/allreduce.h"
 #include "backend/device_call.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -92,7 +92,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         }
         at::Tensor host = toHost(flat);
         waitForStream(step.stream, ctx, "copy the tensor to the host");
-        ringAllreduce(comm(), ctx.part(1),
+        hostAllreduce(comm(), ctx.part(1),
                       {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },

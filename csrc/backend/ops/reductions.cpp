@@ -3,6 +3,7 @@
 // views the ring reductions stage copies in.
 #include <c10/util/Exception.h>
 
+#include "algorithms/allreduce.h"
 #include "algorithms/reduce_to_root.h"
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
@@ -36,7 +37,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
       describeTensor(tensor) + " " + reduceOpName(red.op),
       [this, tensor, red](const OpContext& ctx) {
         withContiguous(tensor, [&](void* data) {
-          ringAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+          hostAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
       },
       CheckedArgs{-1, static_cast<int>(red.op)});
