@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "core/errors.h"
 #include "core/host_reduce.h"
@@ -58,7 +59,11 @@ void twoLevelAllreduce(const Comm& comm, const OpContext& op, const TwoLevelArgs
         doublingAllgather(acrossComm, op, shard);
       }
     } else {
-      ringAllreduce(acrossComm, op, shard);
+      if (args.crossNode == AllreduceAlgorithm::Direct) {
+        directAllreduce(acrossComm, op, shard);
+      } else {
+        ringAllreduce(acrossComm, op, shard);
+      }
       // Sum, then one division: what reduceAndAverage does for these types.
       if (average && !comm.config.payloadFree && shard.count > 0) {
         finishAverage(all.type, shard.data, shard.count, n);

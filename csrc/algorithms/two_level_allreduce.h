@@ -1,7 +1,7 @@
 // Horovod's hierarchical allreduce: reduce-scatter among the ranks of each
 // node (recursive halving, over shared memory), an allreduce of each shard
-// across the nodes among the ranks holding the same shard (ring or
-// halving/doubling, all through the node's one NIC at once), and an
+// across the nodes among the ranks holding the same shard (ring,
+// halving/doubling or direct, all through the node's one NIC at once), and an
 // allgather inside each node (recursive doubling). Each node's link carries
 // 2(N-1)/N of the buffer for N nodes instead of the flat ring's
 // 2(p-1)/p per rank, and a small allreduce pays 2(N-1) or 2*log2(N)
@@ -25,7 +25,7 @@ namespace ringreduce {
 struct TwoLevelArgs {
   ReductionArgs reduction;
   const Topology* topology = nullptr;  // of comm's ranks
-  // How the shards cross the nodes: Ring or HalvingDoubling.
+  // How the shards cross the nodes: Ring, HalvingDoubling or Direct.
   AllreduceAlgorithm crossNode = AllreduceAlgorithm::Ring;
 };
 

@@ -77,8 +77,11 @@ AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
   const int p = t.size();
   if (p < 2) return;
   Pairs ring;
-  for (int r = 0; r < p; ++r) ring.push_back({r, (r + 1) % p});
-  ring_.push_back({loadOf(t, ring), 1.0 / p, 2 * (p - 1)});
+  for (int r = 0; r < p; ++r) {
+    ring.push_back({r, (r + 1) % p});
+    (t.nodeOf[r] == t.nodeOf[(r + 1) % p] ? ringIntraHops_ : ringInterHops_) += 1;
+  }
+  ring_ = loadOf(t, ring);
   halving_ = halvingSteps(t, iota(p));
 
   // Direct: every rank sends a 1/p block to each peer, twice.
@@ -106,7 +109,10 @@ AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
   StepLoad cross;
   cross.interMessages = 1;
   cross.nicUnits = activePerNode_;
-  crossRing_.push_back({cross, shard / nodes, 2 * (nodes - 1)});
+  StepLoad crossDirect;
+  crossDirect.interMessages = nodes - 1;
+  crossDirect.nicUnits = static_cast<double>(activePerNode_) * (nodes - 1);
+  crossDirect_.push_back({crossDirect, shard / nodes, 2});
   const HalvingPlan across(nodes);
   if (across.folds()) crossHalving_.push_back({cross, shard, 2});
   double fraction = shard;
@@ -134,16 +140,48 @@ double AllreduceCostModel::timeOf(const std::vector<Step>& steps, double bytes) 
   return total;
 }
 
+double AllreduceCostModel::ringTime(double bytes) const {
+  const int p = topology_.size();
+  const double chunk = bytes / p;
+  const double steps = 2.0 * (p - 1);
+  // A chunk goes 2(p-1) hops around the ring, 2(p-1)/p times each link.
+  const double chain = steps / p *
+                       (ringIntraHops_ * (intra_.alpha + intra_.overhead + chunk * intra_.beta) +
+                        ringInterHops_ * (inter_.alpha + inter_.overhead + chunk * inter_.beta));
+  // Each step, every rank sends one chunk: over its own link, or through
+  // its node's NIC with the node's other ranks that cross.
+  double busiest = 0;
+  if (ring_.intraMessages > 0) busiest = intra_.overhead + chunk * intra_.beta;
+  if (ring_.interMessages > 0) {
+    busiest = std::max({busiest, inter_.overhead, ring_.nicUnits * chunk * inter_.beta});
+  }
+  return std::max(chain, steps * busiest);
+}
+
 double AllreduceCostModel::twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const {
-  return timeOf(algorithm == AllreduceAlgorithm::Ring ? crossRing_ : crossHalving_, bytes);
+  switch (algorithm) {
+    case AllreduceAlgorithm::Ring: {
+      // As ringTime: the chain of hops, or the NIC all the node's rings share.
+      const int nodes = topology_.nodes();
+      const double chunk = bytes / activePerNode_ / nodes;
+      const double steps = 2.0 * (nodes - 1);
+      return steps * std::max(inter_.alpha + inter_.overhead + chunk * inter_.beta,
+                              activePerNode_ * chunk * inter_.beta);
+    }
+    case AllreduceAlgorithm::Direct:
+      return timeOf(crossDirect_, bytes);
+    default:
+      return timeOf(crossHalving_, bytes);
+  }
 }
 
 AllreduceAlgorithm AllreduceCostModel::crossNodeAlgorithm(size_t bytes) const {
   const double b = static_cast<double>(bytes);
-  return twoLevelCross(AllreduceAlgorithm::HalvingDoubling, b) <
-                 twoLevelCross(AllreduceAlgorithm::Ring, b)
-             ? AllreduceAlgorithm::HalvingDoubling
-             : AllreduceAlgorithm::Ring;
+  AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::Direct}) {
+    if (twoLevelCross(a, b) < twoLevelCross(best, b)) best = a;
+  }
+  return best;
 }
 
 double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) const {
@@ -153,7 +191,7 @@ double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) c
     case AllreduceAlgorithm::Auto:
       return predict(cheapest(bytes), bytes);
     case AllreduceAlgorithm::Ring:
-      return timeOf(ring_, b);
+      return ringTime(b);
     case AllreduceAlgorithm::HalvingDoubling:
       return timeOf(halving_, b);
     case AllreduceAlgorithm::Direct:

@@ -4,9 +4,12 @@
 // (cheapest) is a pure function of the topology, the link costs and the
 // size, so every rank makes the same choice without talking.
 //
-// Each algorithm is a sequence of steps; a step costs the latency plus the
-// time of its busiest resource: a rank's sends to its own node, or a node's
-// NIC, which all of a node's ranks share. The simulator
+// Halving/doubling, direct and two-level are sequences of steps, each costing
+// the latency plus the time of its busiest resource: a rank's sends within
+// its node, or a node's NIC, which all of a node's ranks share. The ring is
+// not in lockstep (a rank forwards as soon as its left neighbour's chunk is
+// in), so it costs the longer of its chain of 2(p-1) hops around the ring
+// and the busiest resource's total work. The simulator
 // (transport/simulated/) runs the real schedules on the same model, message
 // by message, and so checks these formulas.
 #pragma once
@@ -31,7 +34,8 @@ class AllreduceCostModel {
   // The cheapest of ring, halving_doubling, two_level and direct; ties go
   // to the one listed first.
   AllreduceAlgorithm cheapest(size_t bytes) const;
-  // Inside two_level: how the shards cross the nodes (ring or halving_doubling).
+  // Inside two_level: how the shards cross the nodes (ring, halving_doubling
+  // or direct).
   AllreduceAlgorithm crossNodeAlgorithm(size_t bytes) const;
 
   const Topology& topology() const { return topology_; }
@@ -54,12 +58,15 @@ class AllreduceCostModel {
  private:
   double timeOf(const std::vector<Step>& steps, double bytes) const;
   double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
+  double ringTime(double bytes) const;
 
   Topology topology_;
   LinkCost intra_, inter_;
   bool twoLevel_ = false;
-  int activePerNode_ = 1;  // two_level: ranks per node that own a shard
-  std::vector<Step> ring_, halving_, direct_, intraPhase_, crossRing_, crossHalving_;
+  int activePerNode_ = 1;                      // two_level: ranks per node that own a shard
+  StepLoad ring_;                              // one step of the ring
+  int ringIntraHops_ = 0, ringInterHops_ = 0;  // links around the ring, by class
+  std::vector<Step> halving_, direct_, intraPhase_, crossHalving_, crossDirect_;
 };
 
 }  // namespace ringreduce

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +94,9 @@ struct Case {
   AllreduceAlgorithm crossNode = AllreduceAlgorithm::Ring;
 };
 
+// gtest prints a parameter with this (ctest lists every case by it).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 void runCase(const Case& c, const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   if (c.algorithm == AllreduceAlgorithm::TwoLevel) {
     const Topology topology = Topology::fromLabels(c.nodes);
@@ -135,6 +139,8 @@ std::vector<Case> cases() {
         {"two_level_ring_" + name, labels, AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Ring});
     all.push_back({"two_level_hd_" + name, labels, AllreduceAlgorithm::TwoLevel,
                    AllreduceAlgorithm::HalvingDoubling});
+    all.push_back({"two_level_direct_" + name, labels, AllreduceAlgorithm::TwoLevel,
+                   AllreduceAlgorithm::Direct});
   }
   return all;
 }
@@ -197,7 +203,7 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
             for (size_t count : {size_t{3}, size_t{100000}}) {
               std::vector<int64_t> data(count, rank + 1);
               hostAllreduce(comm, OpContext("allreduce", count, std::chrono::seconds(30)),
-                        {data.data(), count, DataType::Int64, ReduceOp::Sum});
+                            {data.data(), count, DataType::Int64, ReduceOp::Sum});
               for (int64_t x : data) ASSERT_EQ(x, n * (n + 1) / 2);
             }
             if (n > 1) {
