@@ -31,6 +31,13 @@ TEST(LinkCost, ParsesBandwidthLatencyAndOverheadInAnyUnit) {
   }
 }
 
+TEST(AllreduceChoice, EveryAlgorithmPrintsAsTheNameItParsesFrom) {
+  for (const NamedValue<AllreduceAlgorithm>& entry : NameTable<AllreduceAlgorithm>::entries) {
+    EXPECT_STREQ(nameOf(entry.value), entry.name);
+    EXPECT_EQ(parseName<AllreduceAlgorithm>(entry.name), entry.value) << entry.name;
+  }
+}
+
 TEST(AllreduceChoice, EnvironmentForcesAnAlgorithmOrNamesTheChoices) {
   setenv("RINGREDUCE_ALGORITHM", "two_level", 1);
   setenv("RINGREDUCE_LINK_INTER", "1Gbit/s,500us", 1);
