@@ -5,6 +5,7 @@
 
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/link_probe.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/two_level_allreduce.h"
 #include "core/errors.h"
@@ -32,8 +33,11 @@ const Topology& AllreduceSelector::topology(const Comm& comm, const OpContext& o
 
 const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpContext& op) {
   if (!model_) {
-    model_ = std::make_unique<AllreduceCostModel>(topology(comm, op), comm.config.intraNode,
-                                                  comm.config.interNode);
+    LinkCost intra = comm.config.intraNode, inter = comm.config.interNode;
+    if (comm.config.measureLinks && comm.size() > 1) {
+      probeLinks(comm, op, topology(comm, op), &intra, &inter);
+    }
+    model_ = std::make_unique<AllreduceCostModel>(topology(comm, op), intra, inter);
   }
   return *model_;
 }

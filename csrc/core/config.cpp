@@ -48,6 +48,7 @@ Config Config::fromEnvironment() {
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
   config.allreduceAlgorithm = readChoice("RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
+  config.measureLinks = readPositive("RINGREDUCE_LINK_MEASURE", 0, 0) != 0;
   for (const auto& [name, link] : {std::pair{"RINGREDUCE_LINK_INTRA", &config.intraNode},
                                    std::pair{"RINGREDUCE_LINK_INTER", &config.interNode}}) {
     const char* value = std::getenv(name);

@@ -34,6 +34,10 @@ struct Config {
   // per-message overhead). RINGREDUCE_LINK_INTRA, RINGREDUCE_LINK_INTER.
   LinkCost intraNode = defaultIntraNode();
   LinkCost interNode = defaultInterNode();
+  // Measure both links inside the group's first allreduce instead
+  // (algorithms/link_probe.h: a few ms; rank 0's figures, shared).
+  // RINGREDUCE_LINK_MEASURE=1.
+  bool measureLinks = false;
   // Set only by the simulator (transport/simulated/): messages carry sizes
   // and no data, and the algorithms skip every copy and reduction.
   bool payloadFree = false;

@@ -3,7 +3,7 @@
 // network namespace of its "node"). It meets the others through a FileStore,
 // talks UCX (TCP over the namespaces' veth links), optionally adds one-way
 // delay between nodes (DelayedTransport: no netem here), measures its links
-// by ping-pong, checks every algorithm for exact results, times them, and
+// (algorithms/link_probe.h), checks every algorithm for exact results, times them, and
 // (rank 0) prints each measurement beside the virtual-time simulation of the
 // same schedule on the measured links.
 #include <algorithm>
@@ -16,11 +16,11 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/barrier.h"
+#include "algorithms/link_probe.h"
 #include "core/errors.h"
 #include "simulator/allreduce_simulation.h"
 #include "transport/delayed_transport.h"
 #include "transport/file_store.h"
-#include "transport/tag.h"
 #include "transport/ucx/ucx_transport.h"
 
 using namespace ringreduce;
@@ -86,88 +86,6 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Half the median round trip of `bytes` between ranks a and b (others idle).
-double oneWay(const Comm& comm, uint64_t& seq, int a, int b, size_t bytes) {
-  constexpr int kTrips = 15;
-  const uint64_t first = seq;
-  seq += kTrips;  // on every rank, so that all stay numbered alike
-  std::vector<uint8_t> buffer(bytes);
-  std::vector<double> trips;
-  const int me = comm.rank();
-  if (me != a && me != b) return 0;
-  const int peer = me == a ? b : a;
-  for (int i = 0; i < kTrips; ++i) {
-    const OpContext op("ping-pong", first + i, std::chrono::seconds(60));
-    const auto start = Clock::now();
-    Transport& t = comm.transport;
-    if (me == a) {
-      Request s = t.isend(peer, makeTag(me, op.seq, 0), buffer.data(), bytes, op);
-      t.wait(s, op);
-      Request r = t.irecv(peer, makeTag(peer, op.seq, 1), buffer.data(), bytes, op);
-      t.wait(r, op);
-    } else {
-      Request r = t.irecv(peer, makeTag(peer, op.seq, 0), buffer.data(), bytes, op);
-      t.wait(r, op);
-      Request s = t.isend(peer, makeTag(me, op.seq, 1), buffer.data(), bytes, op);
-      t.wait(s, op);
-    }
-    if (i >= 3) trips.push_back(secondsSince(start));
-  }
-  std::sort(trips.begin(), trips.end());
-  return trips[trips.size() / 2] / 2;
-}
-
-// Per-message cost at the sender: `burst` 8-byte messages from a to b, one
-// 8-byte answer; half the median of (that - a round trip) / (burst - 1).
-double perMessage(const Comm& comm, uint64_t& seq, int a, int b, double oneWayLatency) {
-  constexpr int kTrips = 11, kBurst = 32;
-  const uint64_t first = seq;
-  seq += kTrips;
-  const int me = comm.rank();
-  if (me != a && me != b) return 0;
-  const int peer = me == a ? b : a;
-  std::vector<uint64_t> words(kBurst);
-  std::vector<double> costs;
-  Transport& t = comm.transport;
-  for (int i = 0; i < kTrips; ++i) {
-    const OpContext op("burst", first + i, std::chrono::seconds(60));
-    const auto start = Clock::now();
-    std::vector<Request> requests;
-    for (int m = 0; m < kBurst; ++m) {
-      requests.push_back(me == a ? t.isend(peer, makeTag(me, op.seq, m), &words[m], 8, op)
-                                 : t.irecv(peer, makeTag(peer, op.seq, m), &words[m], 8, op));
-    }
-    t.waitAll(requests, op);
-    Request answer = me == a ? t.irecv(peer, makeTag(peer, op.seq, kBurst), &words[0], 8, op)
-                             : t.isend(peer, makeTag(me, op.seq, kBurst), &words[0], 8, op);
-    t.wait(answer, op);
-    if (i >= 3) costs.push_back((secondsSince(start) - 2 * oneWayLatency) / (kBurst - 1));
-  }
-  std::sort(costs.begin(), costs.end());
-  return std::max(costs[costs.size() / 2], 0.0);
-}
-
-// Latency, per-byte time and per-message cost between ranks a and b, from
-// 8-byte and 4 MiB ping-pongs and a burst, agreed on by all ranks (rank a's
-// figures).
-LinkCost measure(const Comm& comm, uint64_t& seq, int a, int b, const LinkCost& fallback) {
-  const size_t big = 4 << 20;  // past tbf's burst, so the sustained rate shows
-  const double small = oneWay(comm, seq, a, b, 8);
-  const double large = oneWay(comm, seq, a, b, big);
-  LinkCost cost = fallback;
-  // Everyone learns rank a's figures: a MAX allreduce where only a has them.
-  const double overhead = perMessage(comm, seq, a, b, small);
-  const bool mine = comm.rank() == a;
-  std::vector<double> data = {mine ? small : 0.0, mine ? std::max(large - small, 0.0) / big : 0.0,
-                              mine ? overhead : 0.0};
-  hostAllreduce(comm, OpContext("measure", seq++, std::chrono::seconds(60)),
-                {data.data(), 3, DataType::Float64, ReduceOp::Max});
-  cost.alpha = data[0];
-  cost.beta = data[1];
-  cost.overhead = data[2];
-  return cost;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,12 +102,12 @@ int main(int argc, char** argv) {
     }
     Workspace workspace;
     uint64_t seq = 1;
-    // The links, measured (the cost model and the simulation use these).
+    // The links, measured (the cost model and the simulation use these);
+    // 4 MiB messages get past tbf's burst allowance, so the sustained rate shows.
     {
       const Comm plain{*transport, config, workspace};
-      if (o.perNode > 1) config.intraNode = measure(plain, seq, 0, 1, config.intraNode);
-      if (topology.nodes() > 1)
-        config.interNode = measure(plain, seq, 0, o.perNode, config.interNode);
+      probeLinks(plain, OpContext("probe", seq++, std::chrono::seconds(120)), topology,
+                 &config.intraNode, &config.interNode, 4 << 20);
     }
     AllreduceSelector selector(topology);
     const Comm comm{*transport, config, workspace, &selector};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/link_probe.h"
 #include "core/errors.h"
 #include "rank_threads.h"
 #include "transport/delayed_transport.h"
@@ -82,4 +83,33 @@ TEST(FileStore, SetGetCheckAndAddThroughFiles) {
   EXPECT_EQ(b.add("joined", 1), 2);
   EXPECT_EQ(a.add("joined", 5), 7);
   std::system((std::string("rm -rf ") + pattern).c_str());
+}
+
+// Measured links: every rank ends with rank 0's figures (the choice made from
+// them must agree), and an allreduce that measures first is still exact.
+TEST(LinkProbe, EveryRankGetsRankZerosFiguresAndTheAllreduceStaysExact) {
+  const Topology topology = Topology::blocks(2, 2);
+  std::vector<LinkCost> intra(4), inter(4);
+  ringreduce::testing::runComms(
+      4, ringreduce::testing::TransportKind::Loopback, [&](const Comm& base, int rank) {
+        Config config = base.config;
+        config.measureLinks = true;
+        AllreduceSelector selector(topology);
+        const Comm comm{base.transport, config, base.workspace, &selector};
+        const OpContext op("probe", 1, std::chrono::seconds(30));
+        intra[rank] = config.intraNode;
+        inter[rank] = config.interNode;
+        probeLinks(comm, op, topology, &intra[rank], &inter[rank]);
+        std::vector<int64_t> data(1000, rank);
+        hostAllreduce(comm, OpContext("allreduce", 2, std::chrono::seconds(30)),
+                      {data.data(), data.size(), DataType::Int64, ReduceOp::Sum});
+        for (int64_t x : data) ASSERT_EQ(x, 6);
+      });
+  for (int rank = 1; rank < 4; ++rank) {
+    EXPECT_EQ(intra[rank].alpha, intra[0].alpha);
+    EXPECT_EQ(intra[rank].beta, intra[0].beta);
+    EXPECT_EQ(inter[rank].overhead, inter[0].overhead);
+  }
+  EXPECT_GE(intra[0].alpha, 0);
+  EXPECT_GE(inter[0].beta, 0);
 }
