@@ -22,11 +22,12 @@ uint32_t unfoldSlot(const HalvingPlan& plan) { return 1 + 2 * static_cast<uint32
 // exchanges the steps are made of.
 class Halving {
  public:
-  Halving(const Comm& comm, const OpContext& op, const ReductionArgs& args)
+  Halving(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+          HalvingPlan::Order order)
       : comm_(comm),
         op_(op),
         args_(args),
-        plan_(comm.size()),
+        plan_(comm.size(), order),
         rank_(comm.rank()),
         v_(plan_.virtualOf(rank_)),
         esize_(elementSize(args.type)),
@@ -113,8 +114,8 @@ class Halving {
 }  // namespace
 
 void halvingReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                          int avgDivisor) {
-  Halving h(comm, op, args);
+                          int avgDivisor, HalvingPlan::Order order) {
+  Halving h(comm, op, args, order);
   const HalvingPlan& plan = h.plan();
   if (plan.size() == 1) {
     if (avgDivisor > 1 && !comm.config.payloadFree) {
@@ -129,25 +130,26 @@ void halvingReduceScatter(const Comm& comm, const OpContext& op, const Reduction
   }
   const int folded = plan.foldedInto(comm.rank());
   if (folded >= 0) h.receiveReduce(folded, foldSlot());
-  // Step i keeps the half of the current blocks that bit i of v selects and
-  // sends the other half to the partner, which keeps that one.
+  // Step i keeps the half of the current blocks that v's bit bitOf(i)
+  // selects and sends the other half to the partner, which keeps that one.
   int first = 0;
   int count = plan.pow2();
   for (int i = 0; i < plan.steps(); ++i) {
     const int half = count / 2;
-    const bool upper = ((v >> i) & 1) != 0;
+    const bool upper = ((v >> plan.bitOf(i)) & 1) != 0;
     const int keep = upper ? first + half : first;
     const int give = upper ? first : first + half;
     const bool last = i == plan.steps() - 1;
-    h.exchangeReduce(plan.rankOf(v ^ (1 << i)), scatterSlot(i), h.blocks(give, half),
+    h.exchangeReduce(plan.rankOf(v ^ (1 << plan.bitOf(i))), scatterSlot(i), h.blocks(give, half),
                      h.blocks(keep, half), last ? avgDivisor : 0);
     first = keep;
     count = half;
   }
 }
 
-void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  Halving h(comm, op, args);
+void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       HalvingPlan::Order order) {
+  Halving h(comm, op, args, order);
   const HalvingPlan& plan = h.plan();
   if (plan.size() == 1) return;
   const int v = h.virtualRank();
@@ -161,7 +163,7 @@ void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArg
   int count = 1;
   for (int i = plan.steps() - 1; i >= 0; --i) {
     const int sibling = first ^ count;
-    h.exchange(plan.rankOf(v ^ (1 << i)), gatherSlot(plan, i), h.blocks(first, count),
+    h.exchange(plan.rankOf(v ^ (1 << plan.bitOf(i))), gatherSlot(plan, i), h.blocks(first, count),
                h.blocks(sibling, count));
     first = first < sibling ? first : sibling;
     count *= 2;

@@ -24,10 +24,14 @@ void halvingDoublingAllreduce(const Comm& comm, const OpContext& op, const Reduc
 // rank of virtual rank v holds the reduction of block plan.blockOf(v) (its
 // elements: halvingBlock); ranks folded out hold partial data. `avgDivisor`
 // (0: none) divides each element in its last reduction, for AVG.
+// FarFirst: on a power-of-two group rank r ends with block r (chunkOf(count,
+// p, r)), as ringReduceScatter leaves it.
 void halvingReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                          int avgDivisor);
+                          int avgDivisor,
+                          HalvingPlan::Order order = HalvingPlan::Order::NeighboursFirst);
 // The inverse: every block from its owner to every rank, folded-out ranks included.
-void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       HalvingPlan::Order order = HalvingPlan::Order::NeighboursFirst);
 
 // The elements of `block` of a halving plan's 2^L blocks.
 inline Range halvingBlock(size_t count, const HalvingPlan& plan, int block) {

@@ -55,7 +55,7 @@ std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& member
     fraction /= 2;
     Pairs pairs;
     for (int v = 0; v < plan.pow2(); ++v) {
-      pairs.push_back({members[plan.rankOf(v)], members[plan.rankOf(v ^ (1 << i))]});
+      pairs.push_back({members[plan.rankOf(v)], members[plan.rankOf(v ^ (1 << plan.bitOf(i)))]});
     }
     steps.push_back({loadOf(t, pairs), fraction, 2});  // reduce-scatter and allgather
   }

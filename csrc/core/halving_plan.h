@@ -7,18 +7,23 @@
 // sits out), the remaining 2^L "virtual" ranks halve and double, and the
 // odd ranks hand the result back at the end (the usual fold, as in MPICH).
 //
-// Step i (0..L-1) pairs virtual ranks v and v ^ 2^i: neighbours first, so
-// with ranks laid out node by node the big early halves stay on the node and
-// only the small late ones cross the network. The buffer is cut into 2^L
+// Neighbours first (the allreduce's order), step i (0..L-1) pairs virtual
+// ranks v and v ^ 2^i, so with ranks laid out node by node the big early
+// halves stay on the node and only the small late ones cross the network;
+// far first, step i pairs v and v ^ 2^(L-1-i). The buffer is cut into 2^L
 // blocks; virtual rank v ends the reduce-scatter owning block blockOf(v)
-// (v's bits reversed), and the allgather runs the steps backwards.
+// (v's bits reversed when neighbours go first, v itself when far ones do:
+// the order reduce_scatter needs), and the allgather runs the steps backwards.
 #pragma once
 
 namespace ringreduce {
 
 class HalvingPlan {
  public:
-  explicit HalvingPlan(int size) : size_(size) {
+  enum class Order { NeighboursFirst, FarFirst };
+
+  explicit HalvingPlan(int size, Order order = Order::NeighboursFirst)
+      : size_(size), farFirst_(order == Order::FarFirst) {
     while (pow2_ * 2 <= size) {
       pow2_ *= 2;
       ++steps_;
@@ -42,17 +47,22 @@ class HalvingPlan {
   // The rank folded into `rank`, or -1.
   int foldedInto(int rank) const { return rank < 2 * extra_ && rank % 2 == 1 ? rank - 1 : -1; }
 
+  // The bit of the virtual rank that step i flips (and that chooses the half kept).
+  int bitOf(int step) const { return farFirst_ ? steps_ - 1 - step : step; }
+
   // The block virtual rank v owns after the reduce-scatter.
   int blockOf(int v) const {
+    if (farFirst_) return v;
     int block = 0;
     for (int i = 0; i < steps_; ++i) block |= ((v >> i) & 1) << (steps_ - 1 - i);
     return block;
   }
-  // The virtual rank owning `block`.
-  int ownerOf(int block) const { return blockOf(block); }  // bit reversal is its own inverse
+  // The virtual rank owning `block` (either map is its own inverse).
+  int ownerOf(int block) const { return blockOf(block); }
 
  private:
   int size_;
+  bool farFirst_;
   int pow2_ = 1;
   int steps_ = 0;
   int extra_ = 0;

@@ -15,8 +15,10 @@
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/ring_allreduce.h"
+#include "algorithms/scatter_gather.h"
 #include "algorithms/two_level_allreduce.h"
 #include "core/half_conversion.h"
+#include "core/partition.h"
 #include "core/topology.h"
 #include "rank_threads.h"
 
@@ -214,3 +216,59 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
     }
   }
 }
+
+// Reduce-scatter and allgather by halving/doubling in rank order (powers of
+// two; the ring elsewhere) against the ring forms.
+class ScatterGatherSameAsRing : public ::testing::TestWithParam<std::tuple<int, TransportKind>> {};
+
+TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
+  const auto [n, kind] = GetParam();
+  Config config = ringreduce::testing::smallSegments();
+  config.allreduceAlgorithm = AllreduceAlgorithm::HalvingDoubling;
+  runComms(
+      n, kind,
+      [&, n = n](const Comm& comm, int rank) {
+        uint64_t seq = 1;
+        for (DataType type : kTypes) {
+          for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+            if (!unsupportedReason(type, rop).empty()) continue;
+            for (size_t count : {size_t{1}, size_t{7}, size_t{1031}}) {
+              const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+              std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+              std::vector<uint8_t> got = expected;
+              ringReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                                {expected.data(), count, type, rop});
+              hostReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                                {got.data(), count, type, rop});
+              const Range mine = chunkOf(count, n, rank);
+              const size_t e = elementSize(type);
+              ASSERT_EQ(std::vector<uint8_t>(got.begin() + mine.offset * e,
+                                             got.begin() + (mine.offset + mine.count) * e),
+                        std::vector<uint8_t>(expected.begin() + mine.offset * e,
+                                             expected.begin() + (mine.offset + mine.count) * e))
+                  << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
+            }
+          }
+        }
+        for (size_t block : {size_t{1}, size_t{13}, size_t{4099}}) {
+          std::vector<uint8_t> input(block);
+          for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 31 + i * 7);
+          std::vector<uint8_t> expected(block * n), got(block * n, 0xee);
+          ringAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                        {input.data(), expected.data(), block});
+          hostAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                        {input.data(), got.data(), block});
+          ASSERT_EQ(got, expected) << "block " << block;
+        }
+      },
+      config);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(TransportKind::Loopback,
+                                                              TransportKind::Ucx)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "_" +
+                                  kindName(std::get<1>(info.param));
+                         });

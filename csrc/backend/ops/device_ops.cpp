@@ -9,6 +9,7 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
+#include "algorithms/scatter_gather.h"
 #include "algorithms/allreduce.h"
 #include "backend/device_call.h"
 #include "backend/host_staging.h"
@@ -136,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         at::Tensor hostIn = toHost(in);
         at::Tensor hostOut = pinnedLike(out);
         waitForStream(step.stream, ctx, "copy the input to the host");
-        ringAllgather(comm(), ctx.part(1),
+        hostAllgather(comm(), ctx.part(1),
                       {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
         output.copy_(hostOut, /*non_blocking=*/true);
       });

@@ -7,6 +7,7 @@
 #include "algorithms/reduce_to_root.h"
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
+#include "algorithms/scatter_gather.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -153,7 +154,7 @@ at::Tensor ProcessGroupRing::stagedCopy(const at::Tensor& tensor) {
 // Reduce-scatter of a flat copy of the inputs: rank r keeps block r.
 void ProcessGroupRing::reduceScatterFlat(const OpContext& ctx, at::Tensor flat,
                                          const at::Tensor& output, DataType type, ReduceOp op) {
-  ringReduceScatter(comm(), ctx, {flat.data_ptr(), static_cast<size_t>(flat.numel()), type, op});
+  hostReduceScatter(comm(), ctx, {flat.data_ptr(), static_cast<size_t>(flat.numel()), type, op});
   const Range mine = chunkOf(static_cast<size_t>(flat.numel()), size_, rank_);
   output.copy_(flat.narrow(0, static_cast<int64_t>(mine.offset), static_cast<int64_t>(mine.count))
                    .view(output.sizes()));
