@@ -72,9 +72,12 @@ class CMakeBuild(build_ext):
              *shlex.split(os.environ.get("CMAKE_ARGS", ""))],
             cwd=build_dir)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "-j", jobs])
-        # CMake writes what _C was built against beside it (_build_info.py).
-        self._companions = [os.path.join(out_dir, "_build_info.py")]
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C",
+                               "--target", "ringreduce_simulate", "-j", jobs])
+        # CMake writes what _C was built against beside it (_build_info.py),
+        # and the simulator program `python -m torch_ringreduce.simulate` runs.
+        self._companions = [os.path.join(out_dir, "_build_info.py"),
+                            os.path.join(out_dir, "ringreduce_simulate")]
 
     def copy_extensions_to_source(self):
         """Editable installs (PEP 660) and --inplace build into a build folder and

@@ -9,10 +9,15 @@
 
 namespace ringreduce {
 
+class AllreduceSelector;
+
 struct Comm {
   Transport& transport;
   const Config& config;
   Workspace& workspace;
+  // Chooses the allreduce algorithm (algorithms/allreduce.h); null: no
+  // knowledge of the nodes, as in a subgroup of a two-level allreduce.
+  AllreduceSelector* selector = nullptr;
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }

@@ -33,7 +33,7 @@ class RingReduction {
       : allgather_(mode == Mode::Allreduce), shift_(allgather_ ? 0 : -1), t_(transport),
         op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
         n_(transport.size()), rank_(transport.rank()), left_((rank_ - 1 + n_) % n_),
-        right_((rank_ + 1) % n_), esize_(elementSize(type)) {
+        right_((rank_ + 1) % n_), esize_(elementSize(type)), payloadFree_(config.payloadFree) {
     const size_t steps = 2 * static_cast<size_t>(n_ - 1);
     plan_ = planSegments(chunkOf(count, n_, 0).count, esize_, config.segmentBytes,
                          (kMaxSlot + 1) / steps);
@@ -70,7 +70,9 @@ class RingReduction {
         const size_t i = static_cast<size_t>(s) * plan_.segments + k;
         t_.wait(rsRecvs[i], op_);
         const Range seg = segment(rank_ - s - 1 + shift_, k);
-        if (last && reduceOp_ == ReduceOp::Avg) {
+        if (payloadFree_) {
+          // Simulated run (transport/simulated/): sizes only, no data.
+        } else if (last && reduceOp_ == ReduceOp::Avg) {
           reduceAndAverage(type_, at(seg), slot(i), seg.count, n);
         } else {
           reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
@@ -126,6 +128,7 @@ class RingReduction {
   ReduceOp reduceOp_;
   int n_, rank_, left_, right_;
   size_t esize_;
+  bool payloadFree_;
   SegmentPlan plan_;
   size_t rsTotal_ = 0;
   size_t window_ = 1;

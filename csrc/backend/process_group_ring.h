@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/allreduce.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "backend/device_path.h"
@@ -231,12 +232,17 @@ class ProcessGroupRing : public c10d::Backend {
                          DataType type, ReduceOp op);
 
   // What the algorithms run on (executor thread).
-  Comm comm() { return engine_->comm(); }
+  Comm comm() {
+    Comm c = engine_->comm();
+    c.selector = &allreduceSelector_;
+    return c;
+  }
 
   const std::string groupName_;
   const Config config_;
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<Engine> engine_;
+  AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
   std::mutex deviceMutex_;                  // guards groupDevice_
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device

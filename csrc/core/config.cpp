@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 
@@ -64,6 +65,13 @@ Config Config::fromEnvironment() {
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
   config.hostWireDtype = readChoice("RINGREDUCE_WIRE_DTYPE", config.hostWireDtype);
+  config.allreduceAlgorithm = readChoice("RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
+  config.measureLinks = readPositive("RINGREDUCE_LINK_MEASURE", 0, 0) != 0;
+  for (const auto& [name, link] : {std::pair{"RINGREDUCE_LINK_INTRA", &config.intraNode},
+                                   std::pair{"RINGREDUCE_LINK_INTER", &config.interNode}}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') *link = parseLinkCost(value, *link, name);
+  }
   return config;
 }
 

@@ -3,7 +3,9 @@
 
 #include <cstddef>
 
+#include "core/allreduce_algorithm.h"
 #include "core/cuda_choices.h"
+#include "core/link_cost.h"
 
 namespace ringreduce {
 
@@ -38,6 +40,22 @@ struct Config {
   // (also on with TORCH_DISTRIBUTED_DEBUG=DETAIL). RINGREDUCE_CHECK_COLLECTIVES=1.
   bool checkCollectives = false;
 
+  // Host allreduce algorithm: auto (the cost model's cheapest for the size
+  // and the nodes, core/allreduce_cost.h), ring, halving_doubling, two_level
+  // or direct. RINGREDUCE_ALGORITHM; like the link costs below it must be
+  // the same on every rank.
+  AllreduceAlgorithm allreduceAlgorithm = AllreduceAlgorithm::Auto;
+  // The cost model's links ("10GB/s,1us[,0.2us]": bandwidth, latency,
+  // per-message overhead). RINGREDUCE_LINK_INTRA, RINGREDUCE_LINK_INTER.
+  LinkCost intraNode = defaultIntraNode();
+  LinkCost interNode = defaultInterNode();
+  // Measure both links inside the group's first allreduce instead
+  // (algorithms/link_probe.h: a few ms; rank 0's figures, shared).
+  // RINGREDUCE_LINK_MEASURE=1.
+  bool measureLinks = false;
+  // Set only by the simulator (transport/simulated/): messages carry sizes
+  // and no data, and the algorithms skip every copy and reduction.
+  bool payloadFree = false;
 
   // CUDA tensors. RINGREDUCE_CUDA_ALGO picks the allreduce path:
   //   auto     our IPC kernels among ranks of one node (one-shot up to

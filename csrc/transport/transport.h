@@ -102,15 +102,18 @@ class Transport {
   virtual unsigned progress() = 0;
   // Sleeps until the transport has an event, `extraFd` is readable, or
   // `timeoutMs` passes (-1: no limit). Returns at once if events are pending.
-  void sleepUntilEvent(int extraFd, int timeoutMs) {
+  virtual void sleepUntilEvent(int extraFd, int timeoutMs) {
     if (armForSleep()) sleepArmed(extraFd, timeoutMs);
   }
   // sleepUntilEvent in two halves, so that the thread driving the transport
-  // can let another thread drive it while it sleeps: armForSleep is a
-  // transport call (false: events are pending, progress instead);
-  // sleepArmed touches nothing that the driving thread uses.
-  virtual bool armForSleep() = 0;
-  virtual void sleepArmed(int extraFd, int timeoutMs) = 0;
+  // can let another thread drive it while it sleeps (engine/executor.h):
+  // armForSleep is a transport call (false: events are pending, progress
+  // instead); sleepArmed touches nothing that the driving thread uses. A
+  // transport must override either both halves (UCX, loopback: then an
+  // Executor may run on it) or sleepUntilEvent alone (the decorators and the
+  // simulated transport, which one thread drives).
+  virtual bool armForSleep() { return true; }
+  virtual void sleepArmed(int extraFd, int timeoutMs) { sleepUntilEvent(extraFd, timeoutMs); }
   // How the messages to `peer` travel (for logs).
   virtual std::string describeEndpoint(int peer) = 0;
 

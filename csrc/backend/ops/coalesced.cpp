@@ -4,7 +4,7 @@
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
 #include <c10/util/Exception.h>
 
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/allreduce.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -52,7 +52,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
       [this, buckets, reductions](const OpContext& ctx) {
         for (size_t b = 0; b < buckets.size(); ++b) {
           at::Tensor flat = flattenList(buckets[b]);
-          ringAllreduce(comm(), ctx.part(b),
+          hostAllreduce(comm(), ctx.part(b),
                         {flat.data_ptr(), static_cast<size_t>(flat.numel()), reductions[b].type,
                          reductions[b].op});
           unflattenInto(flat, buckets[b]);

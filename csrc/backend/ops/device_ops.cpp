@@ -9,7 +9,8 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/scatter_gather.h"
+#include "algorithms/allreduce.h"
 #include "backend/device_call.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -92,7 +93,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         }
         at::Tensor host = toHost(flat);
         waitForStream(step.stream, ctx, "copy the tensor to the host");
-        ringAllreduce(comm(), ctx.part(1),
+        hostAllreduce(comm(), ctx.part(1),
                       {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },
@@ -136,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         at::Tensor hostIn = toHost(in);
         at::Tensor hostOut = pinnedLike(out);
         waitForStream(step.stream, ctx, "copy the input to the host");
-        ringAllgather(comm(), ctx.part(1),
+        hostAllgather(comm(), ctx.part(1),
                       {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
         output.copy_(hostOut, /*non_blocking=*/true);
       });

@@ -7,6 +7,7 @@
 
 #include "algorithms/direct_exchange.h"
 #include "algorithms/ring_allgather.h"
+#include "algorithms/scatter_gather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -50,7 +51,7 @@ void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor&
                                          const std::vector<at::Tensor>& outputs) {
   const at::Tensor in = contiguousInput(input);
   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
-  ringAllgather(comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
+  hostAllgather(comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
   unflattenInto(gathered, outputs);
 }
 
@@ -58,7 +59,7 @@ void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tenso
                                            const at::Tensor& output) {
   const at::Tensor in = contiguousInput(input);
   withContiguous(output, [&](void* data) {
-    ringAllgather(comm(), ctx, {in.data_ptr(), data, in.nbytes()});
+    hostAllgather(comm(), ctx, {in.data_ptr(), data, in.nbytes()});
   });
 }
 

@@ -3,9 +3,11 @@
 // views the ring reductions stage copies in.
 #include <c10/util/Exception.h>
 
+#include "algorithms/allreduce.h"
 #include "algorithms/reduce_to_root.h"
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
+#include "algorithms/scatter_gather.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -36,7 +38,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
       describeTensor(tensor) + " " + reduceOpName(red.op),
       [this, tensor, red](const OpContext& ctx) {
         withContiguous(tensor, [&](void* data) {
-          ringAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+          hostAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
       },
       CheckedArgs{-1, static_cast<int>(red.op)});
@@ -152,7 +154,7 @@ at::Tensor ProcessGroupRing::stagedCopy(const at::Tensor& tensor) {
 // Reduce-scatter of a flat copy of the inputs: rank r keeps block r.
 void ProcessGroupRing::reduceScatterFlat(const OpContext& ctx, at::Tensor flat,
                                          const at::Tensor& output, DataType type, ReduceOp op) {
-  ringReduceScatter(comm(), ctx, {flat.data_ptr(), static_cast<size_t>(flat.numel()), type, op});
+  hostReduceScatter(comm(), ctx, {flat.data_ptr(), static_cast<size_t>(flat.numel()), type, op});
   const Range mine = chunkOf(static_cast<size_t>(flat.numel()), size_, rank_);
   output.copy_(flat.narrow(0, static_cast<int64_t>(mine.offset), static_cast<int64_t>(mine.count))
                    .view(output.sizes()));

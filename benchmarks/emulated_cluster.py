@@ -1,0 +1,181 @@
+"""Emulated clusters on one machine: N "nodes" as network namespaces joined by
+veth links to a bridge (in a namespace of its own), R ranks per node, each
+rank a ringreduce_emulated_rank process (csrc/simulator/emulated_rank_main.cpp)
+talking UCX over TCP. Prints, per algorithm and size, the measured allreduce
+time beside the virtual-time simulation of the same schedule on the links the
+ranks measured, and checks every result for exactness.
+
+What is emulated how (this kernel has tbf and htb but no netem):
+- nodes: network namespaces; ranks of a node talk TCP over the namespace's
+  loopback, ranks of different nodes TCP over veth -> bridge -> veth;
+- bandwidth (--rate): a tbf qdisc on both ends of each node's veth, so a
+  node's traffic shares one rate-limited link each way, like a NIC;
+- one-way delay (--delay-us): added in the sending rank by DelayedTransport
+  (messages to another node are handed to UCX that long after they were
+  posted), not on the wire;
+- all ranks share this machine's cores, so wake-up latencies of busy
+  processes add to every hop; the simulation does not model those.
+
+    sudo python3 benchmarks/emulated_cluster.py --nodes 8 --ranks-per-node 1 \\
+        --delay-us 500 --sizes 4096
+    sudo python3 benchmarks/emulated_cluster.py --nodes 4 --ranks-per-node 2 \\
+        --delay-us 500 --rate 1gbit --sizes 4096,16777216
+
+Needs root and iproute2; build the program first (cmake --build build/cpp).
+Addresses are from TEST-NET-2 (198.51.100.0/24, RFC 5737) and exist only
+inside the namespaces, which are deleted afterwards.
+"""
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAM = os.environ.get("RINGREDUCE_EMULATED_RANK",
+                         os.path.join(REPO, "build", "cpp", "ringreduce_emulated_rank"))
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+def _tc(namespace, *args):
+    return subprocess.run(["ip", "netns", "exec", namespace, "tc", *args], capture_output=True,
+                          text=True, timeout=30, check=True)
+
+
+class Unavailable(Exception):
+    """This machine cannot host the emulated cluster (not root, no namespaces)."""
+
+
+@contextlib.contextmanager
+def cluster(nodes, rate=None):
+    """Yields [(namespace, device, address)] per node; removes everything after."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        raise Unavailable("needs root and iproute2 to create network namespaces")
+    tag = f"rre{os.getpid() % 10000}"
+    switch = f"{tag}s"
+    namespaces = [f"{tag}n{i}" for i in range(nodes)]
+    made = []
+    try:
+        for name in [switch, *namespaces]:
+            result = _ip("netns", "add", name, check=False)
+            if result.returncode != 0:
+                raise Unavailable(f"cannot create network namespaces: {result.stderr.strip()}")
+            made.append(name)
+        _ip("-n", switch, "link", "add", "rrbr", "type", "bridge")
+        _ip("-n", switch, "link", "set", "rrbr", "up")
+        nodes_out = []
+        for i, name in enumerate(namespaces):
+            inside, outside = f"{tag}v{i}", f"{tag}w{i}"
+            address = f"198.51.100.{i + 1}"
+            _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
+            _ip("link", "set", inside, "netns", name)
+            _ip("link", "set", outside, "netns", switch)
+            _ip("-n", name, "addr", "add", f"{address}/24", "dev", inside)
+            _ip("-n", name, "link", "set", inside, "up")
+            _ip("-n", name, "link", "set", "lo", "up")
+            _ip("-n", switch, "link", "set", outside, "master", "rrbr")
+            _ip("-n", switch, "link", "set", outside, "up")
+            if rate:
+                # Both directions of the node's link: out of the node, into it.
+                for namespace, device in ((name, inside), (switch, outside)):
+                    _tc(namespace, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate,
+                        "burst", "256kb", "latency", "500ms")
+            nodes_out.append((name, inside, address))
+        yield nodes_out
+    finally:
+        for name in made:
+            _ip("netns", "del", name, check=False)  # takes its veth ends with it
+
+
+def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600):
+    """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS lines, stderr tails)."""
+    if not os.access(PROGRAM, os.X_OK):
+        raise Unavailable(f"no {PROGRAM}: build it with cmake --build build/cpp")
+    store = tempfile.mkdtemp(prefix="ringreduce_store_")
+    procs = []
+    try:
+        with cluster(nodes, rate) as hosts:
+            for node, (namespace, device, _) in enumerate(hosts):
+                for local in range(per_node):
+                    rank = node * per_node + local
+                    env = dict(os.environ, UCX_TLS="tcp,self", UCX_NET_DEVICES=device,
+                               UCX_LOG_LEVEL="error", RINGREDUCE_SPIN_US="20")
+                    cmd = ["ip", "netns", "exec", namespace, PROGRAM, "--rank", str(rank),
+                           "--size", str(nodes * per_node), "--ranks-per-node", str(per_node),
+                           "--store", store, "--delay-us", str(delay_us),
+                           "--sizes", ",".join(str(s) for s in sizes),
+                           "--algorithms", ",".join(algorithms),
+                           "--iterations", str(iterations)]
+                    procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.PIPE, text=True))
+            outputs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        shutil.rmtree(store, ignore_errors=True)
+    codes = [p.returncode for p in procs]
+    lines = [line for line in outputs[0][0].splitlines() if line.startswith(("RESULT", "LINKS"))]
+    return codes, lines, [err[-2000:] for _, err in outputs]
+
+
+def parse(lines):
+    results = []
+    for line in lines:
+        if line.startswith("RESULT"):
+            fields = dict(re.findall(r"(\w+)=(\S+)", line))
+            results.append({"asked": fields["asked"], "ran": fields["ran"],
+                            "bytes": int(fields["bytes"]),
+                            "measured": float(fields["measured_us"]),
+                            "simulated": float(fields["simulated_us"]),
+                            "exact": fields["exact"] == "1"})
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--ranks-per-node", type=int, default=2)
+    parser.add_argument("--delay-us", type=float, default=500)
+    parser.add_argument("--rate", help="tbf rate of each node's link, e.g. 1gbit")
+    parser.add_argument("--sizes", default="4096")
+    parser.add_argument("--algorithms", default="auto,ring,halving_doubling,two_level,direct")
+    parser.add_argument("--iterations", type=int, default=10)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    try:
+        codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
+                                   sizes, args.algorithms.split(","), args.iterations)
+    except Unavailable as why:
+        sys.exit(f"emulated_cluster: {why}")
+    print(f"# {args.nodes} nodes x {args.ranks_per_node} ranks, delay {args.delay_us} us one-way "
+          f"between nodes (DelayedTransport), rate {args.rate or 'unlimited'} per node link "
+          f"(tbf), UCX over TCP")
+    for line in lines:
+        if line.startswith("LINKS"):
+            print("# measured links:", line[len("LINKS "):])
+    results = parse(lines)
+    ring = {r["bytes"]: r["measured"] for r in results if r["asked"] == "ring"}
+    print(f"{'algorithm':>18} {'ran':>17} {'bytes':>10} {'measured us':>12} {'simulated us':>13} "
+          f"{'sim/meas':>8} {'vs ring':>8} exact")
+    for r in results:
+        versus = r["measured"] / ring[r["bytes"]] if r["bytes"] in ring else float("nan")
+        print(f"{r['asked']:>18} {r['ran']:>17} {r['bytes']:>10} {r['measured']:>12.1f} "
+              f"{r['simulated']:>13.1f} {r['simulated'] / r['measured']:>8.2f} {versus:>8.2f} "
+              f"{'yes' if r['exact'] else 'NO'}")
+    if any(codes) or not all(r["exact"] for r in results):
+        for rank, (code, err) in enumerate(zip(codes, errors)):
+            if code:
+                print(f"rank {rank} exited {code}: {err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

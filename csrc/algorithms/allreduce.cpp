@@ -1,0 +1,89 @@
+#include "algorithms/allreduce.h"
+
+#include "algorithms/wire_dtype.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/direct_allreduce.h"
+#include "algorithms/halving_doubling.h"
+#include "algorithms/link_probe.h"
+#include "algorithms/record_allgather.h"
+#include "algorithms/two_level_allreduce.h"
+#include "core/errors.h"
+#include "core/host_identity.h"
+#include "transport/tag.h"
+
+namespace ringreduce {
+
+AllreduceSelector::AllreduceSelector(Topology topology) : topology_(std::move(topology)) {}
+
+const Topology& AllreduceSelector::topology(const Comm& comm, const OpContext& op) {
+  if (!topology_) {
+    // The last slot of this operation: the algorithms count theirs from 0.
+    const uint64_t mine = hostIdentityHash();
+    std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
+    exchangeRecords(comm, op, kMaxSlot, &mine, all.data(), sizeof(mine));
+    topology_ = Topology::fromHostHashes(all);
+  }
+  if (topology_->size() != comm.size()) {
+    throw InvalidArgument("ringreduce: the topology has " + std::to_string(topology_->size()) +
+                          " ranks, the group " + std::to_string(comm.size()));
+  }
+  return *topology_;
+}
+
+const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpContext& op) {
+  if (!model_) {
+    LinkCost intra = comm.config.intraNode, inter = comm.config.interNode;
+    if (comm.config.measureLinks && comm.size() > 1) {
+      probeLinks(comm, op, topology(comm, op), &intra, &inter);
+    }
+    model_ = std::make_unique<AllreduceCostModel>(topology(comm, op), intra, inter);
+  }
+  return *model_;
+}
+
+AllreduceAlgorithm AllreduceSelector::choose(const Comm& comm, const OpContext& op, size_t bytes) {
+  const AllreduceCostModel& costs = model(comm, op);
+  const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
+  return forced == AllreduceAlgorithm::Auto ? costs.cheapest(bytes) : forced;
+}
+
+void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, const Comm& comm,
+                  const OpContext& op, const ReductionArgs& args) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::HalvingDoubling:
+      return halvingDoublingAllreduce(comm, op, args);
+    case AllreduceAlgorithm::Direct:
+      return directAllreduce(comm, op, args);
+    case AllreduceAlgorithm::TwoLevel: {
+      const size_t bytes = args.count * elementSize(args.type);
+      return twoLevelAllreduce(
+          comm, op,
+          {args, &selector.topology(comm, op), selector.model(comm, op).crossNodeAlgorithm(bytes)});
+    }
+    case AllreduceAlgorithm::Auto:
+    case AllreduceAlgorithm::Ring:
+      break;
+  }
+  ringAllreduce(comm, op, args);
+}
+
+void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  const std::string reason = unsupportedReason(args.type, args.op);
+  if (!reason.empty())
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
+  std::optional<AllreduceSelector> oneNode;
+  AllreduceSelector* selector = comm.selector;
+  if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
+  // RINGREDUCE_WIRE_DTYPE: the algorithm is chosen, and runs, on the 16-bit copy.
+  withWireDtype(comm, args, [&](const ReductionArgs& wire) {
+    const AllreduceAlgorithm algorithm =
+        selector->choose(comm, op, wire.count * elementSize(wire.type));
+    runAllreduce(algorithm, *selector, comm, op, wire);
+  });
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,49 @@
+// The host allreduce: chooses ring, halving/doubling, two-level or direct
+// for each call and runs it. The choice is RINGREDUCE_ALGORITHM when set,
+// else the cost model's cheapest (core/allreduce_cost.h) for the size, the
+// nodes and the link costs in the Config: a pure function of what every
+// rank holds alike, so all ranks choose the same without talking.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "algorithms/comm.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/allreduce_algorithm.h"
+#include "core/allreduce_cost.h"
+#include "core/op_context.h"
+#include "core/topology.h"
+
+namespace ringreduce {
+
+// A group's knowledge for choosing: which ranks share a node, and the cost
+// model built on it. One per group, used by its executor thread only.
+class AllreduceSelector {
+ public:
+  // Learns the nodes on first use: the ranks exchange host identities
+  // (core/host_identity.h) inside the first allreduce, whatever algorithm
+  // it runs, so every rank does it in the same operation.
+  AllreduceSelector() = default;
+  // Nodes given (tests, the simulator).
+  explicit AllreduceSelector(Topology topology);
+
+  const Topology& topology(const Comm& comm, const OpContext& op);
+  const AllreduceCostModel& model(const Comm& comm, const OpContext& op);
+  // Never Auto.
+  AllreduceAlgorithm choose(const Comm& comm, const OpContext& op, size_t bytes);
+
+ private:
+  std::optional<Topology> topology_;
+  std::unique_ptr<AllreduceCostModel> model_;
+};
+
+// In place, like ringAllreduce, with comm.selector choosing the algorithm
+// (without one: the forced algorithm or the cost model's pick for one node).
+void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+
+// Runs `algorithm` (not Auto); two_level takes the nodes from `selector`.
+void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, const Comm& comm,
+                  const OpContext& op, const ReductionArgs& args);
+
+}  // namespace ringreduce

@@ -1,0 +1,20 @@
+// Allreduce in two rounds of direct messages: every rank sends block j of
+// its buffer to rank j, which reduces the p blocks (reduce-scatter), then
+// sends its reduced block to every rank (allgather). Two message latencies
+// whatever p, at the price of p-1 messages per rank per round: the choice
+// for small buffers on few ranks.
+//
+// Same results as the ring: each block is reduced at one rank, in rank
+// order, and copied; 16-bit floats round once per combination; AVG divides
+// once, in the last.
+#pragma once
+
+#include "algorithms/comm.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/op_context.h"
+
+namespace ringreduce {
+
+void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+
+}  // namespace ringreduce

@@ -1,0 +1,27 @@
+// The host allreduce algorithms, with their one name table
+// (core/name_table.h): RINGREDUCE_ALGORITHM takes these names, and logs and
+// the simulator print them.
+#pragma once
+
+#include <cstdint>
+
+#include "core/name_table.h"
+
+namespace ringreduce {
+
+// Auto: the cheapest by the cost model (core/allreduce_cost.h), the same on
+// every rank. The others force that algorithm (tests, benchmarks).
+enum class AllreduceAlgorithm : uint8_t { Auto, Ring, HalvingDoubling, TwoLevel, Direct };
+
+template <>
+struct NameTable<AllreduceAlgorithm> {
+  static constexpr NamedValue<AllreduceAlgorithm> entries[] = {
+      {AllreduceAlgorithm::Auto, "auto"},
+      {AllreduceAlgorithm::Ring, "ring"},
+      {AllreduceAlgorithm::HalvingDoubling, "halving_doubling"},
+      {AllreduceAlgorithm::TwoLevel, "two_level"},
+      {AllreduceAlgorithm::Direct, "direct"},
+  };
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,220 @@
+#include "core/allreduce_cost.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "core/halving_plan.h"
+
+namespace ringreduce {
+
+namespace {
+
+using Step = AllreduceCostModel::Step;
+using StepLoad = AllreduceCostModel::StepLoad;
+using Pairs = std::vector<std::pair<int, int>>;
+
+// The busiest resources when every (source, destination) pair sends one unit.
+StepLoad loadOf(const Topology& t, const Pairs& pairs) {
+  const int n = t.size();
+  std::vector<int> intraMsgs(n), interMsgs(n);
+  std::vector<double> nicOut(t.nodes()), nicIn(t.nodes());
+  for (const auto& [from, to] : pairs) {
+    if (t.nodeOf[from] == t.nodeOf[to]) {
+      ++intraMsgs[from];
+    } else {
+      ++interMsgs[from];
+      nicOut[t.nodeOf[from]] += 1;
+      nicIn[t.nodeOf[to]] += 1;
+    }
+  }
+  StepLoad load;
+  load.intraMessages = *std::max_element(intraMsgs.begin(), intraMsgs.end());
+  load.interMessages = *std::max_element(interMsgs.begin(), interMsgs.end());
+  load.intraUnits = load.intraMessages;
+  for (size_t j = 0; j < nicOut.size(); ++j)
+    load.nicUnits = std::max({load.nicUnits, nicOut[j], nicIn[j]});
+  return load;
+}
+
+// Halving/doubling over the ranks `members` (their world ranks) of `t`:
+// fold, reduce-scatter, allgather, unfold, each step's unit a fraction of
+// the buffer.
+std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& members) {
+  const HalvingPlan plan(static_cast<int>(members.size()));
+  std::vector<Step> steps;
+  if (plan.folds()) {
+    Pairs fold;
+    for (int r = 0; r < plan.size(); ++r) {
+      if (plan.virtualOf(r) < 0) fold.push_back({members[r], members[plan.foldPartner(r)]});
+    }
+    steps.push_back({loadOf(t, fold), 1.0, 2});  // fold and unfold
+  }
+  double fraction = 1.0;
+  for (int i = 0; i < plan.steps(); ++i) {
+    fraction /= 2;
+    Pairs pairs;
+    for (int v = 0; v < plan.pow2(); ++v) {
+      pairs.push_back({members[plan.rankOf(v)], members[plan.rankOf(v ^ (1 << plan.bitOf(i)))]});
+    }
+    steps.push_back({loadOf(t, pairs), fraction, 2});  // reduce-scatter and allgather
+  }
+  return steps;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+}  // namespace
+
+AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
+                                       const LinkCost& inter)
+    : topology_(std::move(topology)), intra_(intra), inter_(inter) {
+  const Topology& t = topology_;
+  const int p = t.size();
+  if (p < 2) return;
+  Pairs ring;
+  for (int r = 0; r < p; ++r) {
+    ring.push_back({r, (r + 1) % p});
+    (t.nodeOf[r] == t.nodeOf[(r + 1) % p] ? ringIntraHops_ : ringInterHops_) += 1;
+  }
+  ring_ = loadOf(t, ring);
+  halving_ = halvingSteps(t, iota(p));
+
+  // Direct: every rank sends a 1/p block to each peer, twice.
+  const auto byNode = t.ranksByNode();
+  StepLoad direct;
+  for (const auto& ranks : byNode) {
+    const int k = static_cast<int>(ranks.size());
+    direct.intraMessages = std::max(direct.intraMessages, k - 1);
+    direct.interMessages = std::max(direct.interMessages, p - k);
+    direct.nicUnits = std::max(direct.nicUnits, static_cast<double>(k) * (p - k));
+  }
+  direct.intraUnits = direct.intraMessages;
+  direct_.push_back({direct, 1.0 / p, 2});
+
+  const int nodes = t.nodes();
+  const int k = t.maxRanksPerNode();
+  twoLevel_ = nodes > 1 && k > 1 && t.regular();
+  if (!twoLevel_) return;
+  // Inside a node: halving/doubling over its ranks (all nodes alike). Across:
+  // each of the node's shard owners runs its own allreduce with the ranks of
+  // the same place on the other nodes, all through the one NIC.
+  intraPhase_ = halvingSteps(t, byNode[0]);
+  activePerNode_ = HalvingPlan(k).pow2();
+  const double shard = 1.0 / activePerNode_;
+  StepLoad cross;
+  cross.interMessages = 1;
+  cross.nicUnits = activePerNode_;
+  StepLoad crossDirect;
+  crossDirect.interMessages = nodes - 1;
+  crossDirect.nicUnits = static_cast<double>(activePerNode_) * (nodes - 1);
+  crossDirect_.push_back({crossDirect, shard / nodes, 2});
+  const HalvingPlan across(nodes);
+  if (across.folds()) crossHalving_.push_back({cross, shard, 2});
+  double fraction = shard;
+  for (int i = 0; i < across.steps(); ++i) {
+    fraction /= 2;
+    crossHalving_.push_back({cross, fraction, 2});
+  }
+}
+
+double AllreduceCostModel::timeOf(const std::vector<Step>& steps, double bytes) const {
+  double total = 0;
+  for (const Step& s : steps) {
+    const double unit = bytes * s.fraction;
+    double t = 0;
+    if (s.load.intraMessages > 0) {
+      t = intra_.alpha + s.load.intraMessages * intra_.overhead +
+          s.load.intraUnits * unit * intra_.beta;
+    }
+    if (s.load.interMessages > 0) {
+      t = std::max(t, inter_.alpha + s.load.interMessages * inter_.overhead +
+                          s.load.nicUnits * unit * inter_.beta);
+    }
+    total += t * s.repeat;
+  }
+  return total;
+}
+
+double AllreduceCostModel::ringTime(double bytes) const {
+  const int p = topology_.size();
+  const double chunk = bytes / p;
+  const double steps = 2.0 * (p - 1);
+  // A chunk goes 2(p-1) hops around the ring, 2(p-1)/p times each link.
+  const double chain = steps / p *
+                       (ringIntraHops_ * (intra_.alpha + intra_.overhead + chunk * intra_.beta) +
+                        ringInterHops_ * (inter_.alpha + inter_.overhead + chunk * inter_.beta));
+  // Each step, every rank sends one chunk: over its own link, or through
+  // its node's NIC with the node's other ranks that cross.
+  double busiest = 0;
+  if (ring_.intraMessages > 0) busiest = intra_.overhead + chunk * intra_.beta;
+  if (ring_.interMessages > 0) {
+    busiest = std::max({busiest, inter_.overhead, ring_.nicUnits * chunk * inter_.beta});
+  }
+  return std::max(chain, steps * busiest);
+}
+
+double AllreduceCostModel::twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const {
+  switch (algorithm) {
+    case AllreduceAlgorithm::Ring: {
+      // As ringTime: the chain of hops, or the NIC all the node's rings share.
+      const int nodes = topology_.nodes();
+      const double chunk = bytes / activePerNode_ / nodes;
+      const double steps = 2.0 * (nodes - 1);
+      return steps * std::max(inter_.alpha + inter_.overhead + chunk * inter_.beta,
+                              activePerNode_ * chunk * inter_.beta);
+    }
+    case AllreduceAlgorithm::Direct:
+      return timeOf(crossDirect_, bytes);
+    default:
+      return timeOf(crossHalving_, bytes);
+  }
+}
+
+AllreduceAlgorithm AllreduceCostModel::crossNodeAlgorithm(size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::Direct}) {
+    if (twoLevelCross(a, b) < twoLevelCross(best, b)) best = a;
+  }
+  return best;
+}
+
+double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  if (topology_.size() < 2) return 0;
+  switch (algorithm) {
+    case AllreduceAlgorithm::Auto:
+      return predict(cheapest(bytes), bytes);
+    case AllreduceAlgorithm::Ring:
+      return ringTime(b);
+    case AllreduceAlgorithm::HalvingDoubling:
+      return timeOf(halving_, b);
+    case AllreduceAlgorithm::Direct:
+      return timeOf(direct_, b);
+    case AllreduceAlgorithm::TwoLevel:
+      if (!twoLevel_) return std::numeric_limits<double>::infinity();
+      return timeOf(intraPhase_, b) + twoLevelCross(crossNodeAlgorithm(bytes), b);
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
+  AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
+  double bestTime = predict(best, bytes);
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel,
+                               AllreduceAlgorithm::Direct}) {
+    const double t = predict(a, bytes);
+    if (t < bestTime) {
+      best = a;
+      bestTime = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,72 @@
+// Predicted time of each host allreduce algorithm on a given set of nodes,
+// from per-message latency, per-byte time and per-message overhead of the
+// two link classes (same node, other node). The selection
+// (cheapest) is a pure function of the topology, the link costs and the
+// size, so every rank makes the same choice without talking.
+//
+// Halving/doubling, direct and two-level are sequences of steps, each costing
+// the latency plus the time of its busiest resource: a rank's sends within
+// its node, or a node's NIC, which all of a node's ranks share. The ring is
+// not in lockstep (a rank forwards as soon as its left neighbour's chunk is
+// in), so it costs the longer of its chain of 2(p-1) hops around the ring
+// and the busiest resource's total work. The simulator
+// (transport/simulated/) runs the real schedules on the same model, message
+// by message, and so checks these formulas.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/allreduce_algorithm.h"
+#include "core/link_cost.h"
+#include "core/topology.h"
+
+namespace ringreduce {
+
+class AllreduceCostModel {
+ public:
+  AllreduceCostModel(Topology topology, const LinkCost& intra, const LinkCost& inter);
+
+  // Seconds for an allreduce of `bytes`; infinity where the algorithm does not
+  // apply (two_level on a single node, one rank per node, or nodes of
+  // different sizes). Auto: the cheapest's.
+  double predict(AllreduceAlgorithm algorithm, size_t bytes) const;
+  // The cheapest of ring, halving_doubling, two_level and direct; ties go
+  // to the one listed first.
+  AllreduceAlgorithm cheapest(size_t bytes) const;
+  // Inside two_level: how the shards cross the nodes (ring, halving_doubling
+  // or direct).
+  AllreduceAlgorithm crossNodeAlgorithm(size_t bytes) const;
+
+  const Topology& topology() const { return topology_; }
+  bool twoLevelApplies() const { return twoLevel_; }
+
+  // The load of one step on its busiest resources, per unit of bytes that
+  // each message carries.
+  struct StepLoad {
+    int intraMessages = 0;  // most messages one rank sends within its node
+    int interMessages = 0;  // most messages one rank sends off its node
+    double intraUnits = 0;  // most units one rank sends within its node
+    double nicUnits = 0;    // most units through one node's NIC, either way
+  };
+  struct Step {
+    StepLoad load;
+    double fraction = 0;  // unit bytes as a fraction of the allreduce's size
+    int repeat = 1;
+  };
+
+ private:
+  double timeOf(const std::vector<Step>& steps, double bytes) const;
+  double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
+  double ringTime(double bytes) const;
+
+  Topology topology_;
+  LinkCost intra_, inter_;
+  bool twoLevel_ = false;
+  int activePerNode_ = 1;                      // two_level: ranks per node that own a shard
+  StepLoad ring_;                              // one step of the ring
+  int ringIntraHops_ = 0, ringInterHops_ = 0;  // links around the ring, by class
+  std::vector<Step> halving_, direct_, intraPhase_, crossHalving_, crossDirect_;
+};
+
+}  // namespace ringreduce

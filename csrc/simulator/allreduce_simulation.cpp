@@ -1,0 +1,45 @@
+#include "simulator/allreduce_simulation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "algorithms/allreduce.h"
+#include "transport/simulated/simulated_network.h"
+
+namespace ringreduce {
+
+SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgorithm algorithm,
+                                     size_t bytes, const Config& base) {
+  Config config = base;
+  config.payloadFree = true;
+  config.spinMicroseconds = 0;  // a wait with nothing to do suspends at once
+  config.intraNode = cluster.intraNode;
+  config.interNode = cluster.interNode;
+  config.allreduceAlgorithm = algorithm;
+  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, false);
+  // Shared by every rank: payload-free runs never write the workspace, and
+  // the selector's cost model is the same for all (built by the first).
+  Workspace workspace;
+  AllreduceSelector selector(cluster.topology);
+  const size_t count = bytes / elementSize(DataType::Float32);
+  SimulatedAllreduce result;
+  const std::vector<double> finished = network.run(config, [&](Transport& transport, int rank) {
+    const Comm comm{transport, config, workspace, &selector};
+    const OpContext op("allreduce", 1, std::chrono::hours(24));
+    if (rank == 0 && transport.size() > 1 && count > 0) {
+      result.algorithm = selector.choose(comm, op, count * elementSize(DataType::Float32));
+      result.predicted = selector.model(comm, op).predict(result.algorithm, bytes);
+    }
+    hostAllreduce(comm, op, {nullptr, count, DataType::Float32, ReduceOp::Sum});
+  });
+  for (double t : finished) result.seconds = std::max(result.seconds, t);
+  result.messages = network.messages();
+  return result;
+}
+
+double allreduceBusBandwidth(size_t bytes, double seconds, int ranks) {
+  if (seconds <= 0 || ranks < 2) return 0;
+  return static_cast<double>(bytes) / seconds * 2.0 * (ranks - 1) / ranks;
+}
+
+}  // namespace ringreduce

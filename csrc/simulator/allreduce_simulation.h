@@ -1,0 +1,40 @@
+// Runs the real host allreduce code for every rank of a simulated cluster
+// (transport/simulated/) and reports the virtual time it took: what
+// `python -m torch_ringreduce.simulate` prints, and how the cost model's
+// formulas are checked against the schedules they describe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/allreduce_algorithm.h"
+#include "core/config.h"
+#include "core/link_cost.h"
+#include "core/topology.h"
+
+namespace ringreduce {
+
+struct ClusterSpec {
+  Topology topology;
+  LinkCost intraNode = defaultIntraNode();
+  LinkCost interNode = defaultInterNode();
+};
+
+struct SimulatedAllreduce {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Ring;  // what ran (Auto resolved)
+  double seconds = 0;                                       // until the last rank finished
+  double predicted = 0;                                     // the cost model's figure for it
+  uint64_t messages = 0;
+};
+
+// A float32 SUM allreduce of `bytes` (rounded down to whole elements),
+// payload-free: sizes only. `base` supplies segment sizes and the like; its
+// link costs are replaced by the cluster's so that Auto picks for this
+// cluster. Throws Error when the schedule deadlocks or loses a message.
+SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgorithm algorithm,
+                                     size_t bytes, const Config& base = Config());
+
+// nccl-tests' bus bandwidth of an allreduce: bytes/seconds x 2(p-1)/p.
+double allreduceBusBandwidth(size_t bytes, double seconds, int ranks);
+
+}  // namespace ringreduce

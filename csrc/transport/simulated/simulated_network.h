@@ -1,0 +1,170 @@
+// A virtual-time network that runs the real algorithm code for p ranks in
+// one thread: each rank is a fiber (fibers.h) with its own Transport
+// (simulated_transport.h), and the ranks advance in order of a virtual clock
+// instead of the wall clock.
+//
+// The model, per message (LogGP with a shared NIC):
+// - the sender spends `overhead` of its own time posting it;
+// - within a node the message leaves through the sender's own link
+//   (messages from one rank go one after another at 1/beta) and arrives
+//   alpha after it has left;
+// - across nodes it queues for the sending node's NIC, which all ranks of
+//   the node share, travels alpha, and queues for the receiving node's NIC;
+// - sends complete when posted (eager, like the loopback); receives when the
+//   last byte is in. Reductions and copies take no virtual time.
+// In payload-free mode messages carry sizes only and the algorithms skip
+// their data work (Config::payloadFree), so 1024 ranks x 256 MiB fit in a
+// few megabytes.
+//
+// A schedule that cannot finish is an error, not a hang: when no message is
+// in flight and no rank can run, every waiting rank's wait throws, and run()
+// reports what each rank waited for. Messages nobody received are errors too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.h"
+#include "core/link_cost.h"
+#include "core/topology.h"
+#include "transport/simulated/fibers.h"
+#include "transport/transport.h"
+
+namespace ringreduce {
+
+class SimulatedTransport;
+
+class SimulatedNetwork {
+ public:
+  SimulatedNetwork(Topology topology, const LinkCost& intraNode, const LinkCost& interNode,
+                   bool payload);
+  ~SimulatedNetwork();
+
+  // Runs body(transport, rank) on every rank from virtual time 0 and returns
+  // the virtual time (seconds) at which each rank's body returned. Throws
+  // Error naming the ranks that failed, waited forever, or left messages
+  // unreceived. One run per network.
+  std::vector<double> run(const Config& config, const std::function<void(Transport&, int)>& body);
+
+  int size() const { return topology_.size(); }
+  uint64_t messages() const { return messages_; }
+
+ private:
+  friend class SimulatedTransport;
+  struct Message {
+    int source;
+    uint64_t tag;
+    size_t bytes;
+    std::vector<uint8_t> data;  // empty without payload
+    uint64_t order;             // delivery order, for any-source matching
+    Message* next = nullptr;    // in its Queue
+  };
+  struct Receive {
+    int rank;
+    uint64_t tag, mask;
+    void* data;
+    size_t bytes;
+    uint64_t order;  // post order: the oldest matching receive wins
+    Completion completion;
+    Receive* next = nullptr;  // in its Queue
+  };
+  // A FIFO threaded through its elements: a ring posts p-1 receives per
+  // rank at once, each with its own tag, so a queue per tag must cost
+  // nothing beyond its two pointers.
+  template <typename T>
+  struct Queue {
+    T* head = nullptr;
+    T* tail = nullptr;
+    void push(T* x) {
+      x->next = nullptr;
+      (tail ? tail->next : head) = x;
+      tail = x;
+    }
+    T* pop() {
+      T* x = head;
+      head = x->next;
+      if (head == nullptr) tail = nullptr;
+      return x;
+    }
+    // Unlinks x if present.
+    bool remove(T* x) {
+      T* prev = nullptr;
+      for (T* at = head; at != nullptr; prev = at, at = at->next) {
+        if (at != x) continue;
+        (prev ? prev->next : head) = at->next;
+        if (tail == at) tail = prev;
+        return true;
+      }
+      return false;
+    }
+  };
+  struct Event {
+    double time;
+    uint64_t order;
+    enum Kind { AtReceiverNic, Deliver, Resume } kind;
+    int rank;           // Resume: whom; otherwise the destination
+    Message* message;   // AtReceiverNic, Deliver
+    double leftSender;  // AtReceiverNic: when the last byte left the sender's NIC
+    bool operator>(const Event& o) const {
+      return time != o.time ? time > o.time : order > o.order;
+    }
+  };
+  enum class State { Runnable, Running, Waiting, Yielded, Finished };
+  struct Rank {
+    State state = State::Runnable;
+    double clock = 0;
+    bool deadlocked = false;
+    uint64_t arrivals = 0, seenArrivals = 0;
+    // Receives posted and messages that came first, keyed by the tag without
+    // its fingerprint (what a collective receive matches on); receives with
+    // other masks (any source) are few and scanned.
+    std::unordered_map<uint64_t, Queue<Receive>> posted;
+    std::list<Receive*> postedOther;
+    std::unordered_map<uint64_t, Queue<Message>> unexpected;
+    const Receive* awaited = nullptr;  // what the rank last polled, for deadlock reports
+    std::exception_ptr error;
+    double finishedAt = 0;
+  };
+
+  // From the transports (inside a rank's fiber).
+  void send(int from, int to, uint64_t tag, const void* data, size_t bytes);
+  Receive* postReceive(int rank, uint64_t tag, uint64_t mask, void* data, size_t bytes);
+  Completion poll(int rank, Receive* receive);
+  void cancel(int rank, Receive* receive);
+  unsigned progress(int rank);
+  void wait(int rank);
+
+  void push(double time, Event::Kind kind, int rank, Message* message, double leftSender = 0);
+  void deliver(int to, Message* message);
+  void fill(Receive& receive, const Message& message);
+  Message* takeUnexpected(Rank& rank, const Receive& receive);
+  void handle(const Event& event);
+  void runRanks();
+  std::string describeWait(int rank) const;
+  std::string report() const;
+
+  const Topology topology_;
+  const LinkCost intra_, inter_;
+  const bool payload_;
+  std::vector<Rank> ranks_;
+  std::vector<double> linkFree_;                // per rank: when its own link is free
+  std::vector<double> nicOutFree_, nicInFree_;  // per node
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::deque<int> runnable_;
+  uint64_t order_ = 0;
+  uint64_t messages_ = 0;
+  double now_ = 0;
+  Fibers fibers_;
+  std::vector<std::unique_ptr<SimulatedTransport>> transports_;
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,94 @@
+// Choosing the allreduce algorithm: link costs as users write them, the
+// RINGREDUCE_ALGORITHM setting, and the cost model's choices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "core/allreduce_cost.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/link_cost.h"
+#include "core/topology.h"
+
+using namespace ringreduce;
+
+TEST(LinkCost, ParsesBandwidthLatencyAndOverheadInAnyUnit) {
+  const LinkCost nic = parseLinkCost("100Gbit/s,5us", LinkCost{}, "test");
+  EXPECT_DOUBLE_EQ(nic.beta, 8.0 / 100e9);
+  EXPECT_DOUBLE_EQ(nic.alpha, 5e-6);
+  const LinkCost shm = parseLinkCost("150GB/s,1us,0.5us", LinkCost{}, "test");
+  EXPECT_DOUBLE_EQ(shm.beta, 1.0 / 150e9);
+  EXPECT_DOUBLE_EQ(shm.alpha, 1e-6);
+  EXPECT_DOUBLE_EQ(shm.overhead, 0.5e-6);
+  const LinkCost binary = parseLinkCost("0.5ms,1GiB/s", LinkCost{0, 0, 3e-6}, "test");
+  EXPECT_DOUBLE_EQ(binary.beta, 1.0 / 1073741824.0);
+  EXPECT_DOUBLE_EQ(binary.alpha, 0.5e-3);
+  EXPECT_DOUBLE_EQ(binary.overhead, 3e-6);  // kept from the fallback
+  for (const char* bad : {"fast", "10GB/h", "1us,2us,3us", "0GB/s", "-1us"}) {
+    EXPECT_THROW(parseLinkCost(bad, LinkCost{}, "test"), InvalidArgument) << bad;
+  }
+}
+
+TEST(AllreduceChoice, EveryAlgorithmPrintsAsTheNameItParsesFrom) {
+  for (const NamedValue<AllreduceAlgorithm>& entry : NameTable<AllreduceAlgorithm>::entries) {
+    EXPECT_STREQ(nameOf(entry.value), entry.name);
+    EXPECT_EQ(parseName<AllreduceAlgorithm>(entry.name), entry.value) << entry.name;
+  }
+}
+
+TEST(AllreduceChoice, EnvironmentForcesAnAlgorithmOrNamesTheChoices) {
+  setenv("RINGREDUCE_ALGORITHM", "two_level", 1);
+  setenv("RINGREDUCE_LINK_INTER", "1Gbit/s,500us", 1);
+  const Config config = Config::fromEnvironment();
+  EXPECT_EQ(config.allreduceAlgorithm, AllreduceAlgorithm::TwoLevel);
+  EXPECT_DOUBLE_EQ(config.interNode.alpha, 500e-6);
+  setenv("RINGREDUCE_ALGORITHM", "tree", 1);
+  try {
+    Config::fromEnvironment();
+    ADD_FAILURE() << "expected an error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("auto, ring, halving_doubling, two_level, direct"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv("RINGREDUCE_ALGORITHM");
+  unsetenv("RINGREDUCE_LINK_INTER");
+}
+
+TEST(AllreduceChoice, CheapestIsTheMinimumAndLatencyBoundSizesLeaveTheRing) {
+  const LinkCost inter = parseLinkCost("100Gbit/s,5us", defaultInterNode(), "inter");
+  const LinkCost intra = parseLinkCost("150GB/s,1us", defaultIntraNode(), "intra");
+  for (const Topology& t : {Topology::blocks(64, 8), Topology::blocks(8, 1),
+                            Topology::singleNode(6), Topology::fromLabels({0, 0, 0, 1, 1})}) {
+    const AllreduceCostModel model(t, intra, inter);
+    for (size_t bytes = 4096; bytes <= (256u << 20); bytes *= 4) {
+      const AllreduceAlgorithm chosen = model.cheapest(bytes);
+      ASSERT_NE(chosen, AllreduceAlgorithm::Auto);
+      for (AllreduceAlgorithm other :
+           {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
+            AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
+        EXPECT_LE(model.predict(chosen, bytes), model.predict(other, bytes)) << bytes;
+      }
+    }
+  }
+  const AllreduceCostModel big(Topology::blocks(64, 8), intra, inter);
+  EXPECT_NE(big.cheapest(4096), AllreduceAlgorithm::Ring);  // 1022 network latencies
+  EXPECT_LT(big.predict(AllreduceAlgorithm::TwoLevel, 4096),
+            big.predict(AllreduceAlgorithm::Ring, 4096) / 10);
+  // Uneven nodes: no two-level; one node: neither.
+  EXPECT_TRUE(std::isinf(AllreduceCostModel(Topology::fromLabels({0, 0, 1}), intra, inter)
+                             .predict(AllreduceAlgorithm::TwoLevel, 4096)));
+  EXPECT_FALSE(AllreduceCostModel(Topology::singleNode(4), intra, inter).twoLevelApplies());
+}
+
+TEST(Topology, NodesNumberedByFirstRankAndRegularity) {
+  const Topology t = Topology::fromHostHashes({77, 5, 77, 5, 9});
+  EXPECT_EQ(t.nodeOf, (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(t.nodes(), 3);
+  EXPECT_FALSE(t.regular());
+  EXPECT_EQ(t.maxRanksPerNode(), 2);
+  EXPECT_TRUE(Topology::blocks(3, 4).regular());
+  EXPECT_EQ(Topology::blocks(3, 4).ranksByNode()[2], (std::vector<int>{8, 9, 10, 11}));
+}

@@ -1,0 +1,274 @@
+// The allreduce algorithms for scale (halving/doubling, two-level, direct)
+// against the ring on the same inputs: every (dtype, op) the ring supports,
+// worlds 1 to 9, on UCX and on the loopback. Inputs are small integers, so
+// every order of combination gives the same bits and the results must be
+// bit-identical to the ring's.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "algorithms/allreduce.h"
+#include "algorithms/direct_allreduce.h"
+#include "algorithms/halving_doubling.h"
+#include "algorithms/ring_allreduce.h"
+#include "algorithms/scatter_gather.h"
+#include "algorithms/two_level_allreduce.h"
+#include "core/half_conversion.h"
+#include "core/partition.h"
+#include "core/topology.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::kindName;
+using ringreduce::testing::runComms;
+using ringreduce::testing::TransportKind;
+
+namespace {
+
+constexpr DataType kTypes[] = {DataType::Float32,  DataType::Float64,   DataType::Float16,
+                               DataType::BFloat16, DataType::Int8,      DataType::UInt8,
+                               DataType::Int16,    DataType::Int32,     DataType::Int64,
+                               DataType::Bool,     DataType::Complex64, DataType::Complex128};
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg,  ReduceOp::Product, ReduceOp::Min,
+                             ReduceOp::Max, ReduceOp::BAnd, ReduceOp::BOr,     ReduceOp::BXor};
+
+// Small integers in the type's representation: sums and products of up to
+// 9 ranks stay exact (products use -1, 1 and 2 only; integer types wrap
+// alike in every order).
+std::vector<uint8_t> inputOf(DataType type, ReduceOp op, size_t count, int rank, int salt) {
+  std::mt19937 gen(static_cast<uint32_t>(rank * 7919 + salt));
+  const int product[] = {-1, 1, 2};
+  auto value = [&]() -> int {
+    if (op == ReduceOp::Product) return product[gen() % 3];
+    return static_cast<int>(gen() % 17) - 8;
+  };
+  std::vector<uint8_t> bytes(count * elementSize(type));
+  for (size_t i = 0; i < count; ++i) {
+    void* at = bytes.data() + i * elementSize(type);
+    const int v = value();
+    switch (type) {
+      case DataType::Float32:
+        *static_cast<float*>(at) = static_cast<float>(v);
+        break;
+      case DataType::Float64:
+        *static_cast<double*>(at) = v;
+        break;
+      case DataType::Float16:
+        *static_cast<uint16_t*>(at) = floatToHalf(static_cast<float>(v));
+        break;
+      case DataType::BFloat16:
+        *static_cast<uint16_t*>(at) = floatToBFloat16(static_cast<float>(v));
+        break;
+      case DataType::Bool:
+        *static_cast<uint8_t*>(at) = static_cast<uint8_t>(gen() % 2);
+        break;
+      case DataType::Complex64:
+        static_cast<float*>(at)[0] = static_cast<float>(v);
+        static_cast<float*>(at)[1] = static_cast<float>(value());
+        break;
+      case DataType::Complex128:
+        static_cast<double*>(at)[0] = v;
+        static_cast<double*>(at)[1] = value();
+        break;
+      default:  // integers: any bits for the bitwise ops, small values otherwise
+        for (size_t b = 0; b < elementSize(type); ++b) {
+          static_cast<uint8_t*>(at)[b] = b == 0 ? static_cast<uint8_t>(v) : (v < 0 ? 0xff : 0);
+        }
+        if (op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor) {
+          for (size_t b = 0; b < elementSize(type); ++b)
+            static_cast<uint8_t*>(at)[b] = gen() & 0xff;
+        }
+        break;
+    }
+  }
+  return bytes;
+}
+
+// One algorithm, run the way a test case names it.
+struct Case {
+  std::string name;
+  std::vector<int> nodes;  // node label of each rank (two_level only)
+  AllreduceAlgorithm algorithm;
+  AllreduceAlgorithm crossNode = AllreduceAlgorithm::Ring;
+};
+
+// gtest prints a parameter with this (ctest lists every case by it).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+void runCase(const Case& c, const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  if (c.algorithm == AllreduceAlgorithm::TwoLevel) {
+    const Topology topology = Topology::fromLabels(c.nodes);
+    twoLevelAllreduce(comm, op, {args, &topology, c.crossNode});
+  } else if (c.algorithm == AllreduceAlgorithm::HalvingDoubling) {
+    halvingDoublingAllreduce(comm, op, args);
+  } else {
+    directAllreduce(comm, op, args);
+  }
+}
+
+class SameAsRing : public ::testing::TestWithParam<std::tuple<Case, TransportKind>> {};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (int n = 1; n <= 9; ++n) {
+    all.push_back(
+        {"halving_doubling_" + std::to_string(n), {}, AllreduceAlgorithm::HalvingDoubling});
+    all.push_back({"direct_" + std::to_string(n), {}, AllreduceAlgorithm::Direct});
+  }
+  // Node layouts: blocks, interleaved, non-power-of-two ranks per node,
+  // one rank per node and one node (both fall back), and uneven nodes.
+  const std::vector<std::pair<std::string, std::vector<int>>> layouts = {
+      {"1", {0}},
+      {"2x1", {0, 1}},
+      {"1x2", {0, 0}},
+      {"uneven3", {0, 0, 1}},
+      {"2x2", {0, 0, 1, 1}},
+      {"2x2_interleaved", {0, 1, 0, 1}},
+      {"uneven5", {0, 0, 0, 1, 1}},
+      {"2x3", {0, 0, 0, 1, 1, 1}},
+      {"3x2_interleaved", {0, 1, 2, 0, 1, 2}},
+      {"7x1", {0, 1, 2, 3, 4, 5, 6}},
+      {"2x4", {0, 0, 0, 0, 1, 1, 1, 1}},
+      {"4x2", {0, 0, 1, 1, 2, 2, 3, 3}},
+      {"3x3", {0, 0, 0, 1, 1, 1, 2, 2, 2}},
+  };
+  for (const auto& [name, labels] : layouts) {
+    all.push_back(
+        {"two_level_ring_" + name, labels, AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Ring});
+    all.push_back({"two_level_hd_" + name, labels, AllreduceAlgorithm::TwoLevel,
+                   AllreduceAlgorithm::HalvingDoubling});
+    all.push_back({"two_level_direct_" + name, labels, AllreduceAlgorithm::TwoLevel,
+                   AllreduceAlgorithm::Direct});
+  }
+  return all;
+}
+
+int worldOf(const Case& c) {
+  if (!c.nodes.empty()) return static_cast<int>(c.nodes.size());
+  return std::stoi(c.name.substr(c.name.rfind('_') + 1));
+}
+
+}  // namespace
+
+TEST_P(SameAsRing, EveryTypeAndOpBitIdentical) {
+  const auto& [c, kind] = GetParam();
+  const int n = worldOf(c);
+  runComms(n, kind, [&](const Comm& comm, int rank) {
+    uint64_t seq = 1;
+    for (DataType type : kTypes) {
+      for (ReduceOp rop : kOps) {
+        if (!unsupportedReason(type, rop).empty()) continue;
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{1031}}) {
+          const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+          std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+          std::vector<uint8_t> got = expected;
+          ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                        {expected.data(), count, type, rop});
+          runCase(c, comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                  {got.data(), count, type, rop});
+          ASSERT_EQ(got, expected)
+              << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, SameAsRing,
+                         ::testing::Combine(::testing::ValuesIn(cases()),
+                                            ::testing::Values(TransportKind::Loopback,
+                                                              TransportKind::Ucx)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  kindName(std::get<1>(info.param));
+                         });
+
+// The dispatcher: each forced choice, and auto, through a selector that
+// learns the nodes by exchanging host identities (all threads share a host).
+TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
+  for (int n : {1, 3, 4}) {
+    for (AllreduceAlgorithm algorithm :
+         {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
+          AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
+      Config config = ringreduce::testing::smallSegments();
+      config.allreduceAlgorithm = algorithm;
+      runComms(
+          n, TransportKind::Loopback,
+          [&](const Comm& base, int rank) {
+            AllreduceSelector selector;
+            Comm comm = base;
+            comm.selector = &selector;
+            for (size_t count : {size_t{3}, size_t{100000}}) {
+              std::vector<int64_t> data(count, rank + 1);
+              hostAllreduce(comm, OpContext("allreduce", count, std::chrono::seconds(30)),
+                            {data.data(), count, DataType::Int64, ReduceOp::Sum});
+              for (int64_t x : data) ASSERT_EQ(x, n * (n + 1) / 2);
+            }
+            if (n > 1) {
+              EXPECT_EQ(selector.topology(comm, OpContext()).nodes(), 1);
+            }
+          },
+          config);
+    }
+  }
+}
+
+// Reduce-scatter and allgather by halving/doubling in rank order (powers of
+// two; the ring elsewhere) against the ring forms.
+class ScatterGatherSameAsRing : public ::testing::TestWithParam<std::tuple<int, TransportKind>> {};
+
+TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
+  const auto [n, kind] = GetParam();
+  Config config = ringreduce::testing::smallSegments();
+  config.allreduceAlgorithm = AllreduceAlgorithm::HalvingDoubling;
+  runComms(
+      n, kind,
+      [&, n = n](const Comm& comm, int rank) {
+        uint64_t seq = 1;
+        for (DataType type : kTypes) {
+          for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+            if (!unsupportedReason(type, rop).empty()) continue;
+            for (size_t count : {size_t{1}, size_t{7}, size_t{1031}}) {
+              const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+              std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+              std::vector<uint8_t> got = expected;
+              ringReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                                {expected.data(), count, type, rop});
+              hostReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                                {got.data(), count, type, rop});
+              const Range mine = chunkOf(count, n, rank);
+              const size_t e = elementSize(type);
+              ASSERT_EQ(std::vector<uint8_t>(got.begin() + mine.offset * e,
+                                             got.begin() + (mine.offset + mine.count) * e),
+                        std::vector<uint8_t>(expected.begin() + mine.offset * e,
+                                             expected.begin() + (mine.offset + mine.count) * e))
+                  << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
+            }
+          }
+        }
+        for (size_t block : {size_t{1}, size_t{13}, size_t{4099}}) {
+          std::vector<uint8_t> input(block);
+          for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 31 + i * 7);
+          std::vector<uint8_t> expected(block * n), got(block * n, 0xee);
+          ringAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                        {input.data(), expected.data(), block});
+          hostAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                        {input.data(), got.data(), block});
+          ASSERT_EQ(got, expected) << "block " << block;
+        }
+      },
+      config);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(TransportKind::Loopback,
+                                                              TransportKind::Ucx)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "_" +
+                                  kindName(std::get<1>(info.param));
+                         });
