@@ -49,4 +49,27 @@ def _register():
 
 _register()
 
-__all__ = ["BACKEND_NAME", "__version__"]
+
+def _ring_backend(group):
+    group = group if group is not None else dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    if not isinstance(backend, _C.ProcessGroupRing):
+        raise ValueError(f"group {group} does not run on ringreduce (its backend is "
+                         f"{type(backend).__name__})")
+    return backend
+
+
+def trace_json(group=None):
+    """The group's flight recorder as JSON: its last operations (up to
+    RINGREDUCE_TRACE_BUFFER_SIZE), what each was, its state and times."""
+    return _ring_backend(group)._trace_json()
+
+
+def dump_trace(group=None):
+    """Writes this rank's flight recorder to $RINGREDUCE_TRACE_DIR (read all ranks'
+    files with `python -m torch_ringreduce.trace DIR`); returns the path, or ""
+    when RINGREDUCE_TRACE_DIR is unset."""
+    return _ring_backend(group)._dump_trace()
+
+
+__all__ = ["BACKEND_NAME", "__version__", "trace_json", "dump_trace"]

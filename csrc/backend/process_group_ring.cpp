@@ -66,6 +66,22 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
 
+void ProcessGroupRing::abort() {
+  engine_->abort("process group '" + groupName_ + "' was aborted on rank " +
+                 std::to_string(rank_) + " (ProcessGroup.abort())");
+  shutdown();
+}
+
+void ProcessGroupRing::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  hooks_->add(std::move(hook));
+}
+
+void ProcessGroupRing::waitForPendingWorks() {
+  engine_->waitForQueued();
+  hooks_->drain();
+}
+
 void ProcessGroupRing::shutdown() {
   // The device path goes after the executor (its last tasks may use it) and
   // before the transport; after a failure its resources are kept, since
@@ -74,6 +90,7 @@ void ProcessGroupRing::shutdown() {
     if (devicePath_ && engine_->failed()) devicePath_->abandon();
     devicePath_.reset();
   });
+  hooks_->stop();
   if (stopped) RR_LOG(Info, rank_, "group '" << groupName_ << "' shut down");
 }
 
@@ -107,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                                 work = c10::make_intrusive<WorkRing>(
                                     rank_, type, seq, std::move(outputs), device.get(),
                                     engine_->executor());
-                                return std::make_shared<WorkCallbacks>(work, device);
+                                return std::make_shared<WorkCallbacks>(work, device, hooks_);
                               });
   } catch (...) {
     std::rethrow_exception(translateCurrentException());

@@ -21,6 +21,7 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
+#include "backend/completion_hooks.h"
 #include "backend/device_path.h"
 #include "backend/host_staging.h"
 #include "backend/tensor_checks.h"
@@ -120,6 +121,24 @@ class ProcessGroupRing : public c10d::Backend {
   // Runs what is queued, then releases the executor and the UCX resources.
   // Later calls raise. Called by destroy_process_group() and the destructor.
   void shutdown() override;
+  // ProcessGroup.abort(): the running collective and every queued or later
+  // one fail at once with a clear error, the peers are told, the trace is
+  // written (RINGREDUCE_TRACE_DIR), then the group shuts down. A new group
+  // may be created afterwards.
+  void abort() override;
+
+  // pg._register_on_completion_hook(hook): every collective's WorkInfo goes to
+  // `hook` on a thread of its own (backend/completion_hooks.h).
+  void registerOnCompletionHook(
+      std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  // pg._wait_for_pending_works(): everything queued has run and the hooks
+  // have seen it.
+  void waitForPendingWorks() override;
+
+  // The flight recorder (engine/op_trace.h) as JSON, and written to
+  // RINGREDUCE_TRACE_DIR (the path, or "" when unset).
+  std::string traceJson() const { return engine_->traceJson("requested"); }
+  std::string dumpTrace() const { return engine_->dumpTrace("requested"); }
 
  private:
   // A collective's work on the executor thread; throws on failure.
@@ -242,6 +261,7 @@ class ProcessGroupRing : public c10d::Backend {
   const Config config_;
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<Engine> engine_;
+  std::shared_ptr<CompletionHooks> hooks_ = std::make_shared<CompletionHooks>();
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
   std::mutex deviceMutex_;                  // guards groupDevice_

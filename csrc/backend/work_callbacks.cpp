@@ -22,6 +22,7 @@ void WorkCallbacks::stageOut() {
 void WorkCallbacks::succeeded(int sourceRank) {
   if (sourceRank >= 0) work_->setSourceRank(sourceRank);
   work_->markSucceeded();
+  report();
 }
 
 void WorkCallbacks::failed(std::exception_ptr error) {
@@ -30,6 +31,14 @@ void WorkCallbacks::failed(std::exception_ptr error) {
   } catch (...) {
     work_->markFailed(translateCurrentException());
   }
+  report();
+}
+
+void WorkCallbacks::report() {
+  if (!hooks_ || !hooks_->active()) return;
+  const auto active = std::chrono::duration<float>(work_->endTime() - work_->startTime());
+  hooks_->push(std::make_shared<c10d::WorkInfo>(work_->opType(), work_->getSequencenumber(),
+                                                work_->startTime(), work_->endTime(), active));
 }
 
 }  // namespace ringreduce

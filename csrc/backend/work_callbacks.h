@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/completion_hooks.h"
 #include "backend/device_call.h"
 #include "backend/work_ring.h"
 #include "engine/operation.h"
@@ -15,9 +16,11 @@ namespace ringreduce {
 
 class WorkCallbacks : public OperationCallbacks {
  public:
-  WorkCallbacks(c10::intrusive_ptr<WorkRing> work, std::shared_ptr<DeviceCall> device)
-      : work_(std::move(work)), device_(std::move(device)) {}
+  WorkCallbacks(c10::intrusive_ptr<WorkRing> work, std::shared_ptr<DeviceCall> device,
+                std::shared_ptr<CompletionHooks> hooks = nullptr)
+      : work_(std::move(work)), device_(std::move(device)), hooks_(std::move(hooks)) {}
 
+  void started() override { work_->markStarted(); }
   std::shared_ptr<void> enterDevice() override;
   void stageIn(const OpContext& op) override;
   void stageOut() override;
@@ -31,6 +34,9 @@ class WorkCallbacks : public OperationCallbacks {
  private:
   c10::intrusive_ptr<WorkRing> work_;
   std::shared_ptr<DeviceCall> device_;  // CUDA tensors: streams and host staging
+  std::shared_ptr<CompletionHooks> hooks_;  // the group's, for collectives
+
+  void report();
 };
 
 }  // namespace ringreduce

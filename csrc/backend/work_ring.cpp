@@ -1,6 +1,7 @@
 #include "backend/work_ring.h"
 
 #include <c10/core/StreamGuard.h>
+#include <c10/util/Exception.h>
 
 namespace ringreduce {
 
@@ -45,7 +46,17 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() { return future_; 
 
 std::vector<at::Tensor> WorkRing::result() { return outputs_; }
 
+float WorkRing::getDuration() const {
+  TORCH_CHECK(started_ != std::chrono::steady_clock::time_point{} &&
+                  finished_ != std::chrono::steady_clock::time_point{},
+              "ringreduce: get_duration() of ", c10d::opTypeToString(opType_),
+              " #", seq_, ": the work has not completed yet");
+  return std::chrono::duration<float, std::milli>(finished_ - started_).count();
+}
+
 void WorkRing::markSucceeded() {
+  finished_ = std::chrono::steady_clock::now();
+  if (started_ == std::chrono::steady_clock::time_point{}) started_ = finished_;
   std::optional<c10::StreamGuard> onInternalStream;
   if (stream_) onInternalStream.emplace(*stream_);  // the future's events go there
   finish();
@@ -53,6 +64,8 @@ void WorkRing::markSucceeded() {
 }
 
 void WorkRing::markFailed(std::exception_ptr error) {
+  finished_ = std::chrono::steady_clock::now();
+  if (started_ == std::chrono::steady_clock::time_point{}) started_ = finished_;
   finish(error);
   future_->setError(error);
 }

@@ -26,6 +26,8 @@ class WorkRing : public c10d::Work {
            const DeviceCall* device = nullptr, std::weak_ptr<Executor> executor = {});
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // Milliseconds from the start of the work to its end (Work.get_duration()).
+  float getDuration() const override;
   void synchronize() override;
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -34,6 +36,12 @@ class WorkRing : public c10d::Work {
   // For a recv from any source: the rank the message came from.
   int sourceRank() const override { return sourceRank_; }
   void setSourceRank(int rank) { sourceRank_ = rank; }
+
+  // On the thread that runs it: the work begins.
+  void markStarted() { started_ = std::chrono::steady_clock::now(); }
+  std::chrono::steady_clock::time_point startTime() const { return started_; }
+  std::chrono::steady_clock::time_point endTime() const { return finished_; }
+  c10d::OpType opType() const { return opType_; }
 
   // Called once, on the executor thread.
   void markSucceeded();
@@ -45,6 +53,8 @@ class WorkRing : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::optional<c10::Stream> stream_;  // CUDA: the internal stream the work ran on
   std::weak_ptr<Executor> executor_;
+  std::chrono::steady_clock::time_point started_{};
+  std::chrono::steady_clock::time_point finished_{};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

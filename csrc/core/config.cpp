@@ -65,6 +65,8 @@ Config Config::fromEnvironment() {
       "RINGREDUCE_CUDA_SCRATCH_BYTES", static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice("RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
   config.hostWireDtype = readChoice("RINGREDUCE_WIRE_DTYPE", config.hostWireDtype);
+  config.traceBufferSize = static_cast<size_t>(readPositive(
+      "RINGREDUCE_TRACE_BUFFER_SIZE", static_cast<long long>(config.traceBufferSize), 0));
   config.allreduceAlgorithm = readChoice("RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
   config.measureLinks = readPositive("RINGREDUCE_LINK_MEASURE", 0, 0) != 0;
   for (const auto& [name, link] : {std::pair{"RINGREDUCE_LINK_INTRA", &config.intraNode},

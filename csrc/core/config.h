@@ -76,6 +76,10 @@ struct Config {
   // as 16-bit floats (algorithms/wire_dtype.h). RINGREDUCE_WIRE_DTYPE.
   WireDtype hostWireDtype = WireDtype::None;
 
+  // Operations the flight recorder keeps per group (engine/op_trace.h); 0
+  // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
+  size_t traceBufferSize = 2000;
+
   static Config fromEnvironment();
 };
 

@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include <atomic>
+#include <thread>
+
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/tag.h"
@@ -21,6 +24,46 @@ uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
   return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
 }
 
+// Records an operation's states in the flight recorder around the
+// backend's callbacks.
+class TracedCallbacks : public OperationCallbacks {
+ public:
+  TracedCallbacks(std::shared_ptr<OperationCallbacks> inner, OpTrace& trace, uint64_t id)
+      : inner_(std::move(inner)), trace_(trace), id_(id) {}
+  std::shared_ptr<void> enterDevice() override {
+    if (!started_) {
+      started_ = true;
+      trace_.started(id_);
+      inner_->started();
+    }
+    return inner_->enterDevice();
+  }
+  void started() override {}
+  void stageIn(const OpContext& op) override { inner_->stageIn(op); }
+  void stageOut() override { inner_->stageOut(); }
+  void succeeded(int sourceRank) override {
+    trace_.completed(id_);
+    inner_->succeeded(sourceRank);
+  }
+  void failed(std::exception_ptr error) override {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      trace_.failed(id_, e.what());
+    } catch (...) {
+      trace_.failed(id_, "unknown error");
+    }
+    inner_->failed(error);
+  }
+  std::exception_ptr error() const override { return inner_->error(); }
+
+ private:
+  std::shared_ptr<OperationCallbacks> inner_;
+  OpTrace& trace_;
+  const uint64_t id_;
+  bool started_ = false;
+};
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
@@ -31,7 +74,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       groupName_(std::move(groupName)),
       checkCollectives_(checkCollectives),
       describe_(std::move(describe)),
-      transport_(std::move(transport)) {
+      transport_(std::move(transport)),
+      trace_(config.traceBufferSize) {
   executor_ = std::make_shared<Executor>(*transport_);
 }
 
@@ -87,7 +131,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   nextSeq_ += seqCount;
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = makeCallbacks(seq);
+  operation.callbacks = traced(makeCallbacks(seq), seq, false, name, summary);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -106,13 +150,61 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = makeCallbacks(seq);
+  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
   operation.post = std::move(post);
   submit(std::move(operation));
   return seq;
+}
+
+std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCallbacks> callbacks,
+                                                   uint64_t seq, bool pointToPoint,
+                                                   const char* name, const std::string& summary) {
+  if (!trace_.enabled()) return callbacks;
+  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary);
+  return std::make_shared<TracedCallbacks>(std::move(callbacks), trace_, id);
+}
+
+std::string Engine::traceJson(const std::string& reason) const {
+  return trace_.toJson(rank_, size_, groupName_, reason);
+}
+
+std::string Engine::dumpTrace(const std::string& reason) const {
+  if (!trace_.enabled()) return "";
+  const std::string path = writeTraceFile(groupName_, rank_, traceJson(reason));
+  if (!path.empty()) RR_LOG(Warn, rank_, "trace of group '" << groupName_ << "' written to " << path);
+  return path;
+}
+
+// Executor side: the group's ranks are out of step from here on.
+void Engine::markUnusable(const std::string& reason) {
+  if (!failure_.empty()) return;
+  failure_ = reason;
+  // The peers may be waiting on this rank: let them fail now too.
+  transport_->announceFailure(failure_);
+  dumpTrace(failure_);
+}
+
+void Engine::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(submitMutex_);  // shutdown() cannot release the transport meanwhile
+  if (!accepting_ || transport_ == nullptr) return;
+  transport_->abort(reason);
+}
+
+void Engine::waitForQueued() {
+  std::shared_ptr<Executor> executor;
+  {
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    if (!accepting_ || executor_ == nullptr) return;
+    executor = executor_;
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  executor->submit([done] { *done = true; });
+  while (!executor->helpUntil([&] { return done->load(); })) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 // Called with submitMutex_ held.
@@ -140,6 +232,7 @@ std::exception_ptr Engine::unusableError(const OpContext& op) const {
 void Engine::runCollective(const Operation& operation) {
   const OpContext op = operation.context();
   OperationCallbacks& callbacks = *operation.callbacks;
+  if (transport_->aborted()) markUnusable(transport_->abortReason());
   if (!failure_.empty()) {
     callbacks.failed(unusableError(op));
     return;
@@ -155,13 +248,9 @@ void Engine::runCollective(const Operation& operation) {
     // Abandon what is still posted so no late message lands in the caller's
     // tensors, and stop using a group whose ranks are out of step.
     for (uint64_t i = 0; i < operation.seqCount; ++i) transport_->abandonOutstanding(op.part(i));
-    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr && failure_.empty()) {
-      failure_ = e.what();
-      // The peers may be waiting on this rank: let them fail now too.
-      transport_->announceFailure(failure_);
-    }
     RR_LOG(Warn, rank_, e.what());
-    callbacks.failed(std::current_exception());
+    callbacks.failed(std::current_exception());  // first, so the trace shows it failed
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) markUnusable(e.what());
   }
 }
 

@@ -29,6 +29,7 @@
 #include "algorithms/workspace.h"
 #include "core/config.h"
 #include "engine/executor.h"
+#include "engine/op_trace.h"
 #include "engine/operation.h"
 #include "transport/transport.h"
 
@@ -84,6 +85,19 @@ class Engine {
   Comm comm() { return Comm{*transport_, config_, workspace_}; }
   bool failed() const { return !failure_.empty(); }
 
+  // The flight recorder as JSON (engine/op_trace.h); any thread.
+  std::string traceJson(const std::string& reason) const;
+  // Writes it to RINGREDUCE_TRACE_DIR (if set); returns the path or "".
+  std::string dumpTrace(const std::string& reason) const;
+
+  // Any thread: makes the running collective and every later one fail at
+  // once with `reason` (ProcessGroup.abort()), tells the peers, and dumps
+  // the trace. shutdown() may follow.
+  void abort(const std::string& reason);
+
+  // Caller's thread: returns once everything queued before it has run.
+  void waitForQueued();
+
   // Runs what is queued, fails pending sends/receives and stops the
   // executor; `beforeRelease` runs on the caller's thread before the
   // transport goes. Later submits throw. Idempotent: true the first time.
@@ -91,6 +105,9 @@ class Engine {
 
  private:
   void submit(Operation operation);  // with submitMutex_ held
+  std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
+                                             uint64_t seq, bool pointToPoint, const char* name,
+                                             const std::string& summary);
   void runCollective(const Operation& operation);
   void startPointToPoint(const Operation& operation);
   void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined);
@@ -99,6 +116,7 @@ class Engine {
                    bool abandon);
   std::exception_ptr unusableError(const OpContext& op) const;
   void refuseIfShutDown(const char* name) const;
+  void markUnusable(const std::string& reason);
 
   const int rank_;
   const int size_;
@@ -107,6 +125,7 @@ class Engine {
   const bool checkCollectives_;
   const Describe describe_;
   std::unique_ptr<Transport> transport_;
+  OpTrace trace_;
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
   std::string failure_;      // executor thread only: why the group is unusable

@@ -22,6 +22,8 @@ namespace ringreduce {
 class OperationCallbacks {
  public:
   virtual ~OperationCallbacks() = default;
+  // The operation begins to run (its Work's start time).
+  virtual void started() {}
   // Executor thread. Around the transfers: what must stay alive while they
   // run (a CUDA tensor's internal stream made current), or null.
   virtual std::shared_ptr<void> enterDevice() { return nullptr; }

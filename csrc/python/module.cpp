@@ -30,7 +30,11 @@ PYBIND11_MODULE(_C, m) {
            py::arg("group_name") = "",
            // Bootstrap waits on the store for the other ranks.
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout);
+      .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
+      .def("_trace_json", &ringreduce::ProcessGroupRing::traceJson,
+           "The group's flight recorder (its last operations) as JSON.")
+      .def("_dump_trace", &ringreduce::ProcessGroupRing::dumpTrace,
+           "Writes the flight recorder to RINGREDUCE_TRACE_DIR; returns the path or ''.");
 
   // The fused kernel alone, for tests/gpu and benchmarks/cuda_allreduce.py.
   m.def(

@@ -123,6 +123,7 @@ void Transport::wait(Request& request, const OpContext& op) {
 bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   auto spinUntil = Clock::now() + spin_;
   while (!test(request, op)) {
+    if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
     if (progress() > 0) continue;
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
@@ -175,6 +176,19 @@ void Transport::throwTimeout(const Request& request, const OpContext& op) {
                                     ProgressBoard::describe(behind);
   }
   throw TimeoutError(message);
+}
+
+void Transport::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    abortReason_ = reason;
+  }
+  aborted_ = true;
+}
+
+std::string Transport::abortReason() const {
+  std::lock_guard<std::mutex> lock(abortMutex_);
+  return abortReason_;
 }
 
 void Transport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op.owner()); }

@@ -15,8 +15,10 @@
 // Threading: after construction one thread (the group's executor) drives it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -92,6 +94,12 @@ class Transport {
   // The same for one request (a send/recv that timed out).
   void abandon(Request& request);
 
+  // Any thread: every wait from now on throws TransportError with `reason`
+  // (ProcessGroup.abort()); a sleeping wait notices within 100 ms.
+  void abort(const std::string& reason);
+  bool aborted() const { return aborted_.load(); }
+  std::string abortReason() const;
+
   // After a failure that leaves the group out of step: tell the peers.
   virtual void announceFailure(const std::string& reason) {}
   // Throws TransportError if `peer` (any peer when -1) is known to be dead,
@@ -148,6 +156,9 @@ class Transport {
   const int size_;
   const Config config_;
   std::chrono::microseconds spin_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abortMutex_;
+  std::string abortReason_;  // guarded by abortMutex_
   std::unique_ptr<ProgressBoard> board_;
   std::unordered_map<void*, uint64_t> outstanding_;  // handle -> OpContext::owner()
 };

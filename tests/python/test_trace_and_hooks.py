@@ -1,0 +1,61 @@
+"""What ProcessGroupNCCL users rely on: Work durations, on-completion hooks,
+the flight recorder (and the trace reader) and abort."""
+import json
+
+from multiproc import LOOPBACK_ENV, run_world
+import trace_cases
+
+
+def test_completion_hooks_see_every_collective_and_survive_a_raising_hook():
+    for result in run_world(2, trace_cases.hooks_and_durations, env=LOOPBACK_ENV, timeout=120):
+        assert [s[:2] for s in result["seen"]] == [
+            ("OpType.ALLREDUCE", 1), ("OpType.ALLREDUCE", 2), ("OpType.BROADCAST", 3),
+            ("OpType.ALLREDUCE", 4)]
+        assert all(ordered and nonnegative for _, _, ordered, nonnegative in result["seen"])
+        assert result["duration"] > 0
+
+
+def test_trace_names_the_ranks_that_called_different_collectives(tmp_path):
+    from torch_ringreduce import trace
+
+    env = dict(LOOPBACK_ENV, RINGREDUCE_TRACE_DIR=str(tmp_path))
+    results = run_world(2, trace_cases.skip_one_collective, env=env, timeout=120)
+    # The tag check sees the barrier's messages arrive in rank 0's allreduce.
+    assert "different collective" in results[0]["error"], results[0]["error"]
+    assert results[1]["error"] is not None
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2 and all(f.endswith(("_rank0.json", "_rank1.json")) for f in files)
+    line = trace.analyze(next(iter(trace.load(str(tmp_path)).values())))
+    # Rank 1 called a barrier where rank 0 called the allreduce.
+    assert "different collectives as #2" in line, line
+    assert "allreduce" in line and "barrier" in line, line
+    # The in-memory form says the same as the files.
+    entries = json.loads(results[0]["json"])["entries"]
+    assert [(e["seq"], e["op"]) for e in entries[:2]] == [(1, "allreduce"), (2, "allreduce")]
+    assert entries[1]["state"] == "failed" and entries[0]["state"] == "completed"
+
+
+def test_trace_reader_names_a_missing_rank():
+    from torch_ringreduce import trace
+
+    def entry(seq, state="completed"):
+        return {"seq": seq, "p2p": False, "op": "allreduce", "summary": "4 x Float SUM",
+                "state": state, "error": ""}
+
+    traces = {0: {"rank": 0, "world_size": 3, "entries": [entry(1), entry(2, "started")]},
+              1: {"rank": 1, "world_size": 3, "entries": [entry(1), entry(2, "started")]},
+              2: {"rank": 2, "world_size": 3, "entries": [entry(1)]}}
+    line = trace.analyze(traces)
+    assert line.startswith("rank(s) [2] never called allreduce #2"), line
+    del traces[2]
+    line = trace.analyze(traces)
+    assert "did not complete everywhere" in line and "no trace at all from rank(s) [2]" in line
+
+
+def test_abort_fails_the_pending_collective_and_a_new_group_works():
+    results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120)
+    assert "aborted" in results[0]["error"], results[0]["error"]
+    assert results[0]["seconds"] < 30  # the group's timeout is 60 s: abort did it
+    assert "aborted" in results[1]["error"] or "gave up" in results[1]["error"]
+    for result in results:
+        assert result["after"] == [3.0] * 4

@@ -1,0 +1,87 @@
+"""Rank bodies for test_trace_and_hooks.py (run in fresh processes by multiproc)."""
+import threading
+import time
+from datetime import timedelta
+
+
+def hooks_and_durations(rank, world_size, init_method):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    pg = dist.group.WORLD
+    seen = []
+
+    def hook(info):
+        seen.append((str(info.op_type), info.seq, info.time_started <= info.time_finished,
+                     info.active_duration.total_seconds() >= 0))
+        if info.seq == 2:
+            raise RuntimeError("a hook that raises must not stop the others")
+
+    pg._register_on_completion_hook(hook)
+    t = torch.arange(1000, dtype=torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    duration = work._get_duration()
+    dist.all_reduce(t)
+    dist.broadcast(t, src=0)
+    dist.all_reduce(t)
+    pg._wait_for_pending_works()
+    return {"seen": list(seen), "duration": duration}
+
+
+def skip_one_collective(rank, world_size, init_method):
+    """Rank 1 never calls the second allreduce: rank 0 times out there."""
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=3))
+    dist.all_reduce(torch.ones(64))
+    error = None
+    try:
+        if rank == 0:
+            dist.all_reduce(torch.ones(32))
+        else:
+            time.sleep(1.0)
+            dist.barrier()  # a different collective under the same number, later
+    except Exception as e:  # both ranks fail; each writes its trace
+        error = str(e)
+    return {"error": error, "json": torch_ringreduce.trace_json()}
+
+
+def abort_and_start_again(rank, world_size, init_method):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    dist.all_reduce(torch.ones(8))
+    result = {}
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(8), async_op=True)  # rank 1 never joins
+        threading.Timer(0.5, dist.group.WORLD.abort).start()
+        start = time.monotonic()
+        try:
+            work.wait()
+            result["error"] = None
+        except Exception as e:
+            result["error"] = str(e)
+        result["seconds"] = time.monotonic() - start
+    else:
+        time.sleep(2.0)
+        try:
+            dist.all_reduce(torch.ones(8))
+            result["error"] = None
+        except Exception as e:
+            result["error"] = str(e)
+    dist.destroy_process_group()
+    # A new group works after the abort.
+    dist.init_process_group("ringreduce", init_method=init_method + ".again", rank=rank,
+                            world_size=world_size)
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t)
+    result["after"] = t.tolist()
+    return result
