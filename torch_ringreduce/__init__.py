@@ -4,7 +4,9 @@
     import torch.distributed as dist
     dist.init_process_group("ringreduce")
 """
+import atexit
 import os
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -28,15 +30,36 @@ __version__ = _C.version()
 BACKEND_NAME = "ringreduce"
 
 
+# Groups a script did not destroy are shut down at exit, while Python still
+# runs: their worker threads release tensors, which takes the GIL, and a
+# thread that tries during interpreter finalisation is ended by Python in a
+# way that terminates the process ("terminate called without an active
+# exception").
+_live_backends = weakref.WeakSet()
+
+
+def _shutdown_at_exit():
+    for backend in list(_live_backends):
+        try:
+            backend._shutdown_at_exit()
+        except Exception:  # already shut down or failed: nothing left to do
+            pass
+
+
+atexit.register(_shutdown_at_exit)
+
+
 def _create_backend(dist_backend_opts, backend_options):
     """Creator torch calls for each new group (extended API)."""
-    return _C.ProcessGroupRing(
+    backend = _C.ProcessGroupRing(
         dist_backend_opts.store,
         dist_backend_opts.group_rank,
         dist_backend_opts.group_size,
         dist_backend_opts.timeout,
         dist_backend_opts.group_id,
     )
+    _live_backends.add(backend)
+    return backend
 
 
 def _register():

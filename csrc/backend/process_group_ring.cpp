@@ -72,6 +72,14 @@ void ProcessGroupRing::abort() {
   shutdown();
 }
 
+void ProcessGroupRing::shutdownAtExit() {
+  if (engine_->busy()) {
+    engine_->abort("process group '" + groupName_ + "': rank " + std::to_string(rank_) +
+                   " is exiting with collectives in flight");
+  }
+  shutdown();
+}
+
 void ProcessGroupRing::registerOnCompletionHook(
     std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
   hooks_->add(std::move(hook));

@@ -126,6 +126,11 @@ class ProcessGroupRing : public c10d::Backend {
   // written (RINGREDUCE_TRACE_DIR), then the group shuts down. A new group
   // may be created afterwards.
   void abort() override;
+  // At interpreter exit (torch_ringreduce registers it with atexit): a group
+  // the script did not destroy is shut down while Python can still take the
+  // tensors its finished operations release; with operations still in
+  // flight it is aborted first, so the exit never waits for the timeout.
+  void shutdownAtExit();
 
   // pg._register_on_completion_hook(hook): every collective's WorkInfo goes to
   // `hook` on a thread of its own (backend/completion_hooks.h).

@@ -1,7 +1,10 @@
 #include "engine/engine.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
+
+#include "algorithms/neighbour_check.h"
 
 #include "core/errors.h"
 #include "core/log.h"
@@ -56,6 +59,7 @@ class TracedCallbacks : public OperationCallbacks {
     inner_->failed(error);
   }
   std::exception_ptr error() const override { return inner_->error(); }
+  std::shared_ptr<OperationCallbacks> wrapped() const override { return inner_; }
 
  private:
   std::shared_ptr<OperationCallbacks> inner_;
@@ -138,6 +142,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.body = std::move(body);
   operation.seqCount = seqCount;
   operation.fingerprint = fingerprintByte(fingerprint);
+  operation.identity = fingerprint;
   submit(std::move(operation));
   return seq;
 }
@@ -193,6 +198,11 @@ void Engine::abort(const std::string& reason) {
   transport_->abort(reason);
 }
 
+bool Engine::busy() const {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return accepting_ && executor_ != nullptr && executor_->busy();
+}
+
 void Engine::waitForQueued() {
   std::shared_ptr<Executor> executor;
   {
@@ -240,7 +250,11 @@ void Engine::runCollective(const Operation& operation) {
   try {
     std::shared_ptr<void> onDevice = callbacks.enterDevice();
     callbacks.stageIn(op);
+    // The full check, when on, already compared everything first.
+    std::optional<NeighbourCheck> check;
+    if (!checkCollectives_) check.emplace(*transport_, op, operation.identity, describe_);
     operation.body(op);
+    if (check) check->verify();
     callbacks.stageOut();
     onDevice.reset();
     callbacks.succeeded(-1);
@@ -336,7 +350,11 @@ void Engine::endCoalescing(const Combine& combine) {
   auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
   coalesced_.clear();
   std::vector<std::shared_ptr<OperationCallbacks>> parts;
-  for (const Operation& operation : *operations) parts.push_back(operation.callbacks);
+  // The combine step sees the backend's own callbacks, not the trace's wrappers.
+  for (const Operation& operation : *operations) {
+    std::shared_ptr<OperationCallbacks> own = operation.callbacks->wrapped();
+    parts.push_back(own ? own : operation.callbacks);
+  }
   std::shared_ptr<OperationCallbacks> combined = combine(parts);
   refuseIfShutDown("endCoalescing");
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");

@@ -95,6 +95,9 @@ class Engine {
   // the trace. shutdown() may follow.
   void abort(const std::string& reason);
 
+  // Any thread: operations are queued or running.
+  bool busy() const;
+
   // Caller's thread: returns once everything queued before it has run.
   void waitForQueued();
 
@@ -129,7 +132,7 @@ class Engine {
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
   std::string failure_;      // executor thread only: why the group is unusable
-  std::mutex submitMutex_;   // orders sequence numbers with queue order; guards below
+  mutable std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
   bool accepting_ = true;    // false once shutdown() began

@@ -102,11 +102,24 @@ Executor::Task Executor::popTask() {
   return task;
 }
 
+bool Executor::busy() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !queue_.empty() || running_ > 0;
+}
+
 void Executor::runTask(Task& task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++running_;
+  }
   try {
     task();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --running_;
   }
   lastActivity_ = Clock::now();
   runPollers();

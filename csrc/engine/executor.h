@@ -46,6 +46,9 @@ class Executor {
 
   void submit(Task task);
 
+  // Any thread: tasks are queued or one is running.
+  bool busy();
+
   // Caller's thread, about to block until `done()`: if no thread drives the
   // transport now, runs queued tasks here until `done()` or the queue is
   // empty; otherwise polls `done()` for a moment. Returns `done()`. Never
@@ -89,6 +92,7 @@ class Executor {
   std::deque<Queued> queue_;
   bool stopping_ = false;
   bool sleeping_ = false;  // the worker is asleep (or about to be)
+  int running_ = 0;        // tasks being run now
   Clock::time_point alarm_ = Clock::time_point::max();
 
   std::mutex driveMutex_;  // held while running tasks, pollers or progress

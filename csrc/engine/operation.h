@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 
+#include "algorithms/collective_check.h"
 #include "core/op_context.h"
 #include "transport/transport.h"
 
@@ -36,6 +37,9 @@ class OperationCallbacks {
   virtual void failed(std::exception_ptr error) = 0;
   // The error it failed with, or null.
   virtual std::exception_ptr error() const = 0;
+  // A wrapper's wrapped callbacks (the engine's trace wraps the backend's);
+  // null for the backend's own.
+  virtual std::shared_ptr<OperationCallbacks> wrapped() const { return nullptr; }
 };
 
 // A posted send or recv, and what to do once it completes (copy a staged
@@ -58,7 +62,8 @@ struct Operation {
   // Consecutive sequence numbers it uses (OpContext::part): an operation
   // may run several collectives.
   uint64_t seqCount = 1;
-  uint8_t fingerprint = 0;
+  uint8_t fingerprint = 0;          // the 8 bits in every tag
+  CollectiveFingerprint identity;   // the whole, for the neighbour check
 
   // The deadline starts when the operation starts, not when it was queued.
   OpContext context() const {

@@ -33,6 +33,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
       .def("_trace_json", &ringreduce::ProcessGroupRing::traceJson,
            "The group's flight recorder (its last operations) as JSON.")
+      .def("_shutdown_at_exit", &ringreduce::ProcessGroupRing::shutdownAtExit,
+           // Finished operations release tensors, which takes the GIL.
+           py::call_guard<py::gil_scoped_release>())
       .def("_dump_trace", &ringreduce::ProcessGroupRing::dumpTrace,
            "Writes the flight recorder to RINGREDUCE_TRACE_DIR; returns the path or ''.");
 

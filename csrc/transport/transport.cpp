@@ -125,6 +125,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   while (!test(request, op)) {
     if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
     if (progress() > 0) continue;
+    if (watch_) watch_();
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.pointToPoint ? request.peer : -1, op);

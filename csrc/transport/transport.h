@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,6 +95,12 @@ class Transport {
   // The same for one request (a send/recv that timed out).
   void abandon(Request& request);
 
+  // Called by waits whenever a pass of progress brought nothing new, on the
+  // thread that drives the transport; it may throw to end the wait (the
+  // always-on collective check watches for its neighbour's fingerprint so).
+  // One at a time; null clears it.
+  void setWatch(std::function<void()> watch) { watch_ = std::move(watch); }
+
   // Any thread: every wait from now on throws TransportError with `reason`
   // (ProcessGroup.abort()); a sleeping wait notices within 100 ms.
   void abort(const std::string& reason);
@@ -156,6 +163,7 @@ class Transport {
   const int size_;
   const Config config_;
   std::chrono::microseconds spin_;
+  std::function<void()> watch_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abortMutex_;
   std::string abortReason_;  // guarded by abortMutex_

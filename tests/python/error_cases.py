@@ -165,9 +165,10 @@ def mismatches_without_the_check(rank, world, init_method):
             torch.ones(8, dtype=torch.int32 if odd else torch.float32), group=g),
         "reduce op": lambda g: dist.all_reduce(torch.ones(8), op=dist.ReduceOp.MAX if odd
                                                else dist.ReduceOp.SUM, group=g),
-        # Not here: two ranks that both think they are a broadcast's root only
-        # send, receive nothing and so see no foreign message; the full check
-        # (RINGREDUCE_CHECK_COLLECTIVES=1) catches that case.
+        # Two ranks that both think they are a broadcast's root only send and
+        # see no foreign message: the neighbour check (the whole fingerprint
+        # to the next rank) catches it.
+        "root": lambda g: dist.broadcast(torch.ones(8), src=world - 1 if odd else 0, group=g),
     }
     seen = {}
     for name, call in cases.items():
@@ -177,4 +178,11 @@ def mismatches_without_the_check(rank, world, init_method):
             seen[name] = "no error"
         except Exception as error:
             seen[name] = (type(error).__name__, str(error))
+        # A rank whose own call went through learns of the mismatch from the
+        # ranks that saw it: its next collective on the group raises.
+        try:
+            dist.all_reduce(torch.ones(1), group=group)
+            seen[name + " then"] = "no error"
+        except Exception as error:
+            seen[name + " then"] = (type(error).__name__, str(error))
     return seen

@@ -78,11 +78,18 @@ def test_mismatched_collectives_never_exchange_data_even_without_the_check():
     from error_cases import mismatches_without_the_check
 
     results = run_world(3, mismatches_without_the_check, timeout=180)
-    for case in results[0]:
+    names = ("is in a different collective", "called different collectives")
+    for case in (c for c in results[0] if not c.endswith(" then")):
         outcomes = [seen[case] for seen in results]
-        # Every rank raises, none returns the other collective's data, and
-        # each names the mismatch: directly, or through the abort of the rank
-        # that saw it ("rank r gave up on the group: ...").
-        for rank, o in enumerate(outcomes):
-            assert o != "no error" and o[0] == "DistBackendError", (case, rank, o)
-            assert "is in a different collective" in o[1], (case, rank, o)
+        then = [seen[case + " then"] for seen in results]
+        # Every rank raises, at the latest on its next collective, none
+        # returns the other collective's data, and each names the mismatch:
+        # directly, or through the abort of the rank that saw it ("rank r gave
+        # up on the group: ...").
+        for rank, (o, t) in enumerate(zip(outcomes, then)):
+            first = o if o != "no error" else t
+            assert first != "no error" and first[0] == "DistBackendError", (case, rank, o, t)
+            assert any(n in first[1] for n in names), (case, rank, first)
+            assert t != "no error", (case, rank, t)  # the group stays unusable
+        if case != "root":
+            assert all(o != "no error" for o in outcomes), (case, outcomes)

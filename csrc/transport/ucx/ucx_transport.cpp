@@ -1,5 +1,8 @@
 #include "transport/ucx/ucx_transport.h"
 
+#include <chrono>
+#include <thread>
+
 #include <poll.h>
 
 #include <algorithm>
@@ -107,7 +110,15 @@ ucp_ep_h UcxTransport::endpoint(int peer) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peerAddresses_[peer].data());
-  const ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  // Attaching a live peer's shared memory now and then fails for a moment
+  // (seen with several groups per process): try again for up to 50 ms. A
+  // peer that really left fails every time, and the caller then names it.
+  for (int retry = 0; status == UCS_ERR_SHMEM_SEGMENT && retry < 50; ++retry) {
+    ucp_worker_progress(worker_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    status = ucp_ep_create(worker_, &params, &ep);
+  }
   if (status != UCS_OK) {
     throw TransportError(std::string("could not connect (UCX endpoint create: ") +
                          ucs_status_string(status) + ")");

@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "algorithms/neighbour_check.h"
+#include "core/errors.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runRanks;
+using ringreduce::testing::TransportKind;
+
+namespace {
+std::string describe(const CollectiveFingerprint& fp) {
+  return "op" + std::to_string(fp.opType) + "/root" + std::to_string(fp.root);
+}
+}  // namespace
+
+// Rank 2 thinks it is the root where the others think rank 0 is: its
+// successor (rank 0) and rank 2 itself see the difference; a hash in the tag
+// could collide, the whole fingerprint cannot.
+TEST(NeighbourCheck, EveryMismatchIsSeenByTheRanksNextToIt) {
+  std::atomic<int> raised{0};
+  runRanks(
+      3,
+      [&](Transport& t, int rank) {
+        CollectiveFingerprint fp;
+        fp.opType = 1;
+        fp.numel = 8;
+        fp.root = rank == 2 ? 2 : 0;
+        OpContext op("broadcast", 7, std::chrono::seconds(20));
+        {
+          NeighbourCheck agreeing(t, OpContext("allreduce", 6, std::chrono::seconds(20)),
+                                  CollectiveFingerprint{}, describe);
+          agreeing.verify();  // all equal: nothing to say
+        }
+        NeighbourCheck check(t, op, fp, describe);
+        try {
+          check.verify();
+          EXPECT_EQ(rank, 1);
+        } catch (const TransportError& e) {
+          ++raised;
+          EXPECT_NE(rank, 1);
+          const std::string what = e.what();
+          EXPECT_NE(what.find("different collectives as #7"), std::string::npos) << what;
+          EXPECT_NE(what.find("root2"), std::string::npos) << what;
+        }
+      },
+      ringreduce::testing::smallSegments(), TransportKind::Loopback);
+  EXPECT_EQ(raised.load(), 2);
+}
