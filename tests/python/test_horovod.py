@@ -1,8 +1,29 @@
-"""torch_ringreduce.horovod: Horovod's PyTorch API on ringreduce."""
+"""torch_ringreduce.horovod (Horovod's PyTorch API) and the horovodrun-style
+launcher."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
-from horovod_cases import api_sweep, horovod_errors
+from horovod_cases import REPO, api_sweep, horovod_errors
 from multiproc import run_world
+
+LAUNCHER = [sys.executable, "-m", "torch_ringreduce.run"]
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env.update({"UCX_NET_DEVICES": "lo", "OMP_NUM_THREADS": "1"})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def _run(cmd, timeout=180, **kwargs):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -33,3 +54,42 @@ def test_bad_use_raises_horovod_like_errors_and_mismatches_never_hang():
         kind, message = result["seen"]["after size"]
         assert kind == "HorovodInternalError", result["seen"]["after size"]
         assert "unusable after an earlier failure" in message and "different collective" in message
+
+
+def test_launcher_runs_ranks_that_see_their_size_and_ranks(tmp_path):
+    script = tmp_path / "who.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch_ringreduce.horovod as hvd
+        hvd.init()
+        total = hvd.allreduce(torch.tensor([hvd.rank()]), op=hvd.Sum).item()
+        print(f"rank {hvd.rank()} size {hvd.size()} local_rank {hvd.local_rank()} "
+              f"local_size {hvd.local_size()} sum {total}", flush=True)
+    """))
+    proc = _run(LAUNCHER + ["-np", "2", "python", str(script)], env=_env(), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The ranks share the pipe: their lines may interleave, so match each one exactly.
+    lines = sorted(re.findall(r"rank \d size \d local_rank \d local_size \d sum \d", proc.stdout))
+    assert lines == ["rank 0 size 2 local_rank 0 local_size 2 sum 1",
+                     "rank 1 size 2 local_rank 1 local_size 2 sum 1"], proc.stdout
+
+
+def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeypatch):
+    from torch_ringreduce import run
+
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    code = run.main(["-np", "4", "-H", "nodeA:2,nodeB:2", "--network-interface", "eth1",
+                     "-p", "2222", "python", "train.py", "--epochs", "3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("[node")]
+    assert [line.split()[0] for line in lines] == ["[nodeA]", "[nodeB]"], out
+    for node_rank, line in enumerate(lines):
+        for needle in ("-m torch.distributed.run --nnodes 2", f"--node-rank {node_rank}",
+                       "--master-addr nodeA", "--nproc-per-node 2", "train.py --epochs 3",
+                       "UCX_NET_DEVICES=eth1", "UCX_TLS=tcp"):
+            assert needle in line, (needle, line)
+    assert "Nothing was started" in out
+    with pytest.raises(SystemExit, match="same number of processes"):
+        run.main(["-np", "3", "-H", "nodeA:2,nodeB:2", "python", "train.py"])
+    assert run.script_args(["python3", "-m", "pkg.train", "-x"]) == ["-m", "pkg.train", "-x"]
+    assert run.script_args(["./train.sh"]) == ["--no-python", "./train.sh"]
