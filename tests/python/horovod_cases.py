@@ -2,6 +2,7 @@
 integers (or halves), so every expected result is exact in its dtype."""
 import math
 import os
+import sys
 import time
 import warnings
 
@@ -507,3 +508,33 @@ def _mismatched_models_step(odd):
                                    named_parameters=names)
     model(torch.ones(1, 2)).sum().backward()
     opt.step()
+
+
+# ---------------------------------------------------------------- DDP reference
+
+def ddp_reference(rank, world, init_method, args):
+    """examples/horovod_train.py's training, written with plain DDP."""
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    import horovod_train as example
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    torch.manual_seed(args["seed"])
+    torch.set_num_threads(1)
+    train_set, _ = example.synthetic_datasets(args["samples"], 512, args["seed"])
+    sampler = torch.utils.data.distributed.DistributedSampler(train_set, num_replicas=world,
+                                                              rank=rank)
+    loader = torch.utils.data.DataLoader(train_set, batch_size=args["batch_size"], sampler=sampler)
+    model = example.Net()
+    ddp = DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args["lr"] * world, momentum=args["momentum"])
+    for epoch in range(1, args["epochs"] + 1):
+        model.train()
+        sampler.set_epoch(epoch)
+        for data, target in loader:
+            opt.zero_grad()
+            F.nll_loss(ddp(data), target).backward()
+            opt.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -1,5 +1,5 @@
-"""torch_ringreduce.horovod (Horovod's PyTorch API) and the horovodrun-style
-launcher."""
+"""torch_ringreduce.horovod (Horovod's PyTorch API), the horovodrun-style
+launcher, and examples/horovod_train.py against plain DDP."""
 import os
 import re
 import subprocess
@@ -7,8 +7,9 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
-from horovod_cases import REPO, api_sweep, horovod_errors
+from horovod_cases import REPO, api_sweep, ddp_reference, horovod_errors
 from multiproc import run_world
 
 LAUNCHER = [sys.executable, "-m", "torch_ringreduce.run"]
@@ -93,3 +94,25 @@ def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeyp
         run.main(["-np", "3", "-H", "nodeA:2,nodeB:2", "python", "train.py"])
     assert run.script_args(["python3", "-m", "pkg.train", "-x"]) == ["-m", "pkg.train", "-x"]
     assert run.script_args(["./train.sh"]) == ["--no-python", "./train.sh"]
+
+
+def test_example_trains_to_the_same_parameters_as_ddp(tmp_path):
+    """examples/horovod_train.py under the launcher against the same training
+    written with DistributedDataParallel: same seed, same data order."""
+    args = {"seed": 7, "samples": 512, "batch_size": 16, "lr": 0.05, "momentum": 0.5,
+            "epochs": 2}
+    saved = tmp_path / "hvd.pt"
+    proc = _run(LAUNCHER + ["-np", "2", "python", os.path.join(REPO, "examples", "horovod_train.py"),
+                            "--seed", "7", "--samples", "512", "--batch-size", "16",
+                            "--lr", "0.05", "--momentum", "0.5", "--epochs", "2",
+                            "--save", str(saved)], env=_env(), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    losses = [float(x) for x in re.findall(r"Test set: Average loss: ([\d.]+)", proc.stdout)]
+    assert len(losses) == 2 and losses[1] < losses[0], proc.stdout
+    horovod = torch.load(saved)
+    ddp = run_world(2, ddp_reference, args, timeout=180)
+    for rank in range(2):
+        assert ddp[rank].keys() == horovod.keys()
+        for name, value in horovod.items():
+            # float32: the average is computed as sum/2 (hvd) or sum of halves (DDP).
+            torch.testing.assert_close(value, ddp[rank][name], rtol=1e-5, atol=1e-6)
