@@ -116,3 +116,22 @@ def test_example_trains_to_the_same_parameters_as_ddp(tmp_path):
         for name, value in horovod.items():
             # float32: the average is computed as sum/2 (hvd) or sum of halves (DDP).
             torch.testing.assert_close(value, ddp[rank][name], rtol=1e-5, atol=1e-6)
+
+
+def test_elastic_run_resumes_from_the_last_commit_after_a_torchrun_restart(tmp_path):
+    """Rank 1 dies mid-training; torchrun restarts both ranks; they resume from
+    the state rank 0 committed to its file, apply every batch exactly once,
+    and the file is gone at the end."""
+    script = os.path.join(REPO, "tests", "python", "horovod_elastic_script.py")
+    proc = _run(LAUNCHER + ["-np", "2", "--max-restarts", "1", "python", script,
+                            "--batches", "12", "--kill-at", "5"],
+                env=_env(TMPDIR=str(tmp_path)), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "rank 1 attempt 0: dying at batch 5" in out, out
+    for rank in (0, 1):
+        assert f"rank {rank} attempt 1: starting at batch 5" in out, out
+        assert f"rank {rank}: reset" in out, out
+        # -0.5 * sum over batches b of the averaged gradient [b + 1, 1.5].
+        assert f"rank {rank} final weight [-39.0, -9.0]" in out, out
+    assert not list(tmp_path.glob("ringreduce-elastic-*")), list(tmp_path.iterdir())

@@ -252,13 +252,14 @@ def run(func):
             state.restore()
             raise
         path, owned = state_file()
-        barrier()  # every rank is done: no restart will need the file
-        if owned and basics.rank() == 0 and os.path.exists(path):
-            os.remove(path)
-            try:
-                os.rmdir(os.path.dirname(path))
-            except OSError:
-                pass
+        if owned:
+            barrier()  # every rank is done: no restart will need the file
+            if basics.rank() == 0 and os.path.exists(path):
+                os.remove(path)
+                try:
+                    os.rmdir(os.path.dirname(path))
+                except OSError:
+                    pass
         return result
 
     return wrapper
