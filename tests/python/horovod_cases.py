@@ -56,7 +56,10 @@ def check_topology(report, rank, world):
                                    ("cross_rank", hvd.cross_rank(), 0),
                                    ("cross_size", hvd.cross_size(), 1),
                                    ("is_initialized", hvd.is_initialized(), True),
-                                   ("is_homogeneous", hvd.is_homogeneous(), True)]:
+                                   ("is_homogeneous", hvd.is_homogeneous(), True),
+                                   ("mpi_built", hvd.mpi_built(), False),
+                                   ("gloo_enabled", hvd.gloo_enabled(), False),
+                                   ("nccl_built", hvd.nccl_built(), hvd.cuda_built())]:
         report.check_equal(what, actual, expected)
 
 
@@ -370,14 +373,45 @@ def _seeded_net(seed):
     return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.Linear(3, 2))
 
 
+def _fresh_optimizer(kind, model, lr):
+    if kind == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9 if lr == 0.5 else 0.5)
+    if kind == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr,
+                                betas=(0.8, 0.95) if lr == 0.5 else (0.9, 0.999))
+    return torch.optim.LBFGS(model.parameters(), lr=lr, max_iter=3, history_size=2)
+
+
 def _stepped_optimizer(kind, model, lr):
-    """An optimizer with state: one step on gradients of ones."""
-    opt = (torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if kind == "sgd"
-           else torch.optim.Adam(model.parameters(), lr=lr, betas=(0.8, 0.95)))
-    for p in model.parameters():
-        p.grad = torch.ones_like(p)
-    opt.step()
+    """An optimizer with state (tensors; for LBFGS also ints, floats and lists
+    of tensors): steps on a small quadratic loss."""
+    opt = _fresh_optimizer(kind, model, lr)
+    model.eval()  # BatchNorm from its running statistics: a loss of the parameters alone
+    x = torch.arange(8.).view(2, 4) / 8
+
+    def closure():
+        opt.zero_grad()
+        loss = (model(x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
     return opt
+
+
+def _compare_nested(report, what, actual, expected):
+    if isinstance(expected, torch.Tensor):
+        report.check(what, actual, expected)
+    elif isinstance(expected, dict):
+        report.check_equal(f"{what} keys", sorted(actual), sorted(expected))
+        for key in expected:
+            _compare_nested(report, f"{what}.{key}", actual.get(key), expected[key])
+    elif isinstance(expected, (list, tuple)):
+        report.check_equal(f"{what} length", len(actual), len(expected))
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _compare_nested(report, f"{what}[{i}]", a, e)
+    else:
+        report.check_equal(what, actual, expected)
 
 
 def check_broadcast_state(report, rank, world):
@@ -394,25 +428,14 @@ def check_broadcast_state(report, rank, world):
             actual = dict(model.named_parameters())
         for name, value in actual.items():
             report.check(f"broadcast_parameters({form}) {name}", value.detach(), expected[name])
-    for kind in ("sgd", "adam"):
+    for kind in ("sgd", "adam", "lbfgs"):
         # The root's optimizer has stepped with lr 0.5; the others are fresh with lr 0.1.
         reference = _stepped_optimizer(kind, _seeded_net(0), 0.5).state_dict()
         model = _seeded_net(0)
-        if rank == root:
-            opt = _stepped_optimizer(kind, model, 0.5)
-        else:
-            opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5) if kind == "sgd"
-                   else torch.optim.Adam(model.parameters(), lr=0.1))
+        opt = (_stepped_optimizer(kind, model, 0.5) if rank == root
+               else _fresh_optimizer(kind, model, 0.1))
         hvd.broadcast_optimizer_state(opt, root_rank=root)
-        state = opt.state_dict()
-        for key in ("lr", "momentum", "betas"):
-            if key in reference["param_groups"][0]:
-                report.check_equal(f"{kind} param group {key}", state["param_groups"][0][key],
-                                   reference["param_groups"][0][key])
-        report.check_equal(f"{kind} state keys", sorted(state["state"]), sorted(reference["state"]))
-        for pid, entries in reference["state"].items():
-            for name, value in entries.items():
-                report.check(f"{kind} state {pid}.{name}", state["state"][pid][name], value)
+        _compare_nested(report, f"{kind} state_dict", opt.state_dict(), reference)
 
 
 def api_sweep(rank, world, init_method):

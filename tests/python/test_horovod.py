@@ -74,6 +74,16 @@ def test_launcher_runs_ranks_that_see_their_size_and_ranks(tmp_path):
                      "rank 1 size 2 local_rank 1 local_size 2 sum 1"], proc.stdout
 
 
+def test_without_a_launcher_init_makes_a_world_of_one(tmp_path):
+    code = ("import torch, torch_ringreduce.horovod as hvd; hvd.init(); "
+            "print(hvd.size(), hvd.rank(), hvd.local_size(), hvd.allreduce(torch.ones(2)).tolist(), "
+            "hvd.allgather(torch.ones(1, 2)).shape[0]); hvd.shutdown(); print(hvd.is_initialized())")
+    env = {k: v for k, v in _env().items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = _run([sys.executable, "-c", code], env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[:2] == ["1 0 1 [1.0, 1.0] 1", "False"], proc.stdout
+
+
 def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeypatch):
     from torch_ringreduce import run
 
