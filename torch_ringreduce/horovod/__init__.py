@@ -17,10 +17,12 @@ from .basics import (Adasum, Average, CollectiveMismatchError, HorovodInternalEr
 from .compression import Compression
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
+from .handles import poll, synchronize
+from .join import join
 from .mpi_ops import (allgather, allgather_async, allreduce, allreduce_, allreduce_async,
                       allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_,
                       broadcast_async, broadcast_async_, grouped_allreduce, grouped_allreduce_,
-                      grouped_allreduce_async, grouped_allreduce_async_, join, poll, synchronize)
+                      grouped_allreduce_async, grouped_allreduce_async_)
 from .optimizer import DistributedOptimizer
 
 __all__ = [

@@ -6,7 +6,8 @@ import io
 import torch
 
 from .basics import context
-from .mpi_ops import _register, _start_allgather, per_dtype, start_broadcast, synchronize
+from .handles import register, synchronize
+from .mpi_ops import per_dtype, start_allgather, start_broadcast
 
 try:  # what Horovod pickles with: lambdas and local classes travel too
     import cloudpickle as _pickle
@@ -18,7 +19,7 @@ def broadcast_tensors_(tensors, root_rank, name=None):
     """Broadcasts tensors in place, one fused broadcast per dtype and device."""
     context()  # Horovod's error before init(), even with nothing to send
     if tensors:
-        synchronize(_register(per_dtype(list(tensors), name,
+        synchronize(register(per_dtype(list(tensors), name,
                                         lambda part, part_name: start_broadcast(
                                             part, root_rank, part_name, True))))
 
@@ -61,8 +62,8 @@ def broadcast_object(obj, root_rank=0, name=None):
 
 def allgather_object(obj, name=None):
     """Every rank's `obj` (pickled), as a list in rank order."""
-    pending = _start_allgather(_pickled(obj), name)
-    gathered = synchronize(_register(pending))
+    pending = start_allgather(_pickled(obj), name)
+    gathered = synchronize(register(pending))
     offsets = [0]
     for n in pending.dim0s:
         offsets.append(offsets[-1] + n)

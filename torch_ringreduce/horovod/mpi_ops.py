@@ -1,15 +1,13 @@
 """Horovod's collectives on the ringreduce process group: allreduce (Average by
 default), grouped allreduce, allgather with first dimensions that differ,
-broadcast, alltoall with splits, barrier and join, with Horovod's handles
-(`*_async` returns an int; `poll` and `synchronize` take it).
+broadcast, alltoall with splits and barrier; `*_async` return Horovod's
+handles (handles.py).
 
 Each operation queues its record exchange (negotiation.py) and its data
 operations on the group at once; the backend runs them in issue order.
 allgather and alltoall wait for the records first: they need every rank's
 first dimension or splits to size their buffers.
 """
-import contextlib
-import functools
 import math
 import warnings
 
@@ -17,32 +15,14 @@ import torch
 import torch.distributed as dist
 
 from . import negotiation as neg
-from .basics import (Adasum, Average, CollectiveMismatchError, HorovodInternalError, Max, Min,
-                     Product, Sum, check_process_set, context, global_process_set)
+from .basics import (Adasum, Average, CollectiveMismatchError, Max, Min, Product, Sum,
+                     check_process_set, context, global_process_set)
 from .compression import Compression
+from .handles import (Composite, Pending, Single, issue, records_now, register, synchronize,
+                      translated, translated_errors)
 
-_REDUCE_OPS = {Average: dist.ReduceOp.AVG, Sum: dist.ReduceOp.SUM, Min: dist.ReduceOp.MIN,
+REDUCE_OPS = {Average: dist.ReduceOp.AVG, Sum: dist.ReduceOp.SUM, Min: dist.ReduceOp.MIN,
                Max: dist.ReduceOp.MAX, Product: dist.ReduceOp.PRODUCT}
-
-
-@contextlib.contextmanager
-def _translated_errors():
-    """A failed collective is a HorovodInternalError, as in Horovod (what
-    hvd.elastic.run reacts to); argument errors and mismatches pass as they are."""
-    try:
-        yield
-    except (HorovodInternalError, CollectiveMismatchError, NotImplementedError):
-        raise
-    except RuntimeError as error:
-        raise HorovodInternalError(str(error)) from error
-
-
-def _translated(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _translated_errors():
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 def resolve_op(op, average=None):
@@ -57,91 +37,10 @@ def resolve_op(op, average=None):
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by torch_ringreduce.horovod; "
                                   "use op=hvd.Average (or hvd.Sum)")
-    if op not in _REDUCE_OPS:
+    if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction op {op!r}: use hvd.Average, hvd.Sum, hvd.Min, "
                          f"hvd.Max or hvd.Product")
     return op
-
-
-class _Pending:
-    """An issued operation: its record exchange (or the records, when already
-    waited for), its queued data operations and what makes the result."""
-
-    def __init__(self, ctx, seq, exchange=None, records=None, works=(), finish=None, checks=()):
-        self.ctx, self.seq, self.exchange, self.records = ctx, seq, exchange, records
-        self.works, self.finish, self.checks = list(works), finish, checks
-
-    def completed(self):
-        works = self.works + ([self.exchange[0]] if self.records is None else [])
-        return all(w.is_completed() for w in works)
-
-    def wait(self):
-        with _translated_errors():
-            if self.records is None:
-                self.records = neg.finish_exchange(*self.exchange, self.ctx.size)
-            neg.check(self.seq, self.ctx.rank, self.records)
-            for extra_check in self.checks:
-                extra_check(self.records)
-            for work in self.works:
-                work.wait()
-            return self.finish() if self.finish else None
-
-
-class _Composite:
-    """Several pending operations whose results make one list (a grouped
-    allreduce over several dtypes): parts are (pending, indices in the list)."""
-
-    def __init__(self, parts, count):
-        self.parts, self.count = parts, count
-
-    def completed(self):
-        return all(p.completed() for p, _ in self.parts)
-
-    def wait(self):
-        results = [None] * self.count
-        for pending, indices in self.parts:
-            for i, result in zip(indices, pending.wait()):
-                results[i] = result
-        return results
-
-
-def _issue(ctx, desc):
-    """Queues the record exchange of the next operation."""
-    ctx.seq += 1
-    return ctx.seq, neg.start_exchange(ctx, desc.record())
-
-
-def _records_now(ctx, desc):
-    """Exchanges the records and checks them before any data moves."""
-    seq, exchange = _issue(ctx, desc)
-    records = neg.finish_exchange(*exchange, ctx.size)
-    neg.check(seq, ctx.rank, records)
-    return seq, records
-
-
-def _register(pending):
-    ctx = context()
-    ctx.next_handle += 1
-    ctx.handles[ctx.next_handle] = pending
-    return ctx.next_handle
-
-
-def poll(handle):
-    """True once the operation behind the handle has finished (synchronize
-    then returns without waiting)."""
-    pending = context().handles.get(handle)
-    if pending is None:
-        raise ValueError(f"hvd.poll: unknown handle {handle!r} (already synchronized?)")
-    return pending.completed()
-
-
-def synchronize(handle):
-    """Waits for the operation and returns its result (a tuple of output and
-    received splits for alltoall); None for an unknown handle, as Horovod."""
-    pending = context().handles.pop(handle, None)
-    if pending is None:
-        return None
-    return pending.wait()
 
 
 # ---------------------------------------------------------------- allreduce
@@ -155,23 +54,6 @@ def _scale(tensor, factor):
         raise ValueError("prescale_factor/postscale_factor need a numeric tensor, not bool")
     else:  # integers: scaled in float64, truncated toward zero
         tensor.copy_(tensor.double().mul_(factor).trunc_())
-
-
-def identity(numel, dtype, op, device):
-    """What a joined rank contributes: the value that leaves the others' result
-    unchanged (zeros for Sum and Average, which still divides by size())."""
-    if op in (Sum, Average):
-        return torch.zeros(numel, dtype=dtype, device=device)
-    if op == Product:
-        return torch.ones(numel, dtype=dtype, device=device)
-    if dtype == torch.bool:
-        fill = op == Min
-    elif dtype.is_floating_point:
-        fill = math.inf if op == Min else -math.inf
-    else:
-        info = torch.iinfo(dtype)
-        fill = info.max if op == Min else info.min
-    return torch.full((numel,), fill, dtype=dtype, device=device)
 
 
 def _fused(tensors, inplace):
@@ -204,7 +86,7 @@ def per_dtype(tensors, name, start):
     for n, indices in enumerate(parts.values()):
         part_name = name if name is None or len(parts) == 1 else f"{name}.{n}"
         pendings.append((start([tensors[i] for i in indices], part_name), indices))
-    return _Composite(pendings, len(tensors))
+    return Composite(pendings, len(tensors))
 
 
 def _start_allreduce(tensors, inplace, name, op, prescale, postscale):
@@ -217,14 +99,14 @@ def _start_allreduce(tensors, inplace, name, op, prescale, postscale):
     _scale(buffer, prescale)
     desc = neg.Desc(neg.ALLREDUCE, buffer.dtype, op, name, [t.shape for t in tensors],
                     numel=buffer.numel())
-    seq, exchange = _issue(ctx, desc)
-    work = dist.all_reduce(buffer, op=_REDUCE_OPS[op], group=ctx.group, async_op=True)
+    seq, exchange = issue(ctx, desc)
+    work = dist.all_reduce(buffer, op=REDUCE_OPS[op], group=ctx.group, async_op=True)
 
     def finish():
         _scale(buffer, postscale)
         return _unfused(buffer, tensors, inplace)
 
-    return _Pending(ctx, seq, exchange=exchange, works=[work], finish=finish)
+    return Pending(ctx, seq, exchange=exchange, works=[work], finish=finish)
 
 
 def _start_grouped(tensors, inplace, average, name, op, prescale, postscale, process_set):
@@ -235,33 +117,19 @@ def _start_grouped(tensors, inplace, average, name, op, prescale, postscale, pro
         part, inplace, part_name, op, prescale, postscale))
 
 
-class _Single:
-    """A one-tensor operation whose result is the tensor, not a list."""
-
-    def __init__(self, pending, result=None):
-        self.pending, self.result = pending, result
-
-    def completed(self):
-        return self.pending.completed()
-
-    def wait(self):
-        out = self.pending.wait()[0]
-        return self.result if self.result is not None else out
-
-
-@_translated
+@translated
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce into a new tensor; `tensor` is left unchanged."""
-    return _register(_Single(_start_grouped([tensor], False, average, name, op, prescale_factor,
+    return register(Single(_start_grouped([tensor], False, average, name, op, prescale_factor,
                                             postscale_factor, process_set)))
 
 
-@_translated
+@translated
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce in place."""
-    return _register(_Single(_start_grouped([tensor], True, average, name, op, prescale_factor,
+    return register(Single(_start_grouped([tensor], True, average, name, op, prescale_factor,
                                             postscale_factor, process_set), tensor))
 
 
@@ -296,19 +164,19 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     return compression.decompress(reduced, cctx)
 
 
-@_translated
+@translated
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts one fused allreduce of a list of tensors (one per dtype);
     synchronize returns a list of new tensors."""
-    return _register(_start_grouped(tensors, False, average, name, op, prescale_factor,
+    return register(_start_grouped(tensors, False, average, name, op, prescale_factor,
                                     postscale_factor, process_set))
 
 
-@_translated
+@translated
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    return _register(_start_grouped(tensors, True, average, name, op, prescale_factor,
+    return register(_start_grouped(tensors, True, average, name, op, prescale_factor,
                                     postscale_factor, process_set))
 
 
@@ -369,7 +237,7 @@ def gather_rows(ctx, rows, dim0s, row, dtype, device):
     return [work], finish
 
 
-def _start_allgather(tensor, name):
+def start_allgather(tensor, name):
     if tensor.dim() == 0:
         raise ValueError("hvd.allgather needs a tensor with at least one dimension "
                          "(it concatenates along the first)")
@@ -379,28 +247,28 @@ def _start_allgather(tensor, name):
     row = math.prod(shape[1:])
     desc = neg.Desc(neg.ALLGATHER, tensor.dtype, 0, name, [shape[1:]], numel=tensor.numel(),
                     dim0=shape[0], row=row)
-    seq, records = _records_now(ctx, desc)
+    seq, records = records_now(ctx, desc)
     dim0s = [r[neg.S_DIM0] for r in records]
     works, rows = gather_rows(ctx, tensor, dim0s, row, tensor.dtype, tensor.device)
-    pending = _Pending(ctx, seq, records=records, works=works,
+    pending = Pending(ctx, seq, records=records, works=works,
                        finish=lambda: rows().view(sum(dim0s), *shape[1:]))
     pending.dim0s = dim0s
     return pending
 
 
-@_translated
+@translated
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts the concatenation of every rank's `tensor` along the first
     dimension, which may differ between ranks."""
     check_process_set(process_set)
-    return _register(_start_allgather(tensor, name))
+    return register(start_allgather(tensor, name))
 
 
 class _AllgatherFn(torch.autograd.Function):
     @staticmethod
     def forward(fctx, tensor, name):
-        with _translated_errors():
-            pending = _start_allgather(tensor, name)
+        with translated_errors():
+            pending = start_allgather(tensor, name)
             fctx.dim0s = pending.dim0s
             return pending.wait()
 
@@ -432,7 +300,7 @@ def start_broadcast(tensors, root_rank, name, inplace):
     buffer = _fused(tensors, inplace)
     desc = neg.Desc(neg.BROADCAST, buffer.dtype, root_rank, name, [t.shape for t in tensors],
                     numel=buffer.numel())
-    seq, exchange = _issue(ctx, desc)
+    seq, exchange = issue(ctx, desc)
     work = dist.broadcast(buffer, group=ctx.group, group_src=root_rank, async_op=True)
 
     def root_has_not_joined(records):
@@ -440,21 +308,21 @@ def start_broadcast(tensors, root_rank, name, inplace):
             raise CollectiveMismatchError(f"hvd.broadcast from root rank {root_rank}, which has "
                                           f"already called hvd.join(): it has nothing to send")
 
-    return _Pending(ctx, seq, exchange=exchange, works=[work],
+    return Pending(ctx, seq, exchange=exchange, works=[work],
                     finish=lambda: _unfused(buffer, tensors, inplace),
                     checks=[root_has_not_joined])
 
 
-@_translated
+@translated
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     check_process_set(process_set)
-    return _register(_Single(start_broadcast([tensor], root_rank, name, False)))
+    return register(Single(start_broadcast([tensor], root_rank, name, False)))
 
 
-@_translated
+@translated
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     check_process_set(process_set)
-    return _register(_Single(start_broadcast([tensor], root_rank, name, True), tensor))
+    return register(Single(start_broadcast([tensor], root_rank, name, True), tensor))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -525,21 +393,21 @@ def _start_alltoall(tensor, splits, name):
     row = math.prod(shape[1:])
     desc = neg.Desc(neg.ALLTOALL, tensor.dtype, 0, name, [shape[1:]], numel=tensor.numel(),
                     dim0=shape[0], row=row)
-    seq, records = _records_now(ctx, desc)
+    seq, records = records_now(ctx, desc)
     recv = exchange_splits(ctx, send)
     works, rows = move_rows(ctx, tensor, send, recv, row, tensor.dtype, tensor.device)
     split_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
     received = torch.tensor(recv, dtype=split_dtype)
-    return _Pending(ctx, seq, records=records, works=works,
+    return Pending(ctx, seq, records=records, works=works,
                     finish=lambda: (rows().view(sum(recv), *shape[1:]), received))
 
 
-@_translated
+@translated
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: rows splits[r] go to rank r (equal parts without
     splits); synchronize returns (received rows, received splits)."""
     check_process_set(process_set)
-    return _register(_start_alltoall(tensor, splits, name))
+    return register(_start_alltoall(tensor, splits, name))
 
 
 class _AlltoallFn(torch.autograd.Function):
@@ -564,60 +432,10 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return output if splits is None else (output, received)
 
 
-# ---------------------------------------------------------------- barrier, join
+# ---------------------------------------------------------------- barrier
 
-@_translated
+@translated
 def barrier(process_set=global_process_set):
     """Returns once every rank has called it."""
     check_process_set(process_set)
-    _records_now(context(), neg.Desc(neg.BARRIER))
-
-
-def _serve(ctx, records, reference, device):
-    """A joined rank's side of the others' collective: neutral data in, results dropped."""
-    kind = reference[neg.S_KIND]
-    if kind == neg.BARRIER:
-        return
-    dtype = neg.dtype_of(reference[neg.S_DTYPE])
-    row = reference[neg.S_ROW]
-    nothing = torch.empty(0, dtype=dtype, device=device)
-    if kind == neg.ALLREDUCE:
-        op = reference[neg.S_ARG]
-        dist.all_reduce(identity(reference[neg.S_NUMEL], dtype, op, device),
-                        op=_REDUCE_OPS[op], group=ctx.group)
-    elif kind == neg.BROADCAST:
-        dist.broadcast(torch.zeros(reference[neg.S_NUMEL], dtype=dtype, device=device),
-                       group=ctx.group, group_src=reference[neg.S_ARG])
-    elif kind == neg.ALLGATHER:
-        works, _ = gather_rows(ctx, nothing, [r[neg.S_DIM0] for r in records], row, dtype, device)
-        for work in works:
-            work.wait()
-    elif kind == neg.ALLTOALL:
-        zeros = [0] * ctx.size
-        works, _ = move_rows(ctx, nothing, zeros, exchange_splits(ctx, zeros), row, dtype, device)
-        for work in works:
-            work.wait()
-
-
-@_translated
-def join(device=-1):
-    """This rank has no more data: until every rank has joined, it takes part
-    in the others' collectives with neutral tensors (zeros for Sum and Average,
-    which still divides by size(), as Horovod; ones for Product; the dtype's
-    extreme for Min and Max) made on `device` (-1: CPU, else that CUDA
-    device). Returns the rank that joined last."""
-    ctx = context()
-    dev = torch.device("cpu") if device is None or device < 0 else torch.device("cuda", device)
-    record = neg.Desc(neg.JOIN).record(joined_at=ctx.seq + 1)
-    ctx.joined_at = ctx.seq + 1
-    try:
-        while True:
-            ctx.seq += 1
-            records = neg.finish_exchange(*neg.start_exchange(ctx, record), ctx.size)
-            active = [r for r in records if r[neg.S_KIND] != neg.JOIN]
-            if not active:
-                return max(range(ctx.size), key=lambda r: (records[r][neg.S_JOINED_AT], r))
-            neg.check(ctx.seq, ctx.rank, records)
-            _serve(ctx, records, active[0], dev)
-    finally:
-        ctx.joined_at = None
+    records_now(context(), neg.Desc(neg.BARRIER))

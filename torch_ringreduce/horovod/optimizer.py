@@ -18,7 +18,8 @@ import torch
 
 from .basics import Adasum, Average, check_process_set, global_process_set, size
 from .compression import Compression
-from .mpi_ops import grouped_allreduce_async_, synchronize as synchronize_handle
+from .handles import synchronize as synchronize_handle
+from .mpi_ops import grouped_allreduce_async_
 
 DEFAULT_FUSION_BYTES = 25 << 20
 
