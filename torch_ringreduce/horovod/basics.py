@@ -7,6 +7,7 @@ backend from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...), or
 a world of one process when the script runs without a launcher, as Horovod
 does.
 """
+import atexit
 import os
 import socket
 
@@ -155,6 +156,12 @@ def init(comm=None, process_sets=None, process_group=None):
     ctx = _Context(process_group, owns)
     _set_topology(ctx)
     _ctx = ctx
+    if owns:
+        # As Horovod's init does: scripts rarely call shutdown(), and a group
+        # still alive when the interpreter finalizes can abort the process
+        # (its worker thread may drop the last reference to a tensor then).
+        atexit.unregister(shutdown)  # once, however often init() runs
+        atexit.register(shutdown)
 
 
 def shutdown():
