@@ -84,6 +84,31 @@ def test_without_a_launcher_init_makes_a_world_of_one(tmp_path):
     assert proc.stdout.split("\n")[:2] == ["1 0 1 [1.0, 1.0] 1", "False"], proc.stdout
 
 
+def test_launcher_runs_two_hosts_as_two_torchrun_agents(tmp_path):
+    """The several-hosts path, with both "hosts" on this machine: --ssh starts a
+    local host's torchrun directly. Two agents are two nodes to hvd."""
+    import socket
+
+    with socket.socket() as s:  # a free port for the static rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "nodes.py"
+    script.write_text(textwrap.dedent("""
+        import torch_ringreduce.horovod as hvd
+        hvd.init()
+        print(f"rank {hvd.rank()} size {hvd.size()} local {hvd.local_rank()}/{hvd.local_size()} "
+              f"cross {hvd.cross_rank()}/{hvd.cross_size()}", flush=True)
+    """))
+    proc = _run(LAUNCHER + ["-np", "2", "-H", "localhost:1,127.0.0.1:1", "--ssh",
+                            "--master-port", str(port), "python", str(script)],
+                env=_env(), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = sorted(re.findall(r"rank \d size \d local \d/\d cross \d/\d", proc.stdout))
+    # Node ranks follow -H: rank 0 on the first host, rank 1 on the second.
+    assert lines == ["rank 0 size 2 local 0/1 cross 0/2",
+                     "rank 1 size 2 local 0/1 cross 1/2"], proc.stdout
+
+
 def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeypatch):
     from torch_ringreduce import run
 

@@ -8,9 +8,11 @@ a world of one process when the script runs without a launcher, as Horovod
 does.
 """
 import atexit
+import hashlib
 import os
 import socket
 
+import torch
 import torch.distributed as dist
 
 import torch_ringreduce
@@ -116,11 +118,16 @@ def _node_key():
 
 def _set_topology(ctx):
     """local_*: ranks on this node; cross_*: ranks with this local rank (Horovod's
-    cross communicator), both ordered by global rank."""
-    keys = [None] * ctx.size
-    dist.all_gather_object(keys, _node_key(), group=ctx.group)
-    mine = keys[ctx.rank]
-    local = [r for r in range(ctx.size) if keys[r] == mine]
+    cross communicator), both ordered by global rank. The node keys travel as
+    hashes in a CPU tensor: an object collective could pick a CUDA device
+    before the script has chosen its own (torch.cuda.set_device(hvd.local_rank()))."""
+    digest = hashlib.blake2b(_node_key().encode(), digest_size=7).digest()
+    mine = torch.tensor([int.from_bytes(digest, "little")], dtype=torch.int64)
+    gathered = torch.empty(ctx.size, dtype=torch.int64)
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    all_gather(gathered, mine, group=ctx.group)
+    keys = gathered.tolist()
+    local = [r for r in range(ctx.size) if keys[r] == keys[ctx.rank]]
     ctx.local_rank, ctx.local_size = local.index(ctx.rank), len(local)
     local_ranks = [[r for r in range(ctx.size) if keys[r] == keys[q]].index(q)
                    for q in range(ctx.size)]
