@@ -42,6 +42,9 @@ def train(state):
         optimizer.step()
         state.batch += 1
         state.commit()
+        # Only for the test's determinism: rank 1 may die at the next batch
+        # only once rank 0 has written this commit to its file.
+        hvd.barrier()
 
 
 state = hvd.elastic.TorchState(model=model, optimizer=optimizer, batch=0)
