@@ -131,7 +131,7 @@ setup(
     name="torch_ringreduce",
     version=VERSION,
     description="Horovod-style ring-allreduce as a torch.distributed backend over UCX",
-    packages=["torch_ringreduce"],
+    packages=["torch_ringreduce", "torch_ringreduce.horovod"],
     py_modules=["_torch_ringreduce_autoload"],
     ext_modules=[CMakeExtension("torch_ringreduce._C")],
     cmdclass={"build_ext": CMakeBuild},
@@ -140,6 +140,8 @@ setup(
         # `import torch` calls this (torch >= 2.5), so "ringreduce" works
         # without importing the package. The hook itself never raises.
         "torch.backends": ["ringreduce = _torch_ringreduce_autoload:load"],
+        # horovodrun's everyday flags on torchrun (python -m torch_ringreduce.run).
+        "console_scripts": ["ringreduce-run = torch_ringreduce.run:main"],
     },
     zip_safe=False,
 )

@@ -10,16 +10,22 @@ broadcast, the whole (world-sized) buffer of the others. Time is the median
 over iterations of the slowest rank. algbw = bytes / time; busbw = algbw x
 the nccl-tests factor: 2(n-1)/n for all_reduce, (n-1)/n for reduce-scatter,
 all-gather and all-to-all, 1 for broadcast. ratio = gloo time / ringreduce
-time (above 1: ringreduce is faster).
+time (above 1: ringreduce is faster). With --plot FILE.png (matplotlib),
+rank 0 also draws bus bandwidth and latency against message size.
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
 
 import torch_ringreduce  # noqa: F401  (registers "ringreduce")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}
@@ -74,7 +80,13 @@ def parse_args(default_op=None):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20,
                    help="timed iterations per size (fewer for the largest sizes)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="rank 0 writes bus bandwidth and latency against size (needs matplotlib)")
     args = p.parse_args()
+    if args.plot and not plot.available():
+        if os.environ.get("RANK", "0") == "0":
+            print(plot.MISSING, file=sys.stderr)
+        sys.exit(2)
     if default_op is not None:
         args.op = default_op
     return args
@@ -97,17 +109,25 @@ def main(default_op=None):
         print(f"# {'bytes':>10} | {'ring us':>9} {'algbw':>7} {'busbw':>7} | "
               f"{'gloo us':>9} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
     size = max(args.min_bytes, esize * (1 if args.op in ("all_reduce", "broadcast") else world))
+    rows = []  # (bytes, ringreduce time, gloo time)
     while size <= args.max_bytes:
         fn, factor = make_op(args.op, size, dtype, world, rank)
         iters = max(3, min(args.iters, int(args.iters * (4 << 20) / size) or 3))
         ring_t = timed(fn, ring, args.warmup, iters)
         gloo_t = timed(fn, gloo, args.warmup, iters)
+        rows.append((size, ring_t, gloo_t))
         if rank == 0:
             ring_bw, gloo_bw = size / ring_t / 1e9, size / gloo_t / 1e9
             print(f"  {size:>10} | {ring_t * 1e6:>9.1f} {ring_bw:>7.2f} {ring_bw * factor:>7.2f} | "
                   f"{gloo_t * 1e6:>9.1f} {gloo_bw:>7.2f} {gloo_bw * factor:>7.2f} | "
                   f"{gloo_t / ring_t:>6.2f}", flush=True)
         size *= args.step_factor
+    if rank == 0 and args.plot and rows:
+        sizes = [r[0] for r in rows]
+        series = {name: ([r[i] for r in rows], [r[0] / r[i] / 1e9 * factor for r in rows])
+                  for i, name in ((1, "ringreduce"), (2, "gloo"))}
+        plot.write(args.plot, f"{args.op}, {args.dtype}, world {world}", sizes, series)
+        print(f"# wrote {args.plot}", flush=True)
     dist.destroy_process_group()
 
 
