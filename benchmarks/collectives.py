@@ -67,6 +67,33 @@ def timed(fn, group, warmup, iters):
     return local.item()
 
 
+def ucx_ceiling(nbytes, iters=30, port=13377):
+    """UCX's own one-way tag bandwidth (GB/s) between two processes on this
+    machine, by ucx-utils' ucx_perftest (server and client both here): the
+    shared-memory ceiling a host collective can approach. None if it cannot run."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ucx_perftest") is None:
+        return None
+    args = ["-t", "tag_bw", "-s", str(nbytes), "-n", str(iters), "-p", str(port)]
+    server = subprocess.Popen(["ucx_perftest", *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run(["ucx_perftest", "localhost", *args], capture_output=True,
+                             text=True, timeout=120).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    finally:
+        server.kill()
+        server.wait()
+    for line in out.splitlines():
+        if line.startswith("Final:"):
+            return float(line.split()[-3]) * 1e6 / 1e9  # "bandwidth (MB/s) overall"
+    return None
+
+
 def parse_args(default_op=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     if default_op is None:
@@ -82,6 +109,9 @@ def parse_args(default_op=None):
                    help="timed iterations per size (fewer for the largest sizes)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="rank 0 writes bus bandwidth and latency against size (needs matplotlib)")
+    p.add_argument("--ucx-ceiling", action="store_true",
+                   help="also measure UCX's own one-way bandwidth at the largest size "
+                        "(ucx_perftest) and give the largest size's busbw against it")
     args = p.parse_args()
     if args.plot and not plot.available():
         if os.environ.get("RANK", "0") == "0":
@@ -128,6 +158,19 @@ def main(default_op=None):
                   for i, name in ((1, "ringreduce"), (2, "gloo"))}
         plot.write(args.plot, f"{args.op}, {args.dtype}, world {world}", sizes, series)
         print(f"# wrote {args.plot}", flush=True)
+    if args.ucx_ceiling and rows:
+        dist.barrier(group=gloo)
+        if rank == 0:
+            biggest, ring_t = rows[-1][0], rows[-1][1]
+            busbw = biggest / ring_t / 1e9 * factor
+            ceiling = ucx_ceiling(biggest)
+            if ceiling:
+                print(f"# UCX tag bandwidth (ucx_perftest tag_bw, {biggest} B, one way): "
+                      f"{ceiling:.2f} GB/s; ringreduce busbw at {biggest} B: {busbw:.2f} GB/s "
+                      f"= {100 * busbw / ceiling:.0f}% of it")
+            else:
+                print("# ucx_perftest unavailable: no UCX ceiling")
+        dist.barrier(group=gloo)
     dist.destroy_process_group()
 
 
