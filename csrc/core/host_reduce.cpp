@@ -102,6 +102,20 @@ void divideAllThrough(void* data, size_t count, int divisor) {
   for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(static_cast<Wide>(d[i]) / div);
 }
 
+// AVG's last step in one pass: d = (d + s) / divisor, the sum wrapping or
+// rounding exactly as SumOp does and the quotient as divideAllThrough
+// (integers) or a plain division (floats) does, so the bits are those of
+// the two-pass form while the data is read once.
+template <typename T, typename Wide>
+void sumAndDivide(void* dst, const void* src, size_t count, int divisor) {
+  T* __restrict d = static_cast<T*>(dst);
+  const T* __restrict s = static_cast<const T*>(src);
+  const Wide div = static_cast<Wide>(divisor);
+  for (size_t i = 0; i < count; ++i) {
+    d[i] = static_cast<T>(static_cast<Wide>(SumOp()(d[i], s[i])) / div);
+  }
+}
+
 }  // namespace
 
 void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
@@ -130,6 +144,16 @@ void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, i
   if (isHalfPrecision(type)) {
     return reduceHalfInto(type == DataType::Float16, ReduceOp::Avg, static_cast<uint16_t*>(dst),
                           static_cast<const uint16_t*>(src), count, divisor);
+  }
+  switch (type) {
+    case DataType::Float32: return sumAndDivide<float, float>(dst, src, count, divisor);
+    case DataType::Float64: return sumAndDivide<double, double>(dst, src, count, divisor);
+    case DataType::Int8: return sumAndDivide<int8_t, float>(dst, src, count, divisor);
+    case DataType::UInt8: return sumAndDivide<uint8_t, float>(dst, src, count, divisor);
+    case DataType::Int16: return sumAndDivide<int16_t, float>(dst, src, count, divisor);
+    case DataType::Int32: return sumAndDivide<int32_t, double>(dst, src, count, divisor);
+    default:
+      break;
   }
   reduceInto(type, ReduceOp::Avg, dst, src, count);
   finishAverage(type, dst, count, divisor);

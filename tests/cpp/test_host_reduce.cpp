@@ -3,6 +3,8 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <limits>
 #include <vector>
 
@@ -137,6 +139,41 @@ TEST(HostReduce, IntegerAverageEqualsTruncatingDivision) {
   expectSameAsIntegerDivision(DataType::Int64,
                               std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
                                                    std::numeric_limits<int64_t>::max(), -7, 7});
+}
+
+// AVG's last step reads the data once; it must give the bits of the
+// two-pass form (sum, then divide) for every type it fuses.
+template <typename T>
+void expectFusedAverageMatchesTwoPasses(DataType type) {
+  uint32_t x = 777;
+  auto next = [&x] { return x = x * 1664525u + 1013904223u; };
+  for (int divisor : {2, 3, 7}) {
+    std::vector<T> a(1003), b(1003);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        a[i] = static_cast<T>(static_cast<int32_t>(next()) / 65536.0);
+        b[i] = static_cast<T>(static_cast<int32_t>(next()) / 3.0);
+      } else {
+        a[i] = static_cast<T>(next());  // wraps when summed, as torch's do
+        b[i] = static_cast<T>(next());
+      }
+    }
+    std::vector<T> fused = a, twoPass = a;
+    reduceAndAverage(type, fused.data(), b.data(), a.size(), divisor);
+    reduceInto(type, ReduceOp::Sum, twoPass.data(), b.data(), a.size());
+    finishAverage(type, twoPass.data(), a.size(), divisor);
+    ASSERT_EQ(std::memcmp(fused.data(), twoPass.data(), a.size() * sizeof(T)), 0)
+        << dataTypeName(type) << " / " << divisor;
+  }
+}
+
+TEST(HostReduce, FusedAverageGivesTheBitsOfSumThenDivide) {
+  expectFusedAverageMatchesTwoPasses<float>(DataType::Float32);
+  expectFusedAverageMatchesTwoPasses<double>(DataType::Float64);
+  expectFusedAverageMatchesTwoPasses<int8_t>(DataType::Int8);
+  expectFusedAverageMatchesTwoPasses<uint8_t>(DataType::UInt8);
+  expectFusedAverageMatchesTwoPasses<int16_t>(DataType::Int16);
+  expectFusedAverageMatchesTwoPasses<int32_t>(DataType::Int32);
 }
 
 TEST(HostReduce, UnsupportedPairsExplainThemselves) {
