@@ -1,11 +1,9 @@
 #include "engine/engine.h"
 
-#include <atomic>
+#include <future>
 #include <optional>
-#include <thread>
 
 #include "algorithms/neighbour_check.h"
-
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/tag.h"
@@ -204,17 +202,23 @@ bool Engine::busy() const {
 }
 
 void Engine::waitForQueued() {
+  // A marker task: once it has run, so has everything queued before it (the
+  // executor runs tasks in order, and stop() runs what is queued).
+  auto ran = std::make_shared<std::promise<void>>();
+  std::future<void> marker = ran->get_future();
   std::shared_ptr<Executor> executor;
   {
     std::lock_guard<std::mutex> lock(submitMutex_);
     if (!accepting_ || executor_ == nullptr) return;
     executor = executor_;
+    executor->submit([ran] { ran->set_value(); });
   }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  executor->submit([done] { *done = true; });
-  while (!executor->helpUntil([&] { return done->load(); })) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  const auto ready = [&] {
+    return marker.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  // Runs the queue here if no thread drives it; otherwise blocks until the
+  // worker reaches the marker (each task before it is bounded by its own deadline).
+  if (!executor->helpUntil(ready)) marker.wait();
 }
 
 // Called with submitMutex_ held.
