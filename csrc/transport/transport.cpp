@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "core/errors.h"
 #include "transport/tag.h"
@@ -74,11 +75,19 @@ Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const
 
 // A post that fails often has a reason the group already knows: a peer that
 // gave up on it (and may have left, taking its shared memory with it) or
-// died. One pass of progress delivers such news; the liveness check then
-// throws it, which says more than the transport's own error would.
+// died. The news can still be on its way (the notice of the rank that gave
+// up, or the lost connection of the one that left), so progress for a short
+// while; the liveness check then throws it, which says more than the
+// transport's own error would. Only a failing post pays this wait.
 void Transport::explainFailure(int peer, const OpContext& op) {
-  progress();
-  checkPeersAlive(op.pointToPoint ? peer : -1, op);
+  constexpr auto kNewsWindow = std::chrono::milliseconds(200);
+  const auto limit = std::min(Clock::now() + kNewsWindow, op.deadline);
+  while (true) {
+    progress();
+    checkPeersAlive(op.pointToPoint ? peer : -1, op);
+    if (aborted_.load() || Clock::now() >= limit) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 bool Transport::test(Request& request, const OpContext& op) {
