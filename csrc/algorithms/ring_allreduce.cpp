@@ -137,7 +137,7 @@ class RingReduction {
 };
 
 // Runs `mode` on `data`. float16 and bfloat16 stay 16-bit on the wire; each
-// step combines in float32 and rounds once (core/half_reduce.h).
+// step combines in float32 and rounds once (core/host_loops.h).
 void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op, void* data,
              size_t count, DataType type, ReduceOp reduceOp, const Config& config,
              Workspace& workspace) {

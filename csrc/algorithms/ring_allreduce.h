@@ -24,7 +24,7 @@ struct ReductionArgs {
 
 // In place: every rank ends with the reduction of all ranks' buffers.
 // float16 and bfloat16 travel as 16 bits: each step combines in float32 and
-// rounds once (error bound in core/half_reduce.h). AVG divides once, fused
+// rounds once (error bound in core/host_loops.h). AVG divides once, fused
 // into the last reduce step.
 void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 

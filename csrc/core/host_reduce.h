@@ -1,6 +1,6 @@
 // Host reduction loops used by every ring step: dst[i] = dst[i] (op) src[i].
 // float16 and bfloat16 are combined in float32 and rounded once per call
-// (core/half_reduce.h), so they travel as 16 bits.
+// (core/host_loops.h), so they travel as 16 bits.
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/half_conversion.h"
-#include "core/half_reduce.h"
+#include "core/host_loops.h"
 #include "core/host_reduce.h"
 
 using namespace ringreduce;

@@ -81,7 +81,7 @@ def reference_allreduce(inputs, op):
 
 
 # float16/bfloat16 round once per ring step: over n ranks the error is at
-# most (n-1) * u * sum|x| (core/half_reduce.h; u = 2^-11 and 2^-8). The
+# most (n-1) * u * sum|x| (core/host_loops.h; u = 2^-11 and 2^-8). The
 # tolerances below are about 4u, which covers the worlds the tests run (n <= 5).
 HALF_TYPES = (torch.float16, torch.bfloat16)
 

@@ -1,0 +1,384 @@
+// The host reduction loops, written once and compiled once per instruction
+// set (core/host_loops.h): each host_loops_<set>.cpp includes its headers,
+// sets `#pragma GCC target`, defines
+//   RR_ISA_NAMESPACE  a namespace of its own (no symbol is shared between sets)
+//   RR_ISA_ENUM       its HostIsa
+//   RR_VECTOR_LANES   0 (no hand-written vectors), 8 (AVX2) or 16 (AVX-512)
+// and includes this file. No include guard: that is the point.
+//
+// The element-wise loops are plain loops over the functors of
+// core/element_math.h that GCC vectorises for the target; float16/bfloat16
+// are widened, combined and narrowed in registers by hand, since no compiler
+// vectorises that.
+
+namespace ringreduce {
+namespace RR_ISA_NAMESPACE {
+namespace {
+
+template <typename T, typename Fn>
+void apply(void* dst, const void* src, size_t count, Fn fn) {
+  T* __restrict d = static_cast<T*>(dst);
+  const T* __restrict s = static_cast<const T*>(src);
+  for (size_t i = 0; i < count; ++i) d[i] = fn(d[i], s[i]);
+}
+
+template <typename T>
+void reduceReal(ReduceOp op, void* dst, const void* src, size_t count) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return apply<T>(dst, src, count, SumOp());
+    case ReduceOp::Product:
+      return apply<T>(dst, src, count, ProductOp());
+    case ReduceOp::Min:
+      return apply<T>(dst, src, count, MinOp());
+    case ReduceOp::Max:
+      return apply<T>(dst, src, count, MaxOp());
+    default:
+      break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case ReduceOp::BAnd:
+        return apply<T>(dst, src, count, BAndOp());
+      case ReduceOp::BOr:
+        return apply<T>(dst, src, count, BOrOp());
+      case ReduceOp::BXor:
+        return apply<T>(dst, src, count, BXorOp());
+      default:
+        break;
+    }
+  }
+  throw InvalidArgument(std::string("reduce: operator ") + reduceOpName(op) +
+                        " has no host loop for this type");
+}
+
+// Booleans hold 0/1 bytes; any nonzero byte reads as true and the result is
+// stored as 0 or 1.
+template <typename Fn>
+void applyBool(void* dst, const void* src, size_t count, Fn fn) {
+  apply<uint8_t>(dst, src, count, [fn](uint8_t a, uint8_t b) { return uint8_t(fn(a, b) != 0); });
+}
+
+void reduceBool(ReduceOp op, void* dst, const void* src, size_t count) {
+  switch (boolOperator(op)) {
+    case ReduceOp::BOr:
+      return applyBool(dst, src, count, BOrOp());
+    case ReduceOp::BAnd:
+      return applyBool(dst, src, count, BAndOp());
+    case ReduceOp::BXor:
+      return applyBool(dst, src, count, BXorOp());
+    default:
+      break;
+  }
+  throw InvalidArgument(unsupportedReason(DataType::Bool, op));
+}
+
+// Interleaved (re, im) pairs: a sum is an element-wise sum of 2*count reals.
+template <typename T>
+void reduceComplex(ReduceOp op, void* dst, const void* src, size_t count) {
+  if (op == ReduceOp::Sum || op == ReduceOp::Avg) return apply<T>(dst, src, 2 * count, SumOp());
+  throw InvalidArgument(unsupportedReason(
+      sizeof(T) == 4 ? DataType::Complex64 : DataType::Complex128, op));
+}
+
+template <typename T>
+void divideAll(void* data, size_t count, int divisor) {
+  T* __restrict d = static_cast<T*>(data);
+  const T div = static_cast<T>(divisor);
+  for (size_t i = 0; i < count; ++i) d[i] = divideBy(d[i], div);
+}
+
+// Integers: there is no vector integer division, and a scalar one costs tens
+// of cycles per element. Through a float type that holds every value of T
+// exactly, the quotient rounds to within |v|/divisor * 2^-p of the true one,
+// less than the 1/divisor that separates a non-integer quotient from the
+// next integer while |v| < 2^p: truncating it gives exactly v / divisor.
+// float (p = 24) serves 8- and 16-bit integers, double (p = 53) 32-bit ones.
+template <typename T, typename Wide>
+void divideAllThrough(void* data, size_t count, int divisor) {
+  static_assert(sizeof(T) * 8 <= std::numeric_limits<Wide>::digits);
+  T* __restrict d = static_cast<T*>(data);
+  const Wide div = static_cast<Wide>(divisor);
+  for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(static_cast<Wide>(d[i]) / div);
+}
+
+// AVG's last step in one pass: d = (d + s) / divisor, the sum wrapping or
+// rounding exactly as SumOp does and the quotient as divideAllThrough
+// (integers) or a plain division (floats) does, so the bits are those of
+// the two-pass form while the data is read once.
+template <typename T, typename Wide>
+void sumAndDivide(void* dst, const void* src, size_t count, int divisor) {
+  T* __restrict d = static_cast<T*>(dst);
+  const T* __restrict s = static_cast<const T*>(src);
+  const Wide div = static_cast<Wide>(divisor);
+  for (size_t i = 0; i < count; ++i) {
+    d[i] = static_cast<T>(static_cast<Wide>(SumOp()(d[i], s[i])) / div);
+  }
+}
+
+// ---- float16 / bfloat16 ----------------------------------------------------
+
+float widenOne(bool half, uint16_t v) { return half ? halfToFloat(v) : bfloat16ToFloat(v); }
+uint16_t narrowOne(bool half, float v) { return half ? floatToHalf(v) : floatToBFloat16(v); }
+
+#if RR_VECTOR_LANES == 16
+// Sixteen lanes in a zmm register.
+struct Lanes {
+  static constexpr size_t kCount = 16;
+  using F = __m512;
+  static F widen(bool half, const uint16_t* p) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if (half) return _mm512_cvtph_ps(raw);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  }
+  // floatToHalf / floatToBFloat16 on sixteen lanes. bfloat16: add the
+  // rounding bias (0x7fff plus the lowest kept bit) and keep the high half;
+  // a NaN keeps its high half with the quiet bit set.
+  static void narrow(bool half, F v, uint16_t* p) {
+    __m256i packed;
+    if (half) {
+      packed = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      const __m512i u = _mm512_castps_si512(v);
+      const __m512i high = _mm512_srli_epi32(u, 16);
+      const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                            _mm512_and_si512(high, _mm512_set1_epi32(1)));
+      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      const __m512i bits =
+          _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+      packed = _mm512_cvtepi32_epi16(bits);  // every lane is below 2^16
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+  }
+  static F splat(float v) { return _mm512_set1_ps(v); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  // ExtremeOp on lanes: min_ps(b, a) is "b < a ? b : a", which also gives
+  // `a` when either is NaN; then a NaN `b` beside a number `a` wins.
+  template <bool kLarger>
+  static F extreme(F a, F b) {
+    const F pick = kLarger ? _mm512_max_ps(b, a) : _mm512_min_ps(b, a);
+    const __mmask16 onlyBNan =
+        _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q);
+    return _mm512_mask_blend_ps(onlyBNan, pick, b);
+  }
+};
+#elif RR_VECTOR_LANES == 8
+// Eight lanes in a ymm register.
+struct Lanes {
+  static constexpr size_t kCount = 8;
+  using F = __m256;
+  static F widen(bool half, const uint16_t* p) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if (half) return _mm256_cvtph_ps(raw);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+  }
+  // As the sixteen-lane form; packus saturates, which no lane reaches.
+  static void narrow(bool half, F v, uint16_t* p) {
+    __m128i packed;
+    if (half) {
+      packed = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      const __m256i u = _mm256_castps_si256(v);
+      const __m256i high = _mm256_srli_epi32(u, 16);
+      const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                            _mm256_and_si256(high, _mm256_set1_epi32(1)));
+      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+      const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      const __m256i bits =
+          _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+      packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  static F splat(float v) { return _mm256_set1_ps(v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  template <bool kLarger>
+  static F extreme(F a, F b) {
+    const F pick = kLarger ? _mm256_max_ps(b, a) : _mm256_min_ps(b, a);
+    const F onlyBNan = _mm256_and_ps(_mm256_cmp_ps(b, b, _CMP_UNORD_Q),
+                                     _mm256_cmp_ps(a, a, _CMP_ORD_Q));
+    return _mm256_blendv_ps(pick, b, onlyBNan);
+  }
+};
+#endif
+
+template <ReduceOp kOp>
+float combineOne(float a, float b) {
+  if constexpr (kOp == ReduceOp::Product) return ProductOp()(a, b);
+  if constexpr (kOp == ReduceOp::Min) return MinOp()(a, b);
+  if constexpr (kOp == ReduceOp::Max) return MaxOp()(a, b);
+  return SumOp()(a, b);
+}
+
+#if RR_VECTOR_LANES > 0
+template <ReduceOp kOp>
+Lanes::F combineLanes(Lanes::F a, Lanes::F b) {
+  if constexpr (kOp == ReduceOp::Product) return Lanes::mul(a, b);
+  if constexpr (kOp == ReduceOp::Min) return Lanes::extreme<false>(a, b);
+  if constexpr (kOp == ReduceOp::Max) return Lanes::extreme<true>(a, b);
+  return Lanes::add(a, b);
+}
+#endif
+
+// dst = round(float(dst) (op) float(src)), divided by `divisor` before the
+// rounding when it is not 0: one pass, nothing leaves the registers.
+template <ReduceOp kOp>
+void reduceHalfFused(bool half, uint16_t* dst, const uint16_t* src, size_t count, int divisor) {
+  size_t i = 0;
+#if RR_VECTOR_LANES > 0
+  if (divisor == 0) {
+    for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+      Lanes::narrow(half,
+                    combineLanes<kOp>(Lanes::widen(half, dst + i), Lanes::widen(half, src + i)),
+                    dst + i);
+    }
+  } else {
+    const Lanes::F div = Lanes::splat(static_cast<float>(divisor));
+    for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+      const Lanes::F combined =
+          combineLanes<kOp>(Lanes::widen(half, dst + i), Lanes::widen(half, src + i));
+      Lanes::narrow(half, Lanes::div(combined, div), dst + i);
+    }
+  }
+#endif
+  for (; i < count; ++i) {
+    float value = combineOne<kOp>(widenOne(half, dst[i]), widenOne(half, src[i]));
+    if (divisor != 0) value = divideBy(value, static_cast<float>(divisor));
+    dst[i] = narrowOne(half, value);
+  }
+}
+
+void reduceHalf(bool half, ReduceOp op, uint16_t* dst, const uint16_t* src, size_t count,
+                int divisor) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return reduceHalfFused<ReduceOp::Sum>(half, dst, src, count, divisor);
+    case ReduceOp::Product:
+      return reduceHalfFused<ReduceOp::Product>(half, dst, src, count, divisor);
+    case ReduceOp::Min:
+      return reduceHalfFused<ReduceOp::Min>(half, dst, src, count, divisor);
+    case ReduceOp::Max:
+      return reduceHalfFused<ReduceOp::Max>(half, dst, src, count, divisor);
+    default:
+      break;
+  }
+  throw InvalidArgument(unsupportedReason(half ? DataType::Float16 : DataType::BFloat16, op));
+}
+
+void widenBuffer(bool half, const uint16_t* in, float* out, size_t count) {
+  size_t i = 0;
+#if RR_VECTOR_LANES == 16
+  for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+    _mm512_storeu_ps(out + i, Lanes::widen(half, in + i));
+  }
+#elif RR_VECTOR_LANES == 8
+  for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+    _mm256_storeu_ps(out + i, Lanes::widen(half, in + i));
+  }
+#endif
+  for (; i < count; ++i) out[i] = widenOne(half, in[i]);
+}
+
+void narrowBuffer(bool half, const float* in, uint16_t* out, size_t count) {
+  size_t i = 0;
+#if RR_VECTOR_LANES == 16
+  for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+    Lanes::narrow(half, _mm512_loadu_ps(in + i), out + i);
+  }
+#elif RR_VECTOR_LANES == 8
+  for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
+    Lanes::narrow(half, _mm256_loadu_ps(in + i), out + i);
+  }
+#endif
+  for (; i < count; ++i) out[i] = narrowOne(half, in[i]);
+}
+
+// ---- entry points ------------------------------------------------------------
+
+void reduce(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
+  switch (type) {
+    case DataType::Float32: return reduceReal<float>(op, dst, src, count);
+    case DataType::Float64: return reduceReal<double>(op, dst, src, count);
+    case DataType::Int8: return reduceReal<int8_t>(op, dst, src, count);
+    case DataType::UInt8: return reduceReal<uint8_t>(op, dst, src, count);
+    case DataType::Int16: return reduceReal<int16_t>(op, dst, src, count);
+    case DataType::Int32: return reduceReal<int32_t>(op, dst, src, count);
+    case DataType::Int64: return reduceReal<int64_t>(op, dst, src, count);
+    case DataType::Bool: return reduceBool(op, dst, src, count);
+    case DataType::Complex64: return reduceComplex<float>(op, dst, src, count);
+    case DataType::Complex128: return reduceComplex<double>(op, dst, src, count);
+    case DataType::Float16:
+    case DataType::BFloat16:
+      return reduceHalf(type == DataType::Float16, op, static_cast<uint16_t*>(dst),
+                        static_cast<const uint16_t*>(src), count, 0);
+  }
+  throw InvalidArgument(std::string("reduce: no loop for ") + dataTypeName(type));
+}
+
+void finishAverage(DataType type, void* data, size_t count, int divisor) {
+  switch (type) {
+    case DataType::Float32: return divideAll<float>(data, count, divisor);
+    case DataType::Float64: return divideAll<double>(data, count, divisor);
+    case DataType::Complex64: return divideAll<float>(data, 2 * count, divisor);
+    case DataType::Complex128: return divideAll<double>(data, 2 * count, divisor);
+    case DataType::Int8: return divideAllThrough<int8_t, float>(data, count, divisor);
+    case DataType::UInt8: return divideAllThrough<uint8_t, float>(data, count, divisor);
+    case DataType::Int16: return divideAllThrough<int16_t, float>(data, count, divisor);
+    case DataType::Int32: return divideAllThrough<int32_t, double>(data, count, divisor);
+    case DataType::Int64: return divideAll<int64_t>(data, count, divisor);
+    case DataType::Float16:
+    case DataType::BFloat16: {
+      // Widen, divide, narrow a block at a time: a rare path (AVG's last
+      // step is normally fused into reduceAndAverage).
+      constexpr size_t kBlock = 1024;
+      float block[kBlock];
+      auto* halves = static_cast<uint16_t*>(data);
+      const bool half = type == DataType::Float16;
+      for (size_t done = 0; done < count; done += kBlock) {
+        const size_t n = std::min(kBlock, count - done);
+        widenBuffer(half, halves + done, block, n);
+        divideAll<float>(block, n, divisor);
+        narrowBuffer(half, block, halves + done, n);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  throw InvalidArgument(std::string("AVG: cannot average ") + dataTypeName(type));
+}
+
+void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, int divisor) {
+  switch (type) {
+    case DataType::Float16:
+    case DataType::BFloat16:
+      return reduceHalf(type == DataType::Float16, ReduceOp::Avg, static_cast<uint16_t*>(dst),
+                        static_cast<const uint16_t*>(src), count, divisor);
+    case DataType::Float32: return sumAndDivide<float, float>(dst, src, count, divisor);
+    case DataType::Float64: return sumAndDivide<double, double>(dst, src, count, divisor);
+    case DataType::Int8: return sumAndDivide<int8_t, float>(dst, src, count, divisor);
+    case DataType::UInt8: return sumAndDivide<uint8_t, float>(dst, src, count, divisor);
+    case DataType::Int16: return sumAndDivide<int16_t, float>(dst, src, count, divisor);
+    case DataType::Int32: return sumAndDivide<int32_t, double>(dst, src, count, divisor);
+    default:
+      break;
+  }
+  reduce(type, ReduceOp::Avg, dst, src, count);
+  finishAverage(type, dst, count, divisor);
+}
+
+}  // namespace
+
+extern const HostLoops kLoops;
+const HostLoops kLoops = {RR_ISA_ENUM,     RR_ISA_NAME, &reduce,     &reduceAndAverage,
+                          &finishAverage, &widenBuffer, &narrowBuffer};
+
+}  // namespace RR_ISA_NAMESPACE
+}  // namespace ringreduce

@@ -1,0 +1,189 @@
+// The host loops are compiled once per instruction set (core/host_loops.h)
+// and must give the same bits on every one: each set this CPU runs is
+// checked against the baseline set (itself checked against float64 and
+// integer references in test_host_reduce.cpp and test_half_reduce.cpp), for
+// every dtype x op, on random bit patterns (NaN, infinities, signed zeros,
+// subnormals, wrapping integers), lengths around the vector widths and views
+// one element off alignment.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/data_type.h"
+#include "core/half_conversion.h"
+#include "core/host_loops.h"
+#include "core/reduce_op.h"
+
+using namespace ringreduce;
+
+namespace {
+
+constexpr DataType kTypes[] = {DataType::Float32, DataType::Float64,   DataType::Float16,
+                               DataType::BFloat16, DataType::Int8,      DataType::UInt8,
+                               DataType::Int16,   DataType::Int32,     DataType::Int64,
+                               DataType::Bool,    DataType::Complex64, DataType::Complex128};
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg,  ReduceOp::Product, ReduceOp::Min,
+                             ReduceOp::Max, ReduceOp::BAnd, ReduceOp::BOr,     ReduceOp::BXor};
+constexpr size_t kLengths[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 64, 1000, 4099};
+
+// Random bytes, then for float types a sprinkling of special values: the
+// interesting cases of rounding and NaN handling at every lane position.
+std::vector<uint8_t> randomBytes(DataType type, size_t count, std::mt19937_64& gen) {
+  const size_t size = elementSize(type);
+  std::vector<uint8_t> bytes(count * size + 64);
+  for (auto& b : bytes) b = static_cast<uint8_t>(gen());
+  if (type == DataType::Bool) {
+    for (auto& b : bytes) b = b % 3 == 0 ? 0 : (b % 3 == 1 ? 1 : b);  // nonzero reads as true
+  }
+  if (type == DataType::Float32 || type == DataType::Complex64) {
+    const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-39f, 1.0f};
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      float v = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(gen),
+                           static_cast<int>(gen() % 40) - 20);
+      if (gen() % 8 == 0) v = specials[gen() % 9];
+      std::memcpy(&bytes[i], &v, 4);
+    }
+  }
+  if (type == DataType::Float64 || type == DataType::Complex128) {
+    const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-310, 1.0};
+    for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+      double v = std::uniform_real_distribution<double>(-1e6, 1e6)(gen);
+      if (gen() % 8 == 0) v = specials[gen() % 8];
+      std::memcpy(&bytes[i], &v, 8);
+    }
+  }
+  return bytes;  // 16-bit floats: every bit pattern is a value, NaNs included
+}
+
+bool isNanAt(DataType type, const uint8_t* p) {
+  switch (type) {
+    case DataType::Float32:
+    case DataType::Complex64: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return std::isnan(v);
+    }
+    case DataType::Float64:
+    case DataType::Complex128: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return std::isnan(v);
+    }
+    case DataType::Float16:
+    case DataType::BFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return std::isnan(type == DataType::Float16 ? halfToFloat(v) : bfloat16ToFloat(v));
+    }
+    default:
+      return false;
+  }
+}
+
+// Equal bits, except that a NaN may carry another payload (which operand's
+// NaN an addition keeps depends on the instruction's operand order).
+void expectSameBits(DataType type, const uint8_t* got, const uint8_t* want, size_t count,
+                    const std::string& what) {
+  const size_t unit = isComplex(type) ? elementSize(type) / 2 : elementSize(type);
+  for (size_t i = 0; i < count * elementSize(type) / unit; ++i) {
+    const uint8_t* g = got + i * unit;
+    const uint8_t* w = want + i * unit;
+    if (isNanAt(type, w)) {
+      ASSERT_TRUE(isNanAt(type, g)) << what << " element " << i << ": NaN expected";
+    } else {
+      ASSERT_EQ(0, std::memcmp(g, w, unit)) << what << " element " << i;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(HostLoops, BaselineIsAlwaysThereAndTheChoiceIsOneOfTheAvailable) {
+  const auto all = availableHostLoops();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front()->isa, HostIsa::Baseline);
+  bool found = false;
+  for (const HostLoops* loops : all) found = found || loops == &hostLoops();
+  EXPECT_TRUE(found) << "chosen: " << hostLoops().name;
+}
+
+TEST(HostLoops, EveryInstructionSetGivesTheBaselineBits) {
+  const HostLoops& baseline = *hostLoopsFor(HostIsa::Baseline);
+  std::mt19937_64 gen(2026);
+  for (const HostLoops* loops : availableHostLoops()) {
+    if (loops->isa == HostIsa::Baseline) continue;
+    for (DataType type : kTypes) {
+      const size_t size = elementSize(type);
+      for (size_t count : kLengths) {
+        for (size_t offset : {size_t{0}, size}) {  // aligned, and one element off
+          const auto a = randomBytes(type, count, gen);
+          const auto b = randomBytes(type, count, gen);
+          for (ReduceOp op : kOps) {
+            if (!unsupportedReason(type, op).empty()) continue;
+            const std::string what = std::string(loops->name) + " " + dataTypeName(type) + " " +
+                                     reduceOpName(op) + " count " + std::to_string(count) +
+                                     " offset " + std::to_string(offset);
+            auto want = a, got = a;
+            baseline.reduce(type, op, want.data() + offset, b.data() + offset, count);
+            loops->reduce(type, op, got.data() + offset, b.data() + offset, count);
+            expectSameBits(type, got.data() + offset, want.data() + offset, count, what);
+            if (op != ReduceOp::Avg) continue;
+            for (int divisor : {2, 3, 7}) {
+              auto fusedWant = a, fusedGot = a, finishWant = a, finishGot = a;
+              baseline.reduceAndAverage(type, fusedWant.data() + offset, b.data() + offset,
+                                        count, divisor);
+              loops->reduceAndAverage(type, fusedGot.data() + offset, b.data() + offset, count,
+                                      divisor);
+              expectSameBits(type, fusedGot.data() + offset, fusedWant.data() + offset, count,
+                             what + " fused /" + std::to_string(divisor));
+              baseline.finishAverage(type, finishWant.data() + offset, count, divisor);
+              loops->finishAverage(type, finishGot.data() + offset, count, divisor);
+              expectSameBits(type, finishGot.data() + offset, finishWant.data() + offset, count,
+                             what + " finish /" + std::to_string(divisor));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(HostLoops, EveryInstructionSetConvertsHalvesLikeTheScalarForms) {
+  std::mt19937_64 gen(7);
+  for (const HostLoops* loops : availableHostLoops()) {
+    for (bool half : {true, false}) {
+      for (size_t count : kLengths) {
+        std::vector<uint16_t> in(count + 1);
+        std::vector<float> wide(count + 1), values(count + 1);
+        for (auto& v : in) v = static_cast<uint16_t>(gen());
+        for (auto& v : values) {
+          const uint32_t bits = static_cast<uint32_t>(gen());
+          std::memcpy(&v, &bits, 4);
+        }
+        std::vector<uint16_t> narrow(count + 1);
+        loops->widen(half, in.data() + 1, wide.data() + 1, count);
+        loops->narrow(half, values.data() + 1, narrow.data() + 1, count);
+        for (size_t i = 1; i <= count; ++i) {
+          const float w = half ? halfToFloat(in[i]) : bfloat16ToFloat(in[i]);
+          const uint16_t n = half ? floatToHalf(values[i]) : floatToBFloat16(values[i]);
+          if (std::isnan(w)) {
+            ASSERT_TRUE(std::isnan(wide[i])) << loops->name << " widen " << in[i];
+          } else {
+            ASSERT_EQ(0, std::memcmp(&w, &wide[i], 4)) << loops->name << " widen " << in[i];
+          }
+          if (std::isnan(values[i])) {
+            const float back = half ? halfToFloat(narrow[i]) : bfloat16ToFloat(narrow[i]);
+            ASSERT_TRUE(std::isnan(back)) << loops->name << " narrow NaN";
+            ASSERT_EQ(narrow[i] & 0x8000, n & 0x8000) << loops->name << " narrow NaN sign";
+          } else {
+            ASSERT_EQ(narrow[i], n) << loops->name << " narrow " << values[i];
+          }
+        }
+      }
+    }
+  }
+}
