@@ -82,39 +82,94 @@ void reduceComplex(ReduceOp op, void* dst, const void* src, size_t count) {
       sizeof(T) == 4 ? DataType::Complex64 : DataType::Complex128, op));
 }
 
-template <typename T>
-void divideAll(void* data, size_t count, int divisor) {
-  T* __restrict d = static_cast<T*>(data);
-  const T div = static_cast<T>(divisor);
-  for (size_t i = 0; i < count; ++i) d[i] = divideBy(d[i], div);
-}
-
+// AVG's quotient, truncating toward zero for integers as C++ (and NCCL's
+// integer average) does.
+//
 // Integers: there is no vector integer division, and a scalar one costs tens
 // of cycles per element. Through a float type that holds every value of T
 // exactly, the quotient rounds to within |v|/divisor * 2^-p of the true one,
 // less than the 1/divisor that separates a non-integer quotient from the
 // next integer while |v| < 2^p: truncating it gives exactly v / divisor.
-// float (p = 24) serves 8- and 16-bit integers, double (p = 53) 32-bit ones.
-template <typename T, typename Wide>
-void divideAllThrough(void* data, size_t count, int divisor) {
-  static_assert(sizeof(T) * 8 <= std::numeric_limits<Wide>::digits);
+// float (p = 24) serves 8- and 16-bit integers, double (p = 53) 32-bit ones;
+// int64 divides as it is.
+template <typename T>
+using WideOf = std::conditional_t<
+    std::is_floating_point_v<T> || sizeof(T) == 8, T,
+    std::conditional_t<(sizeof(T) <= 2), float, double>>;
+
+template <typename T>
+struct Divide {
+  WideOf<T> divisor;
+  T operator()(T v) const { return static_cast<T>(static_cast<WideOf<T>>(v) / divisor); }
+};
+
+// By a power of two (every world of 2, 4, 8, ... ranks) the same quotient
+// needs no division: a float multiplies by the reciprocal, which is exact,
+// so both forms round the same real number once; an integer shifts, after
+// adding divisor - 1 to a negative value so that the shift truncates toward
+// zero rather than rounding down. Either costs a fraction of a division.
+template <typename T>
+struct DivideByPowerOfTwo {
+  explicit DivideByPowerOfTwo(int divisor)
+      : shift(__builtin_ctz(static_cast<unsigned>(divisor))),
+        mask(static_cast<T>(divisor - 1)),
+        inverse(static_cast<T>(1.0 / divisor)) {}
+  // Integers: the caller keeps divisor <= 2^(bits - 1) (fits), so the bias
+  // added to a negative value never wraps.
+  static bool serves(int divisor) {
+    return std::is_floating_point_v<T> || !std::is_signed_v<T> ||
+           static_cast<unsigned long long>(divisor) <= (1ull << (sizeof(T) * 8 - 1));
+  }
+  T operator()(T v) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return v * inverse;
+    } else if constexpr (std::is_signed_v<T>) {
+      const T negative = static_cast<T>(v >> (sizeof(T) * 8 - 1));  // all ones or zero
+      return static_cast<T>(static_cast<T>(v + (negative & mask)) >> shift);
+    } else {
+      return static_cast<T>(v >> shift);
+    }
+  }
+  int shift;
+  T mask;     // integers: divisor - 1
+  T inverse;  // floats: 2^-shift, exact
+};
+
+bool isPowerOfTwo(int divisor) { return divisor > 0 && (divisor & (divisor - 1)) == 0; }
+
+template <typename T>
+bool shiftable(int divisor) {
+  return isPowerOfTwo(divisor) && DivideByPowerOfTwo<T>::serves(divisor);
+}
+
+template <typename T, typename Quotient>
+void divideWith(void* data, size_t count, Quotient quotient) {
   T* __restrict d = static_cast<T*>(data);
-  const Wide div = static_cast<Wide>(divisor);
-  for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(static_cast<Wide>(d[i]) / div);
+  for (size_t i = 0; i < count; ++i) d[i] = quotient(d[i]);
+}
+
+template <typename T>
+void divideAll(void* data, size_t count, int divisor) {
+  if (shiftable<T>(divisor)) return divideWith<T>(data, count, DivideByPowerOfTwo<T>(divisor));
+  divideWith<T>(data, count, Divide<T>{static_cast<WideOf<T>>(divisor)});
 }
 
 // AVG's last step in one pass: d = (d + s) / divisor, the sum wrapping or
-// rounding exactly as SumOp does and the quotient as divideAllThrough
-// (integers) or a plain division (floats) does, so the bits are those of
-// the two-pass form while the data is read once.
-template <typename T, typename Wide>
-void sumAndDivide(void* dst, const void* src, size_t count, int divisor) {
+// rounding exactly as SumOp does, so the bits are those of the two-pass form
+// (reduce, then divideAll) while the data is read once.
+template <typename T, typename Quotient>
+void sumAndDivideWith(void* dst, const void* src, size_t count, Quotient quotient) {
   T* __restrict d = static_cast<T*>(dst);
   const T* __restrict s = static_cast<const T*>(src);
-  const Wide div = static_cast<Wide>(divisor);
-  for (size_t i = 0; i < count; ++i) {
-    d[i] = static_cast<T>(static_cast<Wide>(SumOp()(d[i], s[i])) / div);
+  for (size_t i = 0; i < count; ++i) d[i] = quotient(SumOp()(d[i], s[i]));
+}
+
+template <typename T>
+void sumAndDivide(void* dst, const void* src, size_t count, int divisor) {
+  if (shiftable<T>(divisor)) {
+    return sumAndDivideWith<T>(dst, src, count, DivideByPowerOfTwo<T>(divisor));
   }
+  sumAndDivideWith<T>(dst, src, count, Divide<T>{static_cast<WideOf<T>>(divisor)});
 }
 
 // ---- float16 / bfloat16 ----------------------------------------------------
@@ -239,11 +294,15 @@ void reduceHalfFused(bool half, uint16_t* dst, const uint16_t* src, size_t count
                     dst + i);
     }
   } else {
-    const Lanes::F div = Lanes::splat(static_cast<float>(divisor));
+    // As DivideByPowerOfTwo: by a power of two, the exact reciprocal.
+    const bool scale = isPowerOfTwo(divisor);
+    const Lanes::F factor = Lanes::splat(scale ? 1.0f / static_cast<float>(divisor)
+                                               : static_cast<float>(divisor));
     for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
       const Lanes::F combined =
           combineLanes<kOp>(Lanes::widen(half, dst + i), Lanes::widen(half, src + i));
-      Lanes::narrow(half, Lanes::div(combined, div), dst + i);
+      Lanes::narrow(half, scale ? Lanes::mul(combined, factor) : Lanes::div(combined, factor),
+                    dst + i);
     }
   }
 #endif
@@ -328,10 +387,10 @@ void finishAverage(DataType type, void* data, size_t count, int divisor) {
     case DataType::Float64: return divideAll<double>(data, count, divisor);
     case DataType::Complex64: return divideAll<float>(data, 2 * count, divisor);
     case DataType::Complex128: return divideAll<double>(data, 2 * count, divisor);
-    case DataType::Int8: return divideAllThrough<int8_t, float>(data, count, divisor);
-    case DataType::UInt8: return divideAllThrough<uint8_t, float>(data, count, divisor);
-    case DataType::Int16: return divideAllThrough<int16_t, float>(data, count, divisor);
-    case DataType::Int32: return divideAllThrough<int32_t, double>(data, count, divisor);
+    case DataType::Int8: return divideAll<int8_t>(data, count, divisor);
+    case DataType::UInt8: return divideAll<uint8_t>(data, count, divisor);
+    case DataType::Int16: return divideAll<int16_t>(data, count, divisor);
+    case DataType::Int32: return divideAll<int32_t>(data, count, divisor);
     case DataType::Int64: return divideAll<int64_t>(data, count, divisor);
     case DataType::Float16:
     case DataType::BFloat16: {
@@ -361,12 +420,13 @@ void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, i
     case DataType::BFloat16:
       return reduceHalf(type == DataType::Float16, ReduceOp::Avg, static_cast<uint16_t*>(dst),
                         static_cast<const uint16_t*>(src), count, divisor);
-    case DataType::Float32: return sumAndDivide<float, float>(dst, src, count, divisor);
-    case DataType::Float64: return sumAndDivide<double, double>(dst, src, count, divisor);
-    case DataType::Int8: return sumAndDivide<int8_t, float>(dst, src, count, divisor);
-    case DataType::UInt8: return sumAndDivide<uint8_t, float>(dst, src, count, divisor);
-    case DataType::Int16: return sumAndDivide<int16_t, float>(dst, src, count, divisor);
-    case DataType::Int32: return sumAndDivide<int32_t, double>(dst, src, count, divisor);
+    case DataType::Float32: return sumAndDivide<float>(dst, src, count, divisor);
+    case DataType::Float64: return sumAndDivide<double>(dst, src, count, divisor);
+    case DataType::Int8: return sumAndDivide<int8_t>(dst, src, count, divisor);
+    case DataType::UInt8: return sumAndDivide<uint8_t>(dst, src, count, divisor);
+    case DataType::Int16: return sumAndDivide<int16_t>(dst, src, count, divisor);
+    case DataType::Int32: return sumAndDivide<int32_t>(dst, src, count, divisor);
+    case DataType::Int64: return sumAndDivide<int64_t>(dst, src, count, divisor);
     default:
       break;
   }

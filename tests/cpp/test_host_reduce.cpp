@@ -102,7 +102,12 @@ TEST(HostReduce, IntegerAverageTruncatesTowardZero) {
 // to 1024 ranks can have.
 template <typename T>
 void expectSameAsIntegerDivision(DataType type, const std::vector<T>& values) {
+  std::vector<int> divisors;
   for (int divisor = 1; divisor <= 1024; divisor = divisor < 16 ? divisor + 1 : divisor * 2 + 1) {
+    divisors.push_back(divisor);
+  }
+  for (int power = 32; power <= 1024; power *= 2) divisors.push_back(power);  // shifted, not divided
+  for (int divisor : divisors) {
     std::vector<T> d = values;
     finishAverage(type, d.data(), d.size(), divisor);
     for (size_t i = 0; i < values.size(); ++i) {
@@ -141,13 +146,45 @@ TEST(HostReduce, IntegerAverageEqualsTruncatingDivision) {
                                                    std::numeric_limits<int64_t>::max(), -7, 7});
 }
 
+// By a power of two the float average multiplies by the exact reciprocal:
+// the same bits as the division, subnormal quotients, infinities and NaN
+// included.
+template <typename T>
+void expectScalingEqualsDivision(DataType type) {
+  uint64_t x = 99;
+  std::vector<T> values{0, -0.0, INFINITY, -INFINITY, std::numeric_limits<T>::denorm_min(),
+                        std::numeric_limits<T>::min(), std::numeric_limits<T>::max()};
+  for (int i = 0; i < 5000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int exponent = static_cast<int>(x >> 54) % (std::numeric_limits<T>::max_exponent * 2) -
+                         std::numeric_limits<T>::max_exponent - 20;
+    values.push_back(std::ldexp(static_cast<T>(static_cast<int32_t>(x >> 20)) / T(1 << 30),
+                                exponent));
+  }
+  for (int divisor : {2, 4, 8, 64, 1024}) {
+    std::vector<T> d = values;
+    finishAverage(type, d.data(), d.size(), divisor);
+    for (size_t i = 0; i < values.size(); ++i) {
+      volatile T quotient = values[i] / static_cast<T>(divisor);
+      const T want = quotient;
+      ASSERT_EQ(std::memcmp(&d[i], &want, sizeof(T)), 0)
+          << dataTypeName(type) << " " << values[i] << " / " << divisor;
+    }
+  }
+}
+
+TEST(HostReduce, FloatAverageByAPowerOfTwoEqualsTheDivision) {
+  expectScalingEqualsDivision<float>(DataType::Float32);
+  expectScalingEqualsDivision<double>(DataType::Float64);
+}
+
 // AVG's last step reads the data once; it must give the bits of the
 // two-pass form (sum, then divide) for every type it fuses.
 template <typename T>
 void expectFusedAverageMatchesTwoPasses(DataType type) {
   uint32_t x = 777;
   auto next = [&x] { return x = x * 1664525u + 1013904223u; };
-  for (int divisor : {2, 3, 7}) {
+  for (int divisor : {2, 3, 4, 7, 1024}) {
     std::vector<T> a(1003), b(1003);
     for (size_t i = 0; i < a.size(); ++i) {
       if constexpr (std::is_floating_point_v<T>) {
@@ -174,6 +211,7 @@ TEST(HostReduce, FusedAverageGivesTheBitsOfSumThenDivide) {
   expectFusedAverageMatchesTwoPasses<uint8_t>(DataType::UInt8);
   expectFusedAverageMatchesTwoPasses<int16_t>(DataType::Int16);
   expectFusedAverageMatchesTwoPasses<int32_t>(DataType::Int32);
+  expectFusedAverageMatchesTwoPasses<int64_t>(DataType::Int64);
 }
 
 TEST(HostReduce, UnsupportedPairsExplainThemselves) {
