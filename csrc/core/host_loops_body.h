@@ -178,34 +178,55 @@ float widenOne(bool half, uint16_t v) { return half ? halfToFloat(v) : bfloat16T
 uint16_t narrowOne(bool half, float v) { return half ? floatToHalf(v) : floatToBFloat16(v); }
 
 #if RR_VECTOR_LANES == 16
-// Sixteen lanes in a zmm register.
+// Sixteen float lanes in a zmm register.
 struct Lanes {
   static constexpr size_t kCount = 16;
   using F = __m512;
+  using I = __m512i;
+  // 2 * kCount 16-bit values widened in an order of the pair's choosing
+  // (narrowPair puts them back): bfloat16 then needs only in-lane unpacks
+  // and one pack, no lane-crossing moves.
+  struct Pair {
+    F lo, hi;
+  };
   static F widen(bool half, const uint16_t* p) {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if (half) return _mm512_cvtph_ps(raw);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
   }
-  // floatToHalf / floatToBFloat16 on sixteen lanes. bfloat16: add the
-  // rounding bias (0x7fff plus the lowest kept bit) and keep the high half;
-  // a NaN keeps its high half with the quiet bit set.
+  static Pair widenPair(bool half, const uint16_t* p) {
+    if (half) return {widen(true, p), widen(true, p + kCount)};  // loads fold into vcvtph2ps
+    const I raw = _mm512_loadu_si512(p);
+    const I zero = _mm512_setzero_si512();
+    return {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, raw)),
+            _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, raw))};
+  }
+  // floatToBFloat16 per lane, the result in each lane's low 16 bits: add
+  // the rounding bias (0x7fff plus the lowest kept bit) and keep the high
+  // half; a NaN keeps its high half with the quiet bit set.
+  static I roundToBFloat16(F v) {
+    const I u = _mm512_castps_si512(v);
+    const I high = _mm512_srli_epi32(u, 16);
+    const I bias =
+        _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(high, _mm512_set1_epi32(1)));
+    const I rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+  }
+  static __m256i toHalf(F v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
   static void narrow(bool half, F v, uint16_t* p) {
-    __m256i packed;
-    if (half) {
-      packed = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-      const __m512i u = _mm512_castps_si512(v);
-      const __m512i high = _mm512_srli_epi32(u, 16);
-      const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                            _mm512_and_si512(high, _mm512_set1_epi32(1)));
-      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      const __m512i bits =
-          _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
-      packed = _mm512_cvtepi32_epi16(bits);  // every lane is below 2^16
-    }
+    const __m256i packed = half ? toHalf(v) : _mm512_cvtepi32_epi16(roundToBFloat16(v));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+  }
+  static void narrowPair(bool half, Pair v, uint16_t* p) {
+    if (half) {
+      narrow(true, v.lo, p);
+      narrow(true, v.hi, p + kCount);
+      return;
+    }
+    _mm512_storeu_si512(p, _mm512_packus_epi32(roundToBFloat16(v.lo), roundToBFloat16(v.hi)));
   }
   static F splat(float v) { return _mm512_set1_ps(v); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
@@ -222,32 +243,57 @@ struct Lanes {
   }
 };
 #elif RR_VECTOR_LANES == 8
-// Eight lanes in a ymm register.
+// Eight float lanes in a ymm register; as the sixteen-lane form.
 struct Lanes {
   static constexpr size_t kCount = 8;
   using F = __m256;
+  using I = __m256i;
+  struct Pair {
+    F lo, hi;
+  };
   static F widen(bool half, const uint16_t* p) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     if (half) return _mm256_cvtph_ps(raw);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
   }
-  // As the sixteen-lane form; packus saturates, which no lane reaches.
+  static Pair widenPair(bool half, const uint16_t* p) {
+    if (half) return {widen(true, p), widen(true, p + kCount)};
+    const I raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const I zero = _mm256_setzero_si256();
+    return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, raw)),
+            _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, raw))};
+  }
+  static I roundToBFloat16(F v) {
+    const I u = _mm256_castps_si256(v);
+    const I high = _mm256_srli_epi32(u, 16);
+    const I bias =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(high, _mm256_set1_epi32(1)));
+    const I rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+    const I nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+  }
+  static __m128i toHalf(F v) {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // packus saturates, which no lane (all below 2^16) reaches.
   static void narrow(bool half, F v, uint16_t* p) {
     __m128i packed;
     if (half) {
-      packed = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      packed = toHalf(v);
     } else {
-      const __m256i u = _mm256_castps_si256(v);
-      const __m256i high = _mm256_srli_epi32(u, 16);
-      const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                                            _mm256_and_si256(high, _mm256_set1_epi32(1)));
-      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
-      const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-      const __m256i bits =
-          _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+      const I bits = roundToBFloat16(v);
       packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  static void narrowPair(bool half, Pair v, uint16_t* p) {
+    if (half) {
+      narrow(true, v.lo, p);
+      narrow(true, v.hi, p + kCount);
+      return;
+    }
+    const I packed = _mm256_packus_epi32(roundToBFloat16(v.lo), roundToBFloat16(v.hi));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
   }
   static F splat(float v) { return _mm256_set1_ps(v); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
@@ -281,29 +327,61 @@ Lanes::F combineLanes(Lanes::F a, Lanes::F b) {
 }
 #endif
 
+#if RR_VECTOR_LANES > 0
+// What happens to a combined vector before it is narrowed: nothing (a
+// reduction step), or AVG's division.
+struct KeepLanes {
+  Lanes::F operator()(Lanes::F v) const { return v; }
+};
+struct ScaleLanes {
+  Lanes::F factor;
+  Lanes::F operator()(Lanes::F v) const { return Lanes::mul(v, factor); }
+};
+struct DivideLanes {
+  Lanes::F divisor;
+  Lanes::F operator()(Lanes::F v) const { return Lanes::div(v, divisor); }
+};
+
+// The vector part of reduceHalfFused; returns how many elements it did.
+// float16 or bfloat16 is a template argument, so no iteration tests it.
+template <ReduceOp kOp, bool kHalf, typename Finish>
+size_t reduceHalfPairs(uint16_t* dst, const uint16_t* src, size_t count, Finish finish) {
+  constexpr size_t kStep = 2 * Lanes::kCount;
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep) {
+    const Lanes::Pair a = Lanes::widenPair(kHalf, dst + i);
+    const Lanes::Pair b = Lanes::widenPair(kHalf, src + i);
+    Lanes::narrowPair(kHalf,
+                      {finish(combineLanes<kOp>(a.lo, b.lo)), finish(combineLanes<kOp>(a.hi, b.hi))},
+                      dst + i);
+  }
+  return i;
+}
+
+template <ReduceOp kOp, typename Finish>
+size_t reduceHalfPairs(bool half, uint16_t* dst, const uint16_t* src, size_t count,
+                       Finish finish) {
+  return half ? reduceHalfPairs<kOp, true>(dst, src, count, finish)
+              : reduceHalfPairs<kOp, false>(dst, src, count, finish);
+}
+#endif
+
 // dst = round(float(dst) (op) float(src)), divided by `divisor` before the
 // rounding when it is not 0: one pass, nothing leaves the registers.
 template <ReduceOp kOp>
 void reduceHalfFused(bool half, uint16_t* dst, const uint16_t* src, size_t count, int divisor) {
   size_t i = 0;
 #if RR_VECTOR_LANES > 0
+  // AVG's division, as DivideByPowerOfTwo: by a power of two, the exact
+  // reciprocal. A loop per case, so none tests the case per element.
   if (divisor == 0) {
-    for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
-      Lanes::narrow(half,
-                    combineLanes<kOp>(Lanes::widen(half, dst + i), Lanes::widen(half, src + i)),
-                    dst + i);
-    }
+    i = reduceHalfPairs<kOp>(half, dst, src, count, KeepLanes());
+  } else if (isPowerOfTwo(divisor)) {
+    i = reduceHalfPairs<kOp>(half, dst, src, count,
+                             ScaleLanes{Lanes::splat(1.0f / static_cast<float>(divisor))});
   } else {
-    // As DivideByPowerOfTwo: by a power of two, the exact reciprocal.
-    const bool scale = isPowerOfTwo(divisor);
-    const Lanes::F factor = Lanes::splat(scale ? 1.0f / static_cast<float>(divisor)
-                                               : static_cast<float>(divisor));
-    for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
-      const Lanes::F combined =
-          combineLanes<kOp>(Lanes::widen(half, dst + i), Lanes::widen(half, src + i));
-      Lanes::narrow(half, scale ? Lanes::mul(combined, factor) : Lanes::div(combined, factor),
-                    dst + i);
-    }
+    i = reduceHalfPairs<kOp>(half, dst, src, count,
+                             DivideLanes{Lanes::splat(static_cast<float>(divisor))});
   }
 #endif
   for (; i < count; ++i) {
