@@ -69,6 +69,8 @@ def collect(require=()):
         "C++ runtime (built)": _build_info.LIBSTDCXX_RUNTIME,
         "C++ runtime (loaded)": loaded_libstdcxx(),
         "CPU path": "compiled" if build["cpu_path"] else "missing",
+        "CPU reduction loops": (f"{build.get('host_loops', 'none')} (this CPU runs: "
+                                f"{', '.join(build['host_loops_available'])})"),
         "CUDA path": (f"compiled ({_build_info.CUDA_DETAIL})" if build["cuda_path"]
                       else f"not compiled: {_build_info.CUDA_DETAIL} "
                            "(CUDA tensors go through host staging)"),
@@ -81,6 +83,8 @@ def collect(require=()):
     }
 
     problems = []
+    if "host_loops_error" in build:
+        problems.append(build["host_loops_error"])
     if not transports:
         problems.append("UCX finds no transport: no collective can run")
     tls = ucx_tls_problem(os.environ.get("UCX_TLS", ""), transports)

@@ -6,6 +6,7 @@
 
 #include "backend/device_path.h"
 #include "backend/process_group_ring.h"
+#include "core/host_loops.h"
 #include "transport/ucx/ucx_info.h"
 
 namespace py = pybind11;
@@ -61,6 +62,18 @@ PYBIND11_MODULE(_C, m) {
     info["nccl_loading"] = ringreduce::DevicePath::compiled()
                                ? "dlopen on first use (RINGREDUCE_NCCL_LIBRARY or libnccl.so.2)"
                                : "not compiled";
+    // The host loops' instruction set: the one chosen (or why none could
+    // be: a bad RINGREDUCE_HOST_ISA) and every one this CPU runs.
+    py::list available;
+    for (const ringreduce::HostLoops* loops : ringreduce::availableHostLoops()) {
+      available.append(loops->name);
+    }
+    info["host_loops_available"] = available;
+    try {
+      info["host_loops"] = std::string(ringreduce::hostLoops().name);
+    } catch (const std::exception& error) {
+      info["host_loops_error"] = std::string(error.what());
+    }
     return info;
   });
   m.def("nccl_status", [] {

@@ -1,0 +1,110 @@
+"""What a user feels: DDP training steps of a transformer encoder, ringreduce
+against gloo in the same processes, with and without DDP's fp16 gradient
+compression hook.
+
+    torchrun --standalone --nproc-per-node 2 benchmarks/ddp_step.py \
+        [--layers 6] [--d-model 512] [--steps 12] [--rounds 3]
+
+The model is a 6-layer nn.TransformerEncoder (d_model 512, 19M parameters,
+76 MB of float32 gradients), one thread per rank, a batch of 8 sequences of
+64 tokens. Each configuration is a fresh DDP wrapper of the same model:
+  none   the same step without DDP (forward, backward, optimizer): the compute
+  gloo / ringreduce, and each with fp16_compress_hook ("+fp16")
+The configurations alternate in rounds; a configuration's time is the median
+step of the slowest rank over all its rounds. "exposed" is its time minus the
+compute time: the communication the step waits for.
+"""
+import argparse
+import os
+import statistics
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import torch_ringreduce  # noqa: F401  registers "ringreduce"
+
+
+def build_model(layers, d_model):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model, nhead=8, dim_feedforward=4 * d_model,
+                                             dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+def step_times(model, batch, steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        model(batch).square().mean().backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return times[2:]  # the first steps build DDP's buckets and warm caches
+
+
+def wrap(base, config, groups):
+    if config == "none":
+        return base
+    backend, _, hook = config.partition("+")
+    model = DDP(base, process_group=groups[backend])
+    if hook == "fp16":
+        model.register_comm_hook(groups[backend], default_hooks.fp16_compress_hook)
+    return model
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--configs", default="none,gloo,ringreduce,gloo+fp16,ringreduce+fp16")
+    args = p.parse_args()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    dist.init_process_group("ringreduce")
+    rank = dist.get_rank()
+    groups = {"ringreduce": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    base = build_model(args.layers, args.d_model)
+    params = sum(p.numel() for p in base.parameters())
+    batch = torch.randn(8, 64, args.d_model, generator=torch.Generator().manual_seed(rank))
+    configs = args.configs.split(",")
+    samples = {c: [] for c in configs}
+    for _ in range(args.rounds):
+        for config in configs:
+            dist.barrier(group=groups["gloo"])
+            samples[config] += step_times(wrap(base, config, groups), batch, args.steps)
+    medians = {}
+    for config in configs:
+        local = torch.tensor([statistics.median(samples[config])], dtype=torch.float64)
+        dist.all_reduce(local, op=dist.ReduceOp.MAX, group=groups["gloo"])
+        medians[config] = local.item()
+    if rank == 0:
+        world = dist.get_world_size()
+        print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, {params / 1e6:.1f}M "
+              f"parameters, world {world}; median of the slowest rank, {args.rounds} rounds x "
+              f"{args.steps - 2} steps")
+        print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9}")
+        compute = medians.get("none")
+        for config in configs:
+            exposed = f"{(medians[config] - compute) * 1e3:10.1f}" if compute else f"{'-':>10}"
+            twin = "gloo" + config[len("ringreduce"):] if config.startswith("ringreduce") else None
+            ratio = (f"{medians[twin] / medians[config]:9.2f}" if twin in medians else f"{'':>9}")
+            print(f"  {config:>16} | {medians[config] * 1e3:8.1f} | {exposed} | {ratio}")
+        if compute:
+            for hook in ("", "+fp16"):
+                ring, gloo = medians.get("ringreduce" + hook), medians.get("gloo" + hook)
+                if ring and gloo and gloo > compute:
+                    print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
+                          f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The host reduction loops exist once per instruction set (core/host_loops.h):
+every set this CPU runs, forced with RINGREDUCE_HOST_ISA, gives the same bits
+through real collectives, and `torch_ringreduce.info` names the choice."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_ringreduce
+from multiproc import LOOPBACK_ENV, run_world
+
+AVAILABLE = torch_ringreduce._C.build_info()["host_loops_available"]
+
+
+def _reduce_every_dtype(rank, world_size, init_method):
+    import torch
+    import torch.distributed as dist
+
+    import torch_ringreduce
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    gen = torch.Generator().manual_seed(7 + rank)
+    out = {"isa": torch_ringreduce._C.build_info()["host_loops"]}
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32):
+        if dtype.is_floating_point:
+            x = (torch.randn(10_007, generator=gen) * 8).to(dtype)
+            x[::97] = float("nan")  # NaN propagation in MIN/MAX, at many lane positions
+        else:
+            x = torch.randint(-128, 128, (10_007,), generator=gen, dtype=dtype)
+        for op in ("SUM", "AVG", "MAX", "MIN", "PRODUCT"):
+            y = x.clone()
+            dist.all_reduce(y, op=getattr(dist.ReduceOp, op))
+            out[f"{dtype} {op}"] = y
+    dist.destroy_process_group()
+    return out
+
+
+def test_every_instruction_set_gives_the_same_collective_results():
+    assert AVAILABLE[0] == "baseline"
+    runs = {}
+    for isa in AVAILABLE:
+        results = run_world(2, _reduce_every_dtype,
+                            env=dict(LOOPBACK_ENV, RINGREDUCE_HOST_ISA=isa), timeout=180)
+        assert [r["isa"] for r in results] == [isa, isa]
+        runs[isa] = results
+    reference = runs["baseline"]
+    for isa, results in runs.items():
+        for rank, (got, want) in enumerate(zip(results, reference)):
+            for key in want:
+                if key == "isa":
+                    continue
+                torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"{isa} rank {rank} {key}: {m}")
+        # Every rank ends with the same values.
+        for key in results[0]:
+            if key != "isa":
+                torch.testing.assert_close(results[1][key], results[0][key], rtol=0, atol=0,
+                                           equal_nan=True)
+
+
+def _info(env):
+    return subprocess.run([sys.executable, "-m", "torch_ringreduce.info"], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_info_names_the_instruction_set_and_refuses_an_unknown_one():
+    import os
+
+    env = dict(os.environ)
+    env.pop("RINGREDUCE_HOST_ISA", None)
+    result = _info(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(l for l in result.stdout.splitlines() if l.strip().startswith("CPU reduction loops"))
+    assert line.split(":", 1)[1].split()[0] == AVAILABLE[-1]  # the best this CPU runs
+    result = _info(dict(env, RINGREDUCE_HOST_ISA="baseline"))
+    assert "CPU reduction loops: baseline" in " ".join(result.stdout.split())
+    result = _info(dict(env, RINGREDUCE_HOST_ISA="sse9"))
+    assert result.returncode == 1
+    assert "RINGREDUCE_HOST_ISA=sse9 is not one of baseline, avx2, avx512" in result.stdout
+
+
+@pytest.mark.skipif("avx512" in AVAILABLE, reason="this CPU runs every instruction set")
+def test_an_instruction_set_the_cpu_lacks_falls_back_with_a_warning():
+    import os
+
+    result = _info(dict(os.environ, RINGREDUCE_HOST_ISA="avx512"))
+    assert "this CPU lacks that instruction set" in result.stderr
