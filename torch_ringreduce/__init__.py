@@ -38,8 +38,27 @@ BACKEND_NAME = "ringreduce"
 _live_backends = weakref.WeakSet()
 
 
+def _groups_torch_knows():
+    """ringreduce backends of every group torch has registered, including
+    children of ProcessGroup.split_group, which torch creates in C++ without
+    our creator."""
+    try:
+        groups = list(dist.distributed_c10d._world.pg_map)
+    except Exception:
+        return []
+    found = []
+    for group in groups:
+        try:
+            backend = group._get_backend(torch.device("cpu"))
+        except Exception:
+            continue
+        if isinstance(backend, _C.ProcessGroupRing):
+            found.append(backend)
+    return found
+
+
 def _shutdown_at_exit():
-    for backend in list(_live_backends):
+    for backend in list(_live_backends) + _groups_torch_knows():
         try:
             backend._shutdown_at_exit()
         except Exception:  # already shut down or failed: nothing left to do

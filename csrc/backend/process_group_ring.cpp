@@ -1,5 +1,7 @@
 #include "backend/process_group_ring.h"
 
+#include <algorithm>
+
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -65,6 +67,32 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupRing::getBackendOptions() {
+  auto options = c10::make_intrusive<Options>(getBackendName(), timeout());
+  options->group_name = groupName_;
+  return options;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  std::vector<int> members = ranks;
+  std::sort(members.begin(), members.end());
+  for (int member : members) {
+    TORCH_CHECK_VALUE(member >= 0 && member < size_, "ringreduce: split_group on rank ", rank_,
+                      ": rank ", member, " is not in the parent group of size ", size_);
+  }
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me == members.end()) return nullptr;
+  const auto childTimeout = opts ? opts->timeout : timeout();
+  std::string childName = opts && !opts->group_name.empty()
+                              ? opts->group_name
+                              : groupName_ + ":split:" + std::to_string(members.front());
+  return c10::make_intrusive<ProcessGroupRing>(store, static_cast<int>(me - members.begin()),
+                                               static_cast<int>(members.size()), childTimeout,
+                                               std::move(childName));
+}
 
 void ProcessGroupRing::abort() {
   engine_->abort("process group '" + groupName_ + "' was aborted on rank " +

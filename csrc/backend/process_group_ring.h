@@ -107,6 +107,16 @@ class ProcessGroupRing : public c10d::Backend {
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
 
+  // ProcessGroup.split_group: a child group over some of this group's ranks,
+  // created on the store torch hands over (a prefix of this group's). A rank
+  // outside `ranks` gets no group (nullptr), as ProcessGroupNCCL's do.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // What a split child inherits: the timeout and the name.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+
   // torch's coalescing manager (and batch_isend_irecv): operations issued
   // between the two calls are held back and run as one queued operation.
   bool supportsCoalescing() const override { return true; }
