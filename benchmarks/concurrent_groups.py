@@ -8,11 +8,12 @@ rank drives each of its groups from a Python thread of its own, keeping up to
 `--depth` asynchronous collectives in flight, `--ops-per-thread` in all,
 mixing all_reduce, all_gather_into_tensor, reduce_scatter_tensor, broadcast
 and all_to_all_single from 1 element to `--max-elements` float32 elements
-(the same pseudo-random sequence on every member). Every result is checked
-against what the inputs imply. The backends run one after the other, twice
+(`--cases` distinct ones, the same pseudo-random sequence on every member,
+prepared with their expected results before the clock starts). Every result
+is checked against what the inputs imply. The backends run one after the other, twice
 (ring, gloo, none, ring, ...); each figure is the slowest rank's wall time,
 and per backend the CPU seconds the process used and its context switches.
-"none" does all the Python work (tensors, expectations, checks) without the
+"none" does the timed Python work (buffer resets and checks) without the
 collectives: the floor under both backends' times.
 
 Then `--idle-groups` more ringreduce groups are created and left idle with
@@ -33,86 +34,113 @@ OPS = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadca
        "all_to_all_single"]
 
 
-def expected_and_run(op, group, members, me, count, seed, dry=False):
-    """Starts `op` asynchronously; returns (work, check) where check() says
-    whether the result is right. Inputs: rank r's element i is
-    r * 1000 + i % 1000 + seed % 7, small integers, exact in float32. With
-    `dry`, everything but the collective: the same tensors and the same check,
-    whose verdict the caller ignores."""
-    n = len(members)
-    pos = members.index(me)
-    base = seed % 7
+class Case:
+    """One collective of the load, prepared before the clock starts: its
+    inputs, output buffers and the result every rank must see, so that the
+    timed loop only resets in-place buffers, launches and compares. Inputs:
+    rank r's element i is r * 1000 + i % 1000 + seed % 7, small integers,
+    exact in float32."""
 
-    def value(rank, index):
-        return rank * 1000 + index % 1000 + base
+    def __init__(self, op, members, me, count, seed):
+        n = len(members)
+        pos = members.index(me)
+        base = seed % 7
+        self.op = op
+        idx = torch.arange(count, dtype=torch.float32) % 1000
+        self.mine = me * 1000 + idx + base
+        big_idx = torch.arange(count * n, dtype=torch.float32) % 1000
+        if op == "all_reduce":
+            self.out = self.mine.clone()
+            self.want = sum(r * 1000 for r in members) + n * (idx + base)
+        elif op == "broadcast":
+            self.root = members[seed % n]
+            self.out = self.mine.clone()
+            self.want = self.root * 1000 + idx + base
+        elif op == "all_gather_into_tensor":
+            self.out = torch.empty(count * n)
+            self.want = torch.cat([r * 1000 + idx + base for r in members])
+        elif op == "reduce_scatter_tensor":
+            self.inp = me * 1000 + big_idx + base
+            self.out = torch.empty(count)
+            self.want = (sum(r * 1000 for r in members)
+                         + n * (big_idx + base))[pos * count:(pos + 1) * count]
+        else:  # all_to_all_single: block j of rank r's input goes to member j
+            self.inp = me * 1000 + big_idx + base
+            self.out = torch.empty(count * n)
+            self.want = torch.cat([(r * 1000 + big_idx + base)[pos * count:(pos + 1) * count]
+                                   for r in members])
 
-    idx = torch.arange(count, dtype=torch.float32) % 1000
-    mine = me * 1000 + idx + base
-    if op == "all_reduce":
-        t = mine.clone()
-        work = dry or dist.all_reduce(t, group=group, async_op=True)
-        want = sum(r * 1000 for r in members) + n * (idx + base)
-        return work, lambda: torch.equal(t, want)
-    if op == "broadcast":
-        root = members[seed % n]
-        t = mine.clone()
-        work = dry or dist.broadcast(t, src=root, group=group, async_op=True)
-        return work, lambda: torch.equal(t, root * 1000 + idx + base)
-    if op == "all_gather_into_tensor":
-        out = torch.empty(count * n)
-        work = dry or dist.all_gather_into_tensor(out, mine, group=group, async_op=True)
-        want = torch.cat([r * 1000 + idx + base for r in members])
-        return work, lambda: torch.equal(out, want)
-    big_idx = torch.arange(count * n, dtype=torch.float32) % 1000
-    if op == "reduce_scatter_tensor":
-        inp = me * 1000 + big_idx + base
-        out = torch.empty(count)
-        work = dry or dist.reduce_scatter_tensor(out, inp, group=group, async_op=True)
-        want = (sum(r * 1000 for r in members) + n * (big_idx + base))[pos * count:(pos + 1) * count]
-        return work, lambda: torch.equal(out, want)
-    # all_to_all_single: block j of rank r's input goes to member j.
-    inp = me * 1000 + big_idx + base
-    out = torch.empty(count * n)
-    work = dry or dist.all_to_all_single(out, inp, group=group, async_op=True)
-    want = torch.cat([(r * 1000 + big_idx + base)[pos * count:(pos + 1) * count] for r in members])
-    return work, lambda: torch.equal(out, want)
+    def launch(self, group, dry):
+        """Starts the collective asynchronously (with `dry`, only the buffer
+        reset); returns its work, or None."""
+        if self.op in ("all_reduce", "broadcast"):
+            self.out.copy_(self.mine)  # in place: reset from the last use
+        else:
+            self.out.zero_()
+        if dry:
+            return None
+        if self.op == "all_reduce":
+            return dist.all_reduce(self.out, group=group, async_op=True)
+        if self.op == "broadcast":
+            return dist.broadcast(self.out, src=self.root, group=group, async_op=True)
+        if self.op == "all_gather_into_tensor":
+            return dist.all_gather_into_tensor(self.out, self.mine, group=group, async_op=True)
+        if self.op == "reduce_scatter_tensor":
+            return dist.reduce_scatter_tensor(self.out, self.inp, group=group, async_op=True)
+        return dist.all_to_all_single(self.out, self.inp, group=group, async_op=True)
+
+    def right(self):
+        return torch.equal(self.out, self.want)
 
 
-def drive(group, members, me, args, seed, failures, dry):
-    rng = random.Random(seed)  # the same sequence on every member of the group
-    in_flight = []
-    for i in range(args.ops_per_thread):
+def prepare(members, me, args, seed):
+    """The thread's cases: `args.cases` distinct ones (the same pseudo-random
+    sequence on every member of the group), used in turn. A case comes back
+    only after more operations than can be in flight, so its buffers are
+    free again."""
+    assert args.cases > args.depth
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(args.cases):
         op = OPS[rng.randrange(len(OPS))]
         count = max(1, int(args.max_elements ** rng.random()))
-        in_flight.append(expected_and_run(op, group, members, me, count, rng.randrange(1 << 30),
-                                          dry))
+        cases.append(Case(op, members, me, count, rng.randrange(1 << 30)))
+    return cases
+
+
+def drive(group, cases, me, args, failures, dry):
+    in_flight = []
+    for i in range(args.ops_per_thread):
+        case = cases[i % len(cases)]
+        in_flight.append((case, case.launch(group, dry)))
         if len(in_flight) >= args.depth:
-            work, check = in_flight.pop(0)
-            if not dry:
+            done, work = in_flight.pop(0)
+            if work is not None:
                 work.wait()
-            if not check() and not dry:
-                failures.append(f"{op} #{i} on rank {me}")
-    for work, check in in_flight:
-        if not dry:
+            if not done.right() and not dry:
+                failures.append(f"{done.op} #{i} on rank {me}")
+    for done, work in in_flight:
+        if work is not None:
             work.wait()
-        if not check() and not dry:
-            failures.append(f"final check on rank {me}")
+        if not done.right() and not dry:
+            failures.append(f"final {done.op} on rank {me}")
 
 
 def run_load(backend, args, rank):
-    """backend "none": the same Python work (tensors, expectations, checks)
+    """backend "none": the same timed Python work (buffer resets, checks)
     without the collectives: the floor under both backends' times."""
-    layouts = [[0, 1, 2], [0, 1], [1, 2]]
+    layouts = [[0, 1, 2], [0, 1], [1, 2]][:args.groups]
     dry = backend == "none"
     groups = [(None if dry else dist.new_group(ranks, backend=backend), ranks)
               for ranks in layouts]
-    dist.barrier()
     failures = []
+    work_lists = [(g, prepare(members, rank, args, 1234 + k))
+                  for k, (g, members) in enumerate(groups) if rank in members]
+    dist.barrier()
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    threads = [threading.Thread(target=drive,
-                                args=(g, members, rank, args, 1234 + k, failures, dry))
-               for k, (g, members) in enumerate(groups) if rank in members]
+    threads = [threading.Thread(target=drive, args=(g, cases, rank, args, failures, dry))
+               for g, cases in work_lists]
     for t in threads:
         t.start()
     for t in threads:
@@ -133,6 +161,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ops-per-thread", type=int, default=3000)
     p.add_argument("--depth", type=int, default=16)
+    p.add_argument("--groups", type=int, default=3, choices=(1, 2, 3),
+                   help="how many of the three groups to load (1: the world alone)")
+    p.add_argument("--cases", type=int, default=64,
+                   help="distinct prepared collectives per thread, used in turn")
     p.add_argument("--max-elements", type=int, default=262144, help="1 MiB of float32")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--idle-groups", type=int, default=8)

@@ -15,16 +15,17 @@ struct Config {
   size_t segmentBytes = 256 * 1024;
   // How long the group's worker thread polls before it sleeps on the event
   // fd, after a task and inside one it runs for an asynchronous caller.
-  // Short: the caller is computing meanwhile and may need every core.
+  // Short: the caller is computing meanwhile and may need every core. 0 when
+  // torchrun's LOCAL_WORLD_SIZE exceeds the cores this process may use.
   // RINGREDUCE_SPIN_US.
   int spinMicroseconds = 50;
   // How long a thread polls before it sleeps when its caller is blocked on
   // the result anyway (wait() running the collective, or waiting for it),
   // yielding the core at every turn. Long enough to cover the usual skew
   // between ranks: waking a sleeping thread costs 50-200 us on a virtual
-  // machine whose idle cores halt. When torchrun's LOCAL_WORLD_SIZE exceeds
-  // the cores this process may use, spinMicroseconds instead.
-  // RINGREDUCE_WAIT_SPIN_US.
+  // machine whose idle cores halt. 0 when torchrun's LOCAL_WORLD_SIZE
+  // exceeds the cores this process may use: a spinning rank then holds the
+  // core its peer needs. RINGREDUCE_WAIT_SPIN_US.
   int waitSpinMicroseconds = 1000;
   // How long a collective that arrives while the worker thread sleeps waits
   // for its caller to run it (wait() does, on the calling thread) before the
