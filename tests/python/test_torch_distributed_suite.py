@@ -203,6 +203,8 @@ def _make_test_class(name, selected, ungate=False):
             namespace[test_name] = _copy_test(fn, pytestmark=[*getattr(fn, "pytestmark", []), mark])
 
     def setUp(self):
+        if START_METHOD == "fork" and torch.distributed.is_initialized():
+            raise RuntimeError("a process group is live in the pytest process: forked ranks would inherit it")
         self._env = _Env(_SUITE_ENV)
         super(cls, self).setUp()  # fresh TEMP_DIR and INIT_METHOD per test
         if START_METHOD == "spawn":
@@ -224,6 +226,12 @@ def _make_test_class(name, selected, ungate=False):
             self._env.restore(also=("TEMP_DIR", "INIT_METHOD"))
 
     @classmethod
+    def _run(klass, rank, test_name, file_name, pipe, **kwargs):
+        if START_METHOD == "fork":
+            torch.set_num_threads(1)  # an OpenMP pool the parent used does not survive fork
+        super(cls, klass)._run(rank, test_name, file_name, pipe, **kwargs)
+
+    @classmethod
     def setUpClass(klass):
         klass._class_env = _Env({}, drop=("MASTER_ADDR",))
         super(cls, klass).setUpClass()  # sets MASTER_ADDR
@@ -235,7 +243,9 @@ def _make_test_class(name, selected, ungate=False):
         finally:
             klass._class_env.restore()
 
-    namespace.update(setUp=setUp, tearDown=tearDown, setUpClass=setUpClass, tearDownClass=tearDownClass)
+    namespace.update(
+        setUp=setUp, tearDown=tearDown, _run=_run, setUpClass=setUpClass, tearDownClass=tearDownClass
+    )
     cls = type(name, (distributed_test.TestDistBackend, base), namespace)
     cls.__module__ = __name__
     globals()[name] = cls  # the rank processes find the class by this name
