@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what torch_ringreduce needs and builds it; skips what is already there.
 # Debian packages: UCX (libucx-dev, ucx-utils), GoogleTest, CMake, Ninja, pkg-config.
-# PyPI: torch 2.13.0 (CPU build), pytest. The extension is built against the
+# PyPI: torch 2.13.0 (CPU build), pytest, numpy, expecttest. The extension is built against the
 # installed torch with --no-build-isolation, so pip never pulls a second torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,11 @@ fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
 # torch warns on every import without NumPy (a fresh venv has none).
 "$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
+# torch's own distributed test-suite (tests/python/test_torch_distributed_suite.py)
+# imports torch.testing._internal.common_utils, which needs expecttest. Without
+# an index (PIP_NO_INDEX) that module is skipped, not the whole install.
+"$PYTHON" -c "import expecttest" 2>/dev/null || "$PYTHON" -m pip install -q expecttest ||
+  echo "[install] expecttest unavailable: torch's own test-suite will be skipped" >&2
 # NCCL, which the CUDA path loads with dlopen when it needs it: where nvcc
 # compiles that path, the wheel's header checks our declarations of its ABI
 # and its library the loader (tests/cpp/test_cuda_layer.cpp).
