@@ -18,8 +18,9 @@ setting at a time, each stage keeping the best so far:
   3. RINGREDUCE_SPIN_US / RINGREDUCE_WAIT_SPIN_US   poll before sleeping
   4. RINGREDUCE_WIRE_DTYPE    bf16 or fp16 on the wire (lossy): only with --allow-lossy-wire
 
-A candidate is scored by its mean ratio to the current best over the sizes
-(the slowest rank's median latency per size) and replaces it only when at
+A candidate is scored by the geometric mean over the sizes of its time over
+the current best's (the slowest rank's median latency per size, the best of
+--rounds rounds that visit the candidates in turn) and replaces it only when at
 least --margin (3%) faster, so noise does not pick. RINGREDUCE_CUDA_ONESHOT_BYTES
 and RINGREDUCE_CUDA_ALGO concern CUDA tensors and are not tuned here (CPU
 tensors only). The before/after table compares the settings this run started
@@ -130,49 +131,47 @@ def _make_group(dist, env):
                 os.environ[key] = value
 
 
-def _time(dist, torch, group, sizes, quick):
-    """This rank's median latency (seconds) per size on `group`; checks a result."""
-    medians = []
-    for size in sizes:
-        tensor = torch.ones(size // 4)
-        count = iterations(size, quick)
-        for _ in range(max(2, count // 4)):
-            dist.all_reduce(tensor, group=group)
-        times = []
-        for _ in range(count):
-            start = time.perf_counter()
-            dist.all_reduce(tensor, group=group)
-            times.append(time.perf_counter() - start)
-        medians.append(statistics.median(times))
-    # Exact in every wire dtype: small integers.
+def _time(dist, torch, group, size, quick):
+    """This rank's median latency (seconds) for `size` bytes on `group`."""
+    tensor = torch.ones(size // 4)
+    count = iterations(size, quick)
+    for _ in range(max(2, count // 4)):
+        dist.all_reduce(tensor, group=group)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        dist.all_reduce(tensor, group=group)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _check(dist, torch, group, size):
+    """One allreduce whose result is exact in every wire dtype (small integers)."""
     world = dist.get_world_size(group)
-    check = torch.full((max(sizes) // 4,), float(dist.get_rank(group) + 1))
+    check = torch.full((size // 4,), float(dist.get_rank(group) + 1))
     dist.all_reduce(check, group=group)
     if not torch.equal(check, torch.full_like(check, world * (world + 1) / 2)):
         raise RuntimeError("wrong allreduce result while tuning")
-    return medians
 
 
 def _compare(dist, torch, envs, sizes, quick, rounds):
     """Per candidate environment: the slowest rank's best median per size over
     `rounds` rounds that visit every candidate's group in turn (so a busy
-    moment of the machine hits them all), and each group's settings."""
+    moment of the machine hits them all), and each group's settings. Sizes
+    go from small to large, each through every group: a large allreduce just
+    before a small one on another group slows the small one for a while."""
     made = [_make_group(dist, env) for env in envs]
+    best = torch.full((len(envs), len(sizes)), float("inf"), dtype=torch.float64)
     try:
-        # Every group connected and warm before any is timed: the first one
-        # timed would otherwise pay for the process's own warm-up.
         for group, _ in made:
-            for size in sizes:
-                dist.all_reduce(torch.ones(size // 4), group=group)
-        best = torch.full((len(envs), len(sizes)), float("inf"), dtype=torch.float64)
-        order = list(range(len(made)))
-        for _ in range(rounds):
-            for index in order:
-                group = made[index][0]
-                medians = torch.tensor(_time(dist, torch, group, sizes, quick),
-                                       dtype=torch.float64)
-                best[index] = torch.minimum(best[index], medians)
-            order.reverse()  # no candidate always first
+            _check(dist, torch, group, max(sizes))  # connected, warm and right
+        for size in sorted(sizes):
+            order = list(range(len(made)))
+            for _ in range(rounds):
+                for index in order:
+                    median = _time(dist, torch, made[index][0], size, quick)
+                    best[index, sizes.index(size)] = min(best[index, sizes.index(size)], median)
+                order.reverse()  # no candidate always first
     finally:
         for group, _ in made:
             dist.destroy_process_group(group)
@@ -218,10 +217,15 @@ def _worker(plan_path):
             return
         times, _ = _compare(dist, torch, [chosen] + [dict(chosen, **c) for c in candidates],
                             sizes, quick, rounds)
-        scores = [statistics.mean(t / b for t, b in zip(row, times[0])) for row in times]
+        scores = [statistics.geometric_mean(t / b for t, b in zip(row, times[0]))
+                  for row in times]
         winner = min(range(len(scores)), key=scores.__getitem__)
         keep = winner > 0 and scores[winner] < 1.0 - plan["margin"]
         label = lambda c: "/".join(str(v) for v in c.values())  # noqa: E731
+        if plan["verbose"]:
+            for label_env, row in zip([{}] + candidates, times):
+                note(f"  {label_env or 'current'}: "
+                     + ", ".join(f"{t * 1e6:.1f}" for t in row) + " us")
         note(f"{name} (time / current): current {scores[0]:.2f}, "
              + ", ".join(f"{label(c)} {score:.2f}" for c, score in zip(candidates, scores[1:]))
              + (f" -> {label(candidates[winner - 1])}" if keep else " -> unchanged"))
@@ -321,6 +325,8 @@ def main(argv=None):
                         help="how much faster a candidate must be to replace the best (0.03)")
     parser.add_argument("--rounds", type=int,
                         help="times each candidate is measured, interleaved (2; --quick 1)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every candidate's median per size")
     parser.add_argument("--output", help="config file to write (KEY=VALUE lines)")
     parser.add_argument("--timeout", type=float,
                         help="seconds before every rank is killed (300; --quick 120)")
@@ -340,7 +346,7 @@ def main(argv=None):
     try:
         plan = {"sizes": sizes, "quick": args.quick,
                 "rounds": args.rounds or (1 if args.quick else 2),
-                "allow_lossy_wire": args.allow_lossy_wire,
+                "allow_lossy_wire": args.allow_lossy_wire, "verbose": args.verbose,
                 "margin": args.margin, "timeout": timeout,
                 "init_method": f"file://{os.path.join(folder, 'store')}",
                 "result": os.path.join(folder, "result.json"),
