@@ -157,9 +157,10 @@ def _check(dist, torch, group, size):
 def _compare(dist, torch, envs, sizes, quick, rounds):
     """Per candidate environment: the slowest rank's best median per size over
     `rounds` rounds that visit every candidate's group in turn (so a busy
-    moment of the machine hits them all), and each group's settings. Sizes
-    go from small to large, each through every group: a large allreduce just
-    before a small one on another group slows the small one for a while."""
+    moment of the machine hits them all), and each group's settings. Each
+    size goes through every group before the next size, so the candidates
+    are compared within moments of each other (a loaded machine's latency
+    drifts over seconds)."""
     made = [_make_group(dist, env) for env in envs]
     best = torch.full((len(envs), len(sizes)), float("inf"), dtype=torch.float64)
     try:
