@@ -114,4 +114,17 @@ def dump_trace(group=None):
     return _ring_backend(group)._dump_trace()
 
 
-__all__ = ["BACKEND_NAME", "__version__", "trace_json", "dump_trace"]
+def config(group=None):
+    """The group's effective settings, {RINGREDUCE_* name: value as text}: the
+    environment over the RINGREDUCE_CONFIG file, as read when the group was made."""
+    return dict(_ring_backend(group)._config())
+
+
+def autotune_choices(group=None):
+    """RINGREDUCE_AUTOTUNE=1: the settings chosen so far, one dict per allreduce
+    size class (class_bytes, settings, seconds, baseline_seconds); [] without it."""
+    return list(_ring_backend(group)._autotune_choices())
+
+
+__all__ = ["BACKEND_NAME", "__version__", "trace_json", "dump_trace", "config",
+           "autotune_choices"]

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/autotune.h"
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/link_probe.h"
@@ -78,12 +79,16 @@ void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
   std::optional<AllreduceSelector> oneNode;
   AllreduceSelector* selector = comm.selector;
   if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
-  // RINGREDUCE_WIRE_DTYPE: the algorithm is chosen, and runs, on the 16-bit copy.
-  withWireDtype(comm, args, [&](const ReductionArgs& wire) {
-    const AllreduceAlgorithm algorithm =
-        selector->choose(comm, op, wire.count * elementSize(wire.type));
-    runAllreduce(algorithm, *selector, comm, op, wire);
-  });
+  const auto run = [&](const Comm& settings) {
+    // RINGREDUCE_WIRE_DTYPE: the algorithm is chosen, and runs, on the 16-bit copy.
+    withWireDtype(settings, args, [&](const ReductionArgs& wire) {
+      const AllreduceAlgorithm algorithm =
+          selector->choose(settings, op, wire.count * elementSize(wire.type));
+      runAllreduce(algorithm, *selector, settings, op, wire);
+    });
+  };
+  if (comm.tuner == nullptr) return run(comm);
+  comm.tuner->allreduce(comm, op, args.count * elementSize(args.type), run);
 }
 
 }  // namespace ringreduce

@@ -10,6 +10,7 @@
 namespace ringreduce {
 
 class AllreduceSelector;
+class AllreduceTuner;
 
 struct Comm {
   Transport& transport;
@@ -18,6 +19,9 @@ struct Comm {
   // Chooses the allreduce algorithm (algorithms/allreduce.h); null: no
   // knowledge of the nodes, as in a subgroup of a two-level allreduce.
   AllreduceSelector* selector = nullptr;
+  // RINGREDUCE_AUTOTUNE: picks the settings of each host allreduce
+  // (algorithms/autotune.h); null: the config as it is.
+  AllreduceTuner* tuner = nullptr;
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }

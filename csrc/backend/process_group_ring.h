@@ -19,6 +19,7 @@
 #include <string>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/autotune.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "backend/completion_hooks.h"
@@ -153,6 +154,14 @@ class ProcessGroupRing : public c10d::Backend {
   // The flight recorder (engine/op_trace.h) as JSON, and written to
   // RINGREDUCE_TRACE_DIR (the path, or "" when unset).
   std::string traceJson() const { return engine_->traceJson("requested"); }
+  // The settings the group was created with (RINGREDUCE_* names and values).
+  std::vector<std::pair<std::string, std::string>> effectiveConfig() const {
+    return config_.describe();
+  }
+  // RINGREDUCE_AUTOTUNE's choices so far, by size class (none without it).
+  std::vector<AllreduceTuner::Choice> autotuneChoices() const {
+    return tuner_ ? tuner_->choices() : std::vector<AllreduceTuner::Choice>{};
+  }
   std::string dumpTrace() const { return engine_->dumpTrace("requested"); }
 
  private:
@@ -269,6 +278,7 @@ class ProcessGroupRing : public c10d::Backend {
   Comm comm() {
     Comm c = engine_->comm();
     c.selector = &allreduceSelector_;
+    c.tuner = tuner_.get();
     return c;
   }
 
@@ -278,6 +288,9 @@ class ProcessGroupRing : public c10d::Backend {
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<CompletionHooks> hooks_ = std::make_shared<CompletionHooks>();
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
+  // RINGREDUCE_AUTOTUNE=1 only; runs on the executor thread.
+  const std::unique_ptr<AllreduceTuner> tuner_ =
+      config_.autotune ? std::make_unique<AllreduceTuner>(config_) : nullptr;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
   std::mutex deviceMutex_;                  // guards groupDevice_
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device

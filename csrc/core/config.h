@@ -1,7 +1,12 @@
-// Tunables read from the environment once per process group.
+// Tunables read from the environment once per process group, and from the
+// file RINGREDUCE_CONFIG names (KEY=VALUE lines; a variable set in the
+// environment wins over the file's line).
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/allreduce_algorithm.h"
 #include "core/cuda_choices.h"
@@ -81,7 +86,34 @@ struct Config {
   // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
   size_t traceBufferSize = 2000;
 
+  // Try candidate host allreduce settings (algorithm, segment size) on the
+  // first allreduces of each size class and keep the fastest, the same on
+  // every rank (algorithms/autotune.h). RINGREDUCE_AUTOTUNE=1.
+  bool autotune = false;
+  // Allreduces per candidate and size class. RINGREDUCE_AUTOTUNE_STEPS.
+  int autotuneSteps = 3;
+  // Let the autotuner also try 16-bit wire dtypes for float32 SUM/AVG (lossy).
+  // RINGREDUCE_AUTOTUNE_LOSSY_WIRE=1.
+  bool autotuneLossyWire = false;
+
+  // The environment, over the file named by RINGREDUCE_CONFIG when set. A bad
+  // value throws InvalidArgument naming the variable, or the file, line and key.
   static Config fromEnvironment();
+
+  // The settings as RINGREDUCE_* names and values, in the form the
+  // environment and the config file take (the group's effective config).
+  std::vector<std::pair<std::string, std::string>> describe() const;
 };
+
+// The KEY=VALUE lines of a config file: blank lines and lines starting with
+// '#' skipped, spaces around key and value trimmed. Throws InvalidArgument
+// naming the file and line for a line without '=', an unknown key (every key
+// must be a RINGREDUCE_* name Config reads) or a repeated one.
+struct ConfigFileLine {
+  std::string key;
+  std::string value;
+  int line = 0;
+};
+std::vector<ConfigFileLine> readConfigFile(const std::string& path);
 
 }  // namespace ringreduce

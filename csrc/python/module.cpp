@@ -38,7 +38,30 @@ PYBIND11_MODULE(_C, m) {
            // Finished operations release tensors, which takes the GIL.
            py::call_guard<py::gil_scoped_release>())
       .def("_dump_trace", &ringreduce::ProcessGroupRing::dumpTrace,
-           "Writes the flight recorder to RINGREDUCE_TRACE_DIR; returns the path or ''.");
+           "Writes the flight recorder to RINGREDUCE_TRACE_DIR; returns the path or ''.")
+      .def(
+          "_config",
+          [](const ringreduce::ProcessGroupRing& group) {
+            py::dict settings;
+            for (const auto& [key, value] : group.effectiveConfig()) settings[key.c_str()] = value;
+            return settings;
+          },
+          "The group's settings, {RINGREDUCE_* name: value as text}, as read at its creation.")
+      .def(
+          "_autotune_choices",
+          [](const ringreduce::ProcessGroupRing& group) {
+            py::list choices;
+            for (const auto& choice : group.autotuneChoices()) {
+              py::dict entry;
+              entry["class_bytes"] = choice.classBytes;
+              entry["settings"] = choice.settings;
+              entry["seconds"] = choice.seconds;
+              entry["baseline_seconds"] = choice.baselineSeconds;
+              choices.append(entry);
+            }
+            return choices;
+          },
+          "RINGREDUCE_AUTOTUNE's choices so far: one dict per allreduce size class.");
 
   // The fused kernel alone, for tests/gpu and benchmarks/cuda_allreduce.py.
   m.def(

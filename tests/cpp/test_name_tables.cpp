@@ -10,30 +10,11 @@
 #include "core/config.h"
 #include "core/cuda_choices.h"
 #include "core/errors.h"
+#include "scoped_env.h"
 
 using namespace ringreduce;
 
 namespace {
-
-// Sets an environment variable for one test and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) {
-      unsetenv(name_);
-    } else {
-      setenv(name_, old_.c_str(), 1);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-};
 
 template <typename E>
 void expectRoundTrip() {

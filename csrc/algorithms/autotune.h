@@ -1,0 +1,71 @@
+// RINGREDUCE_AUTOTUNE=1: online tuning of the host allreduce, like Horovod's
+// autotune for our knobs. Allreduces are grouped in size classes (the next
+// power of two of their bytes); the first `autotuneSteps x candidates` of a
+// class run the candidate settings in turn (the group's own settings first,
+// then ring with other segment sizes, halving/doubling, direct, and with
+// RINGREDUCE_AUTOTUNE_LOSSY_WIRE=1 the 16-bit wire dtypes). The last trial's
+// operation then exchanges every rank's median time per candidate
+// (algorithms/record_allgather.h), and every rank keeps the candidate whose
+// slowest rank was fastest: the same data everywhere, so the same choice,
+// taken at the same collective on every rank. Rank 0 logs one line per choice.
+//
+// Every rank sees the same allreduces in the same order with the same sizes,
+// so every rank runs the same candidate in each one: settings that change
+// the wire protocol (algorithm, segments, wire dtype) change together.
+// Spin times belong to the transport and are not tuned here (tune.py does).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/comm.h"
+#include "core/config.h"
+#include "core/op_context.h"
+
+namespace ringreduce {
+
+class AllreduceTuner {
+ public:
+  explicit AllreduceTuner(const Config& base) : base_(base) {}
+
+  // Runs `run` once on `comm` with the settings for an allreduce of `bytes`:
+  // a candidate while its class is on trial, then the chosen one. Executor
+  // thread only.
+  void allreduce(const Comm& comm, const OpContext& op, size_t bytes,
+                 const std::function<void(const Comm&)>& run);
+
+  struct Choice {
+    size_t classBytes = 0;  // allreduces of (classBytes/2, classBytes] bytes
+    std::string settings;   // "RINGREDUCE_ALGORITHM=ring RINGREDUCE_SEGMENT_BYTES=65536 ..."
+    double seconds = 0;     // the chosen candidate's median, slowest rank
+    double baselineSeconds = 0;  // the group's own settings', likewise
+  };
+  // The choices made so far, by class (any thread).
+  std::vector<Choice> choices() const;
+
+  // The candidates for a class, the group's own settings first.
+  static std::vector<Config> candidates(const Config& base, size_t classBytes);
+  // The settings a candidate changes, as RINGREDUCE_* assignments.
+  static std::string describe(const Config& candidate);
+
+ private:
+  struct SizeClass {
+    std::vector<Config> candidates;
+    std::vector<std::vector<double>> seconds;  // per candidate, this rank's trials
+    int trials = 0;
+    int chosen = -1;
+  };
+
+  void decide(const Comm& comm, const OpContext& op, size_t classBytes, SizeClass& sizeClass);
+
+  const Config base_;
+  std::map<size_t, SizeClass> classes_;  // executor thread
+  mutable std::mutex choicesMutex_;
+  std::vector<Choice> choices_;
+};
+
+}  // namespace ringreduce

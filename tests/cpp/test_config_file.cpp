@@ -1,0 +1,205 @@
+// RINGREDUCE_CONFIG: a KEY=VALUE file read with the environment, the
+// environment winning; bad files are refused naming the file, line and key.
+// And RINGREDUCE_AUTOTUNE's tuner: correct sums while it tries candidates,
+// and the same choice on every rank.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/allreduce.h"
+#include "algorithms/autotune.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "rank_threads.h"
+#include "scoped_env.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runComms;
+using ringreduce::testing::TransportKind;
+
+namespace {
+
+// A config file in the temporary folder, removed with the object.
+class TempConfig {
+ public:
+  explicit TempConfig(const std::string& text)
+      : path_(std::string(::testing::TempDir()) + "ringreduce_" + std::to_string(getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".conf") {
+    std::ofstream(path_) << text;
+  }
+  ~TempConfig() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The message of the InvalidArgument that Config::fromEnvironment throws.
+std::string errorReading(const TempConfig& file) {
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  try {
+    Config::fromEnvironment();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error from " << file.path();
+  return "";
+}
+
+std::string valueOf(const Config& config, const std::string& key) {
+  for (const auto& [name, value] : config.describe()) {
+    if (name == key) return value;
+  }
+  return "(missing)";
+}
+
+}  // namespace
+
+TEST(ConfigFile, GoodFileSetsTheGroupSettings) {
+  const TempConfig file(
+      "# tuned by python -m torch_ringreduce.tune\n"
+      "\n"
+      "RINGREDUCE_SEGMENT_BYTES=65536\n"
+      "  RINGREDUCE_ALGORITHM = direct  \n"
+      "RINGREDUCE_WAIT_SPIN_US=200\n"
+      "RINGREDUCE_WIRE_DTYPE=bf16\n"
+      "RINGREDUCE_LINK_INTER=1Gbit/s,500us\n");
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  const Config read = Config::fromEnvironment();
+  EXPECT_EQ(read.segmentBytes, 65536u);
+  EXPECT_EQ(read.allreduceAlgorithm, AllreduceAlgorithm::Direct);
+  EXPECT_EQ(read.waitSpinMicroseconds, 200);
+  EXPECT_EQ(read.hostWireDtype, WireDtype::Bf16);
+  EXPECT_DOUBLE_EQ(read.interNode.alpha, 500e-6);
+  EXPECT_EQ(read.spinMicroseconds, Config().spinMicroseconds);  // not in the file
+  EXPECT_EQ(valueOf(read, "RINGREDUCE_ALGORITHM"), "direct");
+  EXPECT_EQ(valueOf(read, "RINGREDUCE_SEGMENT_BYTES"), "65536");
+}
+
+TEST(ConfigFile, EnvironmentWinsOverTheFile) {
+  const TempConfig file("RINGREDUCE_SEGMENT_BYTES=65536\nRINGREDUCE_ALGORITHM=direct\n");
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "131072");
+  const Config read = Config::fromEnvironment();
+  EXPECT_EQ(read.segmentBytes, 131072u);
+  EXPECT_EQ(read.allreduceAlgorithm, AllreduceAlgorithm::Direct);
+}
+
+TEST(ConfigFile, UnknownKeyNamesFileLineAndKey) {
+  const TempConfig file("RINGREDUCE_SEGMENT_BYTES=65536\n# comment\nRINGREDUCE_SEGMENT_SIZE=4\n");
+  const std::string message = errorReading(file);
+  EXPECT_NE(message.find(file.path() + " line 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown key 'RINGREDUCE_SEGMENT_SIZE'"), std::string::npos) << message;
+}
+
+TEST(ConfigFile, BadValueNamesFileLineAndKey) {
+  const TempConfig number("RINGREDUCE_SPIN_US=10\nRINGREDUCE_SEGMENT_BYTES=lots\n");
+  std::string message = errorReading(number);
+  EXPECT_NE(message.find(number.path() + " line 2: RINGREDUCE_SEGMENT_BYTES='lots'"),
+            std::string::npos)
+      << message;
+  const TempConfig choice("RINGREDUCE_ALGORITHM=tree\n");
+  message = errorReading(choice);
+  EXPECT_NE(message.find(choice.path() + " line 1: RINGREDUCE_ALGORITHM='tree'"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("ring, halving_doubling"), std::string::npos) << message;
+}
+
+TEST(ConfigFile, BadValueIsAnErrorEvenWhenTheEnvironmentOverridesIt) {
+  const TempConfig file("RINGREDUCE_SEGMENT_BYTES=12\n");  // below the 1024 minimum
+  ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "65536");
+  const std::string message = errorReading(file);
+  EXPECT_NE(message.find("line 1: RINGREDUCE_SEGMENT_BYTES='12'"), std::string::npos) << message;
+}
+
+TEST(ConfigFile, LinesWithoutEqualsRepeatsAndMissingFilesAreErrors) {
+  const TempConfig noEquals("RINGREDUCE_SPIN_US 10\n");
+  EXPECT_NE(errorReading(noEquals).find("line 1: 'RINGREDUCE_SPIN_US 10' is not KEY=VALUE"),
+            std::string::npos);
+  const TempConfig repeated("RINGREDUCE_SPIN_US=10\nRINGREDUCE_SPIN_US=20\n");
+  EXPECT_NE(errorReading(repeated).find("line 2: RINGREDUCE_SPIN_US repeats line 1"),
+            std::string::npos);
+  ScopedEnv config("RINGREDUCE_CONFIG", "/nonexistent/ringreduce.conf");
+  EXPECT_THROW(Config::fromEnvironment(), InvalidArgument);
+}
+
+TEST(ConfigFile, EverySettingDescribedReadsBackFromAFile) {
+  Config changed;
+  changed.segmentBytes = 4096;
+  changed.allreduceAlgorithm = AllreduceAlgorithm::HalvingDoubling;
+  changed.intraNode = {2e-6, 1.0 / 4e9, 0.5e-6};
+  changed.autotune = true;
+  std::string text;
+  for (const auto& [key, value] : changed.describe()) text += key + "=" + value + "\n";
+  const TempConfig file(text);
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  EXPECT_EQ(Config::fromEnvironment().describe(), changed.describe());
+}
+
+TEST(Autotune, SumsStayRightAndEveryRankChoosesAlike) {
+  Config config;
+  config.autotune = true;
+  config.autotuneSteps = 2;
+  config.autotuneLossyWire = false;
+  const int n = 3;
+  std::mutex mutex;
+  std::vector<std::vector<AllreduceTuner::Choice>> choices(n);
+  runComms(
+      n, TransportKind::Loopback,
+      [&](const Comm& base, int rank) {
+        AllreduceSelector selector;
+        AllreduceTuner tuner(config);
+        Comm comm = base;
+        comm.selector = &selector;
+        comm.tuner = &tuner;
+        uint64_t seq = 1;
+        for (const size_t count : {size_t{1000}, size_t{300000}}) {
+          size_t classBytes = 1;
+          while (classBytes < count * sizeof(float)) classBytes <<= 1;
+          const size_t trials = AllreduceTuner::candidates(config, classBytes).size() * 2;
+          for (size_t step = 0; step < trials + 3; ++step) {  // the trials, then the choice
+            std::vector<float> data(count, static_cast<float>(rank + 1 + step));
+            hostAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                          {data.data(), count, DataType::Float32, ReduceOp::Sum});
+            const float expected = static_cast<float>(n * (n + 1) / 2 + n * step);
+            for (const float x : data) ASSERT_EQ(x, expected) << "step " << step;
+          }
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        choices[static_cast<size_t>(rank)] = tuner.choices();
+      },
+      config);
+  ASSERT_EQ(choices[0].size(), 2u);
+  for (int rank = 1; rank < n; ++rank) {
+    ASSERT_EQ(choices[rank].size(), choices[0].size());
+    for (size_t c = 0; c < choices[0].size(); ++c) {
+      EXPECT_EQ(choices[rank][c].classBytes, choices[0][c].classBytes);
+      EXPECT_EQ(choices[rank][c].settings, choices[0][c].settings);
+    }
+  }
+}
+
+TEST(Autotune, CandidatesStartWithTheGroupsOwnAndAddLossyWireOnlyWhenAllowed) {
+  Config config;
+  for (const size_t bytes : {size_t{4096}, size_t{64} << 20}) {
+    const std::vector<Config> list = AllreduceTuner::candidates(config, bytes);
+    ASSERT_GE(list.size(), 3u);
+    EXPECT_EQ(AllreduceTuner::describe(list[0]), AllreduceTuner::describe(config));
+    for (const Config& c : list) EXPECT_EQ(c.hostWireDtype, WireDtype::None);
+  }
+  EXPECT_GT(AllreduceTuner::candidates(config, size_t{64} << 20).size(),
+            AllreduceTuner::candidates(config, 4096).size());  // segment sizes matter there
+  config.autotuneLossyWire = true;
+  bool lossy = false;
+  for (const Config& c : AllreduceTuner::candidates(config, 4096)) {
+    lossy = lossy || c.hostWireDtype != WireDtype::None;
+  }
+  EXPECT_TRUE(lossy);
+}
