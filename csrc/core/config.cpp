@@ -67,6 +67,7 @@ Config Config::fromEnvironment() {
   config.hostWireDtype = readChoice("RINGREDUCE_WIRE_DTYPE", config.hostWireDtype);
   config.traceBufferSize = static_cast<size_t>(readPositive(
       "RINGREDUCE_TRACE_BUFFER_SIZE", static_cast<long long>(config.traceBufferSize), 0));
+  if (const char* timeline = std::getenv("RINGREDUCE_TIMELINE")) config.timelinePath = timeline;
   config.allreduceAlgorithm = readChoice("RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
   config.measureLinks = readPositive("RINGREDUCE_LINK_MEASURE", 0, 0) != 0;
   for (const auto& [name, link] : {std::pair{"RINGREDUCE_LINK_INTRA", &config.intraNode},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "core/allreduce_algorithm.h"
 #include "core/cuda_choices.h"
@@ -79,6 +80,10 @@ struct Config {
   // Operations the flight recorder keeps per group (engine/op_trace.h); 0
   // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
   size_t traceBufferSize = 2000;
+  // Chrome trace of every collective and its phases, one file per process
+  // ({rank} becomes its global rank; core/timeline.h); empty: off.
+  // RINGREDUCE_TIMELINE.
+  std::string timelinePath;
 
   static Config fromEnvironment();
 };
