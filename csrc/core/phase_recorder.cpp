@@ -17,7 +17,14 @@ const char* phaseName(Phase phase) {
 
 void PhaseRecorder::add(Phase phase, Clock::time_point begin, Clock::time_point end) {
   totals_[static_cast<size_t>(phase)] += end - begin;
-  if (end - begin < kMinSpan) return;
+  // A span that follows one of its kind almost at once continues it (the
+  // waits for a step's sends, one after the other): one span to draw. No
+  // span of another kind ended in between, so nesting is kept.
+  if (!spans_.empty() && spans_.back().phase == phase && begin - spans_.back().end < kMinSpan) {
+    spans_.back().end = end;
+    return;
+  }
+  if (end - begin < kMinSpan && phase != Phase::Transfer) return;
   // The phases an operation passes once are always kept, so the spans
   // that repeat (waits, reductions) cannot crowd out the ones around them.
   const bool once = phase == Phase::Queued || phase == Phase::CopyIn ||

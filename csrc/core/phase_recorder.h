@@ -42,6 +42,10 @@ class PhaseRecorder {
   static constexpr size_t kMaxSpans = 128;
   // Spans shorter than this count in the totals only: they would not show
   // in a viewer, and a no-op (the copies of a CPU tensor) would fill the file.
+  // Except "transfer", always drawn: every operation shows where its
+  // algorithm ran (a barrier whose peer had arrived takes less).
+  // A span that begins less than this after the last one, of its kind,
+  // extends it.
   static constexpr std::chrono::microseconds kMinSpan{1};
 
   void add(Phase phase, Clock::time_point begin, Clock::time_point end);

@@ -67,15 +67,29 @@ TEST(PhaseRecorder, KeepsTooShortAndTooManySpansInTheTotalsOnly) {
   PhaseRecorder recorder;
   const Clock::time_point t0 = Clock::now();
   recorder.add(Phase::CopyOut, t0, t0 + 100ns);  // shorter than kMinSpan
+  recorder.add(Phase::Transfer, t0 + 1us, t0 + 1100ns);  // short, but always drawn
   for (size_t i = 0; i < PhaseRecorder::kMaxSpans + 5; ++i) {
     recorder.add(Phase::WaitPeers, t0 + i * 10us, t0 + i * 10us + 2us);
   }
   recorder.add(Phase::Transfer, t0, t0 + 1s);  // a phase passed once is always kept
-  EXPECT_EQ(recorder.spans().size(), PhaseRecorder::kMaxSpans + 1);
+  EXPECT_EQ(recorder.spans().size(), PhaseRecorder::kMaxSpans + 2);
   EXPECT_EQ(recorder.spans().back().phase, Phase::Transfer);
   EXPECT_EQ(recorder.dropped(), 5u);
   EXPECT_EQ(recorder.total(Phase::WaitPeers), (PhaseRecorder::kMaxSpans + 5) * 2us);
   EXPECT_EQ(recorder.total(Phase::CopyOut), 100ns);
+}
+
+TEST(PhaseRecorder, ASpanRightAfterOneOfItsKindContinuesIt) {
+  PhaseRecorder recorder;
+  const Clock::time_point t0 = Clock::now();
+  recorder.add(Phase::WaitPeers, t0, t0 + 5us);
+  recorder.add(Phase::WaitPeers, t0 + 5500ns, t0 + 9us);  // 0.5 us later: the same wait
+  recorder.add(Phase::Reduce, t0 + 9us, t0 + 12us);
+  recorder.add(Phase::WaitPeers, t0 + 12us, t0 + 20us);   // after a reduction: a new one
+  ASSERT_EQ(recorder.spans().size(), 3u);
+  EXPECT_EQ(recorder.spans()[0].end, t0 + 9us);
+  EXPECT_EQ(recorder.spans()[2].begin, t0 + 12us);
+  EXPECT_EQ(recorder.total(Phase::WaitPeers), 5us + 3500ns + 8us);  // the gap is not counted
 }
 
 TEST(Timeline, FileIsCompleteJsonAfterEveryWriteAndRowsNeverOverlap) {
