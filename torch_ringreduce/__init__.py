@@ -70,12 +70,16 @@ atexit.register(_shutdown_at_exit)
 
 def _create_backend(dist_backend_opts, backend_options):
     """Creator torch calls for each new group (extended API)."""
+    # The default group's creator gets no list of global ranks: its ranks are.
+    ranks = list(dist_backend_opts.global_ranks_in_group or [])
+    group_rank = dist_backend_opts.group_rank
     backend = _C.ProcessGroupRing(
         dist_backend_opts.store,
-        dist_backend_opts.group_rank,
+        group_rank,
         dist_backend_opts.group_size,
         dist_backend_opts.timeout,
         dist_backend_opts.group_id,
+        ranks[group_rank] if group_rank < len(ranks) else group_rank,
     )
     _live_backends.add(backend)
     return backend

@@ -51,6 +51,9 @@ def parse_args(argv):
                         "resumes from the last commit)")
     p.add_argument("--fusion-threshold-mb", type=float,
                    help="DistributedOptimizer bucket size in MiB (HOROVOD_FUSION_THRESHOLD)")
+    p.add_argument("--timeline-filename",
+                   help="each rank writes a Chrome trace of its collectives (RINGREDUCE_TIMELINE); "
+                        "{rank} in the name is the rank, else added before the extension")
     p.add_argument("--output-filename",
                    help="directory for each rank's stdout/stderr (torchrun's --log-dir layout), "
                         "also shown on the console")
@@ -135,7 +138,18 @@ def launcher_env(args):
         env["GLOO_SOCKET_IFNAME"] = args.network_interface.split(",")[0].split(":")[0]
     if args.fusion_threshold_mb is not None:
         env["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * (1 << 20)))
+    if args.timeline_filename:
+        env["RINGREDUCE_TIMELINE"] = timeline_path(args.timeline_filename)
     return env
+
+
+def timeline_path(name):
+    """Horovod writes one timeline (rank 0's); ringreduce one per rank, so the
+    ranks of one host must not share a name: "t.json" -> "t.{rank}.json"."""
+    if "{rank}" in name:
+        return name
+    root, ext = os.path.splitext(name)
+    return f"{root}.{{rank}}{ext}"
 
 
 def common_torchrun_args(args, nproc):

@@ -4,6 +4,7 @@
 
 #include "core/host_reduce.h"
 #include "core/partition.h"
+#include "core/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -42,6 +43,7 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
   t.waitAll(recvs, op);
   if (payload && mine.count > 0) {
     // In rank order, my own block in its place, so every run combines alike.
+    PhaseScope reducing(op.phases, Phase::Reduce);
     const int last = rank == n - 1 ? n - 2 : n - 1;
     for (int peer = 0; peer < n; ++peer) {
       if (peer == rank) continue;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/host_reduce.h"
+#include "core/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -56,6 +57,7 @@ class Halving {
     Request send = t.isend(peer, makeTag(rank_, op_.seq, slot), at(mine), bytes(mine), op_);
     t.wait(recv, op_);
     if (payload_ && theirs.count > 0) {
+      PhaseScope reducing(op_.phases, Phase::Reduce);
       if (divisor != 0) {
         reduceAndAverage(args_.type, at(theirs), scratch, theirs.count, divisor);
       } else {
@@ -90,7 +92,10 @@ class Halving {
         payload_ ? static_cast<char*>(comm_.workspace.get(Workspace::kRecvA, bytes(all))) : nullptr;
     Request recv = t.irecv(peer, makeTag(peer, op_.seq, slot), scratch, bytes(all), op_);
     t.wait(recv, op_);
-    if (payload_) reduceInto(args_.type, args_.op, at(all), scratch, all.count);
+    if (payload_) {
+      PhaseScope reducing(op_.phases, Phase::Reduce);
+      reduceInto(args_.type, args_.op, at(all), scratch, all.count);
+    }
   }
 
  private:

@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "core/host_reduce.h"
 #include "core/partition.h"
+#include "core/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -73,8 +74,10 @@ class RingReduction {
         if (payloadFree_) {
           // Simulated run (transport/simulated/): sizes only, no data.
         } else if (last && reduceOp_ == ReduceOp::Avg) {
+          PhaseScope reducing(op_.phases, Phase::Reduce);
           reduceAndAverage(type_, at(seg), slot(i), seg.count, n);
         } else {
+          PhaseScope reducing(op_.phases, Phase::Reduce);
           reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
         }
         if (i + window_ < rsTotal_) postReduceScatterRecv(i + window_, rsRecvs);  // slot is free again

@@ -13,6 +13,7 @@
 #include "backend/store_adapter.h"
 #include "backend/work_callbacks.h"
 #include "core/log.h"
+#include "core/timeline.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace ringreduce {
@@ -40,10 +41,18 @@ std::string describeFingerprint(const CollectiveFingerprint& fp) {
   return text + ")";
 }
 
+// "Float" and the bytes of the collective's elements, for its timeline event.
+Engine::Label timelineLabel(const CollectiveFingerprint& fp) {
+  if (fp.dtype < 0) return {"none", 0};
+  const auto type = static_cast<at::ScalarType>(fp.dtype);
+  return {c10::toString(type), static_cast<uint64_t>(fp.numel) * c10::elementSize(type)};
+}
+
 }  // namespace
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                   std::chrono::milliseconds timeout, std::string groupName)
+                                   std::chrono::milliseconds timeout, std::string groupName,
+                                   int globalRank)
     : c10d::Backend(rank, size),
       groupName_(std::move(groupName)),
       config_(configFromEnvironment()),
@@ -54,10 +63,15 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   const bool checkCollectives =
       config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
   try {
+    std::shared_ptr<Timeline> timeline;
+    if (!config_.timelinePath.empty()) {
+      timeline = Timeline::forProcess(config_.timelinePath, globalRank < 0 ? rank : globalRank);
+    }
     engine_ = std::make_unique<Engine>(
         std::make_unique<UcxTransport>(rank, size, std::make_shared<C10dStoreAdapter>(store),
                                        timeout, config_),
-        config_, groupName_, checkCollectives, describeFingerprint);
+        config_, groupName_, checkCollectives, describeFingerprint, std::move(timeline),
+        timelineLabel);
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }

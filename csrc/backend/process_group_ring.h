@@ -47,8 +47,11 @@ struct CheckedArgs {
 
 class ProcessGroupRing : public c10d::Backend {
  public:
+  // globalRank: this process's rank in the default group (names its
+  // RINGREDUCE_TIMELINE file); -1: `rank`.
   ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   std::chrono::milliseconds timeout, std::string groupName);
+                   std::chrono::milliseconds timeout, std::string groupName,
+                   int globalRank = -1);
   ~ProcessGroupRing() override;
 
   const std::string getBackendName() const override { return "ringreduce"; }

@@ -121,6 +121,8 @@ Config readConfig(const Sources& sources) {
   config.traceBufferSize = static_cast<size_t>(
       readPositive(sources, "RINGREDUCE_TRACE_BUFFER_SIZE",
                    static_cast<long long>(config.traceBufferSize), 0));
+  // The timeline is a path, not a tuning knob: read from the environment only.
+  if (const char* timeline = std::getenv("RINGREDUCE_TIMELINE")) config.timelinePath = timeline;
   config.allreduceAlgorithm =
       readChoice(sources, "RINGREDUCE_ALGORITHM", config.allreduceAlgorithm);
   config.measureLinks = readFlag(sources, "RINGREDUCE_LINK_MEASURE", config.measureLinks);

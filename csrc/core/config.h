@@ -85,6 +85,10 @@ struct Config {
   // Operations the flight recorder keeps per group (engine/op_trace.h); 0
   // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
   size_t traceBufferSize = 2000;
+  // Chrome trace of every collective and its phases, one file per process
+  // ({rank} becomes its global rank; core/timeline.h); empty: off.
+  // RINGREDUCE_TIMELINE.
+  std::string timelinePath;
 
   // Try candidate host allreduce settings (algorithm, segment size) on the
   // first allreduces of each size class and keep the fastest, the same on

@@ -8,6 +8,8 @@
 
 namespace ringreduce {
 
+class PhaseRecorder;  // core/phase_recorder.h
+
 using Clock = std::chrono::steady_clock;
 
 struct OpContext {
@@ -20,6 +22,10 @@ struct OpContext {
   // A hash of what the collective is (op, dtype, size, reduce op, root),
   // carried in every message tag of the collective (transport/tag.h).
   uint8_t fingerprint = 0;
+  // Where the phases of the operation (waits, reductions) are timed for the
+  // timeline (RINGREDUCE_TIMELINE); null when it is off, and then marking a
+  // phase is one test of this pointer (core/phase_recorder.h: PhaseScope).
+  PhaseRecorder* phases = nullptr;
 
   OpContext() = default;
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)

@@ -25,6 +25,16 @@ uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
   return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
 }
 
+std::string errorMessage(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 // Records an operation's states in the flight recorder around the
 // backend's callbacks.
 class TracedCallbacks : public OperationCallbacks {
@@ -47,13 +57,7 @@ class TracedCallbacks : public OperationCallbacks {
     inner_->succeeded(sourceRank);
   }
   void failed(std::exception_ptr error) override {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      trace_.failed(id_, e.what());
-    } catch (...) {
-      trace_.failed(id_, "unknown error");
-    }
+    trace_.failed(id_, errorMessage(error));
     inner_->failed(error);
   }
   std::exception_ptr error() const override { return inner_->error(); }
@@ -69,13 +73,16 @@ class TracedCallbacks : public OperationCallbacks {
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
-               bool checkCollectives, Describe describe)
+               bool checkCollectives, Describe describe, std::shared_ptr<Timeline> timeline,
+               MakeLabel label)
     : rank_(transport->rank()),
       size_(transport->size()),
       config_(config),
       groupName_(std::move(groupName)),
       checkCollectives_(checkCollectives),
       describe_(std::move(describe)),
+      timeline_(std::move(timeline)),
+      label_(std::move(label)),
       transport_(std::move(transport)),
       trace_(config.traceBufferSize) {
   executor_ = std::make_shared<Executor>(*transport_);
@@ -99,6 +106,7 @@ bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   // may the executor and the transport go.
   executor_->stop();
   executor_.reset();
+  if (timeline_) timeline_->flush();  // every operation has run and is recorded
   if (beforeRelease) beforeRelease();
   transport_.reset();
   return true;
@@ -141,6 +149,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.seqCount = seqCount;
   operation.fingerprint = fingerprintByte(fingerprint);
   operation.identity = fingerprint;
+  if (timeline_) operation.timeline = timelineOp(name, seq, fingerprint);
   submit(std::move(operation));
   return seq;
 }
@@ -243,23 +252,61 @@ std::exception_ptr Engine::unusableError(const OpContext& op) const {
                      "' is unusable after an earlier failure: " + failure_));
 }
 
+// Caller's thread, as the collective is queued.
+std::shared_ptr<TimelineOp> Engine::timelineOp(const char* name, uint64_t seq,
+                                               const CollectiveFingerprint& fingerprint) {
+  auto line = std::make_shared<TimelineOp>();
+  line->name = name;
+  line->seq = seq;
+  line->group = groupName_;
+  if (label_) {
+    Label label = label_(fingerprint);
+    line->dtype = std::move(label.dtype);
+    line->bytes = label.bytes;
+  }
+  line->row = timeline_->takeRow(groupName_);
+  line->queued = Clock::now();
+  return line;
+}
+
+// After the callbacks completed the operation either way.
+void Engine::recordTimeline(const Operation& operation) {
+  if (!operation.timeline) return;
+  const std::exception_ptr error = operation.callbacks->error();
+  timeline_->record(*operation.timeline, Clock::now(), error ? errorMessage(error) : "");
+}
+
 void Engine::runCollective(const Operation& operation) {
-  const OpContext op = operation.context();
+  OpContext op = operation.context();
+  if (operation.timeline) {
+    operation.timeline->phases.add(Phase::Queued, operation.timeline->queued, Clock::now());
+    op.phases = &operation.timeline->phases;
+  }
   OperationCallbacks& callbacks = *operation.callbacks;
   if (transport_->aborted()) markUnusable(transport_->abortReason());
   if (!failure_.empty()) {
     callbacks.failed(unusableError(op));
+    recordTimeline(operation);
     return;
   }
   try {
     std::shared_ptr<void> onDevice = callbacks.enterDevice();
-    callbacks.stageIn(op);
+    {
+      PhaseScope copyIn(op.phases, Phase::CopyIn);
+      callbacks.stageIn(op);
+    }
     // The full check, when on, already compared everything first.
     std::optional<NeighbourCheck> check;
     if (!checkCollectives_) check.emplace(*transport_, op, operation.identity, describe_);
-    operation.body(op);
+    {
+      PhaseScope transfer(op.phases, Phase::Transfer);
+      operation.body(op);
+    }
     if (check) check->verify();
-    callbacks.stageOut();
+    {
+      PhaseScope copyOut(op.phases, Phase::CopyOut);
+      callbacks.stageOut();
+    }
     onDevice.reset();
     callbacks.succeeded(-1);
   } catch (const std::exception& e) {
@@ -270,6 +317,7 @@ void Engine::runCollective(const Operation& operation) {
     callbacks.failed(std::current_exception());  // first, so the trace shows it failed
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) markUnusable(e.what());
   }
+  recordTimeline(operation);
 }
 
 void Engine::startPointToPoint(const Operation& operation) {

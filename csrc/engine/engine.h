@@ -39,11 +39,20 @@ class Engine {
  public:
   using Describe = std::function<std::string(const CollectiveFingerprint&)>;
   using MakeCallbacks = std::function<std::shared_ptr<OperationCallbacks>(uint64_t seq)>;
+  // A collective's dtype name and bytes, for its timeline event.
+  struct Label {
+    std::string dtype;
+    uint64_t bytes = 0;
+  };
+  using MakeLabel = std::function<Label(const CollectiveFingerprint&)>;
 
-  // `describe` names a collective in mismatch errors (the backend knows the
-  // names of torch's op types and dtypes).
+  // `describe` names a collective in mismatch errors, `label` its dtype and
+  // size in the timeline (the backend knows the names and sizes of torch's
+  // op types and dtypes). `timeline`: where every collective is recorded
+  // (core/timeline.h), or null (then nothing is timed).
   Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
-         bool checkCollectives, Describe describe);
+         bool checkCollectives, Describe describe, std::shared_ptr<Timeline> timeline = nullptr,
+         MakeLabel label = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -112,6 +121,9 @@ class Engine {
                                              uint64_t seq, bool pointToPoint, const char* name,
                                              const std::string& summary);
   void runCollective(const Operation& operation);
+  std::shared_ptr<TimelineOp> timelineOp(const char* name, uint64_t seq,
+                                         const CollectiveFingerprint& fingerprint);
+  void recordTimeline(const Operation& operation);
   void startPointToPoint(const Operation& operation);
   void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined);
   PostedMessage post(const Operation& operation, const OpContext& op);
@@ -127,6 +139,8 @@ class Engine {
   const std::string groupName_;
   const bool checkCollectives_;
   const Describe describe_;
+  const std::shared_ptr<Timeline> timeline_;  // null: off
+  const MakeLabel label_;
   std::unique_ptr<Transport> transport_;
   OpTrace trace_;
   std::shared_ptr<Executor> executor_;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/json_text.h"
+
 namespace ringreduce {
 
 namespace {
@@ -12,27 +14,6 @@ namespace {
 long long micros(Clock::time_point t) {
   if (t == Clock::time_point{}) return -1;
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -107,16 +88,16 @@ std::string OpTrace::toJson(int rank, int size, const std::string& group,
                             const std::string& reason) const {
   std::ostringstream json;
   json << "{\"rank\": " << rank << ", \"world_size\": " << size << ", \"group\": "
-       << quoted(group) << ", \"reason\": " << quoted(reason)
+       << jsonQuoted(group) << ", \"reason\": " << jsonQuoted(reason)
        << ", \"dumped_us\": " << micros(Clock::now()) << ", \"entries\": [";
   bool first = true;
   for (const TraceEntry& e : snapshot()) {
     json << (first ? "\n  " : ",\n  ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq
-         << ", \"p2p\": " << (e.pointToPoint ? "true" : "false") << ", \"op\": " << quoted(e.name)
-         << ", \"summary\": " << quoted(e.summary) << ", \"state\": \""
+         << ", \"p2p\": " << (e.pointToPoint ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
+         << ", \"summary\": " << jsonQuoted(e.summary) << ", \"state\": \""
          << traceStateName(e.state) << "\", \"queued_us\": " << micros(e.queued)
          << ", \"started_us\": " << micros(e.started) << ", \"finished_us\": "
-         << micros(e.finished) << ", \"error\": " << quoted(e.error) << "}";
+         << micros(e.finished) << ", \"error\": " << jsonQuoted(e.error) << "}";
     first = false;
   }
   json << "\n]}\n";

@@ -16,6 +16,7 @@
 
 #include "algorithms/collective_check.h"
 #include "core/op_context.h"
+#include "core/timeline.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -64,6 +65,8 @@ struct Operation {
   uint64_t seqCount = 1;
   uint8_t fingerprint = 0;          // the 8 bits in every tag
   CollectiveFingerprint identity;   // the whole, for the neighbour check
+  // Its timeline event while RINGREDUCE_TIMELINE is set, else null.
+  std::shared_ptr<TimelineOp> timeline;
 
   // The deadline starts when the operation starts, not when it was queued.
   OpContext context() const {

@@ -23,12 +23,12 @@ PYBIND11_MODULE(_C, m) {
   py::class_<ringreduce::ProcessGroupRing, c10d::Backend,
              c10::intrusive_ptr<ringreduce::ProcessGroupRing>>(m, "ProcessGroupRing")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string groupName) {
-             return c10::make_intrusive<ringreduce::ProcessGroupRing>(store, rank, size, timeout,
-                                                                      std::move(groupName));
+                       std::chrono::milliseconds timeout, std::string groupName, int globalRank) {
+             return c10::make_intrusive<ringreduce::ProcessGroupRing>(
+                 store, rank, size, timeout, std::move(groupName), globalRank);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("group_name") = "",
+           py::arg("group_name") = "", py::arg("global_rank") = -1,
            // Bootstrap waits on the store for the other ranks.
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/errors.h"
+#include "core/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -130,8 +131,11 @@ void Transport::wait(Request& request, const OpContext& op) {
 }
 
 bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
+  if (test(request, op)) return true;
+  // The timeline's "waiting for peers": from here on the data is late.
+  PhaseScope waiting(op.phases, Phase::WaitPeers);
   auto spinUntil = Clock::now() + spin_;
-  while (!test(request, op)) {
+  do {
     if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
     if (progress() > 0) continue;
     if (watch_) watch_();
@@ -146,7 +150,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
         std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
     sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
     spinUntil = Clock::now() + spin_;
-  }
+  } while (!test(request, op));
   return true;
 }
 

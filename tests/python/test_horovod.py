@@ -114,7 +114,8 @@ def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeyp
 
     monkeypatch.setenv("UCX_TLS", "tcp")
     code = run.main(["-np", "4", "-H", "nodeA:2,nodeB:2", "--network-interface", "eth1",
-                     "-p", "2222", "python", "train.py", "--epochs", "3"])
+                     "-p", "2222", "--timeline-filename", "/tmp/tl.json",
+                     "python", "train.py", "--epochs", "3"])
     out = capsys.readouterr().out
     assert code == 0
     lines = [line for line in out.splitlines() if line.startswith("[node")]
@@ -122,13 +123,16 @@ def test_launcher_prints_one_torchrun_per_host_for_several_hosts(capsys, monkeyp
     for node_rank, line in enumerate(lines):
         for needle in ("-m torch.distributed.run --nnodes 2", f"--node-rank {node_rank}",
                        "--master-addr nodeA", "--nproc-per-node 2", "train.py --epochs 3",
-                       "UCX_NET_DEVICES=eth1", "UCX_TLS=tcp"):
+                       "UCX_NET_DEVICES=eth1", "UCX_TLS=tcp",
+                       "RINGREDUCE_TIMELINE='/tmp/tl.{rank}.json'"):
             assert needle in line, (needle, line)
     assert "Nothing was started" in out
     with pytest.raises(SystemExit, match="same number of processes"):
         run.main(["-np", "3", "-H", "nodeA:2,nodeB:2", "python", "train.py"])
     assert run.script_args(["python3", "-m", "pkg.train", "-x"]) == ["-m", "pkg.train", "-x"]
     assert run.script_args(["./train.sh"]) == ["--no-python", "./train.sh"]
+    assert run.timeline_path("/a/t_{rank}.json") == "/a/t_{rank}.json"
+    assert run.timeline_path("timeline") == "timeline.{rank}"
 
 
 def test_example_trains_to_the_same_parameters_as_ddp(tmp_path):
