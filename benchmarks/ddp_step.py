@@ -6,8 +6,8 @@ compression hook.
         [--layers 6] [--d-model 512] [--steps 12] [--rounds 3]
 
 The model is a 6-layer nn.TransformerEncoder (d_model 512, 19M parameters,
-76 MB of float32 gradients), one thread per rank, a batch of 8 sequences of
-64 tokens. Each configuration is a fresh DDP wrapper of the same model:
+76 MB of float32 gradients), one thread per rank, a batch of `--batch`
+sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same model:
   none   the same step without DDP (forward, backward, optimizer): the compute
   gloo / ringreduce, and each with fp16_compress_hook ("+fp16")
 The configurations alternate in rounds; a configuration's time is the median
@@ -62,6 +62,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--batch", type=int, default=2,
+                   help="sequences of 64 tokens per rank and step (2: ~120-170 ms of compute "
+                        "here, the issue's step)")
     p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--configs", default="none,gloo,ringreduce,gloo+fp16,ringreduce+fp16")
@@ -73,7 +76,7 @@ def main():
     groups = {"ringreduce": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     base = build_model(args.layers, args.d_model)
     params = sum(p.numel() for p in base.parameters())
-    batch = torch.randn(8, 64, args.d_model, generator=torch.Generator().manual_seed(rank))
+    batch = torch.randn(args.batch, 64, args.d_model, generator=torch.Generator().manual_seed(rank))
     configs = args.configs.split(",")
     samples = {c: [] for c in configs}
     for _ in range(args.rounds):
@@ -88,7 +91,7 @@ def main():
     if rank == 0:
         world = dist.get_world_size()
         print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, {params / 1e6:.1f}M "
-              f"parameters, world {world}; median of the slowest rank, {args.rounds} rounds x "
+              f"parameters, batch {args.batch}x64 tokens, world {world}; median of the slowest rank, {args.rounds} rounds x "
               f"{args.steps - 2} steps")
         print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9}")
         compute = medians.get("none")
