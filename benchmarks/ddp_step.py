@@ -10,6 +10,8 @@ The model is a 6-layer nn.TransformerEncoder (d_model 512, 19M parameters,
 sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same model:
   none   the same step without DDP (forward, backward, optimizer): the compute
   gloo / ringreduce, and each with fp16_compress_hook ("+fp16")
+  ringreduce+wire  no hook; the group sends float32 gradients as float16
+         itself (RINGREDUCE_WIRE_DTYPE=fp16), compared with gloo+fp16
 The configurations alternate in rounds; a configuration's time is the median
 step of the slowest rank over all its rounds. "exposed" is its time minus the
 compute time: the communication the step waits for.
@@ -51,7 +53,7 @@ def wrap(base, config, groups):
     if config == "none":
         return base
     backend, _, hook = config.partition("+")
-    model = DDP(base, process_group=groups[backend])
+    model = DDP(base, process_group=groups[config if hook == "wire" else backend])
     if hook == "fp16":
         model.register_comm_hook(groups[backend], default_hooks.fp16_compress_hook)
     return model
@@ -67,13 +69,19 @@ def main():
                         "here, the issue's step)")
     p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--configs", default="none,gloo,ringreduce,gloo+fp16,ringreduce+fp16")
+    p.add_argument("--configs",
+                   default="none,gloo,ringreduce,gloo+fp16,ringreduce+fp16,ringreduce+wire")
     args = p.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
     dist.init_process_group("ringreduce")
     rank = dist.get_rank()
     groups = {"ringreduce": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    # "+wire": float32 gradients cross as float16 inside the backend
+    # (RINGREDUCE_WIRE_DTYPE, read when a group is made), with no hook.
+    os.environ["RINGREDUCE_WIRE_DTYPE"] = "fp16"
+    groups["ringreduce+wire"] = dist.new_group(backend="ringreduce")
+    del os.environ["RINGREDUCE_WIRE_DTYPE"]
     base = build_model(args.layers, args.d_model)
     params = sum(p.numel() for p in base.parameters())
     batch = torch.randn(args.batch, 64, args.d_model, generator=torch.Generator().manual_seed(rank))
@@ -97,12 +105,14 @@ def main():
         compute = medians.get("none")
         for config in configs:
             exposed = f"{(medians[config] - compute) * 1e3:10.1f}" if compute else f"{'-':>10}"
-            twin = "gloo" + config[len("ringreduce"):] if config.startswith("ringreduce") else None
+            twin = ("gloo" + config[len("ringreduce"):].replace("+wire", "+fp16")
+                    if config.startswith("ringreduce") else None)
             ratio = (f"{medians[twin] / medians[config]:9.2f}" if twin in medians else f"{'':>9}")
             print(f"  {config:>16} | {medians[config] * 1e3:8.1f} | {exposed} | {ratio}")
         if compute:
-            for hook in ("", "+fp16"):
-                ring, gloo = medians.get("ringreduce" + hook), medians.get("gloo" + hook)
+            for hook in ("", "+fp16", "+wire"):
+                ring = medians.get("ringreduce" + hook)
+                gloo = medians.get("gloo" + hook.replace("+wire", "+fp16"))
                 if ring and gloo and gloo > compute:
                     print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
                           f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
