@@ -12,6 +12,7 @@
 #include "backend/host_staging.h"
 #include "backend/store_adapter.h"
 #include "backend/work_callbacks.h"
+#include "core/host_loops.h"
 #include "core/log.h"
 #include "core/timeline.h"
 #include "transport/ucx/ucx_transport.h"
@@ -63,6 +64,9 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   const bool checkCollectives =
       config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
   try {
+    // A bad RINGREDUCE_HOST_ISA fails the group's creation, not its first
+    // reduction on the worker thread.
+    (void)hostLoops();
     std::shared_ptr<Timeline> timeline;
     if (!config_.timelinePath.empty()) {
       timeline = Timeline::forProcess(config_.timelinePath, globalRank < 0 ? rank : globalRank);

@@ -87,3 +87,22 @@ def test_an_instruction_set_the_cpu_lacks_falls_back_with_a_warning():
 
     result = _info(dict(os.environ, RINGREDUCE_HOST_ISA="avx512"))
     assert "this CPU lacks that instruction set" in result.stderr
+
+
+def _create_group(rank, world_size, init_method):
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                                world_size=world_size)
+    except Exception as error:  # the creation itself must refuse
+        return (type(error).__name__, str(error))
+    dist.destroy_process_group()
+    return "created"
+
+
+def test_an_unknown_instruction_set_fails_group_creation_clearly():
+    [outcome] = run_world(1, _create_group, env=dict(LOOPBACK_ENV, RINGREDUCE_HOST_ISA="sse9"),
+                          timeout=120)
+    assert outcome != "created"
+    assert "RINGREDUCE_HOST_ISA=sse9 is not one of baseline, avx2, avx512" in outcome[1], outcome
