@@ -21,6 +21,7 @@ NeighbourCheck::NeighbourCheck(Transport& transport, const OpContext& op,
   const int n = transport.size();
   if (n < 2) return;
   message_.pointToPoint = true;
+  message_.partOfCollective = true;
   const int rank = transport.rank();
   const int left = (rank - 1 + n) % n;
   const int right = (rank + 1) % n;

@@ -19,6 +19,10 @@ struct OpContext {
   Clock::time_point deadline = Clock::time_point::max();
   // Send/recv count their own sequence, apart from the collectives'.
   bool pointToPoint = false;
+  // A point-to-point message that serves a collective (the neighbour check):
+  // its own tag space and sequence, but the collective's fate, so a peer
+  // that gave up on the group or died ends it as it ends the collective.
+  bool partOfCollective = false;
   // A hash of what the collective is (op, dtype, size, reduce op, root),
   // carried in every message tag of the collective (transport/tag.h).
   uint8_t fingerprint = 0;
@@ -41,8 +45,11 @@ struct OpContext {
 
   // "allreduce #12", "send p2p#3"
   std::string describe() const {
-    return std::string(opName) + (pointToPoint ? " p2p#" : " #") + std::to_string(seq);
+    return std::string(opName) + (groupWide() ? " #" : " p2p#") + std::to_string(seq);
   }
+  // Whether the whole group's news (any death, any rank giving up) ends this
+  // operation, or only its own peer's death (a plain send/recv).
+  bool groupWide() const { return !pointToPoint || partOfCollective; }
   // Identifies the operation a UCX request belongs to.
   uint64_t owner() const { return seq | (pointToPoint ? (1ull << 63) : 0); }
 };

@@ -28,6 +28,7 @@ class DelayedTransport : public Transport {
   void checkPeersAlive(int peer, const OpContext& op) const override {
     inner_->checkPeersAlive(peer, op);
   }
+  bool peerLeft(int peer) const override { return inner_->peerLeft(peer); }
   // Hands over the messages whose time has come, then progresses below.
   unsigned progress() override;
   // Sleeps below, but never past the next held message's time (a timerfd

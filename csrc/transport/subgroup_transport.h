@@ -23,6 +23,7 @@ class SubgroupTransport : public Transport {
   ~SubgroupTransport() override;
 
   void checkPeersAlive(int peer, const OpContext& op) const override;
+  bool peerLeft(int peer) const override { return parent_.peerLeft(members_[peer]); }
   unsigned progress() override { return parent_.progress(); }
   void sleepUntilEvent(int extraFd, int timeoutMs) override {
     parent_.sleepUntilEvent(extraFd, timeoutMs);

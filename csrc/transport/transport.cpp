@@ -75,19 +75,26 @@ Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const
 }
 
 // A post that fails often has a reason the group already knows: a peer that
-// gave up on it (and may have left, taking its shared memory with it) or
-// died. The news can still be on its way (the notice of the rank that gave
-// up, or the lost connection of the one that left), so progress for a short
-// while; the liveness check then throws it, which says more than the
-// transport's own error would. Only a failing post pays this wait.
+// gave up on it (and may have left, taking its shared memory with it), died,
+// or left on purpose (destroyed its group, exited). The news can still be on
+// its way (the notice of the rank that gave up, the goodbye or the lost
+// connection of the one that left), so progress for a short while; the
+// liveness check then throws it, which says more than the transport's own
+// error would. Only a failing post pays this wait.
 void Transport::explainFailure(int peer, const OpContext& op) {
   constexpr auto kNewsWindow = std::chrono::milliseconds(200);
   const auto limit = std::min(Clock::now() + kNewsWindow, op.deadline);
   while (true) {
     progress();
-    checkPeersAlive(op.pointToPoint ? peer : -1, op);
-    if (aborted_.load() || Clock::now() >= limit) return;
+    checkPeersAlive(op.groupWide() ? -1 : peer, op);
+    if (aborted_.load()) return;
+    if (Clock::now() >= limit) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Nothing worse heard: a peer that said goodbye explains a failed post.
+  if (peer >= 0 && peerLeft(peer)) {
+    throw TransportError(where(op) + ": rank " + std::to_string(peer) +
+                         " has left the group (it destroyed its process group or exited)");
   }
 }
 
@@ -141,7 +148,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     if (watch_) watch_();
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
-    checkPeersAlive(op.pointToPoint ? request.peer : -1, op);
+    checkPeersAlive(op.groupWide() ? -1 : request.peer, op);
     const auto now = Clock::now();
     if (now >= op.deadline) return false;
     announceIfStalled(op, now);

@@ -112,6 +112,8 @@ class Transport {
   // Throws TransportError if `peer` (any peer when -1) is known to be dead,
   // or, for collectives, if a peer gave up on the group.
   virtual void checkPeersAlive(int peer, const OpContext& op) const {}
+  // Whether `peer` said goodbye: it destroyed its group or exited, on purpose.
+  virtual bool peerLeft(int peer) const { return false; }
 
   // One pass of progress; returns the number of events handled.
   virtual unsigned progress() = 0;

@@ -186,3 +186,28 @@ def mismatches_without_the_check(rank, world, init_method):
         except Exception as error:
             seen[name + " then"] = (type(error).__name__, str(error))
     return seen
+
+
+def peer_that_left(rank, world, init_method):
+    """Rank 1 destroys a group before rank 0 ever talked to it there: rank 0's
+    send and collective on that group must say that rank 1 left, not report
+    the transport's failure to reach its vanished shared memory."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    group = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=5))
+    seen = {}
+    if rank == 1:
+        dist.destroy_process_group(group)
+        dist.barrier()  # rank 0 starts only once rank 1 is gone from `group`
+    else:
+        dist.barrier()
+        time.sleep(0.3)  # the goodbye travels on its own connection
+        for name, call in (("send", lambda: dist.send(torch.ones(4), 1, group=group)),
+                           ("all_reduce", lambda: dist.all_reduce(torch.ones(4), group=group))):
+            try:
+                call()
+                seen[name] = "no error"
+            except Exception as error:
+                seen[name] = (type(error).__name__, str(error))
+    dist.barrier()
+    return seen

@@ -93,3 +93,16 @@ def test_mismatched_collectives_never_exchange_data_even_without_the_check():
             assert t != "no error", (case, rank, t)  # the group stays unusable
         if case != "root":
             assert all(o != "no error" for o in outcomes), (case, outcomes)
+
+
+def test_a_peer_that_left_the_group_is_named_not_the_transport_error():
+    from error_cases import peer_that_left
+
+    seen = run_world(2, peer_that_left, timeout=120)[0]
+    for name in ("send", "all_reduce"):
+        assert seen[name] != "no error", (name, seen)
+        kind, message = seen[name]
+        assert kind == "DistBackendError", (name, seen[name])
+        # Said at once: a wait until the group's timeout would say "timed out".
+        assert "rank 1 has left the group" in message and "on rank 0" in message, message
+    assert "send p2p#1" in seen["send"][1] and "allreduce #1" in seen["all_reduce"][1], seen

@@ -47,6 +47,7 @@ class PeerMonitor {
 
   bool anyDead() const { return deadCount_ > 0; }
   bool isDead(int peer) const { return deaths_[static_cast<size_t>(peer)] != UCS_OK; }
+  bool hasDeparted(int peer) const { return departed_[static_cast<size_t>(peer)]; }
   // The lowest rank seen dead, or -1.
   int firstDeadPeer() const;
   std::string deathReason(int peer) const;

@@ -208,7 +208,7 @@ void UcxTransport::announceFailure(const std::string& reason) {
 
 void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
   if (!monitor_) return;
-  if (monitor_->abortedBy() >= 0 && !op.pointToPoint) {
+  if (monitor_->abortedBy() >= 0 && op.groupWide()) {
     throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank()) +
                          " failed: rank " + std::to_string(monitor_->abortedBy()) +
                          " gave up on the group: " + monitor_->abortReason());
@@ -220,6 +220,8 @@ void UcxTransport::checkPeersAlive(int peer, const OpContext& op) const {
                        " failed: rank " + std::to_string(dead) + " is gone (connection lost: " +
                        monitor_->deathReason(dead) + "); the process died or the network failed");
 }
+
+bool UcxTransport::peerLeft(int peer) const { return monitor_ && monitor_->hasDeparted(peer); }
 
 unsigned UcxTransport::progress() {
   unsigned events = ucp_worker_progress(worker_);

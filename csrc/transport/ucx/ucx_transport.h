@@ -34,6 +34,7 @@ class UcxTransport : public Transport {
 
   void announceFailure(const std::string& reason) override;
   void checkPeersAlive(int peer, const OpContext& op) const override;
+  bool peerLeft(int peer) const override;
   unsigned progress() override;
   bool armForSleep() override;
   void sleepArmed(int extraFd, int timeoutMs) override;
