@@ -232,15 +232,6 @@ struct Lanes {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F div(F a, F b) { return _mm512_div_ps(a, b); }
-  // ExtremeOp on lanes: min_ps(b, a) is "b < a ? b : a", which also gives
-  // `a` when either is NaN; then a NaN `b` beside a number `a` wins.
-  template <bool kLarger>
-  static F extreme(F a, F b) {
-    const F pick = kLarger ? _mm512_max_ps(b, a) : _mm512_min_ps(b, a);
-    const __mmask16 onlyBNan =
-        _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q);
-    return _mm512_mask_blend_ps(onlyBNan, pick, b);
-  }
 };
 #elif RR_VECTOR_LANES == 8
 // Eight float lanes in a ymm register; as the sixteen-lane form.
@@ -299,13 +290,6 @@ struct Lanes {
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F div(F a, F b) { return _mm256_div_ps(a, b); }
-  template <bool kLarger>
-  static F extreme(F a, F b) {
-    const F pick = kLarger ? _mm256_max_ps(b, a) : _mm256_min_ps(b, a);
-    const F onlyBNan = _mm256_and_ps(_mm256_cmp_ps(b, b, _CMP_UNORD_Q),
-                                     _mm256_cmp_ps(a, a, _CMP_ORD_Q));
-    return _mm256_blendv_ps(pick, b, onlyBNan);
-  }
 };
 #endif
 
@@ -320,9 +304,9 @@ float combineOne(float a, float b) {
 #if RR_VECTOR_LANES > 0
 template <ReduceOp kOp>
 Lanes::F combineLanes(Lanes::F a, Lanes::F b) {
+  // MIN and MAX stay in 16 bits (reduceHalfExtreme).
+  static_assert(kOp == ReduceOp::Sum || kOp == ReduceOp::Product);
   if constexpr (kOp == ReduceOp::Product) return Lanes::mul(a, b);
-  if constexpr (kOp == ReduceOp::Min) return Lanes::extreme<false>(a, b);
-  if constexpr (kOp == ReduceOp::Max) return Lanes::extreme<true>(a, b);
   return Lanes::add(a, b);
 }
 #endif
@@ -358,11 +342,60 @@ size_t reduceHalfPairs(uint16_t* dst, const uint16_t* src, size_t count, Finish 
   return i;
 }
 
+#if RR_VECTOR_LANES == 16
+// AVX-512 BF16 (Zen 4, Cooper Lake, Sapphire Rapids) narrows 32 floats to
+// bfloat16 in one instruction, rounding to nearest even as floatToBFloat16
+// does, NaNs quietened the same way, except that it flushes a float32
+// subnormal to a signed zero. Vectors holding one (fpclass 0x20, rare: below
+// 1.2e-38) take the exact integer rounding instead, so the bits are the
+// other sets' bits. The instruction packs its two sources whole, while
+// widenPair's unpacks interleave them per 128-bit lane: one permutation puts
+// the elements back in order.
+bool cpuNarrowsBFloat16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+__attribute__((target("avx512bf16"))) inline __m512i narrowBFloat16Native(__m512 lo, __m512 hi) {
+  return _mm512_castps_si512(reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
+template <ReduceOp kOp, typename Finish>
+__attribute__((target("avx512bf16"))) size_t reduceBFloat16PairsNative(uint16_t* dst,
+                                                                      const uint16_t* src,
+                                                                      size_t count,
+                                                                      Finish finish) {
+  constexpr size_t kStep = 2 * Lanes::kCount;
+  // Element 8k + r of the 32 (lane k of widenPair's halves) sits at 4k + r
+  // of the packed result for r < 4 (from `lo`), at 16 + 4k + r - 4 after.
+  alignas(64) static const uint16_t kOrder[32] = {
+      0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23,
+      8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+  const __m512i order = _mm512_load_si512(kOrder);
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep) {
+    const Lanes::Pair a = Lanes::widenPair(false, dst + i);
+    const Lanes::Pair b = Lanes::widenPair(false, src + i);
+    const Lanes::Pair r = {finish(combineLanes<kOp>(a.lo, b.lo)),
+                           finish(combineLanes<kOp>(a.hi, b.hi))};
+    if (_mm512_fpclass_ps_mask(r.lo, 0x20) | _mm512_fpclass_ps_mask(r.hi, 0x20)) {
+      Lanes::narrowPair(false, r, dst + i);
+      continue;
+    }
+    _mm512_storeu_si512(dst + i, _mm512_permutexvar_epi16(order, narrowBFloat16Native(r.lo, r.hi)));
+  }
+  return i;
+}
+#endif
+
 template <ReduceOp kOp, typename Finish>
 size_t reduceHalfPairs(bool half, uint16_t* dst, const uint16_t* src, size_t count,
                        Finish finish) {
-  return half ? reduceHalfPairs<kOp, true>(dst, src, count, finish)
-              : reduceHalfPairs<kOp, false>(dst, src, count, finish);
+  if (half) return reduceHalfPairs<kOp, true>(dst, src, count, finish);
+#if RR_VECTOR_LANES == 16
+  if (cpuNarrowsBFloat16()) return reduceBFloat16PairsNative<kOp>(dst, src, count, finish);
+#endif
+  return reduceHalfPairs<kOp, false>(dst, src, count, finish);
 }
 #endif
 
@@ -391,6 +424,81 @@ void reduceHalfFused(bool half, uint16_t* dst, const uint16_t* src, size_t count
   }
 }
 
+// MIN and MAX of float16/bfloat16 never round: the result is one of the two
+// inputs. So they compare the 16-bit values where they lie, twice as many a
+// vector as in float32, and store the chosen one, with no widening or
+// narrowing (the loop is bound by its instruction count, hence the care).
+// As signed 16-bit integers, sign-magnitude bits order as the floats they
+// encode except that two negatives order in reverse (flip the comparison
+// when both signs are set) and +0 and -0 differ where the floats are equal
+// (the float rule "b < a ? b : a" keeps `a` for them). A NaN wins as
+// ExtremeOp says, `a`'s first, then `b`'s; it is not quietened, which only
+// the payload shows (the widened form sets the quiet bit).
+#if RR_VECTOR_LANES == 16
+template <bool kLarger, bool kHalf>
+size_t extremeHalfWords(uint16_t* dst, const uint16_t* src, size_t count) {
+  using I = __m512i;
+  constexpr size_t kStep = 32;
+  const I magnitude = _mm512_set1_epi16(0x7fff);
+  const I infinity = _mm512_set1_epi16(kHalf ? 0x7c00 : 0x7f80);
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep) {
+    const I a = _mm512_loadu_si512(dst + i);
+    const I b = _mm512_loadu_si512(src + i);
+    const I absA = _mm512_and_si512(a, magnitude);
+    const I absB = _mm512_and_si512(b, magnitude);
+    const __mmask32 nanA = _mm512_cmpgt_epi16_mask(absA, infinity);
+    const __mmask32 nanB = _mm512_cmpgt_epi16_mask(absB, infinity);
+    const __mmask32 zeros = _mm512_testn_epi16_mask(_mm512_or_si512(absA, absB), magnitude);
+    const __mmask32 negatives = _mm512_movepi16_mask(_mm512_and_si512(a, b));
+    const __mmask32 ordered = kLarger ? _mm512_cmpgt_epi16_mask(b, a) : _mm512_cmplt_epi16_mask(b, a);
+    const __mmask32 better = static_cast<__mmask32>((ordered ^ negatives) & ~zeros);
+    const __mmask32 pickB = static_cast<__mmask32>(~nanA & (nanB | better));
+    _mm512_storeu_si512(dst + i, _mm512_mask_blend_epi16(pickB, a, b));
+  }
+  return i;
+}
+#elif RR_VECTOR_LANES == 8
+// The same with AVX2's whole-lane masks in place of mask registers.
+template <bool kLarger, bool kHalf>
+size_t extremeHalfWords(uint16_t* dst, const uint16_t* src, size_t count) {
+  using I = __m256i;
+  constexpr size_t kStep = 16;
+  const I magnitude = _mm256_set1_epi16(0x7fff);
+  const I infinity = _mm256_set1_epi16(kHalf ? 0x7c00 : 0x7f80);
+  const I zero = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep) {
+    const I a = _mm256_loadu_si256(reinterpret_cast<const I*>(dst + i));
+    const I b = _mm256_loadu_si256(reinterpret_cast<const I*>(src + i));
+    const I absA = _mm256_and_si256(a, magnitude);
+    const I absB = _mm256_and_si256(b, magnitude);
+    const I nanA = _mm256_cmpgt_epi16(absA, infinity);
+    const I nanB = _mm256_cmpgt_epi16(absB, infinity);
+    const I zeros = _mm256_cmpeq_epi16(_mm256_or_si256(absA, absB), zero);
+    const I negatives = _mm256_srai_epi16(_mm256_and_si256(a, b), 15);
+    const I ordered = kLarger ? _mm256_cmpgt_epi16(b, a) : _mm256_cmpgt_epi16(a, b);
+    const I better = _mm256_andnot_si256(zeros, _mm256_xor_si256(ordered, negatives));
+    const I pickB = _mm256_andnot_si256(nanA, _mm256_or_si256(nanB, better));
+    _mm256_storeu_si256(reinterpret_cast<I*>(dst + i), _mm256_blendv_epi8(a, b, pickB));
+  }
+  return i;
+}
+#endif
+
+template <bool kLarger>
+void reduceHalfExtreme(bool half, uint16_t* dst, const uint16_t* src, size_t count) {
+  size_t i = 0;
+#if RR_VECTOR_LANES > 0
+  i = half ? extremeHalfWords<kLarger, true>(dst, src, count)
+           : extremeHalfWords<kLarger, false>(dst, src, count);
+#endif
+  constexpr ReduceOp kOp = kLarger ? ReduceOp::Max : ReduceOp::Min;
+  for (; i < count; ++i) {
+    dst[i] = narrowOne(half, combineOne<kOp>(widenOne(half, dst[i]), widenOne(half, src[i])));
+  }
+}
+
 void reduceHalf(bool half, ReduceOp op, uint16_t* dst, const uint16_t* src, size_t count,
                 int divisor) {
   switch (op) {
@@ -400,9 +508,9 @@ void reduceHalf(bool half, ReduceOp op, uint16_t* dst, const uint16_t* src, size
     case ReduceOp::Product:
       return reduceHalfFused<ReduceOp::Product>(half, dst, src, count, divisor);
     case ReduceOp::Min:
-      return reduceHalfFused<ReduceOp::Min>(half, dst, src, count, divisor);
+      return reduceHalfExtreme<false>(half, dst, src, count);
     case ReduceOp::Max:
-      return reduceHalfFused<ReduceOp::Max>(half, dst, src, count, divisor);
+      return reduceHalfExtreme<true>(half, dst, src, count);
     default:
       break;
   }
@@ -423,9 +531,31 @@ void widenBuffer(bool half, const uint16_t* in, float* out, size_t count) {
   for (; i < count; ++i) out[i] = widenOne(half, in[i]);
 }
 
+#if RR_VECTOR_LANES == 16
+// float32 to bfloat16 as the wire dtype sends it, 32 at a time, in order;
+// vectors with a float32 subnormal round exactly (reduceBFloat16PairsNative).
+__attribute__((target("avx512bf16"))) size_t narrowBFloat16BufferNative(const float* in,
+                                                                       uint16_t* out,
+                                                                       size_t count) {
+  size_t i = 0;
+  for (; i + 2 * Lanes::kCount <= count; i += 2 * Lanes::kCount) {
+    const __m512 lo = _mm512_loadu_ps(in + i);
+    const __m512 hi = _mm512_loadu_ps(in + i + Lanes::kCount);
+    if (_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) {
+      Lanes::narrow(false, lo, out + i);
+      Lanes::narrow(false, hi, out + i + Lanes::kCount);
+      continue;
+    }
+    _mm512_storeu_si512(out + i, narrowBFloat16Native(lo, hi));
+  }
+  return i;
+}
+#endif
+
 void narrowBuffer(bool half, const float* in, uint16_t* out, size_t count) {
   size_t i = 0;
 #if RR_VECTOR_LANES == 16
+  if (!half && cpuNarrowsBFloat16()) i = narrowBFloat16BufferNative(in, out, count);
   for (; i + Lanes::kCount <= count; i += Lanes::kCount) {
     Lanes::narrow(half, _mm512_loadu_ps(in + i), out + i);
   }

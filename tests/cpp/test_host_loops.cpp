@@ -187,3 +187,49 @@ TEST(HostLoops, EveryInstructionSetConvertsHalvesLikeTheScalarForms) {
     }
   }
 }
+
+// MIN/MAX of float16/bfloat16 compare the 16-bit patterns themselves. Random
+// patterns almost never pair the cases where that can go wrong, so every
+// pair of them is checked here: signed zeros (equal floats, different bits),
+// subnormals, the extremes, infinities, quiet and signalling NaNs of both
+// signs, in both orders.
+TEST(HostLoops, HalfMinMaxOnEveryPairOfSpecialValues) {
+  const uint16_t halfSpecials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
+                                   0x8400, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x7c00, 0xfc00,
+                                   0x7e00, 0xfe00, 0x7c01, 0xfd55, 0x3555, 0xb555};
+  const uint16_t bfloatSpecials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x807f, 0x0080,
+                                     0x8080, 0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0x7f80, 0xff80,
+                                     0x7fc0, 0xffc0, 0x7f81, 0xffa5, 0x3eab, 0xbeab};
+  const HostLoops& baseline = *hostLoopsFor(HostIsa::Baseline);
+  for (DataType type : {DataType::Float16, DataType::BFloat16}) {
+    const uint16_t* specials = type == DataType::Float16 ? halfSpecials : bfloatSpecials;
+    std::vector<uint16_t> a, b;
+    for (size_t i = 0; i < 20; ++i) {
+      for (size_t j = 0; j < 20; ++j) {
+        a.push_back(specials[i]);
+        b.push_back(specials[j]);
+      }
+    }
+    for (ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
+      auto want = a;
+      baseline.reduce(type, op, want.data(), b.data(), want.size());
+      // The rule itself, on the baseline: equal floats keep dst's bits.
+      for (size_t k = 0; k < a.size(); ++k) {
+        if ((a[k] | b[k]) == 0x8000) EXPECT_EQ(want[k], a[k]) << "signed zeros, pair " << k;
+      }
+      for (const HostLoops* loops : availableHostLoops()) {
+        auto got = a;
+        loops->reduce(type, op, got.data(), b.data(), got.size());
+        const std::string what = std::string(loops->name) + " " + dataTypeName(type) + " " +
+                                 reduceOpName(op);
+        expectSameBits(type, reinterpret_cast<const uint8_t*>(got.data()),
+                       reinterpret_cast<const uint8_t*>(want.data()), got.size(), what);
+        for (size_t k = 0; k < got.size(); ++k) {
+          if (isNanAt(type, reinterpret_cast<const uint8_t*>(&want[k]))) {
+            EXPECT_EQ(got[k] & 0x8000, want[k] & 0x8000) << what << " NaN sign, pair " << k;
+          }
+        }
+      }
+    }
+  }
+}
