@@ -160,6 +160,11 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
     Task task = popTask();
     if (!task) break;
     runTask(task);
+    // The latest task was the caller's, which waited for its own messages:
+    // the worker's linger (watching the transport after a task it ran) has
+    // nothing left to answer, and keeping it would wake the worker on every
+    // message of every later task its callers run.
+    workerDrove_ = false;
   }
   // A receive completes through its poller: keep progressing for a while.
   const auto until = Clock::now() + waitSpin_;

@@ -100,7 +100,7 @@ class Executor {
   bool stopped_ = false;                   // guarded by driveMutex_: no one may drive
   std::vector<Poller> pollers_;            // guarded by driveMutex_
   Clock::time_point lastActivity_{};       // guarded by driveMutex_: last task run
-  bool workerDrove_ = false;               // guarded by driveMutex_: by the worker
+  bool workerDrove_ = false;               // guarded by driveMutex_: the worker ran the latest task
   bool holdsSpin_ = false;                 // worker thread only
 
   std::thread thread_;
