@@ -16,7 +16,10 @@ void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
   const int rank = transport.rank();
   char* out = static_cast<char*>(args.output);
   char* mine = out + static_cast<size_t>(rank) * blockBytes;
-  if (input != mine && blockBytes > 0) std::memmove(mine, input, blockBytes);
+  // Payload-free (the simulator): no buffers, sizes only.
+  if (input != mine && blockBytes > 0 && !comm.config.payloadFree) {
+    std::memmove(mine, input, blockBytes);
+  }
   if (n == 1 || blockBytes == 0) return;
 
   const int left = (rank - 1 + n) % n;

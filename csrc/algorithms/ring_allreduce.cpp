@@ -3,6 +3,7 @@
 #include "algorithms/wire_dtype.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "core/errors.h"
@@ -28,13 +29,15 @@ class RingReduction {
  public:
   enum class Mode { Allreduce, ReduceScatter };
 
+  // `avgDivisor` (0: none) divides each element in its last reduce step.
   RingReduction(Mode mode, Transport& transport, const OpContext& op, char* data,
-                size_t count, DataType type, ReduceOp reduceOp, const Config& config,
-                Workspace& workspace)
+                size_t count, DataType type, ReduceOp reduceOp, int avgDivisor,
+                const Config& config, Workspace& workspace)
       : allgather_(mode == Mode::Allreduce), shift_(allgather_ ? 0 : -1), t_(transport),
         op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
-        n_(transport.size()), rank_(transport.rank()), left_((rank_ - 1 + n_) % n_),
-        right_((rank_ + 1) % n_), esize_(elementSize(type)), payloadFree_(config.payloadFree) {
+        avgDivisor_(avgDivisor), n_(transport.size()), rank_(transport.rank()),
+        left_((rank_ - 1 + n_) % n_), right_((rank_ + 1) % n_), esize_(elementSize(type)),
+        payloadFree_(config.payloadFree) {
     const size_t steps = 2 * static_cast<size_t>(n_ - 1);
     plan_ = planSegments(chunkOf(count, n_, 0).count, esize_, config.segmentBytes,
                          (kMaxSlot + 1) / steps);
@@ -73,9 +76,9 @@ class RingReduction {
         const Range seg = segment(rank_ - s - 1 + shift_, k);
         if (payloadFree_) {
           // Simulated run (transport/simulated/): sizes only, no data.
-        } else if (last && reduceOp_ == ReduceOp::Avg) {
+        } else if (last && avgDivisor_ != 0) {
           PhaseScope reducing(op_.phases, Phase::Reduce);
-          reduceAndAverage(type_, at(seg), slot(i), seg.count, n);
+          reduceAndAverage(type_, at(seg), slot(i), seg.count, avgDivisor_);
         } else {
           PhaseScope reducing(op_.phases, Phase::Reduce);
           reduceInto(type_, reduceOp_, at(seg), slot(i), seg.count);
@@ -129,6 +132,7 @@ class RingReduction {
   size_t count_;
   DataType type_;
   ReduceOp reduceOp_;
+  int avgDivisor_;
   int n_, rank_, left_, right_;
   size_t esize_;
   bool payloadFree_;
@@ -140,15 +144,21 @@ class RingReduction {
 };
 
 // Runs `mode` on `data`. float16 and bfloat16 stay 16-bit on the wire; each
-// step combines in float32 and rounds once (core/host_loops.h).
+// step combines in float32 and rounds once (core/host_loops.h). AVG divides
+// by the ring's size unless `avgDivisor` says otherwise.
 void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op, void* data,
              size_t count, DataType type, ReduceOp reduceOp, const Config& config,
-             Workspace& workspace) {
+             Workspace& workspace, std::optional<int> avgDivisor = std::nullopt) {
   const std::string reason = unsupportedReason(type, reduceOp);
   if (!reason.empty()) throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
-  if (transport.size() == 1 || count == 0) return;  // AVG over one rank is the identity
-  RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, config,
-                workspace)
+  const int divisor = avgDivisor.value_or(reduceOp == ReduceOp::Avg ? transport.size() : 0);
+  if (count == 0) return;
+  if (transport.size() == 1) {  // AVG over one rank is the identity; a given divisor still divides
+    if (divisor > 1 && !config.payloadFree) finishAverage(type, data, count, divisor);
+    return;
+  }
+  RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, divisor,
+                config, workspace)
       .run();
 }
 
@@ -164,6 +174,12 @@ void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   runRing(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data,
                           args.count, args.type, args.op, comm.config, comm.workspace);
+}
+
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int avgDivisor) {
+  runRing(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data, args.count,
+          args.type, args.op, comm.config, comm.workspace, avgDivisor);
 }
 
 }  // namespace ringreduce

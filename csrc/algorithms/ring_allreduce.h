@@ -32,5 +32,10 @@ void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
 // holds the reduction of that chunk over all ranks; the other chunks hold
 // partial sums. Same precision and AVG rules as ringAllreduce.
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+// The same with AVG's divisor given (0: none, partial sums only): a
+// reduce-scatter that is one phase of a larger one (algorithms/
+// two_level_scatter_gather.h) divides by the whole group's size, once.
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int avgDivisor);
 
 }  // namespace ringreduce
