@@ -40,8 +40,9 @@ StepLoad loadOf(const Topology& t, const Pairs& pairs) {
 // Halving/doubling over the ranks `members` (their world ranks) of `t`:
 // fold, reduce-scatter, allgather, unfold, each step's unit a fraction of
 // the buffer.
-std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& members) {
-  const HalvingPlan plan(static_cast<int>(members.size()));
+std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& members,
+                               HalvingPlan::Order order = HalvingPlan::Order::NeighboursFirst) {
+  const HalvingPlan plan(static_cast<int>(members.size()), order);
   std::vector<Step> steps;
   if (plan.folds()) {
     Pairs fold;
@@ -83,6 +84,10 @@ AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
   }
   ring_ = loadOf(t, ring);
   halving_ = halvingSteps(t, iota(p));
+  // Reduce-scatter and allgather pair far ranks first (rank r must end with
+  // block r): with ranks laid out node by node, the big early halves cross
+  // the NIC, all of a node's ranks at once.
+  halvingFarFirst_ = halvingSteps(t, iota(p), HalvingPlan::Order::FarFirst);
 
   // Direct: every rank sends a 1/p block to each peer, twice.
   const auto byNode = t.ranksByNode();
@@ -209,6 +214,61 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
   for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel,
                                AllreduceAlgorithm::Direct}) {
     const double t = predict(a, bytes);
+    if (t < bestTime) {
+      best = a;
+      bestTime = t;
+    }
+  }
+  return best;
+}
+
+// Reduce-scatter and allgather: halves of the allreduce's phases (see the header).
+namespace {
+bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+}  // namespace
+
+AllreduceAlgorithm AllreduceCostModel::crossNodeScatterGather(size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  if (!powerOfTwo(topology_.nodes())) return AllreduceAlgorithm::Ring;
+  return twoLevelCross(AllreduceAlgorithm::HalvingDoubling, b) <
+                 twoLevelCross(AllreduceAlgorithm::Ring, b)
+             ? AllreduceAlgorithm::HalvingDoubling
+             : AllreduceAlgorithm::Ring;
+}
+
+double AllreduceCostModel::predictScatterGather(AllreduceAlgorithm algorithm,
+                                                size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  const double never = std::numeric_limits<double>::infinity();
+  const int p = topology_.size();
+  if (p < 2) return 0;
+  switch (algorithm) {
+    case AllreduceAlgorithm::Ring:
+      return ringTime(b) / 2;
+    case AllreduceAlgorithm::HalvingDoubling:
+      return powerOfTwo(p) ? timeOf(halvingFarFirst_, b) / 2 : never;
+    case AllreduceAlgorithm::TwoLevel: {
+      if (!twoLevel_) return never;
+      const int k = topology_.maxRanksPerNode();
+      // Not a power of two: a ring of k ranks over k chunks of bytes / k.
+      const double inside =
+          powerOfTwo(k) ? timeOf(intraPhase_, b) / 2
+                        : (k - 1) * (intra_.alpha + intra_.overhead + b / k * intra_.beta);
+      return inside + twoLevelCross(crossNodeScatterGather(bytes), b) / 2;
+    }
+    case AllreduceAlgorithm::Auto:
+      return predictScatterGather(cheapestScatterGather(bytes), bytes);
+    case AllreduceAlgorithm::Direct:
+      break;
+  }
+  return never;
+}
+
+AllreduceAlgorithm AllreduceCostModel::cheapestScatterGather(size_t bytes) const {
+  AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
+  double bestTime = predictScatterGather(best, bytes);
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel}) {
+    const double t = predictScatterGather(a, bytes);
     if (t < bestTime) {
       best = a;
       bestTime = t;

@@ -38,6 +38,21 @@ class AllreduceCostModel {
   // or direct).
   AllreduceAlgorithm crossNodeAlgorithm(size_t bytes) const;
 
+  // Reduce-scatter and allgather of a buffer of `bytes` (all p chunks or
+  // blocks; algorithms/scatter_gather.h). The ring is half of its
+  // allreduce; halving/doubling (powers of two only) half of one that pairs
+  // far ranks first, as these forms do. two_level is a
+  // phase inside the node (halving/doubling when the node's ranks are a
+  // power of two, else the ring) and the crossing of each 1/k part (ring, or
+  // halving/doubling on a power-of-two number of nodes): half of the
+  // allreduce's phases, priced as the allreduce prices them. Infinity where
+  // a form does not apply; direct is not a form of either.
+  double predictScatterGather(AllreduceAlgorithm algorithm, size_t bytes) const;
+  // The cheapest of ring, halving_doubling and two_level; ties go to the first.
+  AllreduceAlgorithm cheapestScatterGather(size_t bytes) const;
+  // Inside two_level: Ring or HalvingDoubling.
+  AllreduceAlgorithm crossNodeScatterGather(size_t bytes) const;
+
   const Topology& topology() const { return topology_; }
   bool twoLevelApplies() const { return twoLevel_; }
 
@@ -66,7 +81,7 @@ class AllreduceCostModel {
   int activePerNode_ = 1;                      // two_level: ranks per node that own a shard
   StepLoad ring_;                              // one step of the ring
   int ringIntraHops_ = 0, ringInterHops_ = 0;  // links around the ring, by class
-  std::vector<Step> halving_, direct_, intraPhase_, crossHalving_, crossDirect_;
+  std::vector<Step> halving_, halvingFarFirst_, direct_, intraPhase_, crossHalving_, crossDirect_;
 };
 
 }  // namespace ringreduce
