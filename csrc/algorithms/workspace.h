@@ -11,8 +11,10 @@ namespace ringreduce {
 class Workspace {
  public:
   // kRecvA: reduce-scatter receive window; kStaging: the backend's copies
-  // of caller tensors; kWire: float32 data rounded to a 16-bit wire dtype.
-  enum Slot { kRecvA = 0, kStaging = 1, kWire = 2, kSlotCount = 3 };
+  // of caller tensors; kWire: float32 data rounded to a 16-bit wire dtype;
+  // kReorder: a two-level reduce-scatter's or allgather's buffer in node
+  // order (algorithms/two_level_scatter_gather.h).
+  enum Slot { kRecvA = 0, kStaging = 1, kWire = 2, kReorder = 3, kSlotCount = 4 };
 
   // At least `bytes` of memory in `slot`, valid until the next call for that slot.
   void* get(Slot slot, size_t bytes) {
