@@ -5,6 +5,7 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/two_level_scatter_gather.h"
 #include "core/errors.h"
 
 namespace ringreduce {
@@ -13,17 +14,41 @@ namespace {
 
 bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-// Halving/doubling for `allreduceBytes` (the allreduce each form is half of)?
-bool useHalving(const Comm& comm, const OpContext& op, size_t allreduceBytes) {
-  if (!powerOfTwo(comm.size()) || comm.size() == 1) return false;
+// What runs, and for two_level how its parts cross the nodes.
+struct Choice {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Ring;  // Ring, HalvingDoubling or TwoLevel
+  AllreduceAlgorithm crossNode = AllreduceAlgorithm::Ring;
+  const Topology* topology = nullptr;  // two_level only
+};
+
+// For a reduce-scatter or allgather of `bytes` (the whole buffer): the same
+// on every rank, since it depends only on the topology, the link costs in
+// the Config (or measured alike) and the size.
+Choice choose(const Comm& comm, const OpContext& op, size_t bytes,
+              std::optional<AllreduceSelector>& oneNode) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
-  if (forced != AllreduceAlgorithm::Auto) return forced == AllreduceAlgorithm::HalvingDoubling;
-  std::optional<AllreduceSelector> oneNode;
+  const bool halving = powerOfTwo(comm.size());
   AllreduceSelector* selector = comm.selector;
+  if (forced == AllreduceAlgorithm::TwoLevel) {
+    if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
+    const Topology& topology = selector->topology(comm, op);
+    if (twoLevelFits(topology)) {
+      return {AllreduceAlgorithm::TwoLevel,
+              selector->model(comm, op).crossNodeScatterGather(bytes), &topology};
+    }
+    // One node, one rank per node or uneven nodes: as the two-level
+    // allreduce, halving/doubling over all ranks (here: powers of two only).
+    return {halving ? AllreduceAlgorithm::HalvingDoubling : AllreduceAlgorithm::Ring};
+  }
+  if (forced == AllreduceAlgorithm::HalvingDoubling) {
+    return {halving ? AllreduceAlgorithm::HalvingDoubling : AllreduceAlgorithm::Ring};
+  }
+  if (forced != AllreduceAlgorithm::Auto) return {};  // ring and direct: the ring
   if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
   const AllreduceCostModel& model = selector->model(comm, op);
-  return model.predict(AllreduceAlgorithm::HalvingDoubling, allreduceBytes) <
-         model.predict(AllreduceAlgorithm::Ring, allreduceBytes);
+  const AllreduceAlgorithm best = model.cheapestScatterGather(bytes);
+  if (best != AllreduceAlgorithm::TwoLevel) return {best};
+  return {best, model.crossNodeScatterGather(bytes), &model.topology()};
 }
 
 }  // namespace
@@ -34,17 +59,28 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   }
   if (comm.size() == 1 || args.count == 0) return;
-  if (!useHalving(comm, op, args.count * elementSize(args.type))) {
-    return ringReduceScatter(comm, op, args);
+  std::optional<AllreduceSelector> oneNode;
+  const Choice choice = choose(comm, op, args.count * elementSize(args.type), oneNode);
+  switch (choice.algorithm) {
+    case AllreduceAlgorithm::TwoLevel:
+      return twoLevelReduceScatter(comm, op, args, *choice.topology, choice.crossNode);
+    case AllreduceAlgorithm::HalvingDoubling:
+      return halvingReduceScatter(comm, op, args, args.op == ReduceOp::Avg ? comm.size() : 0,
+                                  HalvingPlan::Order::FarFirst);
+    default:
+      return ringReduceScatter(comm, op, args);
   }
-  halvingReduceScatter(comm, op, args, args.op == ReduceOp::Avg ? comm.size() : 0,
-                       HalvingPlan::Order::FarFirst);
 }
 
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   const int n = comm.size();
-  if (n == 1 || args.blockBytes == 0 ||
-      !useHalving(comm, op, args.blockBytes * static_cast<size_t>(n))) {
+  if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
+  std::optional<AllreduceSelector> oneNode;
+  const Choice choice = choose(comm, op, args.blockBytes * static_cast<size_t>(n), oneNode);
+  if (choice.algorithm == AllreduceAlgorithm::TwoLevel) {
+    return twoLevelAllgather(comm, op, args, *choice.topology, choice.crossNode);
+  }
+  if (choice.algorithm != AllreduceAlgorithm::HalvingDoubling) {
     return ringAllgather(comm, op, args);
   }
   char* mine = static_cast<char*>(args.output) + static_cast<size_t>(comm.rank()) * args.blockBytes;
