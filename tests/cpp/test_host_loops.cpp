@@ -17,17 +17,14 @@
 #include "core/half_conversion.h"
 #include "core/host_loops.h"
 #include "core/reduce_op.h"
+#include "exact_inputs.h"
 
 using namespace ringreduce;
+using ringreduce::testing::kOps;
+using ringreduce::testing::kTypes;
 
 namespace {
 
-constexpr DataType kTypes[] = {DataType::Float32, DataType::Float64,   DataType::Float16,
-                               DataType::BFloat16, DataType::Int8,      DataType::UInt8,
-                               DataType::Int16,   DataType::Int32,     DataType::Int64,
-                               DataType::Bool,    DataType::Complex64, DataType::Complex128};
-constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg,  ReduceOp::Product, ReduceOp::Min,
-                             ReduceOp::Max, ReduceOp::BAnd, ReduceOp::BOr,     ReduceOp::BXor};
 constexpr size_t kLengths[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 64, 1000, 4099};
 
 // Random bytes, then for float types a sprinkling of special values: the
