@@ -13,6 +13,7 @@
 #include "algorithms/two_level_allreduce.h"
 #include "core/errors.h"
 #include "core/host_identity.h"
+#include "core/log.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -26,6 +27,9 @@ const Topology& AllreduceSelector::topology(const Comm& comm, const OpContext& o
     std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
     exchangeRecords(comm, op, kMaxSlot, &mine, all.data(), sizeof(mine));
     topology_ = Topology::fromHostHashes(all);
+    RR_LOG(Info, comm.rank(),
+           "host identities: " << topology_->nodes() << " node(s), at most "
+                               << topology_->maxRanksPerNode() << " rank(s) per node");
   }
   if (topology_->size() != comm.size()) {
     throw InvalidArgument("ringreduce: the topology has " + std::to_string(topology_->size()) +

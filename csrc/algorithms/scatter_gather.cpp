@@ -7,6 +7,7 @@
 #include "algorithms/halving_doubling.h"
 #include "algorithms/two_level_scatter_gather.h"
 #include "core/errors.h"
+#include "core/log.h"
 
 namespace ringreduce {
 
@@ -51,6 +52,15 @@ Choice choose(const Comm& comm, const OpContext& op, size_t bytes,
   return {best, model.crossNodeScatterGather(bytes), &model.topology()};
 }
 
+// RINGREDUCE_DEBUG=TRACE: which form ran, so a run can show it.
+void trace(const Comm& comm, const OpContext& op, size_t bytes, const Choice& choice) {
+  RR_LOG(Trace, comm.rank(),
+         op.describe() << " of " << bytes << " B: " << nameOf(choice.algorithm)
+                       << (choice.algorithm == AllreduceAlgorithm::TwoLevel
+                               ? std::string(" (across nodes: ") + nameOf(choice.crossNode) + ")"
+                               : std::string()));
+}
+
 }  // namespace
 
 void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
@@ -60,7 +70,9 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
   }
   if (comm.size() == 1 || args.count == 0) return;
   std::optional<AllreduceSelector> oneNode;
-  const Choice choice = choose(comm, op, args.count * elementSize(args.type), oneNode);
+  const size_t bytes = args.count * elementSize(args.type);
+  const Choice choice = choose(comm, op, bytes, oneNode);
+  trace(comm, op, bytes, choice);
   switch (choice.algorithm) {
     case AllreduceAlgorithm::TwoLevel:
       return twoLevelReduceScatter(comm, op, args, *choice.topology, choice.crossNode);
@@ -76,7 +88,9 @@ void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
   const int n = comm.size();
   if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
   std::optional<AllreduceSelector> oneNode;
-  const Choice choice = choose(comm, op, args.blockBytes * static_cast<size_t>(n), oneNode);
+  const size_t bytes = args.blockBytes * static_cast<size_t>(n);
+  const Choice choice = choose(comm, op, bytes, oneNode);
+  trace(comm, op, bytes, choice);
   if (choice.algorithm == AllreduceAlgorithm::TwoLevel) {
     return twoLevelAllgather(comm, op, args, *choice.topology, choice.crossNode);
   }
