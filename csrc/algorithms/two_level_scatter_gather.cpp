@@ -103,13 +103,17 @@ void twoLevelReduceScatter(const Comm& comm, const OpContext& op, const Reductio
   const size_t padded = (args.count + p - 1) / static_cast<size_t>(p);  // the largest chunk
   const bool payload = !comm.config.payloadFree;
   char* data = static_cast<char*>(args.data);
-  char* grouped = payload ? static_cast<char*>(comm.workspace.get(
-                                Workspace::kReorder, padded * static_cast<size_t>(p) * esize))
-                          : nullptr;
+  // Ranks dealt round robin and chunks of one size: node order is the
+  // caller's buffer itself.
+  const bool inPlace = order.isRankOrder() && args.count % static_cast<size_t>(p) == 0;
+  char* grouped = !payload || inPlace
+                      ? data
+                      : static_cast<char*>(comm.workspace.get(
+                            Workspace::kReorder, padded * static_cast<size_t>(p) * esize));
   auto at = [&](int position) {
     return payload ? grouped + static_cast<size_t>(position) * padded * esize : nullptr;
   };
-  if (payload) {
+  if (payload && !inPlace) {
     for (int position = 0; position < p; ++position) {
       const Range chunk = chunkOf(args.count, p, order.rankAt(position));
       std::memcpy(at(position), data + chunk.offset * esize, chunk.count * esize);
@@ -135,7 +139,7 @@ void twoLevelReduceScatter(const Comm& comm, const OpContext& op, const Reductio
   reduceScatterPhase(acrossComm, op, part, crossNode == AllreduceAlgorithm::HalvingDoubling,
                      args.op == ReduceOp::Avg ? p : 0);
 
-  if (payload) {
+  if (payload && !inPlace) {
     const Range mine = chunkOf(args.count, p, comm.rank());
     std::memcpy(data + mine.offset * esize, at(order.myPosition()), mine.count * esize);
   }

@@ -17,8 +17,9 @@
 // work on a copy in node order (Workspace::kReorder): part i's N chunks in
 // node order, each chunk padded to the largest, so every phase is an
 // ordinary equal-chunk reduce-scatter or allgather. The padding is reduced
-// and never read. The allgather skips the copy when the ranks are dealt
-// round robin (rank r on node r % N), where node order is rank order.
+// and never read. Both skip the copy when the ranks are dealt round robin
+// (rank r on node r % N), where node order is rank order (the reduce-scatter
+// when p also divides the count).
 //
 // Needs every node to hold the same number k > 1 of ranks, on N > 1 nodes
 // (twoLevelFits); the caller (scatter_gather.h) runs the flat forms

@@ -121,8 +121,9 @@ TEST_P(TwoLevelScatterGather, ReduceScatterEveryTypeAndOpSameAsRing) {
     for (DataType type : kTypes) {
       for (ReduceOp rop : kOps) {
         if (!unsupportedReason(type, rop).empty()) continue;
-        const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1), 7,
-                                 1031};
+        // Below p, around it, a multiple (in place on round robin layouts), odd.
+        const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
+                                 static_cast<size_t>(2 * n), 7, 1031};
         for (size_t count : counts) {
           const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
           std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
