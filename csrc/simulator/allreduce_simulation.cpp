@@ -16,7 +16,8 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
   config.intraNode = cluster.intraNode;
   config.interNode = cluster.interNode;
   config.allreduceAlgorithm = algorithm;
-  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, false);
+  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, false,
+                           cluster.cpu);
   // Shared by every rank: payload-free runs never write the workspace, and
   // the selector's cost model is the same for all (built by the first).
   Workspace workspace;

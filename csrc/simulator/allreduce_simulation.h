@@ -9,6 +9,7 @@
 
 #include "core/allreduce_algorithm.h"
 #include "core/config.h"
+#include "core/host_cpu.h"
 #include "core/link_cost.h"
 #include "core/topology.h"
 
@@ -18,6 +19,7 @@ struct ClusterSpec {
   Topology topology;
   LinkCost intraNode = defaultIntraNode();
   LinkCost interNode = defaultInterNode();
+  HostCpu cpu;  // default: no CPU per message beyond the links' overhead, a core per rank
 };
 
 struct SimulatedAllreduce {

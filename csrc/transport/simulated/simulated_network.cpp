@@ -18,8 +18,12 @@ constexpr double kRunAhead = 1e-6;
 }  // namespace
 
 SimulatedNetwork::SimulatedNetwork(Topology topology, const LinkCost& intraNode,
-                                   const LinkCost& interNode, bool payload)
-    : topology_(std::move(topology)), intra_(intraNode), inter_(interNode), payload_(payload) {}
+                                   const LinkCost& interNode, bool payload, const HostCpu& cpu)
+    : topology_(std::move(topology)),
+      intra_(intraNode),
+      inter_(interNode),
+      payload_(payload),
+      cpu_(cpu) {}
 
 SimulatedNetwork::~SimulatedNetwork() {
   transports_.clear();  // their receives go back through cancel() first
@@ -35,11 +39,45 @@ void SimulatedNetwork::push(double time, Event::Kind kind, int rank, Message* me
   events_.push(Event{time, order_++, kind, rank, message, leftSender});
 }
 
+const MessageCpu& SimulatedNetwork::cpuOf(int from, int to) const {
+  return topology_.nodeOf[from] == topology_.nodeOf[to] ? cpu_.intraNode : cpu_.interNode;
+}
+
+void SimulatedNetwork::compute(int rank, double seconds) {
+  Rank& r = ranks_[rank];
+  if (coreFree_.empty()) {
+    r.clock += seconds;  // a core of its own: exactly the model without cores
+    return;
+  }
+  if (seconds <= 0) return;
+  // Cores go to work in virtual-time order: a rank ahead of an event still
+  // due, or of ranks about to run, lets them take their cores first.
+  if (r.clock > now_ &&
+      (!runnable_.empty() || (!events_.empty() && events_.top().time < r.clock))) {
+    push(r.clock, Event::Resume, rank, nullptr);
+    r.state = State::Yielded;
+    fibers_.suspend();
+  }
+  // The core that went idle last before the rank is ready (leaving earlier
+  // idle ones to ranks that are behind), else the one that frees up first.
+  double* core = nullptr;
+  for (double& free : coreFree_) {
+    const bool idle = free <= r.clock;
+    if (core == nullptr) {
+      core = &free;
+    } else if (idle ? (*core > r.clock || free > *core) : (*core > r.clock && free < *core)) {
+      core = &free;
+    }
+  }
+  *core = std::max(r.clock, *core) + seconds;
+  r.clock = *core;
+}
+
 void SimulatedNetwork::send(int from, int to, uint64_t tag, const void* data, size_t bytes) {
   Rank& sender = ranks_[from];
   const bool sameNode = topology_.nodeOf[from] == topology_.nodeOf[to];
   const LinkCost& link = sameNode ? intra_ : inter_;
-  sender.clock += link.overhead;
+  compute(from, link.overhead + cpuOf(from, to).sending(bytes));
   auto* message = new Message{from, tag, bytes, {}, 0};
   if (payload_ && bytes > 0) {
     const auto* in = static_cast<const uint8_t*>(data);
@@ -71,6 +109,7 @@ void SimulatedNetwork::fill(Receive& receive, const Message& message) {
   if (payload_ && receive.data != nullptr && !message.data.empty()) {
     std::memcpy(receive.data, message.data.data(), std::min(message.bytes, receive.bytes));
   }
+  receive.cpu = cpuOf(message.source, receive.rank).receiving(message.bytes);
   receive.completion.length = message.bytes;
   receive.completion.senderTag = message.tag;
   receive.completion.state =
@@ -155,6 +194,12 @@ Completion SimulatedNetwork::poll(int rank, Receive* receive) {
   if (receive->completion.state == Completion::State::InProgress) {
     r.awaited = receive;
     return receive->completion;
+  }
+  // Taking the message in costs the receiver CPU (TCP: the copy out of the
+  // kernel) once, when it first sees it has arrived.
+  if (!receive->charged && receive->cpu > 0) {
+    receive->charged = true;
+    compute(rank, receive->cpu);
   }
   const Completion done = receive->completion;
   if (r.awaited == receive) r.awaited = nullptr;
@@ -252,6 +297,7 @@ std::vector<double> SimulatedNetwork::run(const Config& config,
   linkFree_.assign(static_cast<size_t>(p), 0.0);
   nicOutFree_.assign(static_cast<size_t>(topology_.nodes()), 0.0);
   nicInFree_.assign(static_cast<size_t>(topology_.nodes()), 0.0);
+  coreFree_.assign(static_cast<size_t>(std::max(cpu_.cores, 0)), 0.0);
   for (int rank = 0; rank < p; ++rank) {
     transports_.push_back(std::make_unique<SimulatedTransport>(*this, rank, config));
     fibers_.add([this, rank, &body] {

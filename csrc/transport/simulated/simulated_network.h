@@ -12,6 +12,12 @@
 //   the node share, travels alpha, and queues for the receiving node's NIC;
 // - sends complete when posted (eager, like the loopback); receives when the
 //   last byte is in. Reductions and copies take no virtual time.
+// With a HostCpu (core/host_cpu.h), each message also costs its sender CPU
+// time before it leaves and its receiver CPU time once it is in, and with a
+// limited number of cores that work runs on a core shared by all ranks: a
+// rank that finds every core busy waits for one. CPU work is given cores in
+// virtual-time order (a rank ahead of others yields first), each core taken
+// by the rank that can use it soonest.
 // In payload-free mode messages carry sizes only and the algorithms skip
 // their data work (Config::payloadFree), so 1024 ranks x 256 MiB fit in a
 // few megabytes.
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/host_cpu.h"
 #include "core/link_cost.h"
 #include "core/topology.h"
 #include "transport/simulated/fibers.h"
@@ -46,7 +53,7 @@ class SimulatedTransport;
 class SimulatedNetwork {
  public:
   SimulatedNetwork(Topology topology, const LinkCost& intraNode, const LinkCost& interNode,
-                   bool payload);
+                   bool payload, const HostCpu& cpu = HostCpu());
   ~SimulatedNetwork();
 
   // Runs body(transport, rank) on every rank from virtual time 0 and returns
@@ -75,6 +82,8 @@ class SimulatedNetwork {
     size_t bytes;
     uint64_t order;  // post order: the oldest matching receive wins
     Completion completion;
+    double cpu = 0;           // the receiver's CPU for the message it got
+    bool charged = false;     // that CPU already spent
     Receive* next = nullptr;  // in its Queue
   };
   // A FIFO threaded through its elements: a ring posts p-1 receives per
@@ -144,6 +153,10 @@ class SimulatedNetwork {
   void wait(int rank);
 
   void push(double time, Event::Kind kind, int rank, Message* message, double leftSender = 0);
+  // `seconds` of the rank's CPU work from its clock on, on a core when cores
+  // are limited; the rank's clock moves to its end.
+  void compute(int rank, double seconds);
+  const MessageCpu& cpuOf(int from, int to) const;
   void deliver(int to, Message* message);
   void fill(Receive& receive, const Message& message);
   Message* takeUnexpected(Rank& rank, const Receive& receive);
@@ -155,6 +168,8 @@ class SimulatedNetwork {
   const Topology topology_;
   const LinkCost intra_, inter_;
   const bool payload_;
+  const HostCpu cpu_;
+  std::vector<double> coreFree_;  // per core: when its work ends (empty: unlimited)
   std::vector<Rank> ranks_;
   std::vector<double> linkFree_;                // per rank: when its own link is free
   std::vector<double> nicOutFree_, nicInFree_;  // per node

@@ -1,0 +1,146 @@
+// The virtual-time transport's CPU model (core/host_cpu.h): messages cost
+// their ends CPU time, run on a limited number of cores shared by all ranks.
+// Hand-computed times on small cases, the model without cores unchanged,
+// and exact results when ranks wait for cores.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "algorithms/allreduce.h"
+#include "core/errors.h"
+#include "simulator/allreduce_simulation.h"
+#include "transport/simulated/simulated_network.h"
+#include "transport/tag.h"
+
+using namespace ringreduce;
+
+namespace {
+
+// 10 us latency, no per-byte time, no overhead: only the CPU model's terms.
+const LinkCost kLink{10e-6, 0, 0};
+// 1 us to send a message, 2 us to take one in.
+const MessageCpu kCpu{1e-6, 0, 2e-6, 0};
+
+// Ranks 0 and 1 of one node each send the other 8 bytes at time 0 and wait
+// for the other's; the virtual time at which each finished.
+std::vector<double> exchange(int cores) {
+  const HostCpu cpu{cores, kCpu, kCpu};
+  SimulatedNetwork network(Topology::blocks(1, 2), kLink, kLink, true, cpu);
+  Config config;
+  config.spinMicroseconds = 0;
+  return network.run(config, [](Transport& t, int rank) {
+    const OpContext op("exchange", 1, std::chrono::hours(1));
+    int64_t out = rank, in = -1;
+    const int peer = 1 - rank;
+    Request recv = t.irecv(peer, makeTag(peer, op.seq, 0), &in, sizeof(in), op);
+    Request send = t.isend(peer, makeTag(rank, op.seq, 0), &out, sizeof(out), op);
+    t.wait(send, op);
+    t.wait(recv, op);
+    ASSERT_EQ(in, peer);
+  });
+}
+
+HostCpu someCpu(int cores) {
+  // TCP-like: per message and per byte at both ends, dearer across nodes.
+  return HostCpu{cores, {2e-6, 0.2e-9, 3e-6, 0.3e-9}, {5e-6, 0.5e-9, 6e-6, 0.6e-9}};
+}
+
+}  // namespace
+
+// Each rank: send [0, 1] us, the message in at 11, taken in by 13. On one
+// core rank 1 sends only after rank 0, [1, 2], so its message arrives at 12,
+// and rank 0 takes it in once rank 1 has taken its own in: [13, 15].
+TEST(SimulatedCores, TwoRanksOnOneCoreSerialise) {
+  const std::vector<double> unlimited = exchange(0);
+  EXPECT_NEAR(unlimited[0], 13e-6, 1e-15);
+  EXPECT_NEAR(unlimited[1], 13e-6, 1e-15);
+  const std::vector<double> two = exchange(2);
+  EXPECT_NEAR(two[0], 13e-6, 1e-15);
+  EXPECT_NEAR(two[1], 13e-6, 1e-15);
+  const std::vector<double> one = exchange(1);
+  EXPECT_NEAR(one[0], 15e-6, 1e-15);
+  EXPECT_NEAR(one[1], 13e-6, 1e-15);
+}
+
+// A core for every rank: nobody ever waits for one, so the time is that of
+// unlimited cores, but for the order of sends. Without limited cores a rank
+// may run 1 us ahead of events before it yields; with them, work goes to
+// cores strictly in time order, and so do the sends that follow it: two
+// ranks of a node that send at nearly the same time can reach their FIFO
+// NIC in the other order, which moves the end by up to a message's time on
+// the link (a few percent here). Ties either way are legitimate schedules.
+TEST(SimulatedCores, ACorePerRankMatchesUnlimitedCores) {
+  const double tolerance = 0.05;
+  ClusterSpec cluster{Topology::blocks(4, 2), {1e-6, 1.0 / 10e9, 0.2e-6},
+                      {20e-6, 8.0 / 10e9, 1e-6}};
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
+                               AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
+    for (size_t bytes : {size_t{4096}, size_t{1} << 20}) {
+      cluster.cpu = HostCpu();  // the model before cores
+      const double plain = simulateAllreduce(cluster, a, bytes).seconds;
+      cluster.cpu.cores = 8;
+      EXPECT_NEAR(simulateAllreduce(cluster, a, bytes).seconds / plain, 1, tolerance)
+          << nameOf(a) << " " << bytes;
+      cluster.cpu = someCpu(0);
+      const double unlimited = simulateAllreduce(cluster, a, bytes).seconds;
+      EXPECT_GT(unlimited, plain) << nameOf(a) << " " << bytes;
+      cluster.cpu = someCpu(8);
+      EXPECT_NEAR(simulateAllreduce(cluster, a, bytes).seconds / unlimited, 1, tolerance)
+          << nameOf(a) << " " << bytes;
+      // Fewer cores than ranks: never faster, and with two slower still.
+      cluster.cpu = someCpu(4);
+      const double four = simulateAllreduce(cluster, a, bytes).seconds;
+      cluster.cpu = someCpu(2);
+      const double two = simulateAllreduce(cluster, a, bytes).seconds;
+      EXPECT_GE(four, unlimited * (1 - tolerance)) << nameOf(a) << " " << bytes;
+      EXPECT_GT(two, unlimited) << nameOf(a) << " " << bytes;
+      EXPECT_GE(two, four * (1 - tolerance)) << nameOf(a) << " " << bytes;
+    }
+  }
+}
+
+// With no latency and one core, the core never idles: a direct allreduce
+// takes exactly its messages' CPU, send and receive, one after another.
+TEST(SimulatedCores, OneCoreWithoutLatencyTakesTheSumOfAllCpu) {
+  ClusterSpec cluster{Topology::blocks(4, 1), {0, 0, 0}, {0, 0, 0}};
+  cluster.cpu = HostCpu{1, kCpu, kCpu};
+  const SimulatedAllreduce r = simulateAllreduce(cluster, AllreduceAlgorithm::Direct, 4096);
+  EXPECT_EQ(r.messages, 24u);  // 4 x 3, twice
+  EXPECT_NEAR(r.seconds, 24 * 3e-6, 1e-15);
+}
+
+// Ranks that wait for cores still get exact results, on every algorithm.
+TEST(SimulatedCores, ExactResultsWhenRanksWaitForCores) {
+  for (const Topology& topology : {Topology::blocks(8, 1), Topology::blocks(4, 2),
+                                   Topology::blocks(3, 3)}) {
+    for (AllreduceAlgorithm algorithm :
+         {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
+          AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
+      SCOPED_TRACE(std::to_string(topology.size()) + " ranks, " + nameOf(algorithm));
+      const int n = topology.size();
+      SimulatedNetwork network(topology, kLink, kLink, true, someCpu(2));
+      Config config;
+      config.spinMicroseconds = 0;
+      config.segmentBytes = 1024;
+      config.allreduceAlgorithm = algorithm;
+      AllreduceSelector selector(topology);
+      const std::vector<double> finished = network.run(config, [&](Transport& t, int rank) {
+        Workspace workspace;
+        const Comm comm{t, config, workspace, &selector};
+        const size_t count = 2001;
+        std::vector<int64_t> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = static_cast<int64_t>((rank * 31 + i * 7) % 101);
+        hostAllreduce(comm, OpContext("allreduce", 1, std::chrono::hours(1)),
+                      {data.data(), count, DataType::Int64, ReduceOp::Sum});
+        for (size_t i = 0; i < count; ++i) {
+          int64_t sum = 0;
+          for (int r = 0; r < n; ++r) sum += static_cast<int64_t>((r * 31 + i * 7) % 101);
+          ASSERT_EQ(data[i], sum) << "rank " << rank << " index " << i;
+        }
+      });
+      for (double t : finished) EXPECT_GT(t, 0);
+    }
+  }
+}
