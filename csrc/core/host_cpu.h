@@ -19,12 +19,18 @@ struct MessageCpu {
   double sendPerByte = 0;     // and per byte
   double receive = 0;         // the receiver's CPU per message taken in
   double receivePerByte = 0;  // and per byte
+  // The receiver's CPU when such a message wakes it from sleep: going to
+  // sleep and waking (system calls, context switches, and on an emulated
+  // delayed link the timer that releases the sender's messages).
+  double wake = 0;
 
   double sending(size_t bytes) const { return send + sendPerByte * static_cast<double>(bytes); }
   double receiving(size_t bytes) const {
     return receive + receivePerByte * static_cast<double>(bytes);
   }
-  bool any() const { return send > 0 || sendPerByte > 0 || receive > 0 || receivePerByte > 0; }
+  bool any() const {
+    return send > 0 || sendPerByte > 0 || receive > 0 || receivePerByte > 0 || wake > 0;
+  }
 };
 
 struct HostCpu {
@@ -33,14 +39,19 @@ struct HostCpu {
   // model before cores existed).
   int cores = 0;
   MessageCpu intraNode, interNode;
+  // Seconds a rank that must wait spins on its core before it sleeps
+  // (Config::spinMicroseconds); it holds the core meanwhile. Only with
+  // limited cores: with a core each, spinning costs nobody anything.
+  double spin = 0;
 };
 
-// "send 12 us + 0.4 ns/B, receive 9 us + 0.5 ns/B"
+// "send 12 us + 0.4 ns/B, receive 9 us + 0.5 ns/B, wake 20 us"
 inline std::string describeMessageCpu(const MessageCpu& cpu) {
-  char text[160];
-  std::snprintf(text, sizeof(text), "send %.2f us + %.3f ns/B, receive %.2f us + %.3f ns/B",
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                "send %.2f us + %.3f ns/B, receive %.2f us + %.3f ns/B, wake %.2f us",
                 cpu.send * 1e6, cpu.sendPerByte * 1e9, cpu.receive * 1e6,
-                cpu.receivePerByte * 1e9);
+                cpu.receivePerByte * 1e9, cpu.wake * 1e6);
   return text;
 }
 

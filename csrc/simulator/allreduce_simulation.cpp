@@ -38,6 +38,25 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
   return result;
 }
 
+namespace {
+LinkCost linkWithoutCpu(const LinkCost& link, const MessageCpu& cpu) {
+  LinkCost rest = link;
+  rest.alpha = std::max(link.alpha - cpu.send - cpu.receive - cpu.wake, 0.0);
+  rest.beta = std::max(link.beta - cpu.sendPerByte - cpu.receivePerByte, 0.0);
+  rest.overhead = 0;
+  return rest;
+}
+}  // namespace
+
+ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
+                           const LinkCost& interNode, const MessageCpu& intraCpu,
+                           const MessageCpu& interCpu, int cores, double spin) {
+  ClusterSpec cluster{topology, linkWithoutCpu(intraNode, intraCpu),
+                      linkWithoutCpu(interNode, interCpu)};
+  cluster.cpu = HostCpu{cores, intraCpu, interCpu, spin};
+  return cluster;
+}
+
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks) {
   if (seconds <= 0 || ranks < 2) return 0;
   return static_cast<double>(bytes) / seconds * 2.0 * (ranks - 1) / ranks;

@@ -25,8 +25,9 @@ const MessageCpu kCpu{1e-6, 0, 2e-6, 0};
 
 // Ranks 0 and 1 of one node each send the other 8 bytes at time 0 and wait
 // for the other's; the virtual time at which each finished.
-std::vector<double> exchange(int cores) {
-  const HostCpu cpu{cores, kCpu, kCpu};
+std::vector<double> exchange(int cores, double spin = 0) {
+  HostCpu cpu{cores, kCpu, kCpu};
+  cpu.spin = spin;
   SimulatedNetwork network(Topology::blocks(1, 2), kLink, kLink, true, cpu);
   Config config;
   config.spinMicroseconds = 0;
@@ -44,7 +45,8 @@ std::vector<double> exchange(int cores) {
 
 HostCpu someCpu(int cores) {
   // TCP-like: per message and per byte at both ends, dearer across nodes.
-  return HostCpu{cores, {2e-6, 0.2e-9, 3e-6, 0.3e-9}, {5e-6, 0.5e-9, 6e-6, 0.6e-9}};
+  // and a 5 us spin before a wait sleeps.
+  return HostCpu{cores, {2e-6, 0.2e-9, 3e-6, 0.3e-9}, {5e-6, 0.5e-9, 6e-6, 0.6e-9}, 5e-6};
 }
 
 }  // namespace
@@ -62,6 +64,20 @@ TEST(SimulatedCores, TwoRanksOnOneCoreSerialise) {
   const std::vector<double> one = exchange(1);
   EXPECT_NEAR(one[0], 15e-6, 1e-15);
   EXPECT_NEAR(one[1], 13e-6, 1e-15);
+}
+
+// A waiting rank that spins holds its core: on one core with a 20 us spin,
+// rank 0 sends [0, 1] and spins [1, 21] while rank 1 waits for the core;
+// rank 1 then sends [21, 22] (arriving at 32), finds rank 0's message (in
+// at 11) and takes it in [22, 24]. Rank 0, asleep since 21, takes its
+// message in [32, 34]. With two cores nobody waits and spinning is free.
+TEST(SimulatedCores, ASpinningRankHoldsItsCore) {
+  const std::vector<double> one = exchange(1, 20e-6);
+  EXPECT_NEAR(one[0], 34e-6, 1e-15);
+  EXPECT_NEAR(one[1], 24e-6, 1e-15);
+  const std::vector<double> two = exchange(2, 20e-6);
+  EXPECT_NEAR(two[0], 13e-6, 1e-15);
+  EXPECT_NEAR(two[1], 13e-6, 1e-15);
 }
 
 // A core for every rank: nobody ever waits for one, so the time is that of

@@ -43,34 +43,53 @@ const MessageCpu& SimulatedNetwork::cpuOf(int from, int to) const {
   return topology_.nodeOf[from] == topology_.nodeOf[to] ? cpu_.intraNode : cpu_.interNode;
 }
 
-void SimulatedNetwork::compute(int rank, double seconds) {
+void SimulatedNetwork::takeCore(int rank) {
   Rank& r = ranks_[rank];
-  if (coreFree_.empty()) {
-    r.clock += seconds;  // a core of its own: exactly the model without cores
-    return;
-  }
-  if (seconds <= 0) return;
-  // Cores go to work in virtual-time order: a rank ahead of an event still
-  // due, or of ranks about to run, lets them take their cores first.
+  if (r.hasCore) return;
+  // Cores go to ranks in virtual-time order: a rank ahead of an event still
+  // due, or of ranks about to run, lets them ask first.
   if (r.clock > now_ &&
       (!runnable_.empty() || (!events_.empty() && events_.top().time < r.clock))) {
     push(r.clock, Event::Resume, rank, nullptr);
     r.state = State::Yielded;
     fibers_.suspend();
   }
-  // The core that went idle last before the rank is ready (leaving earlier
-  // idle ones to ranks that are behind), else the one that frees up first.
-  double* core = nullptr;
-  for (double& free : coreFree_) {
-    const bool idle = free <= r.clock;
-    if (core == nullptr) {
-      core = &free;
-    } else if (idle ? (*core > r.clock || free > *core) : (*core > r.clock && free < *core)) {
-      core = &free;
-    }
+  if (idleCores_ > 0) {
+    --idleCores_;
+    r.hasCore = true;
+    return;
   }
-  *core = std::max(r.clock, *core) + seconds;
-  r.clock = *core;
+  r.state = State::WaitingForCore;  // grantCore() resumes it with one
+  coreQueue_.push_back(rank);
+  fibers_.suspend();
+}
+
+void SimulatedNetwork::releaseCore(int rank) {
+  Rank& r = ranks_[rank];
+  r.hasCore = false;
+  if (r.clock > now_) {
+    push(r.clock, Event::ReleaseCore, rank, nullptr);  // busy until then
+  } else {
+    grantCore();
+  }
+}
+
+void SimulatedNetwork::grantCore() {
+  if (coreQueue_.empty()) {
+    ++idleCores_;
+    return;
+  }
+  Rank& next = ranks_[coreQueue_.front()];
+  next.hasCore = true;
+  next.state = State::Runnable;
+  runnable_.push_back(coreQueue_.front());
+  coreQueue_.pop_front();
+}
+
+void SimulatedNetwork::compute(int rank, double seconds) {
+  Rank& r = ranks_[rank];
+  if (cpu_.cores > 0 && seconds > 0) takeCore(rank);
+  r.clock += seconds;  // without limited cores exactly the model before them
 }
 
 void SimulatedNetwork::send(int from, int to, uint64_t tag, const void* data, size_t bytes) {
@@ -160,6 +179,7 @@ SimulatedNetwork::Receive* SimulatedNetwork::postReceive(int rank, uint64_t tag,
 
 void SimulatedNetwork::deliver(int to, Message* message) {
   Rank& r = ranks_[to];
+  const int source = message->source;  // message may be gone below
   message->order = order_++;
   const uint64_t key = message->tag & kKeyMask;
   // The oldest matching receive, of the keyed ones and the others.
@@ -184,6 +204,9 @@ void SimulatedNetwork::deliver(int to, Message* message) {
   }
   ++r.arrivals;
   if (r.state == State::Waiting) {
+    // Asleep, it pays for waking; spinning, it goes on at once on its core.
+    if (!r.spinning) r.wakeCpu = cpuOf(source, to).wake;
+    r.spinning = false;
     r.state = State::Runnable;
     runnable_.push_back(to);
   }
@@ -230,8 +253,21 @@ void SimulatedNetwork::wait(int rank) {
   Rank& r = ranks_[rank];
   if (r.arrivals != r.seenArrivals) return;  // something came: look first
   if (!r.deadlocked) {
+    if (r.hasCore && cpu_.spin > 0) {
+      // It spins on its core first: a message in time finds it running
+      // (deliver()), else it sleeps and gives the core up (SpinEnd).
+      r.spinning = true;
+      push(r.clock + cpu_.spin, Event::SpinEnd, rank, nullptr, static_cast<double>(++r.spins));
+    } else if (r.hasCore) {
+      releaseCore(rank);
+    }
     r.state = State::Waiting;
     fibers_.suspend();
+    if (r.wakeCpu > 0) {
+      const double wake = r.wakeCpu;
+      r.wakeCpu = 0;
+      compute(rank, wake);
+    }
   }
   if (r.deadlocked) {
     throw TransportError("ringreduce: simulated deadlock at t=" + std::to_string(now_) + " s: " +
@@ -266,6 +302,19 @@ void SimulatedNetwork::handle(const Event& event) {
     case Event::Deliver:
       deliver(event.rank, event.message);
       break;
+    case Event::ReleaseCore:
+      grantCore();
+      break;
+    case Event::SpinEnd: {
+      Rank& r = ranks_[event.rank];
+      if (r.state == State::Waiting && r.spinning &&
+          event.leftSender == static_cast<double>(r.spins)) {
+        r.spinning = false;
+        r.clock = event.time;
+        releaseCore(event.rank);
+      }
+      break;
+    }
     case Event::Resume: {
       Rank& r = ranks_[event.rank];
       if (r.state == State::Yielded) {
@@ -297,7 +346,7 @@ std::vector<double> SimulatedNetwork::run(const Config& config,
   linkFree_.assign(static_cast<size_t>(p), 0.0);
   nicOutFree_.assign(static_cast<size_t>(topology_.nodes()), 0.0);
   nicInFree_.assign(static_cast<size_t>(topology_.nodes()), 0.0);
-  coreFree_.assign(static_cast<size_t>(std::max(cpu_.cores, 0)), 0.0);
+  idleCores_ = std::max(cpu_.cores, 0);
   for (int rank = 0; rank < p; ++rank) {
     transports_.push_back(std::make_unique<SimulatedTransport>(*this, rank, config));
     fibers_.add([this, rank, &body] {
@@ -308,6 +357,7 @@ std::vector<double> SimulatedNetwork::run(const Config& config,
         r.error = std::current_exception();
       }
       r.finishedAt = r.clock;
+      if (r.hasCore) releaseCore(rank);
       r.state = State::Finished;
     });
     runnable_.push_back(rank);

@@ -14,10 +14,14 @@
 //   last byte is in. Reductions and copies take no virtual time.
 // With a HostCpu (core/host_cpu.h), each message also costs its sender CPU
 // time before it leaves and its receiver CPU time once it is in, and with a
-// limited number of cores that work runs on a core shared by all ranks: a
-// rank that finds every core busy waits for one. CPU work is given cores in
-// virtual-time order (a rank ahead of others yields first), each core taken
-// by the rank that can use it soonest.
+// limited number of cores that work runs on cores shared by all ranks. A
+// rank takes a core for its first CPU work and keeps it until it sleeps
+// (run until blocked: its bursts are microseconds, a scheduler's slices
+// milliseconds); a rank that finds none free waits in line (first come,
+// first served, in virtual time). A rank that must wait for a message spins
+// on its core for HostCpu::spin first (the transport's spin before it
+// sleeps) and goes on at once if the message comes meanwhile; one that
+// slept pays MessageCpu::wake when a message wakes it.
 // In payload-free mode messages carry sizes only and the algorithms skip
 // their data work (Config::payloadFree), so 1024 ranks x 256 MiB fit in a
 // few megabytes.
@@ -119,15 +123,16 @@ class SimulatedNetwork {
   struct Event {
     double time;
     uint64_t order;
-    enum Kind { AtReceiverNic, Deliver, Resume } kind;
+    enum Kind { AtReceiverNic, Deliver, Resume, ReleaseCore, SpinEnd } kind;
     int rank;           // Resume: whom; otherwise the destination
     Message* message;   // AtReceiverNic, Deliver
-    double leftSender;  // AtReceiverNic: when the last byte left the sender's NIC
+    double leftSender;  // AtReceiverNic: when the last byte left the sender's NIC;
+                        // SpinEnd: which spin (Rank::spins)
     bool operator>(const Event& o) const {
       return time != o.time ? time > o.time : order > o.order;
     }
   };
-  enum class State { Runnable, Running, Waiting, Yielded, Finished };
+  enum class State { Runnable, Running, Waiting, Yielded, WaitingForCore, Finished };
   struct Rank {
     State state = State::Runnable;
     double clock = 0;
@@ -142,6 +147,10 @@ class SimulatedNetwork {
     const Receive* awaited = nullptr;  // what the rank last polled, for deadlock reports
     std::exception_ptr error;
     double finishedAt = 0;
+    bool hasCore = false;   // from its first CPU work until it sleeps or ends
+    bool spinning = false;  // waiting, but on its core (HostCpu::spin)
+    uint64_t spins = 0;     // which spin a SpinEnd event ends
+    double wakeCpu = 0;     // woken from sleep: the CPU that costs (MessageCpu::wake)
   };
 
   // From the transports (inside a rank's fiber).
@@ -156,6 +165,13 @@ class SimulatedNetwork {
   // `seconds` of the rank's CPU work from its clock on, on a core when cores
   // are limited; the rank's clock moves to its end.
   void compute(int rank, double seconds);
+  // With limited cores: a core for the rank, which it holds until it sleeps
+  // or ends; it waits for its turn in virtual time, then in line for one.
+  void takeCore(int rank);
+  // The rank's core is free from its clock on; grantCore() gives a free core
+  // to the first rank in line.
+  void releaseCore(int rank);
+  void grantCore();
   const MessageCpu& cpuOf(int from, int to) const;
   void deliver(int to, Message* message);
   void fill(Receive& receive, const Message& message);
@@ -169,7 +185,8 @@ class SimulatedNetwork {
   const LinkCost intra_, inter_;
   const bool payload_;
   const HostCpu cpu_;
-  std::vector<double> coreFree_;  // per core: when its work ends (empty: unlimited)
+  int idleCores_ = 0;           // with limited cores
+  std::deque<int> coreQueue_;   // ranks waiting for one, in the order they asked
   std::vector<Rank> ranks_;
   std::vector<double> linkFree_;                // per rank: when its own link is free
   std::vector<double> nicOutFree_, nicInFree_;  // per node
