@@ -23,6 +23,10 @@ struct MessageCpu {
   // sleep and waking (system calls, context switches, and on an emulated
   // delayed link the timer that releases the sender's messages).
   double wake = 0;
+  // Seconds the sender's transport holds a message before it sends it (an
+  // emulated latency added at the sender: DelayedTransport); the send's CPU
+  // is spent when it does, waking the sender if it sleeps.
+  double heldFor = 0;
 
   double sending(size_t bytes) const { return send + sendPerByte * static_cast<double>(bytes); }
   double receiving(size_t bytes) const {

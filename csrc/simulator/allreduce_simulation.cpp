@@ -41,7 +41,7 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
 namespace {
 LinkCost linkWithoutCpu(const LinkCost& link, const MessageCpu& cpu) {
   LinkCost rest = link;
-  rest.alpha = std::max(link.alpha - cpu.send - cpu.receive - cpu.wake, 0.0);
+  rest.alpha = std::max(link.alpha - cpu.heldFor - cpu.send - cpu.receive - cpu.wake, 0.0);
   rest.beta = std::max(link.beta - cpu.sendPerByte - cpu.receivePerByte, 0.0);
   rest.overhead = 0;
   return rest;
@@ -50,10 +50,16 @@ LinkCost linkWithoutCpu(const LinkCost& link, const MessageCpu& cpu) {
 
 ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
                            const LinkCost& interNode, const MessageCpu& intraCpu,
-                           const MessageCpu& interCpu, int cores, double spin) {
+                           const MessageCpu& interCpu, int cores, double spin,
+                           double interHeldFor) {
+  MessageCpu inter = interCpu;
+  inter.heldFor = interHeldFor;
   ClusterSpec cluster{topology, linkWithoutCpu(intraNode, intraCpu),
-                      linkWithoutCpu(interNode, interCpu)};
-  cluster.cpu = HostCpu{cores, intraCpu, interCpu, spin};
+                      linkWithoutCpu(interNode, inter)};
+  // A held link's ping-pong woke each end twice a round trip: for the timer
+  // that released its send, and for the answer. The simulation charges each.
+  if (interHeldFor > 0) inter.wake /= 2;
+  cluster.cpu = HostCpu{cores, intraCpu, inter, spin};
   return cluster;
 }
 

@@ -45,16 +45,19 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
 
 // The cluster measured by link_probe.h (links and both ends' CPU per
 // message), for a simulation whose ranks share `cores` cores (0: a core
-// each) that spin `spin` seconds before they sleep. The probe's ping-pong time is the sender's CPU, the link, and the
-// receiver's waking and CPU in series; the simulation charges the CPU parts
-// to cores, so the links keep what is left: alpha - send - receive - wake
-// and beta minus the
-// per-byte CPU (never below 0). A lone ping-pong then takes in the
-// simulation what it took when measured; the burst's overhead figure is
-// replaced by the send CPU it was made of.
+// each), spin `spin` seconds before they sleep, and whose messages across
+// nodes are held `interHeldFor` at their sender (DelayedTransport's
+// latency). The probe's ping-pong time is the hold, the sender's CPU, the
+// link, and the receiver's waking and CPU in series; the simulation charges
+// the CPU parts to cores, so the links keep what is left: alpha - held -
+// send - receive - wake, and beta minus the per-byte CPU (never below 0).
+// A lone ping-pong then takes in the simulation what it took when
+// measured. The burst's overhead figure is replaced by the send CPU it was
+// made of.
 ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
                            const LinkCost& interNode, const MessageCpu& intraCpu,
-                           const MessageCpu& interCpu, int cores, double spin);
+                           const MessageCpu& interCpu, int cores, double spin,
+                           double interHeldFor = 0);
 
 // nccl-tests' bus bandwidth of an allreduce: bytes/seconds x 2(p-1)/p.
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks);

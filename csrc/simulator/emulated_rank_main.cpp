@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     const ClusterSpec cluster{topology, config.intraNode, config.interNode};
     const ClusterSpec onCores = clusterOnCores(topology, config.intraNode, config.interNode,
                                                intraCpu, interCpu, o.cores,
-                                               config.spinMicroseconds * 1e-6);
+                                               config.spinMicroseconds * 1e-6, o.delayUs * 1e-6);
     if (o.rank == 0) {
       std::printf("LINKS intra %s | inter %s\n", describeLinkCost(config.intraNode).c_str(),
                   describeLinkCost(config.interNode).c_str());

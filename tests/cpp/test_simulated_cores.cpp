@@ -43,10 +43,35 @@ std::vector<double> exchange(int cores, double spin = 0) {
   });
 }
 
+// Rank 0 sends rank 1 8 bytes, rank 1 answers: the time of the round trip.
+double pingPong(const ClusterSpec& cluster) {
+  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, true,
+                           cluster.cpu);
+  Config config;
+  config.spinMicroseconds = 0;
+  const std::vector<double> finished = network.run(config, [](Transport& t, int rank) {
+    const OpContext op("ping", 1, std::chrono::hours(1));
+    int64_t word = 7;
+    const int peer = 1 - rank;
+    for (int leg = 0; leg < 2; ++leg) {
+      if (leg == rank) {
+        Request send = t.isend(peer, makeTag(rank, op.seq, leg), &word, sizeof(word), op);
+        t.wait(send, op);
+      } else {
+        Request recv = t.irecv(peer, makeTag(peer, op.seq, leg), &word, sizeof(word), op);
+        t.wait(recv, op);
+      }
+    }
+  });
+  return finished[0];
+}
+
 HostCpu someCpu(int cores) {
   // TCP-like: per message and per byte at both ends, dearer across nodes.
-  // and a 5 us spin before a wait sleeps.
-  return HostCpu{cores, {2e-6, 0.2e-9, 3e-6, 0.3e-9}, {5e-6, 0.5e-9, 6e-6, 0.6e-9}, 5e-6};
+  // waking from sleep, messages across nodes held 30 us at their sender, and
+  // a 5 us spin before a wait sleeps.
+  return HostCpu{cores, {2e-6, 0.2e-9, 3e-6, 0.3e-9, 4e-6},
+                 {5e-6, 0.5e-9, 6e-6, 0.6e-9, 8e-6, 30e-6}, 5e-6};
 }
 
 }  // namespace
@@ -158,5 +183,49 @@ TEST(SimulatedCores, ExactResultsWhenRanksWaitForCores) {
       });
       for (double t : finished) EXPECT_GT(t, 0);
     }
+  }
+}
+
+// Messages held at their sender (an emulated latency): 2 nodes, 100 us hold,
+// 10 us wire, send 1 us, receive 2 us, wake 4 us. Both sleep when their
+// messages are released at 100: each needs waking and sending, [100, 105],
+// so both arrive at 115, and each receiver wakes and takes its message in
+// by 121. On one core the second release waits for the first: [105, 110],
+// arriving at 120; rank 1 holds the core [115, 121], then rank 0 [121, 127].
+TEST(SimulatedCores, HeldMessagesAreSentAtReleaseByTheirSender) {
+  MessageCpu held{1e-6, 0, 2e-6, 0, 4e-6, 100e-6};
+  for (int cores : {0, 1}) {
+    SimulatedNetwork network(Topology::blocks(2, 1), kLink, kLink, true,
+                             HostCpu{cores, kCpu, held});
+    Config config;
+    config.spinMicroseconds = 0;
+    const std::vector<double> finished = network.run(config, [](Transport& t, int rank) {
+      const OpContext op("exchange", 1, std::chrono::hours(1));
+      int64_t out = rank, in = -1;
+      const int peer = 1 - rank;
+      Request recv = t.irecv(peer, makeTag(peer, op.seq, 0), &in, sizeof(in), op);
+      Request send = t.isend(peer, makeTag(rank, op.seq, 0), &out, sizeof(out), op);
+      t.wait(send, op);
+      t.wait(recv, op);
+    });
+    EXPECT_NEAR(finished[0], cores == 1 ? 127e-6 : 121e-6, 1e-15) << cores << " cores";
+    EXPECT_NEAR(finished[1], 121e-6, 1e-15) << cores << " cores";
+  }
+}
+
+// The links left once the CPU is charged to cores reproduce the ping-pong
+// they were measured with: alone on the cores, a round trip of 8 bytes
+// takes 2 (alpha + 8 beta), as it does on the links without the CPU model.
+TEST(SimulatedCores, MeasuredPingPongIsReproducedOnCores) {
+  const LinkCost intra{20e-6, 1.0 / 1e9, 8e-6}, inter{600e-6, 8.0 / 1e9, 10e-6};
+  const MessageCpu intraCpu{4e-6, 0.25e-9, 4e-6, 0.25e-9, 6e-6};
+  const MessageCpu interCpu{5e-6, 0.3e-9, 1e-6, 0.3e-9, 50e-6};
+  for (int cores : {0, 2}) {
+    const ClusterSpec held = clusterOnCores(Topology::blocks(2, 1), intra, inter, intraCpu,
+                                            interCpu, cores, 0, 500e-6);
+    EXPECT_NEAR(pingPong(held), 2 * (inter.alpha + 8 * inter.beta), 1e-12) << cores << " cores";
+    const ClusterSpec node = clusterOnCores(Topology::blocks(1, 2), intra, inter, intraCpu,
+                                            interCpu, cores, 0);
+    EXPECT_NEAR(pingPong(node), 2 * (intra.alpha + 8 * intra.beta), 1e-12) << cores << " cores";
   }
 }

@@ -60,7 +60,7 @@ void SimulatedNetwork::takeCore(int rank) {
     return;
   }
   r.state = State::WaitingForCore;  // grantCore() resumes it with one
-  coreQueue_.push_back(rank);
+  coreQueue_.push_back(CoreWaiter{rank, rank, 0, {}});
   fibers_.suspend();
 }
 
@@ -79,11 +79,24 @@ void SimulatedNetwork::grantCore() {
     ++idleCores_;
     return;
   }
-  Rank& next = ranks_[coreQueue_.front()];
-  next.hasCore = true;
-  next.state = State::Runnable;
-  runnable_.push_back(coreQueue_.front());
+  const CoreWaiter next = std::move(coreQueue_.front());
   coreQueue_.pop_front();
+  if (next.rank < 0) {  // held sends' release, for a sleeping sender
+    Rank& sender = ranks_[next.sender];
+    sender.pendingRelease = nullptr;
+    double at = now_ + next.wake;
+    for (const HeldSend& send : next.sends) {
+      at += send.work;
+      transmit(send.to, send.message, at);
+    }
+    sender.releasingUntil = at;
+    push(at, Event::ReleaseCore, -1, nullptr);
+    return;
+  }
+  Rank& r = ranks_[next.rank];
+  r.hasCore = true;
+  r.state = State::Runnable;
+  runnable_.push_back(next.rank);
 }
 
 void SimulatedNetwork::compute(int rank, double seconds) {
@@ -96,23 +109,20 @@ void SimulatedNetwork::send(int from, int to, uint64_t tag, const void* data, si
   Rank& sender = ranks_[from];
   const bool sameNode = topology_.nodeOf[from] == topology_.nodeOf[to];
   const LinkCost& link = sameNode ? intra_ : inter_;
-  compute(from, link.overhead + cpuOf(from, to).sending(bytes));
+  const MessageCpu& cpu = cpuOf(from, to);
   auto* message = new Message{from, tag, bytes, {}, 0};
   if (payload_ && bytes > 0) {
     const auto* in = static_cast<const uint8_t*>(data);
     message->data.assign(in, in + bytes);
   }
   ++messages_;
-  const double size = static_cast<double>(bytes);
-  if (sameNode) {
-    const double start = std::max(sender.clock, linkFree_[from]);
-    linkFree_[from] = start + size * link.beta;
-    push(linkFree_[from] + link.alpha, Event::Deliver, to, message);
+  if (cpu.heldFor > 0) {
+    // Held (an emulated delay): the send's work comes at its release.
+    compute(from, link.overhead);
+    push(sender.clock + cpu.heldFor, Event::Release, to, message);
   } else {
-    double& nic = nicOutFree_[topology_.nodeOf[from]];
-    const double start = std::max(sender.clock, nic);
-    nic = start + size * link.beta;
-    push(start + link.alpha, Event::AtReceiverNic, to, message, nic);
+    compute(from, link.overhead + cpu.sending(bytes));
+    transmit(to, message, sender.clock);
   }
   // Posting overheads moved this rank past events still due: let them
   // happen first, so that links see their messages nearly in time order
@@ -122,6 +132,56 @@ void SimulatedNetwork::send(int from, int to, uint64_t tag, const void* data, si
     sender.state = State::Yielded;
     fibers_.suspend();
   }
+}
+
+void SimulatedNetwork::transmit(int to, Message* message, double at) {
+  const int from = message->source;
+  const double size = static_cast<double>(message->bytes);
+  if (topology_.nodeOf[from] == topology_.nodeOf[to]) {
+    const double start = std::max(at, linkFree_[from]);
+    linkFree_[from] = start + size * intra_.beta;
+    push(linkFree_[from] + intra_.alpha, Event::Deliver, to, message);
+  } else {
+    double& nic = nicOutFree_[topology_.nodeOf[from]];
+    const double start = std::max(at, nic);
+    nic = start + size * inter_.beta;
+    push(start + inter_.alpha, Event::AtReceiverNic, to, message, nic);
+  }
+}
+
+void SimulatedNetwork::release(int to, Message* message) {
+  const int from = message->source;
+  Rank& sender = ranks_[from];
+  const MessageCpu& cpu = cpuOf(from, to);
+  const double work = cpu.sending(message->bytes);
+  const bool asleep = (sender.state == State::Waiting && !sender.spinning) ||
+                      sender.state == State::WaitingForCore || sender.state == State::Finished;
+  if (!asleep) {
+    // Running or spinning: its own loop sends it, on its core, right away.
+    sender.clock = std::max(sender.clock, now_) + work;
+    transmit(to, message, now_ + work);
+    return;
+  }
+  // Asleep: a timer wakes it, and it sends what is due one after another
+  // (one thread), on a core it may have to wait for.
+  if (sender.releasingUntil >= now_) {  // already awake for earlier releases
+    sender.releasingUntil += work;
+    transmit(to, message, sender.releasingUntil);
+    return;
+  }
+  if (sender.pendingRelease != nullptr) {  // waiting for a core: one more to send
+    sender.pendingRelease->sends.push_back({to, message, work});
+    return;
+  }
+  if (cpu_.cores <= 0) {
+    sender.releasingUntil = now_ + cpu.wake + work;
+    transmit(to, message, sender.releasingUntil);
+    return;
+  }
+  coreQueue_.push_back(CoreWaiter{-1, from, cpu.wake, {{to, message, work}}});
+  sender.pendingRelease = &coreQueue_.back();  // deque: stays put while queued
+  // Granted once every release due now has joined it.
+  push(now_, Event::GrantIdleCores, -1, nullptr);
 }
 
 void SimulatedNetwork::fill(Receive& receive, const Message& message) {
@@ -253,7 +313,7 @@ void SimulatedNetwork::wait(int rank) {
   Rank& r = ranks_[rank];
   if (r.arrivals != r.seenArrivals) return;  // something came: look first
   if (!r.deadlocked) {
-    if (r.hasCore && cpu_.spin > 0) {
+    if (cpu_.spin > 0 && (r.hasCore || cpu_.cores <= 0)) {
       // It spins on its core first: a message in time finds it running
       // (deliver()), else it sleeps and gives the core up (SpinEnd).
       r.spinning = true;
@@ -302,8 +362,17 @@ void SimulatedNetwork::handle(const Event& event) {
     case Event::Deliver:
       deliver(event.rank, event.message);
       break;
+    case Event::Release:
+      release(event.rank, event.message);
+      break;
     case Event::ReleaseCore:
       grantCore();
+      break;
+    case Event::GrantIdleCores:
+      while (idleCores_ > 0 && !coreQueue_.empty()) {
+        --idleCores_;
+        grantCore();
+      }
       break;
     case Event::SpinEnd: {
       Rank& r = ranks_[event.rank];
@@ -311,7 +380,7 @@ void SimulatedNetwork::handle(const Event& event) {
           event.leftSender == static_cast<double>(r.spins)) {
         r.spinning = false;
         r.clock = event.time;
-        releaseCore(event.rank);
+        if (r.hasCore) releaseCore(event.rank);
       }
       break;
     }

@@ -21,7 +21,10 @@
 // first served, in virtual time). A rank that must wait for a message spins
 // on its core for HostCpu::spin first (the transport's spin before it
 // sleeps) and goes on at once if the message comes meanwhile; one that
-// slept pays MessageCpu::wake when a message wakes it.
+// slept pays MessageCpu::wake when a message wakes it. A link class with
+// MessageCpu::heldFor (an emulated latency: DelayedTransport) holds each
+// message at its sender that long, and the send's CPU is spent at release,
+// by a sender that a timer may have to wake for it.
 // In payload-free mode messages carry sizes only and the algorithms skip
 // their data work (Config::payloadFree), so 1024 ranks x 256 MiB fit in a
 // few megabytes.
@@ -123,14 +126,35 @@ class SimulatedNetwork {
   struct Event {
     double time;
     uint64_t order;
-    enum Kind { AtReceiverNic, Deliver, Resume, ReleaseCore, SpinEnd } kind;
+    enum Kind {
+      Release,
+      AtReceiverNic,
+      Deliver,
+      Resume,
+      ReleaseCore,
+      GrantIdleCores,
+      SpinEnd
+    } kind;
     int rank;           // Resume: whom; otherwise the destination
-    Message* message;   // AtReceiverNic, Deliver
+    Message* message;   // Release, AtReceiverNic, Deliver
     double leftSender;  // AtReceiverNic: when the last byte left the sender's NIC;
                         // SpinEnd: which spin (Rank::spins)
     bool operator>(const Event& o) const {
       return time != o.time ? time > o.time : order > o.order;
     }
+  };
+  // Waiting for a core, in the order they asked: a rank, or (rank -1) the
+  // release of held messages whose sender sleeps: it wakes, then sends each.
+  struct HeldSend {
+    int to;
+    Message* message;
+    double work;
+  };
+  struct CoreWaiter {
+    int rank;
+    int sender;
+    double wake;
+    std::vector<HeldSend> sends;
   };
   enum class State { Runnable, Running, Waiting, Yielded, WaitingForCore, Finished };
   struct Rank {
@@ -151,6 +175,8 @@ class SimulatedNetwork {
     bool spinning = false;  // waiting, but on its core (HostCpu::spin)
     uint64_t spins = 0;     // which spin a SpinEnd event ends
     double wakeCpu = 0;     // woken from sleep: the CPU that costs (MessageCpu::wake)
+    double releasingUntil = -1;  // woken to release held sends: busy until then
+    CoreWaiter* pendingRelease = nullptr;  // such a release waiting for a core
   };
 
   // From the transports (inside a rank's fiber).
@@ -172,6 +198,12 @@ class SimulatedNetwork {
   // to the first rank in line.
   void releaseCore(int rank);
   void grantCore();
+  // The message leaves its sender at `at`: through the sender's own link
+  // within a node, else through the nodes' NICs.
+  void transmit(int to, Message* message, double at);
+  // A held message's time has come (MessageCpu::heldFor): its sender does
+  // the send's work now, on its core, or woken on one it waits for.
+  void release(int to, Message* message);
   const MessageCpu& cpuOf(int from, int to) const;
   void deliver(int to, Message* message);
   void fill(Receive& receive, const Message& message);
@@ -186,7 +218,7 @@ class SimulatedNetwork {
   const bool payload_;
   const HostCpu cpu_;
   int idleCores_ = 0;           // with limited cores
-  std::deque<int> coreQueue_;   // ranks waiting for one, in the order they asked
+  std::deque<CoreWaiter> coreQueue_;
   std::vector<Rank> ranks_;
   std::vector<double> linkFree_;                // per rank: when its own link is free
   std::vector<double> nicOutFree_, nicInFree_;  // per node
