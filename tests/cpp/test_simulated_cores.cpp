@@ -23,12 +23,10 @@ const LinkCost kLink{10e-6, 0, 0};
 // 1 us to send a message, 2 us to take one in.
 const MessageCpu kCpu{1e-6, 0, 2e-6, 0};
 
-// Ranks 0 and 1 of one node each send the other 8 bytes at time 0 and wait
-// for the other's; the virtual time at which each finished.
-std::vector<double> exchange(int cores, double spin = 0) {
-  HostCpu cpu{cores, kCpu, kCpu};
-  cpu.spin = spin;
-  SimulatedNetwork network(Topology::blocks(1, 2), kLink, kLink, true, cpu);
+// Ranks 0 and 1 each send the other 8 bytes at time 0 and wait for the
+// other's; the virtual time at which each finished.
+std::vector<double> exchange(const Topology& topology, const HostCpu& cpu) {
+  SimulatedNetwork network(topology, kLink, kLink, true, cpu);
   Config config;
   config.spinMicroseconds = 0;
   return network.run(config, [](Transport& t, int rank) {
@@ -41,6 +39,13 @@ std::vector<double> exchange(int cores, double spin = 0) {
     t.wait(recv, op);
     ASSERT_EQ(in, peer);
   });
+}
+
+// The same within one node.
+std::vector<double> exchange(int cores, double spin = 0) {
+  HostCpu cpu{cores, kCpu, kCpu};
+  cpu.spin = spin;
+  return exchange(Topology::blocks(1, 2), cpu);
 }
 
 // Rank 0 sends rank 1 8 bytes, rank 1 answers: the time of the round trip.
@@ -195,19 +200,8 @@ TEST(SimulatedCores, ExactResultsWhenRanksWaitForCores) {
 TEST(SimulatedCores, HeldMessagesAreSentAtReleaseByTheirSender) {
   MessageCpu held{1e-6, 0, 2e-6, 0, 4e-6, 100e-6};
   for (int cores : {0, 1}) {
-    SimulatedNetwork network(Topology::blocks(2, 1), kLink, kLink, true,
-                             HostCpu{cores, kCpu, held});
-    Config config;
-    config.spinMicroseconds = 0;
-    const std::vector<double> finished = network.run(config, [](Transport& t, int rank) {
-      const OpContext op("exchange", 1, std::chrono::hours(1));
-      int64_t out = rank, in = -1;
-      const int peer = 1 - rank;
-      Request recv = t.irecv(peer, makeTag(peer, op.seq, 0), &in, sizeof(in), op);
-      Request send = t.isend(peer, makeTag(rank, op.seq, 0), &out, sizeof(out), op);
-      t.wait(send, op);
-      t.wait(recv, op);
-    });
+    const std::vector<double> finished =
+        exchange(Topology::blocks(2, 1), HostCpu{cores, kCpu, held});
     EXPECT_NEAR(finished[0], cores == 1 ? 127e-6 : 121e-6, 1e-15) << cores << " cores";
     EXPECT_NEAR(finished[1], 121e-6, 1e-15) << cores << " cores";
   }
