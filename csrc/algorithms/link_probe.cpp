@@ -11,7 +11,9 @@ namespace ringreduce {
 
 namespace {
 
-constexpr int kTrips = 9;   // the first two warm up (endpoints, caches)
+// The first two warm up (endpoints, caches). Enough for medians that hold
+// still on a machine shared with other work (9 let the CPU figures vary 2x).
+constexpr int kTrips = 25;
 constexpr int kBurst = 32;  // messages in a burst
 
 double median(std::vector<double> v) {
@@ -45,14 +47,13 @@ class Probe {
   Probe(const Comm& comm, const OpContext& op, int a, int b)
       : t_(comm.transport), op_(op), me_(comm.rank()), peer_(me_ == a ? b : a), timing_(me_ == a) {}
 
-  // Half the median round trip of `bytes` each way; *cpu: this end's mean
+  // Half the median round trip of `bytes` each way; *cpu: this end's median
   // CPU per round trip.
   double oneWay(size_t bytes, uint32_t slot, double* cpu) {
     std::vector<uint8_t> buffer(bytes);
-    std::vector<double> trips;
-    double cpuStart = 0;
+    std::vector<double> trips, cpus;
     for (int i = 0; i < kTrips; ++i) {
-      if (i == 2) cpuStart = processCpu();
+      const double cpuStart = processCpu();
       const auto start = Clock::now();
       const uint32_t out = slot + 2 * i + (timing_ ? 0 : 1);
       const uint32_t in = slot + 2 * i + (timing_ ? 1 : 0);
@@ -60,19 +61,19 @@ class Probe {
       receive(in, buffer.data(), bytes);
       if (!timing_) send(out, buffer.data(), bytes);
       if (i >= 2) trips.push_back(secondsSince(start));
+      if (i >= 2) cpus.push_back(processCpu() - cpuStart);
     }
-    *cpu = (processCpu() - cpuStart) / (kTrips - 2);
+    *cpu = median(cpus);
     return median(trips) / 2;
   }
 
   // (burst of kBurst small messages and one answer - a round trip) / (kBurst - 1);
-  // *cpu: this end's mean CPU per burst and answer.
+  // *cpu: this end's median CPU per burst and answer.
   double perMessage(double latency, uint32_t slot, double* cpu) {
     std::vector<uint64_t> words(kBurst);
-    std::vector<double> costs;
-    double cpuStart = 0;
+    std::vector<double> costs, cpus;
     for (int i = 0; i < kTrips; ++i) {
-      if (i == 2) cpuStart = processCpu();
+      const double cpuStart = processCpu();
       const uint32_t base = slot + static_cast<uint32_t>(i * (kBurst + 1));
       const auto start = Clock::now();
       std::vector<Request> requests;
@@ -88,8 +89,9 @@ class Probe {
         send(base + kBurst, words.data(), 8);
       }
       if (i >= 2) costs.push_back((secondsSince(start) - 2 * latency) / (kBurst - 1));
+      if (i >= 2) cpus.push_back(processCpu() - cpuStart);
     }
-    *cpu = (processCpu() - cpuStart) / (kTrips - 2);
+    *cpu = median(cpus);
     return std::max(median(costs), 0.0);
   }
 
