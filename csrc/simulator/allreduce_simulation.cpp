@@ -42,7 +42,9 @@ namespace {
 LinkCost linkWithoutCpu(const LinkCost& link, const MessageCpu& cpu) {
   LinkCost rest = link;
   rest.alpha = std::max(link.alpha - cpu.heldFor - cpu.send - cpu.receive - cpu.wake, 0.0);
-  rest.beta = std::max(link.beta - cpu.sendPerByte - cpu.receivePerByte, 0.0);
+  // The sender copies while the bytes stream out (the simulation runs that
+  // beside the transfer); the receiver's copy follows the last byte in.
+  rest.beta = std::max(link.beta - cpu.receivePerByte, 0.0);
   rest.overhead = 0;
   return rest;
 }

@@ -50,7 +50,8 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
 // latency). The probe's ping-pong time is the hold, the sender's CPU, the
 // link, and the receiver's waking and CPU in series; the simulation charges
 // the CPU parts to cores, so the links keep what is left: alpha - held -
-// send - receive - wake, and beta minus the per-byte CPU (never below 0).
+// send - receive - wake, and beta minus the receiver's per-byte CPU (never
+// below 0; the sender's copying runs while the bytes stream out).
 // A lone ping-pong then takes in the simulation what it took when
 // measured. The burst's overhead figure is replaced by the send CPU it was
 // made of.

@@ -86,8 +86,8 @@ void SimulatedNetwork::grantCore() {
     sender.pendingRelease = nullptr;
     double at = now_ + next.wake;
     for (const HeldSend& send : next.sends) {
+      transmit(send.to, send.message, at + send.post);
       at += send.work;
-      transmit(send.to, send.message, at);
     }
     sender.releasingUntil = at;
     push(at, Event::ReleaseCore, -1, nullptr);
@@ -121,8 +121,11 @@ void SimulatedNetwork::send(int from, int to, uint64_t tag, const void* data, si
     compute(from, link.overhead);
     push(sender.clock + cpu.heldFor, Event::Release, to, message);
   } else {
-    compute(from, link.overhead + cpu.sending(bytes));
-    transmit(to, message, sender.clock);
+    // It leaves once posted; the sender goes on copying it as it streams out.
+    compute(from, link.overhead + cpu.send);
+    const double leaves = sender.clock;
+    compute(from, cpu.sendPerByte * static_cast<double>(bytes));
+    transmit(to, message, leaves);
   }
   // Posting overheads moved this rank past events still due: let them
   // happen first, so that links see their messages nearly in time order
@@ -153,32 +156,34 @@ void SimulatedNetwork::release(int to, Message* message) {
   const int from = message->source;
   Rank& sender = ranks_[from];
   const MessageCpu& cpu = cpuOf(from, to);
-  const double work = cpu.sending(message->bytes);
+  // The message leaves after the send's per-message work; the sender goes
+  // on copying it as it streams out (`work` in all).
+  const double post = cpu.send, work = cpu.sending(message->bytes);
   const bool asleep = (sender.state == State::Waiting && !sender.spinning) ||
                       sender.state == State::WaitingForCore || sender.state == State::Finished;
   if (!asleep) {
     // Running or spinning: its own loop sends it, on its core, right away.
     sender.clock = std::max(sender.clock, now_) + work;
-    transmit(to, message, now_ + work);
+    transmit(to, message, now_ + post);
     return;
   }
   // Asleep: a timer wakes it, and it sends what is due one after another
   // (one thread), on a core it may have to wait for.
   if (sender.releasingUntil >= now_) {  // already awake for earlier releases
+    transmit(to, message, sender.releasingUntil + post);
     sender.releasingUntil += work;
-    transmit(to, message, sender.releasingUntil);
     return;
   }
   if (sender.pendingRelease != nullptr) {  // waiting for a core: one more to send
-    sender.pendingRelease->sends.push_back({to, message, work});
+    sender.pendingRelease->sends.push_back({to, message, post, work});
     return;
   }
   if (cpu_.cores <= 0) {
+    transmit(to, message, now_ + cpu.wake + post);
     sender.releasingUntil = now_ + cpu.wake + work;
-    transmit(to, message, sender.releasingUntil);
     return;
   }
-  coreQueue_.push_back(CoreWaiter{-1, from, cpu.wake, {{to, message, work}}});
+  coreQueue_.push_back(CoreWaiter{-1, from, cpu.wake, {{to, message, post, work}}});
   sender.pendingRelease = &coreQueue_.back();  // deque: stays put while queued
   // Granted once every release due now has joined it.
   push(now_, Event::GrantIdleCores, -1, nullptr);

@@ -13,7 +13,8 @@
 // - sends complete when posted (eager, like the loopback); receives when the
 //   last byte is in. Reductions and copies take no virtual time.
 // With a HostCpu (core/host_cpu.h), each message also costs its sender CPU
-// time before it leaves and its receiver CPU time once it is in, and with a
+// time (per message before it leaves, per byte while it streams out) and its
+// receiver CPU time once it is in, and with a
 // limited number of cores that work runs on cores shared by all ranks. A
 // rank takes a core for its first CPU work and keeps it until it sleeps
 // (run until blocked: its bursts are microseconds, a scheduler's slices
@@ -148,7 +149,8 @@ class SimulatedNetwork {
   struct HeldSend {
     int to;
     Message* message;
-    double work;
+    double post;  // it leaves after this much of the sender's work
+    double work;  // of this much in all
   };
   struct CoreWaiter {
     int rank;
