@@ -3,7 +3,9 @@ veth links to a bridge (in a namespace of its own), R ranks per node, each
 rank a ringreduce_emulated_rank process (csrc/simulator/emulated_rank_main.cpp)
 talking UCX over TCP. Prints, per algorithm and size, the measured allreduce
 time beside the virtual-time simulation of the same schedule on the links the
-ranks measured, and checks every result for exactness.
+ranks measured (twice: with a core per rank, and on the cores the ranks
+really share, with the CPU per message they measured), and checks every
+result for exactness.
 
 What is emulated how (this kernel has tbf and htb but no netem):
 - nodes: network namespaces; ranks of a node talk TCP over the namespace's
@@ -13,8 +15,11 @@ What is emulated how (this kernel has tbf and htb but no netem):
 - one-way delay (--delay-us): added in the sending rank by DelayedTransport
   (messages to another node are handed to UCX that long after they were
   posted), not on the wire;
-- all ranks share this machine's cores, so wake-up latencies of busy
-  processes add to every hop; the simulation does not model those.
+- all ranks share this machine's cores (--cores, default the ones this
+  process may run on): the "cores" simulation gives every message its
+  measured CPU at both ends on that many shared cores; the plain one gives
+  each rank a core of its own. Other work on the machine is not modelled:
+  note the load average.
 
     sudo python3 benchmarks/emulated_cluster.py --nodes 8 --ranks-per-node 1 \\
         --delay-us 500 --sizes 4096
@@ -93,8 +98,10 @@ def cluster(nodes, rate=None):
             _ip("netns", "del", name, check=False)  # takes its veth ends with it
 
 
-def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600):
-    """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS lines, stderr tails)."""
+def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600, cores=None):
+    """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS/CPU lines, stderr tails)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0))
     if not os.access(PROGRAM, os.X_OK):
         raise Unavailable(f"no {PROGRAM}: build it with cmake --build build/cpp")
     store = tempfile.mkdtemp(prefix="ringreduce_store_")
@@ -111,7 +118,7 @@ def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=
                            "--store", store, "--delay-us", str(delay_us),
                            "--sizes", ",".join(str(s) for s in sizes),
                            "--algorithms", ",".join(algorithms),
-                           "--iterations", str(iterations)]
+                           "--iterations", str(iterations), "--cores", str(cores)]
                     procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                                   stderr=subprocess.PIPE, text=True))
             outputs = [p.communicate(timeout=timeout) for p in procs]
@@ -122,7 +129,7 @@ def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=
                 p.wait(timeout=10)
         shutil.rmtree(store, ignore_errors=True)
     codes = [p.returncode for p in procs]
-    lines = [line for line in outputs[0][0].splitlines() if line.startswith(("RESULT", "LINKS"))]
+    lines = [line for line in outputs[0][0].splitlines() if line.startswith(("RESULT", "LINKS", "CPU"))]
     return codes, lines, [err[-2000:] for _, err in outputs]
 
 
@@ -135,6 +142,7 @@ def parse(lines):
                             "bytes": int(fields["bytes"]),
                             "measured": float(fields["measured_us"]),
                             "simulated": float(fields["simulated_us"]),
+                            "simulated_cores": float(fields.get("simulated_cores_us", "nan")),
                             "exact": fields["exact"] == "1"})
     return results
 
@@ -148,27 +156,35 @@ def main():
     parser.add_argument("--sizes", default="4096")
     parser.add_argument("--algorithms", default="auto,ring,halving_doubling,two_level,direct")
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--cores", type=int,
+                        help="cores the ranks share, for the simulation (default: the ones "
+                             "this process may run on)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     try:
         codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
-                                   sizes, args.algorithms.split(","), args.iterations)
+                                   sizes, args.algorithms.split(","), args.iterations,
+                                   cores=args.cores)
     except Unavailable as why:
         sys.exit(f"emulated_cluster: {why}")
     print(f"# {args.nodes} nodes x {args.ranks_per_node} ranks, delay {args.delay_us} us one-way "
           f"between nodes (DelayedTransport), rate {args.rate or 'unlimited'} per node link "
-          f"(tbf), UCX over TCP")
+          f"(tbf), UCX over TCP; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for line in lines:
         if line.startswith("LINKS"):
             print("# measured links:", line[len("LINKS "):])
+        if line.startswith("CPU"):
+            print("# measured CPU per message, simulated on", line[len("CPU "):])
     results = parse(lines)
     ring = {r["bytes"]: r["measured"] for r in results if r["asked"] == "ring"}
     print(f"{'algorithm':>18} {'ran':>17} {'bytes':>10} {'measured us':>12} {'simulated us':>13} "
-          f"{'sim/meas':>8} {'vs ring':>8} exact")
+          f"{'sim/meas':>8} {'cores us':>9} {'cores/meas':>10} {'vs ring':>8} exact")
     for r in results:
         versus = r["measured"] / ring[r["bytes"]] if r["bytes"] in ring else float("nan")
         print(f"{r['asked']:>18} {r['ran']:>17} {r['bytes']:>10} {r['measured']:>12.1f} "
-              f"{r['simulated']:>13.1f} {r['simulated'] / r['measured']:>8.2f} {versus:>8.2f} "
+              f"{r['simulated']:>13.1f} {r['simulated'] / r['measured']:>8.2f} "
+              f"{r['simulated_cores']:>9.1f} {r['simulated_cores'] / r['measured']:>10.2f} "
+              f"{versus:>8.2f} "
               f"{'yes' if r['exact'] else 'NO'}")
     if any(codes) or not all(r["exact"] for r in results):
         for rank, (code, err) in enumerate(zip(codes, errors)):

@@ -16,7 +16,8 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
   config.intraNode = cluster.intraNode;
   config.interNode = cluster.interNode;
   config.allreduceAlgorithm = algorithm;
-  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, false);
+  SimulatedNetwork network(cluster.topology, cluster.intraNode, cluster.interNode, false,
+                           cluster.cpu);
   // Shared by every rank: payload-free runs never write the workspace, and
   // the selector's cost model is the same for all (built by the first).
   Workspace workspace;
@@ -35,6 +36,33 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
   for (double t : finished) result.seconds = std::max(result.seconds, t);
   result.messages = network.messages();
   return result;
+}
+
+namespace {
+LinkCost linkWithoutCpu(const LinkCost& link, const MessageCpu& cpu) {
+  LinkCost rest = link;
+  rest.alpha = std::max(link.alpha - cpu.heldFor - cpu.send - cpu.receive - cpu.wake, 0.0);
+  // The sender copies while the bytes stream out (the simulation runs that
+  // beside the transfer); the receiver's copy follows the last byte in.
+  rest.beta = std::max(link.beta - cpu.receivePerByte, 0.0);
+  rest.overhead = 0;
+  return rest;
+}
+}  // namespace
+
+ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
+                           const LinkCost& interNode, const MessageCpu& intraCpu,
+                           const MessageCpu& interCpu, int cores, double spin,
+                           double interHeldFor) {
+  MessageCpu inter = interCpu;
+  inter.heldFor = interHeldFor;
+  ClusterSpec cluster{topology, linkWithoutCpu(intraNode, intraCpu),
+                      linkWithoutCpu(interNode, inter)};
+  // A held link's ping-pong woke each end twice a round trip: for the timer
+  // that released its send, and for the answer. The simulation charges each.
+  if (interHeldFor > 0) inter.wake /= 2;
+  cluster.cpu = HostCpu{cores, intraCpu, inter, spin};
+  return cluster;
 }
 
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks) {

@@ -6,18 +6,27 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "core/allreduce_algorithm.h"
 #include "core/config.h"
+#include "core/host_cpu.h"
 #include "core/link_cost.h"
 #include "core/topology.h"
 
 namespace ringreduce {
 
 struct ClusterSpec {
+  ClusterSpec() = default;
+  // (a constructor, not an aggregate: the CPU model is optional to name)
+  ClusterSpec(Topology topology, const LinkCost& intraNode, const LinkCost& interNode,
+              const HostCpu& cpu = HostCpu())
+      : topology(std::move(topology)), intraNode(intraNode), interNode(interNode), cpu(cpu) {}
+
   Topology topology;
   LinkCost intraNode = defaultIntraNode();
   LinkCost interNode = defaultInterNode();
+  HostCpu cpu;  // default: no CPU per message beyond the links' overhead, a core per rank
 };
 
 struct SimulatedAllreduce {
@@ -33,6 +42,23 @@ struct SimulatedAllreduce {
 // cluster. Throws Error when the schedule deadlocks or loses a message.
 SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgorithm algorithm,
                                      size_t bytes, const Config& base = Config());
+
+// The cluster measured by link_probe.h (links and both ends' CPU per
+// message), for a simulation whose ranks share `cores` cores (0: a core
+// each), spin `spin` seconds before they sleep, and whose messages across
+// nodes are held `interHeldFor` at their sender (DelayedTransport's
+// latency). The probe's ping-pong time is the hold, the sender's CPU, the
+// link, and the receiver's waking and CPU in series; the simulation charges
+// the CPU parts to cores, so the links keep what is left: alpha - held -
+// send - receive - wake, and beta minus the receiver's per-byte CPU (never
+// below 0; the sender's copying runs while the bytes stream out).
+// A lone ping-pong then takes in the simulation what it took when
+// measured. The burst's overhead figure is replaced by the send CPU it was
+// made of.
+ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
+                           const LinkCost& interNode, const MessageCpu& intraCpu,
+                           const MessageCpu& interCpu, int cores, double spin,
+                           double interHeldFor = 0);
 
 // nccl-tests' bus bandwidth of an allreduce: bytes/seconds x 2(p-1)/p.
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks);

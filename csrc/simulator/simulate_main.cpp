@@ -27,6 +27,11 @@ const char* kUsage =
     "  --sizes: a range (each size --factor times the last, default 4) or a list; K/M/G are "
     "1024^n\n"
     "  --algorithms: default all; direct only up to 256 ranks (p(p-1) messages a round)\n"
+    "  --cores C: all ranks share C cores (default: a core each); each message's CPU (the\n"
+    "             links' OVH, and --cpu-intra/--cpu-inter) runs on them, a rank waits for one\n"
+    "  --cpu-intra/--cpu-inter SEND,RECEIVE[,PERBYTE[,WAKE]]: CPU per message at the sender and\n"
+    "             the receiver (us), per byte at each end (ns), per wake from sleep (us)\n"
+    "  --spin US: a waiting rank spins this long on its core before it sleeps (default 0)\n"
     "Runs the real algorithm code for every rank in virtual time, without data, and prints the\n"
     "time, the bus bandwidth and the cost model's prediction divided by the simulated time; the\n"
     "last columns are what the selection (RINGREDUCE_ALGORITHM=auto) picks with these links.\n";
@@ -67,6 +72,25 @@ std::vector<std::string> split(const std::string& text, char by) {
   }
 }
 
+MessageCpu parseMessageCpu(const std::string& text, const std::string& what) {
+  double v[4] = {0, 0, 0, 0};
+  const auto parts = split(text, ',');
+  if (parts.size() < 2 || parts.size() > 4) usage("bad " + what + " '" + text + "'");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    char* end = nullptr;
+    v[i] = std::strtod(parts[i].c_str(), &end);
+    if (end == parts[i].c_str() || *end != '\0' || v[i] < 0) {
+      usage("bad " + what + " '" + text + "'");
+    }
+  }
+  MessageCpu cpu;
+  cpu.send = v[0] * 1e-6;
+  cpu.receive = v[1] * 1e-6;
+  cpu.sendPerByte = cpu.receivePerByte = v[2] * 1e-9;
+  cpu.wake = v[3] * 1e-6;
+  return cpu;
+}
+
 std::string humanSize(size_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -104,6 +128,15 @@ int main(int argc, char** argv) {
         cluster.interNode = parseLinkCost(value, cluster.interNode, "--inter");
       } else if (arg == "--intra") {
         cluster.intraNode = parseLinkCost(value, cluster.intraNode, "--intra");
+      } else if (arg == "--cores") {
+        cluster.cpu.cores = std::atoi(value.c_str());
+        if (cluster.cpu.cores < 1) usage("--cores must be at least 1");
+      } else if (arg == "--cpu-intra") {
+        cluster.cpu.intraNode = parseMessageCpu(value, arg);
+      } else if (arg == "--cpu-inter") {
+        cluster.cpu.interNode = parseMessageCpu(value, arg);
+      } else if (arg == "--spin") {
+        cluster.cpu.spin = std::atof(value.c_str()) * 1e-6;
       } else if (arg == "--sizes") {
         sizes = value;
       } else if (arg == "--factor") {
@@ -150,6 +183,16 @@ int main(int argc, char** argv) {
               describeLinkCost(cluster.interNode).c_str());
   std::printf("# intra-node (each rank's own link):              %s\n",
               describeLinkCost(cluster.intraNode).c_str());
+  if (cluster.cpu.cores > 0) {
+    std::printf("# CPU: %d cores shared by all ranks, spin %.1f us; intra %s; inter %s\n",
+                cluster.cpu.cores, cluster.cpu.spin * 1e6,
+                describeMessageCpu(cluster.cpu.intraNode).c_str(),
+                describeMessageCpu(cluster.cpu.interNode).c_str());
+  } else if (cluster.cpu.intraNode.any() || cluster.cpu.interNode.any()) {
+    std::printf("# CPU: a core per rank; intra %s; inter %s\n",
+                describeMessageCpu(cluster.cpu.intraNode).c_str(),
+                describeMessageCpu(cluster.cpu.interNode).c_str());
+  }
   std::printf(
       "# time: simulated us; busbw: GB/s (bytes/time x 2(p-1)/p); model: the cost model's\n"
       "# prediction / simulated time; '-': does not apply (two_level needs >1 node, >1 rank "
