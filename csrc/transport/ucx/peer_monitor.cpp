@@ -17,6 +17,11 @@ constexpr uint64_t kAbortTag = 2;
 constexpr size_t kMaxAbortReason = 1024;
 constexpr uint64_t kKindMask = 0xffffffffull;
 constexpr auto kGoodbyeLimit = std::chrono::milliseconds(500);
+// A goodbye and the closing of the connection it came on can reach this
+// worker in different progress calls (UCP may carry the two directions of a
+// pair on two sockets): before a lost connection counts as a death, the
+// worker is progressed this long more for a goodbye still on its way.
+constexpr auto kLateGoodbyeLimit = std::chrono::milliseconds(5);
 
 void check(ucs_status_t status, const char* what) {
   if (status != UCS_OK) {
@@ -30,6 +35,7 @@ PeerMonitor::PeerMonitor(int rank, int size)
     : rank_(rank),
       size_(size),
       deaths_(static_cast<size_t>(size), UCS_OK),
+      losses_(static_cast<size_t>(size), UCS_OK),
       departed_(static_cast<size_t>(size), false) {
   // TCP only, whatever UCX_TLS says for the data path: it is the transport
   // that reports a dead peer within milliseconds.
@@ -102,6 +108,16 @@ void PeerMonitor::connect(const std::vector<std::vector<uint8_t>>& addresses) {
   postAbortReceive();
 }
 
+int PeerMonitor::awaitConnected(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  auto pending = [&] {
+    return static_cast<int>(std::count_if(hellos_.begin(), hellos_.end(),
+                                           [](void* hello) { return hello != nullptr; }));
+  };
+  while (pending() > 0 && std::chrono::steady_clock::now() < until) progress();
+  return pending();
+}
+
 void PeerMonitor::postAbortReceive() {
   abortBuffer_.assign(kMaxAbortReason, 0);
   ucp_request_param_t param{};
@@ -128,6 +144,7 @@ void PeerMonitor::broadcastAbort(const std::string& reason) {
 void PeerMonitor::postGoodbyeReceive() {
   static char unused;
   ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   ucs_status_ptr_t status =
       ucp_tag_recv_nbx(worker_, &unused, 0, kGoodbyeTag, kKindMask, &param);
   goodbyeReceive_ = UCS_PTR_IS_PTR(status) ? status : nullptr;
@@ -165,19 +182,13 @@ void PeerMonitor::sayGoodbye() {
 }
 
 void PeerMonitor::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  // Judged in progress(), after the goodbyes this progress call received.
   auto* watch = static_cast<Watch*>(arg);
-  PeerMonitor& monitor = *watch->monitor;
-  if (monitor.departed_[watch->peer]) return;  // it said goodbye: not a death
-  if (monitor.deaths_[watch->peer] == UCS_OK) {
-    monitor.deaths_[watch->peer] = status;
-    ++monitor.deadCount_;
-    RR_LOG(Warn, monitor.rank_, "lost connection to rank " << watch->peer << " ("
-                                                            << ucs_status_string(status) << ")");
-  }
+  ucs_status_t& loss = watch->monitor->losses_[static_cast<size_t>(watch->peer)];
+  if (loss == UCS_OK) loss = status;
 }
 
-unsigned PeerMonitor::progress() {
-  const unsigned events = ucp_worker_progress(worker_);
+void PeerMonitor::collectGoodbyes() {
   while (goodbyeReceive_ != nullptr) {
     ucp_tag_recv_info_t info{};
     if (ucp_tag_recv_request_test(goodbyeReceive_, &info) == UCS_INPROGRESS) break;
@@ -186,6 +197,34 @@ unsigned PeerMonitor::progress() {
     if (peer >= 0 && peer < size_) departed_[peer] = true;
     postGoodbyeReceive();
   }
+}
+
+void PeerMonitor::judgeLosses() {
+  auto unexplained = [&] {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (losses_[peer] != UCS_OK && deaths_[peer] == UCS_OK && !departed_[peer]) return true;
+    }
+    return false;
+  };
+  if (!unexplained()) return;
+  const auto until = std::chrono::steady_clock::now() + kLateGoodbyeLimit;
+  while (std::chrono::steady_clock::now() < until) {
+    ucp_worker_progress(worker_);
+    collectGoodbyes();
+    if (!unexplained()) return;
+  }
+  for (int peer = 0; peer < size_; ++peer) {
+    if (losses_[peer] == UCS_OK || deaths_[peer] != UCS_OK || departed_[peer]) continue;
+    deaths_[peer] = losses_[peer];
+    ++deadCount_;
+    RR_LOG(Warn, rank_, "lost connection to rank " << peer << " ("
+                                                   << ucs_status_string(losses_[peer]) << ")");
+  }
+}
+
+unsigned PeerMonitor::progress() {
+  const unsigned events = ucp_worker_progress(worker_);
+  collectGoodbyes();
   while (abortReceive_ != nullptr) {
     ucp_tag_recv_info_t info{};
     const ucs_status_t status = ucp_tag_recv_request_test(abortReceive_, &info);
@@ -206,6 +245,7 @@ unsigned PeerMonitor::progress() {
       hello = nullptr;
     }
   }
+  judgeLosses();
   return events;
 }
 

@@ -14,6 +14,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,11 @@ class PeerMonitor {
   const std::vector<uint8_t>& address() const { return address_; }
   // Opens the watched connections to every other rank.
   void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  // Progresses until every connection is wired up, or until `limit`; returns
+  // how many are not. A connection must be up before its peer can leave:
+  // a goodbye cannot travel on one that is still being wired, and the
+  // survivor would then see only the closed connection, a "death".
+  int awaitConnected(std::chrono::milliseconds limit);
 
   unsigned progress();
   // Arms the worker for events; false when events are already pending.
@@ -58,6 +64,9 @@ class PeerMonitor {
     int peer;
   };
   static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void collectGoodbyes();
+  // Turns lost connections into deaths, unless their peer said goodbye.
+  void judgeLosses();
   void postGoodbyeReceive();
   void postAbortReceive();
   void sayGoodbye();
@@ -72,6 +81,7 @@ class PeerMonitor {
   std::vector<std::unique_ptr<Watch>> watches_;
   std::vector<void*> hellos_;  // the flush that opens each connection, until done
   std::vector<ucs_status_t> deaths_;  // UCS_OK while alive
+  std::vector<ucs_status_t> losses_;  // connection errors not yet judged
   std::vector<bool> departed_;        // said goodbye: a lost connection is expected
   void* goodbyeReceive_ = nullptr;
   void* abortReceive_ = nullptr;

@@ -29,6 +29,8 @@ void checkUcs(ucs_status_t status, const char* what) {
 
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
+// How long the constructor waits for the peer monitor's connections.
+constexpr std::chrono::milliseconds kMonitorWireLimit{5000};
 
 }  // namespace
 
@@ -56,7 +58,17 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
       peerAddresses_[peer] = std::move(record.data);
       monitorAddresses[peer] = std::move(record.monitor);
     }
-    if (monitor_) monitor_->connect(monitorAddresses);
+    if (monitor_) {
+      monitor_->connect(monitorAddresses);
+      // Every rank is here at about the same time (the address exchange
+      // above waited for all of them), so the wiring takes milliseconds.
+      const int unconnected = monitor_->awaitConnected(std::min(timeout, kMonitorWireLimit));
+      if (unconnected > 0) {
+        RR_LOG(Warn, rank, unconnected << " peer-monitor connection(s) not wired up within "
+                                       << std::min(timeout, kMonitorWireLimit).count()
+                                       << " ms; they finish during the first collectives");
+      }
+    }
     endpoints_.assign(static_cast<size_t>(size), nullptr);
   } catch (...) {
     monitor_.reset();
