@@ -67,6 +67,20 @@ def timed(fn, group, warmup, iters):
     return local.item()
 
 
+def settle(fn, ring, gloo, seconds):
+    """Blocks of ops on both backends until rank 0 has spent `seconds` (every
+    rank runs the same number: rank 0's clock decides, through gloo)."""
+    start = time.perf_counter()
+    while True:
+        for group in (ring, gloo):
+            for _ in range(20):
+                fn(group)
+        more = torch.tensor([float(time.perf_counter() - start < seconds)])
+        dist.broadcast(more, src=0, group=gloo)
+        if more.item() == 0.0:
+            return
+
+
 def ucx_ceiling(nbytes, iters=30, port=13377):
     """UCX's own one-way tag bandwidth (GB/s) between two processes on this
     machine, by ucx-utils' ucx_perftest (server and client both here): the
@@ -105,6 +119,10 @@ def parse_args(default_op=None):
     p.add_argument("--step-factor", type=int, default=4)
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--settle-seconds", type=float, default=1.0,
+                   help="before the first size, alternate both backends at it for this long: "
+                        "the first few hundred ops after start-up run up to 3x slower on a "
+                        "loaded or oversubscribed machine, for both backends")
     p.add_argument("--iters", type=int, default=20,
                    help="timed iterations per size (fewer for the largest sizes)")
     p.add_argument("--plot", metavar="FILE.png",
@@ -140,6 +158,7 @@ def main(default_op=None):
               f"{'gloo us':>9} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
     size = max(args.min_bytes, esize * (1 if args.op in ("all_reduce", "broadcast") else world))
     rows = []  # (bytes, ringreduce time, gloo time)
+    settle(make_op(args.op, size, dtype, world, rank)[0], ring, gloo, args.settle_seconds)
     while size <= args.max_bytes:
         fn, factor = make_op(args.op, size, dtype, world, rank)
         iters = max(3, min(args.iters, int(args.iters * (4 << 20) / size) or 3))

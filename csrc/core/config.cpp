@@ -92,14 +92,19 @@ Config readConfig(const Sources& sources) {
   config.segmentBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
   // With more ranks on this machine than cores for them, a rank spinning for
-  // its peer holds the core that peer needs: block at once. Measured with
-  // three ranks on two cores, three groups each keeping 16 collectives in
-  // flight (benchmarks/concurrent_groups.py): 0.97 s with 50 us spins,
-  // 0.37 s with none, 5.3 s with 300 us.
+  // its peer holds the core that peer needs, and one that blocks at once
+  // pays a context switch per message. Measured with three ranks on two
+  // cores, three groups each keeping 16 collectives in flight
+  // (benchmarks/concurrent_groups.py): 0.97 s with 50 us spins, 0.37 s with
+  // none, 5.3 s with 300 us. A caller's wait that yields the core at every
+  // turn beats both for the waits; the worker still does not spin
+  // (benchmarks/RESULTS.md, "Oversubscribed ranks yield").
   if (ranksOutnumberCores()) {
+    config.spinYields = true;
     config.spinMicroseconds = 0;
-    config.waitSpinMicroseconds = 0;
+    config.waitSpinMicroseconds = kOversubscribedWaitSpinMicroseconds;
   }
+  config.spinYields = readFlag(sources, "RINGREDUCE_SPIN_YIELD", config.spinYields);
   config.spinMicroseconds =
       static_cast<int>(readPositive(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
   config.waitSpinMicroseconds = static_cast<int>(
@@ -163,6 +168,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_SPIN_US", number(spinMicroseconds)},
       {"RINGREDUCE_WAIT_SPIN_US", number(waitSpinMicroseconds)},
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},
+      {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
       {"RINGREDUCE_ALGORITHM", nameOf(allreduceAlgorithm)},

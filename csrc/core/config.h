@@ -14,6 +14,12 @@
 
 namespace ringreduce {
 
+// The wait spin when ranks outnumber cores (it then yields at every turn):
+// long enough for the other ranks on the core to take their turns.
+constexpr int kOversubscribedWaitSpinMicroseconds = 200;
+// ... for messages up to this size; a wait for a bigger one sleeps at once.
+constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
+
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
   // segment k. RINGREDUCE_SEGMENT_BYTES.
@@ -21,17 +27,24 @@ struct Config {
   // How long the group's worker thread polls before it sleeps on the event
   // fd, after a task and inside one it runs for an asynchronous caller.
   // Short: the caller is computing meanwhile and may need every core. 0 when
-  // torchrun's LOCAL_WORLD_SIZE exceeds the cores this process may use.
-  // RINGREDUCE_SPIN_US.
+  // ranks outnumber cores (see spinYields). RINGREDUCE_SPIN_US.
   int spinMicroseconds = 50;
   // How long a thread polls before it sleeps when its caller is blocked on
-  // the result anyway (wait() running the collective, or waiting for it),
-  // yielding the core at every turn. Long enough to cover the usual skew
-  // between ranks: waking a sleeping thread costs 50-200 us on a virtual
-  // machine whose idle cores halt. 0 when torchrun's LOCAL_WORLD_SIZE
-  // exceeds the cores this process may use: a spinning rank then holds the
-  // core its peer needs. RINGREDUCE_WAIT_SPIN_US.
+  // the result anyway (wait() running the collective, or waiting for it).
+  // Long enough to cover the usual skew between ranks: waking a sleeping
+  // thread costs 50-200 us on a virtual machine whose idle cores halt.
+  // RINGREDUCE_WAIT_SPIN_US.
   int waitSpinMicroseconds = 1000;
+  // Whether a polling thread gives its core away (sched_yield) at every
+  // turn. On when torchrun's LOCAL_WORLD_SIZE exceeds the cores this process
+  // may use: a rank that merely spun would hold the core the peer it waits
+  // for needs, and one that slept would pay a wake-up (a context switch
+  // and the sender's signal) for every message; a yielding one lets the
+  // peer run and is back as soon as the core is free. The wait spin is then
+  // kOversubscribedWaitSpinMicroseconds and the worker's spin 0 (a worker
+  // spinning for work that may come competes with the callers, even
+  // yielding: measured slower). RINGREDUCE_SPIN_YIELD=0|1.
+  bool spinYields = false;
   // How long a collective that arrives while the worker thread sleeps waits
   // for its caller to run it (wait() does, on the calling thread) before the
   // worker starts it. Saves a synchronous call two thread hand-offs; delays

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -46,7 +47,8 @@ Executor::Executor(Transport& transport)
     : transport_(transport),
       spin_(std::chrono::microseconds(transport.config().spinMicroseconds)),
       waitSpin_(std::chrono::microseconds(transport.config().waitSpinMicroseconds)),
-      grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)) {
+      grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)),
+      yields_(transport.config().spinYields) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
   thread_ = std::thread([this] { run(); });
@@ -145,6 +147,7 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
   const auto until = Clock::now() + spin_;
   while (Clock::now() < until) {
     if (done()) return true;
+    if (yields_) sched_yield();
   }
   return done();
 }
@@ -253,7 +256,10 @@ void Executor::run() {
       continue;
     }
     runPollers();
-    if (!waiting && Clock::now() < hotUntil && claimSpin()) continue;
+    if (!waiting && Clock::now() < hotUntil && claimSpin()) {
+      if (yields_) sched_yield();
+      continue;
+    }
     releaseSpin();
 
     const auto sinceActivity = Clock::now() - lastActivity_;

@@ -86,6 +86,7 @@ class Executor {
   const std::chrono::microseconds spin_;      // RINGREDUCE_SPIN_US
   const std::chrono::microseconds waitSpin_;  // RINGREDUCE_WAIT_SPIN_US
   const std::chrono::microseconds grace_;     // RINGREDUCE_CALLER_GRACE_US
+  const bool yields_;                         // RINGREDUCE_SPIN_YIELD
   int timerFd_ = -1;                          // the worker's alarm clock
 
   std::mutex mutex_;  // guards the queue, the flags and the alarm below

@@ -203,3 +203,27 @@ TEST(Autotune, CandidatesStartWithTheGroupsOwnAndAddLossyWireOnlyWhenAllowed) {
   }
   EXPECT_TRUE(lossy);
 }
+
+// More ranks on this machine than cores: the caller's wait polls, yielding
+// its core at every turn, and the worker does not spin; fewer: the defaults.
+// RINGREDUCE_SPIN_YIELD overrides either way.
+TEST(ConfigSpins, OversubscribedRanksYieldWhileTheyWait) {
+  {
+    ScopedEnv ranks("LOCAL_WORLD_SIZE", "100000");
+    const Config read = Config::fromEnvironment();
+    EXPECT_TRUE(read.spinYields);
+    EXPECT_EQ(read.spinMicroseconds, 0);
+    EXPECT_EQ(read.waitSpinMicroseconds, kOversubscribedWaitSpinMicroseconds);
+    ScopedEnv off("RINGREDUCE_SPIN_YIELD", "0");
+    EXPECT_FALSE(Config::fromEnvironment().spinYields);
+  }
+  {
+    ScopedEnv ranks("LOCAL_WORLD_SIZE", "1");
+    const Config read = Config::fromEnvironment();
+    EXPECT_FALSE(read.spinYields);
+    EXPECT_EQ(read.spinMicroseconds, Config().spinMicroseconds);
+    EXPECT_EQ(read.waitSpinMicroseconds, Config().waitSpinMicroseconds);
+    ScopedEnv on("RINGREDUCE_SPIN_YIELD", "1");
+    EXPECT_TRUE(Config::fromEnvironment().spinYields);
+  }
+}
