@@ -1,7 +1,6 @@
 #include "engine/executor.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <exception>
 
 #include "core/errors.h"
+#include "transport/core_yield.h"
 
 namespace ringreduce {
 
@@ -147,7 +147,7 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
   const auto until = Clock::now() + spin_;
   while (Clock::now() < until) {
     if (done()) return true;
-    if (yields_) sched_yield();
+    if (yields_) yieldCore();
   }
   return done();
 }
@@ -257,7 +257,7 @@ void Executor::run() {
     }
     runPollers();
     if (!waiting && Clock::now() < hotUntil && claimSpin()) {
-      if (yields_) sched_yield();
+      if (yields_) yieldCore();
       continue;
     }
     releaseSpin();

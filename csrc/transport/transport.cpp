@@ -1,12 +1,11 @@
 #include "transport/transport.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "core/errors.h"
 #include "core/phase_recorder.h"
+#include "transport/core_yield.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -147,8 +146,10 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   // reducing to do first, and ranks yielding to each other meanwhile only
   // evict each other's data from the caches (4 MiB at world 4 on 2 cores
   // took 1.4-2.7x as long with yielding spins).
-  const auto spin =
-      config_.spinYields && request.bytes > kYieldSpinMaxBytes ? std::chrono::microseconds(0) : spin_;
+  // And none while yielding costs whole time slices (transport/core_yield.h).
+  const bool noSpin =
+      config_.spinYields && (request.bytes > kYieldSpinMaxBytes || !yieldingPays());
+  const auto spin = noSpin ? std::chrono::microseconds(0) : spin_;
   auto spinUntil = Clock::now() + spin;
   do {
     if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
@@ -161,7 +162,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     if (now >= op.deadline) return false;
     announceIfStalled(op, now);
     if (now < spinUntil) {
-      if (config_.spinYields) sched_yield();  // oversubscribed: let the peer run
+      if (config_.spinYields) yieldCore();  // oversubscribed: let the peer run
       continue;
     }
     const auto remaining =
