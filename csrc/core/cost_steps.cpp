@@ -33,13 +33,13 @@ AllreduceCostModel::StepLoad loadOf(const Topology& t, const Flows& flows) {
 std::vector<Flows> rankOrderHalvingFlows(const std::vector<int>& members,
                                          const std::vector<double>& units) {
   const HalvingPlan plan(static_cast<int>(members.size()), HalvingPlan::Order::FarFirst);
-  double whole = 0;
-  for (double u : units) whole += u;
-  // Units of virtual blocks [first, first + n): the chunks of the ranks behind them.
+  // Units of virtual blocks [first, first + n): the chunks of the ranks
+  // behind them (prefix sums, so that large groups price in O(p log p)).
+  std::vector<double> before(units.size() + 1, 0);
+  for (size_t r = 0; r < units.size(); ++r) before[r + 1] = before[r] + units[r];
+  const double whole = before.back();
   auto blocks = [&](int first, int n) {
-    double sum = 0;
-    for (int r = plan.lowestRankOf(first); r < plan.lowestRankOf(first + n); ++r) sum += units[r];
-    return sum;
+    return before[plan.lowestRankOf(first + n)] - before[plan.lowestRankOf(first)];
   };
   std::vector<Flows> steps;
   Flows fold, unfold;
