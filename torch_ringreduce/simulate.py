@@ -8,6 +8,8 @@ Runs the real algorithm code (ring, halving/doubling, two-level, direct) for
 every rank in one process, in virtual time and without data, and prints per
 size the simulated time, the bus bandwidth, the cost model's prediction
 against it, and what RINGREDUCE_ALGORITHM=auto would pick with those links.
+`--collective reduce_scatter` or `allgather` runs those instead of the
+allreduce, and `--node-sizes 3,1,2` gives nodes of unequal sizes.
 `--help` lists the options. The work is done by the ringreduce_simulate
 program built beside _C (csrc/simulator); RINGREDUCE_SIMULATE names another.
 """

@@ -1,7 +1,9 @@
 #include "algorithms/halving_doubling.h"
 
 #include <cstring>
+#include <string>
 
+#include "core/errors.h"
 #include "core/host_reduce.h"
 #include "core/phase_recorder.h"
 #include "transport/tag.h"
@@ -19,16 +21,32 @@ uint32_t gatherSlot(const HalvingPlan& plan, int step) {
 }
 uint32_t unfoldSlot(const HalvingPlan& plan) { return 1 + 2 * static_cast<uint32_t>(plan.steps()); }
 
+void checkLayout(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                 const ChunkLayout& chunks) {
+  if (chunks.parts() != comm.size() || chunks.total() != args.count) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": a chunk layout of " +
+                          std::to_string(chunks.parts()) + " chunks, " +
+                          std::to_string(chunks.total()) + " elements, for " +
+                          std::to_string(comm.size()) + " ranks, " +
+                          std::to_string(args.count) + " elements");
+  }
+}
+
 // One rank's view of a run: its buffer, its place in the plan, and the
 // exchanges the steps are made of.
 class Halving {
  public:
+  // `chunks` (null: the plan's 2^L equal blocks, neighbours first, for the
+  // allreduce): the rank-order forms, far first, where virtual rank v's
+  // blocks are the chunks of the ranks behind it.
   Halving(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-          HalvingPlan::Order order)
+          const ChunkLayout* chunks)
       : comm_(comm),
         op_(op),
         args_(args),
-        plan_(comm.size(), order),
+        chunks_(chunks),
+        plan_(comm.size(), chunks ? HalvingPlan::Order::FarFirst
+                                  : HalvingPlan::Order::NeighboursFirst),
         rank_(comm.rank()),
         v_(plan_.virtualOf(rank_)),
         esize_(elementSize(args.type)),
@@ -39,11 +57,17 @@ class Halving {
 
   // Elements of blocks [first, first + blocks).
   Range blocks(int first, int blocks) const {
+    if (chunks_ != nullptr) {
+      const int low = plan_.lowestRankOf(first);
+      return chunks_->span(low, plan_.lowestRankOf(first + blocks) - low);
+    }
     const Range a = halvingBlock(args_.count, plan_, first);
     const Range b = halvingBlock(args_.count, plan_, first + blocks - 1);
     return {a.offset, b.offset + b.count - a.offset};
   }
   Range whole() const { return {0, args_.count}; }
+  // Rank r's own chunk (rank-order forms only).
+  Range chunk(int rank) const { return chunks_->chunk(rank); }
 
   // Sends `mine` to `peer` and receives its `theirs` into scratch, then
   // combines it into `theirs` of the buffer (dividing when `divisor`).
@@ -109,6 +133,7 @@ class Halving {
   const Comm& comm_;
   const OpContext& op_;
   const ReductionArgs& args_;
+  const ChunkLayout* chunks_;
   const HalvingPlan plan_;
   const int rank_;
   const int v_;
@@ -116,27 +141,11 @@ class Halving {
   const bool payload_;
 };
 
-}  // namespace
-
-void halvingReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                          int avgDivisor, HalvingPlan::Order order) {
-  Halving h(comm, op, args, order);
+// Step i keeps the half of the current blocks that v's bit bitOf(i)
+// selects and sends the other half to the partner, which keeps that one.
+void halvingSteps(Halving& h, int avgDivisor) {
   const HalvingPlan& plan = h.plan();
-  if (plan.size() == 1) {
-    if (avgDivisor > 1 && !comm.config.payloadFree) {
-      finishAverage(args.type, args.data, args.count, avgDivisor);
-    }
-    return;
-  }
   const int v = h.virtualRank();
-  if (v < 0) {
-    h.send(plan.foldPartner(comm.rank()), foldSlot(), h.whole());
-    return;
-  }
-  const int folded = plan.foldedInto(comm.rank());
-  if (folded >= 0) h.receiveReduce(folded, foldSlot());
-  // Step i keeps the half of the current blocks that v's bit bitOf(i)
-  // selects and sends the other half to the partner, which keeps that one.
   int first = 0;
   int count = plan.pow2();
   for (int i = 0; i < plan.steps(); ++i) {
@@ -152,18 +161,11 @@ void halvingReduceScatter(const Comm& comm, const OpContext& op, const Reduction
   }
 }
 
-void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                       HalvingPlan::Order order) {
-  Halving h(comm, op, args, order);
+// Backwards through the steps: the partner at step i holds the sibling of
+// our blocks, so the pair doubles what it holds.
+void doublingSteps(Halving& h) {
   const HalvingPlan& plan = h.plan();
-  if (plan.size() == 1) return;
   const int v = h.virtualRank();
-  if (v < 0) {
-    h.receive(plan.foldPartner(comm.rank()), unfoldSlot(plan), h.whole());
-    return;
-  }
-  // Backwards through the steps: the partner at step i holds the sibling of
-  // our blocks, so the pair doubles what it holds.
   int first = plan.blockOf(v);
   int count = 1;
   for (int i = plan.steps() - 1; i >= 0; --i) {
@@ -173,7 +175,80 @@ void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArg
     first = first < sibling ? first : sibling;
     count *= 2;
   }
+}
+
+// A group of one: AVG's given divisor still divides.
+void reduceAlone(const Comm& comm, const ReductionArgs& args, int avgDivisor) {
+  if (avgDivisor > 1 && !comm.config.payloadFree) {
+    finishAverage(args.type, args.data, args.count, avgDivisor);
+  }
+}
+
+}  // namespace
+
+void halvingReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                          int avgDivisor) {
+  Halving h(comm, op, args, nullptr);
+  const HalvingPlan& plan = h.plan();
+  if (plan.size() == 1) return reduceAlone(comm, args, avgDivisor);
+  if (h.virtualRank() < 0) {
+    h.send(plan.foldPartner(comm.rank()), foldSlot(), h.whole());
+    return;
+  }
   const int folded = plan.foldedInto(comm.rank());
+  if (folded >= 0) h.receiveReduce(folded, foldSlot());
+  halvingSteps(h, avgDivisor);
+}
+
+void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  Halving h(comm, op, args, nullptr);
+  const HalvingPlan& plan = h.plan();
+  if (plan.size() == 1) return;
+  if (h.virtualRank() < 0) {
+    h.receive(plan.foldPartner(comm.rank()), unfoldSlot(plan), h.whole());
+    return;
+  }
+  doublingSteps(h);
+  const int folded = plan.foldedInto(comm.rank());
+  if (folded >= 0) h.send(folded, unfoldSlot(plan), h.whole());
+}
+
+void halvingReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                          int avgDivisor, const ChunkLayout& chunks) {
+  checkLayout(comm, op, args, chunks);
+  Halving h(comm, op, args, &chunks);
+  const HalvingPlan& plan = h.plan();
+  if (plan.size() == 1) return reduceAlone(comm, args, avgDivisor);
+  const int rank = comm.rank();
+  if (h.virtualRank() < 0) {
+    // Everything to the partner, which reduces our chunk with the rest of
+    // its blocks; our chunk, reduced, comes back.
+    h.send(plan.foldPartner(rank), foldSlot(), h.whole());
+    h.receive(plan.foldPartner(rank), unfoldSlot(plan), h.chunk(rank));
+    return;
+  }
+  const int folded = plan.foldedInto(rank);
+  if (folded >= 0) h.receiveReduce(folded, foldSlot());
+  halvingSteps(h, avgDivisor);
+  if (folded >= 0) h.send(folded, unfoldSlot(plan), h.chunk(folded));
+}
+
+void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       const ChunkLayout& chunks) {
+  checkLayout(comm, op, args, chunks);
+  Halving h(comm, op, args, &chunks);
+  const HalvingPlan& plan = h.plan();
+  if (plan.size() == 1) return;
+  const int rank = comm.rank();
+  if (h.virtualRank() < 0) {
+    // Our chunk to the partner, which gathers for both; all of it comes back.
+    h.send(plan.foldPartner(rank), foldSlot(), h.chunk(rank));
+    h.receive(plan.foldPartner(rank), unfoldSlot(plan), h.whole());
+    return;
+  }
+  const int folded = plan.foldedInto(rank);
+  if (folded >= 0) h.receive(folded, foldSlot(), h.chunk(folded));
+  doublingSteps(h);
   if (folded >= 0) h.send(folded, unfoldSlot(plan), h.whole());
 }
 

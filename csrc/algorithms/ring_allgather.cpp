@@ -3,56 +3,67 @@
 #include <cstring>
 #include <vector>
 
+#include "core/chunk_layout.h"
 #include "core/partition.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
 
 void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
-  Transport& transport = comm.transport;
   const size_t blockBytes = args.blockBytes;
-  const void* input = args.input;
-  const int n = transport.size();
-  const int rank = transport.rank();
+  const int n = comm.size();
   char* out = static_cast<char*>(args.output);
-  char* mine = out + static_cast<size_t>(rank) * blockBytes;
+  char* mine = out + static_cast<size_t>(comm.rank()) * blockBytes;
   // Payload-free (the simulator): no buffers, sizes only.
-  if (input != mine && blockBytes > 0 && !comm.config.payloadFree) {
-    std::memmove(mine, input, blockBytes);
+  if (args.input != mine && blockBytes > 0 && !comm.config.payloadFree) {
+    std::memmove(mine, args.input, blockBytes);
   }
   if (n == 1 || blockBytes == 0) return;
+  ringAllgatherInPlace(comm, op, out, ChunkLayout::ofSizes(std::vector<size_t>(n, blockBytes)));
+}
+
+void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
+                          const ChunkLayout& chunks) {
+  Transport& transport = comm.transport;
+  const int n = transport.size();
+  const int rank = transport.rank();
+  if (n == 1 || chunks.total() == 0) return;
+  char* out = comm.config.payloadFree ? nullptr : static_cast<char*>(data);
 
   const int left = (rank - 1 + n) % n;
   const int right = (rank + 1) % n;
+  // Every chunk gets the largest one's number of segments (a smaller
+  // chunk's last ones are short or empty), so both ends agree on the slots;
+  // they stay below kRingPhaseSlots (transport/tag.h).
   const SegmentPlan plan =
-      planSegments(blockBytes, 1, comm.config.segmentBytes, (kMaxSlot + 1) / (n - 1));
-  const Range whole{0, blockBytes};
-  auto block = [&](int index) { return out + static_cast<size_t>((index % n + n) % n) * blockBytes; };
+      planSegments(chunks.largest(), 1, comm.config.segmentBytes, kRingPhaseSlots / (n - 1));
+  auto segment = [&](int index, size_t k) {
+    return segmentOf(chunks.chunk((index % n + n) % n), plan.elemsPerSegment, k);
+  };
+  auto at = [&](const Range& r) { return out == nullptr ? nullptr : out + r.offset; };
   auto tag = [&](int source, int step, size_t k) {
     return makeTag(source, op.seq, static_cast<uint32_t>(step * plan.segments + k));
   };
 
-  // Step t forwards block r-t and receives block r-t-1, straight into place.
+  // Step t forwards chunk r-t and receives chunk r-t-1, straight into place.
   std::vector<std::vector<Request>> recvs(static_cast<size_t>(n - 1));
   for (int t = 0; t < n - 1; ++t) {
     for (size_t k = 0; k < plan.segments; ++k) {
-      const Range seg = segmentOf(whole, plan.elemsPerSegment, k);
-      recvs[t].push_back(
-          transport.irecv(left, tag(left, t, k), block(rank - t - 1) + seg.offset, seg.count, op));
+      const Range seg = segment(rank - t - 1, k);
+      recvs[t].push_back(transport.irecv(left, tag(left, t, k), at(seg), seg.count, op));
     }
   }
   std::vector<Request> sends;
   for (size_t k = 0; k < plan.segments; ++k) {
-    const Range seg = segmentOf(whole, plan.elemsPerSegment, k);
-    sends.push_back(transport.isend(right, tag(rank, 0, k), mine + seg.offset, seg.count, op));
+    const Range seg = segment(rank, k);
+    sends.push_back(transport.isend(right, tag(rank, 0, k), at(seg), seg.count, op));
   }
   for (int t = 0; t < n - 1; ++t) {
     for (size_t k = 0; k < plan.segments; ++k) {
       transport.wait(recvs[t][k], op);
       if (t + 1 < n - 1) {
-        const Range seg = segmentOf(whole, plan.elemsPerSegment, k);
-        sends.push_back(transport.isend(right, tag(rank, t + 1, k),
-                                        block(rank - t - 1) + seg.offset, seg.count, op));
+        const Range seg = segment(rank - t - 1, k);
+        sends.push_back(transport.isend(right, tag(rank, t + 1, k), at(seg), seg.count, op));
       }
     }
   }

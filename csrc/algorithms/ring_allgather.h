@@ -17,4 +17,12 @@ struct AllgatherArgs {
 };
 void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 
+class ChunkLayout;
+
+// The same on chunks of any sizes (core/chunk_layout.h, in bytes), in place:
+// rank r's chunk is already at chunks.chunk(r) of `data`, and every rank
+// ends with all of them. The phases of the two-level allgather use it.
+void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
+                          const ChunkLayout& chunks);
+
 }  // namespace ringreduce

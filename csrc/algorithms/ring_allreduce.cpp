@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/chunk_layout.h"
 #include "core/errors.h"
 #include "core/host_reduce.h"
 #include "core/partition.h"
@@ -24,7 +25,9 @@ constexpr size_t kReceiveWindow = 8;
 // receives chunk r-s-1+d; after n-1 steps rank r holds the full result of
 // chunk r+1+d. Allreduce uses d = 0 and continues with an allgather: step t
 // (tag step n-1+t) sends chunk r+1-t and receives chunk r-t. Reduce-scatter
-// alone uses d = -1, so that rank r ends with chunk r.
+// alone uses d = -1, so that rank r ends with chunk r. Chunk i is
+// chunkOf(count, n, i), or chunk i of a given layout (a phase of the
+// two-level reduce-scatter, whose ranks own unequal parts).
 class RingReduction {
  public:
   enum class Mode { Allreduce, ReduceScatter };
@@ -32,15 +35,19 @@ class RingReduction {
   // `avgDivisor` (0: none) divides each element in its last reduce step.
   RingReduction(Mode mode, Transport& transport, const OpContext& op, char* data,
                 size_t count, DataType type, ReduceOp reduceOp, int avgDivisor,
-                const Config& config, Workspace& workspace)
+                const Config& config, Workspace& workspace, const ChunkLayout* chunks)
       : allgather_(mode == Mode::Allreduce), shift_(allgather_ ? 0 : -1), t_(transport),
         op_(op), data_(data), count_(count), type_(type), reduceOp_(reduceOp),
         avgDivisor_(avgDivisor), n_(transport.size()), rank_(transport.rank()),
         left_((rank_ - 1 + n_) % n_), right_((rank_ + 1) % n_), esize_(elementSize(type)),
-        payloadFree_(config.payloadFree) {
+        payloadFree_(config.payloadFree), chunks_(chunks) {
+    // Every chunk gets the largest one's number of segments; a smaller
+    // chunk's last ones are short or empty. Two steps' worth of slots even
+    // for a reduce-scatter, whose slots so stay below kRingPhaseSlots
+    // (transport/tag.h).
     const size_t steps = 2 * static_cast<size_t>(n_ - 1);
-    plan_ = planSegments(chunkOf(count, n_, 0).count, esize_, config.segmentBytes,
-                         (kMaxSlot + 1) / steps);
+    const size_t largest = chunks_ ? chunks_->largest() : chunkOf(count, n_, 0).count;
+    plan_ = planSegments(largest, esize_, config.segmentBytes, (kMaxSlot + 1) / steps);
     rsTotal_ = static_cast<size_t>(n_ - 1) * plan_.segments;
     window_ = std::min(rsTotal_, kReceiveWindow);
     slotBytes_ = plan_.elemsPerSegment * esize_;
@@ -116,7 +123,8 @@ class RingReduction {
 
   Range segment(int chunk, size_t k) const {
     const int index = ((chunk % n_) + n_) % n_;
-    return segmentOf(chunkOf(count_, n_, index), plan_.elemsPerSegment, k);
+    return segmentOf(chunks_ ? chunks_->chunk(index) : chunkOf(count_, n_, index),
+                     plan_.elemsPerSegment, k);
   }
   char* at(const Range& r) const { return data_ + r.offset * esize_; }
   size_t bytes(const Range& r) const { return r.count * esize_; }
@@ -136,6 +144,7 @@ class RingReduction {
   int n_, rank_, left_, right_;
   size_t esize_;
   bool payloadFree_;
+  const ChunkLayout* chunks_;  // null: chunkOf
   SegmentPlan plan_;
   size_t rsTotal_ = 0;
   size_t window_ = 1;
@@ -148,7 +157,8 @@ class RingReduction {
 // by the ring's size unless `avgDivisor` says otherwise.
 void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op, void* data,
              size_t count, DataType type, ReduceOp reduceOp, const Config& config,
-             Workspace& workspace, std::optional<int> avgDivisor = std::nullopt) {
+             Workspace& workspace, std::optional<int> avgDivisor = std::nullopt,
+             const ChunkLayout* chunks = nullptr) {
   const std::string reason = unsupportedReason(type, reduceOp);
   if (!reason.empty()) throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   const int divisor = avgDivisor.value_or(reduceOp == ReduceOp::Avg ? transport.size() : 0);
@@ -158,7 +168,7 @@ void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op
     return;
   }
   RingReduction(mode, transport, op, static_cast<char*>(data), count, type, reduceOp, divisor,
-                config, workspace)
+                config, workspace, chunks)
       .run();
 }
 
@@ -180,6 +190,19 @@ void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
                        int avgDivisor) {
   runRing(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data, args.count,
           args.type, args.op, comm.config, comm.workspace, avgDivisor);
+}
+
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int avgDivisor, const ChunkLayout& chunks) {
+  if (chunks.parts() != comm.size() || chunks.total() != args.count) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName +
+                          ": a chunk layout of " + std::to_string(chunks.parts()) +
+                          " chunks, " + std::to_string(chunks.total()) + " elements, for " +
+                          std::to_string(comm.size()) + " ranks, " +
+                          std::to_string(args.count) + " elements");
+  }
+  runRing(RingReduction::Mode::ReduceScatter, comm.transport, op, args.data, args.count,
+          args.type, args.op, comm.config, comm.workspace, avgDivisor, &chunks);
 }
 
 }  // namespace ringreduce

@@ -14,6 +14,8 @@
 
 namespace ringreduce {
 
+class ChunkLayout;
+
 // `count` elements of `type` at `data`, reduced in place with `op`.
 struct ReductionArgs {
   void* data = nullptr;
@@ -37,5 +39,9 @@ void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
 // two_level_scatter_gather.h) divides by the whole group's size, once.
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
                        int avgDivisor);
+// The same with rank r's chunk given by `chunks` (core/chunk_layout.h; in
+// elements, covering the buffer), for the phases of the two-level form.
+void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int avgDivisor, const ChunkLayout& chunks);
 
 }  // namespace ringreduce

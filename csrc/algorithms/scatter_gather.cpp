@@ -6,14 +6,13 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/two_level_scatter_gather.h"
+#include "core/chunk_layout.h"
 #include "core/errors.h"
 #include "core/log.h"
 
 namespace ringreduce {
 
 namespace {
-
-bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // What runs, and for two_level how its parts cross the nodes.
 struct Choice {
@@ -28,7 +27,6 @@ struct Choice {
 Choice choose(const Comm& comm, const OpContext& op, size_t bytes,
               std::optional<AllreduceSelector>& oneNode) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
-  const bool halving = powerOfTwo(comm.size());
   AllreduceSelector* selector = comm.selector;
   if (forced == AllreduceAlgorithm::TwoLevel) {
     if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
@@ -37,13 +35,11 @@ Choice choose(const Comm& comm, const OpContext& op, size_t bytes,
       return {AllreduceAlgorithm::TwoLevel,
               selector->model(comm, op).crossNodeScatterGather(bytes), &topology};
     }
-    // One node, one rank per node or uneven nodes: as the two-level
-    // allreduce, halving/doubling over all ranks (here: powers of two only).
-    return {halving ? AllreduceAlgorithm::HalvingDoubling : AllreduceAlgorithm::Ring};
+    // One node or one rank per node: as the two-level allreduce,
+    // halving/doubling over all ranks.
+    return {AllreduceAlgorithm::HalvingDoubling};
   }
-  if (forced == AllreduceAlgorithm::HalvingDoubling) {
-    return {halving ? AllreduceAlgorithm::HalvingDoubling : AllreduceAlgorithm::Ring};
-  }
+  if (forced == AllreduceAlgorithm::HalvingDoubling) return {AllreduceAlgorithm::HalvingDoubling};
   if (forced != AllreduceAlgorithm::Auto) return {};  // ring and direct: the ring
   if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
   const AllreduceCostModel& model = selector->model(comm, op);
@@ -78,7 +74,7 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
       return twoLevelReduceScatter(comm, op, args, *choice.topology, choice.crossNode);
     case AllreduceAlgorithm::HalvingDoubling:
       return halvingReduceScatter(comm, op, args, args.op == ReduceOp::Avg ? comm.size() : 0,
-                                  HalvingPlan::Order::FarFirst);
+                                  ChunkLayout::even(args.count, comm.size()));
     default:
       return ringReduceScatter(comm, op, args);
   }
@@ -101,11 +97,10 @@ void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
   if (args.input != mine && !comm.config.payloadFree) {
     std::memmove(mine, args.input, args.blockBytes);
   }
-  // Bytes as elements: p blocks of blockBytes are exactly the plan's p chunks.
-  doublingAllgather(
-      comm, op,
-      {args.output, args.blockBytes * static_cast<size_t>(n), DataType::UInt8, ReduceOp::Sum},
-      HalvingPlan::Order::FarFirst);
+  // Bytes as elements: p chunks of blockBytes, rank r's at r * blockBytes.
+  const size_t total = args.blockBytes * static_cast<size_t>(n);
+  doublingAllgather(comm, op, {args.output, total, DataType::UInt8, ReduceOp::Sum},
+                    ChunkLayout::even(total, n));
 }
 
 }  // namespace ringreduce

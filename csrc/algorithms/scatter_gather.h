@@ -1,13 +1,14 @@
 // Reduce-scatter and allgather, chosen like the allreduce (algorithms/
 // allreduce.h) by the cost model's predictions for them (core/
 // allreduce_cost.h): the ring; recursive halving / doubling in rank order
-// (far partners first, so rank r ends with block r) when the group is a
-// power of two; or the two-level form (two_level_scatter_gather.h) when
-// ranks share nodes, all nodes alike. RINGREDUCE_ALGORITHM=halving_doubling
-// forces halving/doubling on powers of two; two_level forces the two-level
-// form where it fits, else falls back as the two-level allreduce does
-// (halving/doubling, on powers of two); ring and direct give the ring. Same
-// results as the ring forms, bit for bit, on inputs with exact sums.
+// (far partners first, so rank r ends with chunk r; folding a pair of ranks
+// into one when the group is not a power of two, halving_doubling.h); or
+// the two-level form (two_level_scatter_gather.h) when ranks share nodes.
+// RINGREDUCE_ALGORITHM=halving_doubling forces halving/doubling; two_level
+// forces the two-level form where it applies (more than one node, some node
+// with more than one rank), else falls back as the two-level allreduce does
+// (halving/doubling); ring and direct give the ring. Same results as the
+// ring forms, bit for bit, on inputs with exact sums.
 #pragma once
 
 #include "algorithms/comm.h"

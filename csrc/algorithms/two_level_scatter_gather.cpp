@@ -2,147 +2,157 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/halving_doubling.h"
+#include "core/chunk_layout.h"
 #include "core/errors.h"
 #include "core/partition.h"
+#include "core/two_level_plan.h"
 #include "transport/subgroup_transport.h"
+#include "transport/tag.h"
 
 namespace ringreduce {
 
 namespace {
 
-bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-// Node order: local rank i of node j sits at position i * N + j, so the N
-// ranks that share a local index (one part) are adjacent.
-class NodeOrder {
- public:
-  NodeOrder(const Topology& topology, int rank)
-      : byNode_(topology.ranksByNode()),
-        nodes_(static_cast<int>(byNode_.size())),
-        perNode_(static_cast<int>(byNode_[0].size())),
-        node_(topology.nodeOf[rank]) {
-    while (byNode_[node_][local_] != rank) ++local_;
-  }
-
-  int nodes() const { return nodes_; }
-  int perNode() const { return perNode_; }
-  int node() const { return node_; }
-  int local() const { return local_; }
-  int myPosition() const { return local_ * nodes_ + node_; }
-  int rankAt(int position) const { return byNode_[position % nodes_][position / nodes_]; }
-  // Node order is rank order (ranks dealt round robin over the nodes).
-  bool isRankOrder() const {
-    for (int position = 0; position < nodes_ * perNode_; ++position) {
-      if (rankAt(position) != position) return false;
-    }
-    return true;
-  }
-  const std::vector<int>& myNode() const { return byNode_[node_]; }
-  // The ranks of my part, one per node, in node order.
-  std::vector<int> myPart() const {
-    std::vector<int> peers;
-    for (const auto& ranks : byNode_) peers.push_back(ranks[local_]);
-    return peers;
-  }
-
- private:
-  std::vector<std::vector<int>> byNode_;
-  int nodes_, perNode_, node_;
-  int local_ = 0;
-};
+// The hand-overs inside a team share their pairs with the node's phase,
+// whose ring or halving slots stay below kRingPhaseSlots.
+constexpr uint32_t kTeamSlot = kRingPhaseSlots;
 
 void checkFits(const Comm& comm, const OpContext& op, const Topology& topology) {
   if (topology.size() != comm.size() || !twoLevelFits(topology)) {
     throw InvalidArgument(std::string("ringreduce: ") + op.opName +
                           ": two_level needs the nodes of all " + std::to_string(comm.size()) +
-                          " ranks, several nodes of equal size > 1");
+                          " ranks, more than one node and a node with more than one rank");
   }
 }
 
-// Equal-chunk reduce-scatter over `comm` (rank i ends with chunkOf(count,
-// size, i)), halving/doubling in rank order when allowed and a power of two.
-void reduceScatterPhase(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                        bool halving, int avgDivisor) {
-  if (halving && powerOfTwo(comm.size())) {
-    return halvingReduceScatter(comm, op, args, avgDivisor, HalvingPlan::Order::FarFirst);
+// The caller's buffer in part order (or the buffer itself when that is
+// rank order), with the plan's layouts for chunks of the given sizes.
+class Grouped {
+ public:
+  Grouped(const Comm& comm, const TwoLevelPlan& plan, std::vector<size_t> sizes, char* data,
+          size_t unit)
+      : plan_(plan),
+        sizes_(std::move(sizes)),
+        layout_(plan.grouped(sizes_)),
+        caller_(ChunkLayout::ofSizes(sizes_)),
+        unit_(unit),
+        payload_(!comm.config.payloadFree),
+        inPlace_(plan.isRankOrder()),
+        data_(data),
+        buffer_(!payload_ || inPlace_ ? data
+                                      : static_cast<char*>(comm.workspace.get(
+                                            Workspace::kReorder, layout_.total() * unit))) {}
+
+  size_t total() const { return layout_.total(); }
+  // Where a range of the grouped buffer is (null in payload-free runs).
+  char* at(const Range& r) const { return payload_ ? buffer_ + r.offset * unit_ : nullptr; }
+  char* base() const { return at({0, 0}); }
+  Range chunkOf(int rank) const { return layout_.chunk(plan_.positionOf(rank)); }
+  Range part(int i) const {
+    const int first = plan_.firstPositionOf(i);
+    return layout_.span(first, plan_.firstPositionOf(i + 1) - first);
   }
-  ringReduceScatter(comm, op, args, avgDivisor);
+  // Rank r's chunk in the caller's buffer (chunks in rank order).
+  char* callerChunk(int rank) const {
+    return payload_ ? data_ + caller_.chunk(rank).offset * unit_ : nullptr;
+  }
+
+  // Every chunk from the caller's buffer into the grouped one.
+  void fill() const {
+    for (int rank = 0; rank < caller_.parts(); ++rank) copy(rank, true);
+  }
+  // One rank's chunk (-1: all) back to the caller's buffer.
+  void drain(int only) const {
+    for (int rank = 0; rank < caller_.parts(); ++rank) {
+      if (only < 0 || rank == only) copy(rank, false);
+    }
+  }
+
+ private:
+  void copy(int rank, bool in) const {
+    if (!payload_ || inPlace_) return;
+    char* grouped = at(chunkOf(rank));
+    char* caller = callerChunk(rank);
+    std::memcpy(in ? grouped : caller, in ? caller : grouped, sizes_[rank] * unit_);
+  }
+
+  const TwoLevelPlan& plan_;
+  const std::vector<size_t> sizes_;
+  const ChunkLayout layout_, caller_;
+  const size_t unit_;
+  const bool payload_, inPlace_;
+  char* data_;
+  char* buffer_;
+};
+
+void sendRange(const Comm& comm, const OpContext& op, int peer, const char* at, size_t bytes) {
+  Request r = comm.transport.isend(peer, makeTag(comm.rank(), op.seq, kTeamSlot), at, bytes, op);
+  comm.transport.wait(r, op);
 }
 
-// Allgather of `comm.size()` blocks in place at `out` (rank i's block already at i).
-void allgatherPhase(const Comm& comm, const OpContext& op, char* out, size_t blockBytes,
-                    bool halving) {
-  if (halving && powerOfTwo(comm.size())) {
-    // Bytes as elements: size() blocks of blockBytes are exactly the plan's chunks.
-    return doublingAllgather(
-        comm, op,
-        {out, blockBytes * static_cast<size_t>(comm.size()), DataType::UInt8, ReduceOp::Sum},
-        HalvingPlan::Order::FarFirst);
-  }
-  char* mine = out + static_cast<size_t>(comm.rank()) * blockBytes;
-  ringAllgather(comm, op, {mine, out, blockBytes});
+void receiveRange(const Comm& comm, const OpContext& op, int peer, char* at, size_t bytes) {
+  Request r = comm.transport.irecv(peer, makeTag(peer, op.seq, kTeamSlot), at, bytes, op);
+  comm.transport.wait(r, op);
 }
 
 }  // namespace
 
-bool twoLevelFits(const Topology& topology) {
-  return topology.nodes() > 1 && topology.maxRanksPerNode() > 1 && topology.regular();
-}
+bool twoLevelFits(const Topology& topology) { return TwoLevelPlan::applies(topology); }
 
 void twoLevelReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
                            const Topology& topology, AllreduceAlgorithm crossNode) {
   if (args.count == 0) return;
   checkFits(comm, op, topology);
-  const NodeOrder order(topology, comm.rank());
+  const TwoLevelPlan plan(topology);
   const int p = comm.size();
-  const int nodes = order.nodes();
+  const int rank = comm.rank();
   const size_t esize = elementSize(args.type);
-  const size_t padded = (args.count + p - 1) / static_cast<size_t>(p);  // the largest chunk
-  const bool payload = !comm.config.payloadFree;
-  char* data = static_cast<char*>(args.data);
-  // Ranks dealt round robin and chunks of one size: node order is the
-  // caller's buffer itself.
-  const bool inPlace = order.isRankOrder() && args.count % static_cast<size_t>(p) == 0;
-  char* grouped = !payload || inPlace
-                      ? data
-                      : static_cast<char*>(comm.workspace.get(
-                            Workspace::kReorder, padded * static_cast<size_t>(p) * esize));
-  auto at = [&](int position) {
-    return payload ? grouped + static_cast<size_t>(position) * padded * esize : nullptr;
-  };
-  if (payload && !inPlace) {
-    for (int position = 0; position < p; ++position) {
-      const Range chunk = chunkOf(args.count, p, order.rankAt(position));
-      std::memcpy(at(position), data + chunk.offset * esize, chunk.count * esize);
-      // Zeros, so the padding reduces without surprises; nobody reads it.
-      std::memset(at(position) + chunk.count * esize, 0, (padded - chunk.count) * esize);
-    }
-  }
+  std::vector<size_t> sizes;
+  for (int r = 0; r < p; ++r) sizes.push_back(chunkOf(args.count, p, r).count);
+  const Grouped grouped(comm, plan, sizes, static_cast<char*>(args.data), esize);
+  grouped.fill();
 
-  // Inside the node: local rank i ends with the node's partial reduction of
-  // part i. AVG divides later, once, by p.
-  SubgroupTransport inNode(comm.transport, order.myNode(), op);
+  // Inside the node: each holder ends with the node's partial reduction of
+  // its part, the others with nothing. AVG divides later, once, by p.
+  const int node = plan.nodeOf(rank);
+  SubgroupTransport inNode(comm.transport, plan.ranksOfNode(node), op);
   const Comm nodeComm{inNode, comm.config, comm.workspace};
-  reduceScatterPhase(nodeComm, op, {at(0), padded * static_cast<size_t>(p), args.type, args.op},
-                     true, 0);
-
-  // Across nodes, with the ranks of my part: node j's rank keeps chunk j of
-  // the part, which is its own chunk. Node-local and cross-node pairs are
-  // disjoint, so the two phases' tags never meet.
-  SubgroupTransport across(comm.transport, order.myPart(), op);
-  const Comm acrossComm{across, comm.config, comm.workspace};
-  const ReductionArgs part{at(order.local() * nodes), padded * static_cast<size_t>(nodes),
-                           args.type, args.op};
-  reduceScatterPhase(acrossComm, op, part, crossNode == AllreduceAlgorithm::HalvingDoubling,
-                     args.op == ReduceOp::Avg ? p : 0);
-
-  if (payload && !inPlace) {
-    const Range mine = chunkOf(args.count, p, comm.rank());
-    std::memcpy(data + mine.offset * esize, at(order.myPosition()), mine.count * esize);
+  const ReductionArgs all{grouped.base(), grouped.total(), args.type, args.op};
+  const ChunkLayout nodeChunks = plan.inNode(node, sizes);
+  if (plan.nodeHalves(node)) {
+    halvingReduceScatter(nodeComm, op, all, 0, nodeChunks);
+  } else {
+    ringReduceScatter(nodeComm, op, all, 0, nodeChunks);
   }
+
+  if (!plan.holds(rank)) {
+    // Our chunk, reduced, from the holder: straight to the caller's buffer.
+    receiveRange(comm, op, plan.holderOf(rank), grouped.callerChunk(rank), sizes[rank] * esize);
+    return;
+  }
+  // Across nodes, with the other holders of my part: each keeps its team's
+  // chunks. Node-local and cross-node pairs are disjoint, so the two
+  // phases' tags never meet.
+  const int part = plan.partOf(rank);
+  SubgroupTransport across(comm.transport, plan.crossing(part), op);
+  const Comm acrossComm{across, comm.config, comm.workspace};
+  const Range partRange = grouped.part(part);
+  const ReductionArgs partArgs{grouped.at(partRange), partRange.count, args.type, args.op};
+  const ChunkLayout teams = plan.acrossNodes(part, sizes);
+  const int divisor = args.op == ReduceOp::Avg ? p : 0;
+  if (crossNode == AllreduceAlgorithm::HalvingDoubling) {
+    halvingReduceScatter(acrossComm, op, partArgs, divisor, teams);
+  } else {
+    ringReduceScatter(acrossComm, op, partArgs, divisor, teams);
+  }
+  for (int other : plan.teamOthers(rank)) {
+    sendRange(comm, op, other, grouped.at(grouped.chunkOf(other)), sizes[other] * esize);
+  }
+  grouped.drain(rank);
 }
 
 void twoLevelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args,
@@ -150,38 +160,49 @@ void twoLevelAllgather(const Comm& comm, const OpContext& op, const AllgatherArg
   const size_t block = args.blockBytes;
   if (block == 0) return;
   checkFits(comm, op, topology);
-  const NodeOrder order(topology, comm.rank());
+  const TwoLevelPlan plan(topology);
   const int p = comm.size();
-  const int nodes = order.nodes();
-  const bool payload = !comm.config.payloadFree;
-  char* output = static_cast<char*>(args.output);
-  const bool inPlace = order.isRankOrder();
-  const size_t total = block * static_cast<size_t>(p);
-  char* grouped = !payload || inPlace
-                      ? output
-                      : static_cast<char*>(comm.workspace.get(Workspace::kReorder, total));
-  auto at = [&](int position) { return grouped + static_cast<size_t>(position) * block; };
-  if (payload && args.input != at(order.myPosition())) {
-    std::memmove(at(order.myPosition()), args.input, block);
-  }
+  const int rank = comm.rank();
+  const std::vector<size_t> sizes(static_cast<size_t>(p), block);
+  const Grouped grouped(comm, plan, sizes, static_cast<char*>(args.output), 1);
+  char* mine = grouped.at(grouped.chunkOf(rank));
+  if (!comm.config.payloadFree && args.input != mine) std::memmove(mine, args.input, block);
 
-  // Across nodes: my part's N blocks, one from each node.
-  SubgroupTransport across(comm.transport, order.myPart(), op);
-  const Comm acrossComm{across, comm.config, comm.workspace};
-  allgatherPhase(acrossComm, op, at(order.local() * nodes), block,
-                 crossNode == AllreduceAlgorithm::HalvingDoubling);
-
-  // Inside the node: the k parts, N blocks each.
-  SubgroupTransport inNode(comm.transport, order.myNode(), op);
-  const Comm nodeComm{inNode, comm.config, comm.workspace};
-  allgatherPhase(nodeComm, op, at(0), block * static_cast<size_t>(nodes), true);
-
-  if (payload && !inPlace) {
-    for (int position = 0; position < p; ++position) {
-      std::memcpy(output + static_cast<size_t>(order.rankAt(position)) * block, at(position),
-                  block);
+  if (!plan.holds(rank)) {
+    sendRange(comm, op, plan.holderOf(rank), mine, block);
+  } else {
+    for (int other : plan.teamOthers(rank)) {
+      receiveRange(comm, op, other, grouped.at(grouped.chunkOf(other)), block);
+    }
+    // Across nodes: my part, each node's team's blocks from its holder.
+    const int part = plan.partOf(rank);
+    SubgroupTransport across(comm.transport, plan.crossing(part), op);
+    const Comm acrossComm{across, comm.config, comm.workspace};
+    const Range partRange = grouped.part(part);
+    const ChunkLayout teams = plan.acrossNodes(part, sizes);
+    if (crossNode == AllreduceAlgorithm::HalvingDoubling) {
+      // Bytes as elements.
+      doublingAllgather(acrossComm, op,
+                        {grouped.at(partRange), partRange.count, DataType::UInt8, ReduceOp::Sum},
+                        teams);
+    } else {
+      ringAllgatherInPlace(acrossComm, op, grouped.at(partRange), teams);
     }
   }
+
+  // Inside the node: every part from its holder to all the node's ranks.
+  const int node = plan.nodeOf(rank);
+  SubgroupTransport inNode(comm.transport, plan.ranksOfNode(node), op);
+  const Comm nodeComm{inNode, comm.config, comm.workspace};
+  const ChunkLayout nodeChunks = plan.inNode(node, sizes);
+  if (plan.nodeHalves(node)) {
+    doublingAllgather(nodeComm, op, {grouped.base(), grouped.total(), DataType::UInt8,
+                                     ReduceOp::Sum},
+                      nodeChunks);
+  } else {
+    ringAllgatherInPlace(nodeComm, op, grouped.base(), nodeChunks);
+  }
+  grouped.drain(-1);
 }
 
 }  // namespace ringreduce

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/cost_steps.h"
 #include "core/halving_plan.h"
 
 namespace ringreduce {
@@ -12,51 +13,27 @@ namespace {
 
 using Step = AllreduceCostModel::Step;
 using StepLoad = AllreduceCostModel::StepLoad;
-using Pairs = std::vector<std::pair<int, int>>;
-
-// The busiest resources when every (source, destination) pair sends one unit.
-StepLoad loadOf(const Topology& t, const Pairs& pairs) {
-  const int n = t.size();
-  std::vector<int> intraMsgs(n), interMsgs(n);
-  std::vector<double> nicOut(t.nodes()), nicIn(t.nodes());
-  for (const auto& [from, to] : pairs) {
-    if (t.nodeOf[from] == t.nodeOf[to]) {
-      ++intraMsgs[from];
-    } else {
-      ++interMsgs[from];
-      nicOut[t.nodeOf[from]] += 1;
-      nicIn[t.nodeOf[to]] += 1;
-    }
-  }
-  StepLoad load;
-  load.intraMessages = *std::max_element(intraMsgs.begin(), intraMsgs.end());
-  load.interMessages = *std::max_element(interMsgs.begin(), interMsgs.end());
-  load.intraUnits = load.intraMessages;
-  for (size_t j = 0; j < nicOut.size(); ++j)
-    load.nicUnits = std::max({load.nicUnits, nicOut[j], nicIn[j]});
-  return load;
-}
 
 // Halving/doubling over the ranks `members` (their world ranks) of `t`:
 // fold, reduce-scatter, allgather, unfold, each step's unit a fraction of
 // the buffer.
-std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& members,
-                               HalvingPlan::Order order = HalvingPlan::Order::NeighboursFirst) {
-  const HalvingPlan plan(static_cast<int>(members.size()), order);
+std::vector<Step> halvingSteps(const Topology& t, const std::vector<int>& members) {
+  const HalvingPlan plan(static_cast<int>(members.size()));
   std::vector<Step> steps;
   if (plan.folds()) {
-    Pairs fold;
+    Flows fold;
     for (int r = 0; r < plan.size(); ++r) {
-      if (plan.virtualOf(r) < 0) fold.push_back({members[r], members[plan.foldPartner(r)]});
+      if (plan.virtualOf(r) < 0) fold.push_back({members[r], members[plan.foldPartner(r)], 1});
     }
     steps.push_back({loadOf(t, fold), 1.0, 2});  // fold and unfold
   }
   double fraction = 1.0;
   for (int i = 0; i < plan.steps(); ++i) {
     fraction /= 2;
-    Pairs pairs;
+    Flows pairs;
     for (int v = 0; v < plan.pow2(); ++v) {
-      pairs.push_back({members[plan.rankOf(v)], members[plan.rankOf(v ^ (1 << plan.bitOf(i)))]});
+      pairs.push_back(
+          {members[plan.rankOf(v)], members[plan.rankOf(v ^ (1 << plan.bitOf(i)))], 1});
     }
     steps.push_back({loadOf(t, pairs), fraction, 2});  // reduce-scatter and allgather
   }
@@ -77,17 +54,14 @@ AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
   const Topology& t = topology_;
   const int p = t.size();
   if (p < 2) return;
-  Pairs ring;
+  Flows ring;
   for (int r = 0; r < p; ++r) {
-    ring.push_back({r, (r + 1) % p});
+    ring.push_back({r, (r + 1) % p, 1});
     (t.nodeOf[r] == t.nodeOf[(r + 1) % p] ? ringIntraHops_ : ringInterHops_) += 1;
   }
   ring_ = loadOf(t, ring);
   halving_ = halvingSteps(t, iota(p));
-  // Reduce-scatter and allgather pair far ranks first (rank r must end with
-  // block r): with ranks laid out node by node, the big early halves cross
-  // the NIC, all of a node's ranks at once.
-  halvingFarFirst_ = halvingSteps(t, iota(p), HalvingPlan::Order::FarFirst);
+  planScatterGather();
 
   // Direct: every rank sends a 1/p block to each peer, twice.
   const auto byNode = t.ranksByNode();
@@ -214,61 +188,6 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
   for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel,
                                AllreduceAlgorithm::Direct}) {
     const double t = predict(a, bytes);
-    if (t < bestTime) {
-      best = a;
-      bestTime = t;
-    }
-  }
-  return best;
-}
-
-// Reduce-scatter and allgather: halves of the allreduce's phases (see the header).
-namespace {
-bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-}  // namespace
-
-AllreduceAlgorithm AllreduceCostModel::crossNodeScatterGather(size_t bytes) const {
-  const double b = static_cast<double>(bytes);
-  if (!powerOfTwo(topology_.nodes())) return AllreduceAlgorithm::Ring;
-  return twoLevelCross(AllreduceAlgorithm::HalvingDoubling, b) <
-                 twoLevelCross(AllreduceAlgorithm::Ring, b)
-             ? AllreduceAlgorithm::HalvingDoubling
-             : AllreduceAlgorithm::Ring;
-}
-
-double AllreduceCostModel::predictScatterGather(AllreduceAlgorithm algorithm,
-                                                size_t bytes) const {
-  const double b = static_cast<double>(bytes);
-  const double never = std::numeric_limits<double>::infinity();
-  const int p = topology_.size();
-  if (p < 2) return 0;
-  switch (algorithm) {
-    case AllreduceAlgorithm::Ring:
-      return ringTime(b) / 2;
-    case AllreduceAlgorithm::HalvingDoubling:
-      return powerOfTwo(p) ? timeOf(halvingFarFirst_, b) / 2 : never;
-    case AllreduceAlgorithm::TwoLevel: {
-      if (!twoLevel_) return never;
-      const int k = topology_.maxRanksPerNode();
-      // Not a power of two: a ring of k ranks over k chunks of bytes / k.
-      const double inside =
-          powerOfTwo(k) ? timeOf(intraPhase_, b) / 2
-                        : (k - 1) * (intra_.alpha + intra_.overhead + b / k * intra_.beta);
-      return inside + twoLevelCross(crossNodeScatterGather(bytes), b) / 2;
-    }
-    case AllreduceAlgorithm::Auto:
-      return predictScatterGather(cheapestScatterGather(bytes), bytes);
-    case AllreduceAlgorithm::Direct:
-      break;
-  }
-  return never;
-}
-
-AllreduceAlgorithm AllreduceCostModel::cheapestScatterGather(size_t bytes) const {
-  AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
-  double bestTime = predictScatterGather(best, bytes);
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel}) {
-    const double t = predictScatterGather(a, bytes);
     if (t < bestTime) {
       best = a;
       bestTime = t;

@@ -39,14 +39,16 @@ class AllreduceCostModel {
   AllreduceAlgorithm crossNodeAlgorithm(size_t bytes) const;
 
   // Reduce-scatter and allgather of a buffer of `bytes` (all p chunks or
-  // blocks; algorithms/scatter_gather.h). The ring is half of its
-  // allreduce; halving/doubling (powers of two only) half of one that pairs
-  // far ranks first, as these forms do. two_level is a
-  // phase inside the node (halving/doubling when the node's ranks are a
-  // power of two, else the ring) and the crossing of each 1/k part (ring, or
-  // halving/doubling on a power-of-two number of nodes): half of the
-  // allreduce's phases, priced as the allreduce prices them. Infinity where
-  // a form does not apply; direct is not a form of either.
+  // blocks; algorithms/scatter_gather.h), one price for both: each
+  // allgather is its reduce-scatter's messages backwards
+  // (core/scatter_gather_cost.cpp). The ring is half of its allreduce;
+  // halving/doubling is the rank-order form, far partners first, with the
+  // fold's whole buffer and chunk when p is not a power of two; two_level
+  // (core/two_level_plan.h) is the slowest node's phase (halving/doubling
+  // or the ring, as the algorithm picks), the crossing of the parts (ring,
+  // or halving/doubling, all the node's holders through its one NIC), and
+  // the hand-overs inside the teams of larger nodes. Infinity where a form
+  // does not apply; direct is not a form of either.
   double predictScatterGather(AllreduceAlgorithm algorithm, size_t bytes) const;
   // The cheapest of ring, halving_doubling and two_level; ties go to the first.
   AllreduceAlgorithm cheapestScatterGather(size_t bytes) const;
@@ -75,13 +77,34 @@ class AllreduceCostModel {
   double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
   double ringTime(double bytes) const;
 
+  // Reduce-scatter and allgather (core/scatter_gather_cost.cpp).
+  void planScatterGather();
+  double twoLevelScatterGatherCross(AllreduceAlgorithm algorithm, double bytes) const;
+  // A node's phase of the two-level forms: halving/doubling steps, or a
+  // ring of `ringSteps` steps whose links carry at most `ringUnits`.
+  struct NodePhase {
+    std::vector<Step> halving;
+    int ringSteps = 0;
+    double ringUnits = 0;
+  };
+
   Topology topology_;
   LinkCost intra_, inter_;
   bool twoLevel_ = false;
   int activePerNode_ = 1;                      // two_level: ranks per node that own a shard
   StepLoad ring_;                              // one step of the ring
   int ringIntraHops_ = 0, ringInterHops_ = 0;  // links around the ring, by class
-  std::vector<Step> halving_, halvingFarFirst_, direct_, intraPhase_, crossHalving_, crossDirect_;
+  std::vector<Step> halving_, direct_, intraPhase_, crossHalving_, crossDirect_;
+  // Reduce-scatter and allgather: rank-order halving/doubling; two-level
+  // (when it applies): each node's phase, the crossing by halving/doubling
+  // or by ring (steps, the most one holder sends, the most through one
+  // NIC), the hand-overs.
+  std::vector<Step> halvingRankOrder_;
+  bool twoLevelScatterGather_ = false;
+  std::vector<NodePhase> nodePhases_;
+  std::vector<Step> acrossHalving_, teamHandOver_;
+  int acrossRingSteps_ = 0;
+  double acrossRingLink_ = 0, acrossRingNic_ = 0;
 };
 
 }  // namespace ringreduce

@@ -42,6 +42,11 @@ class HalvingPlan {
     return rank - extra_;
   }
   int rankOf(int v) const { return v < extra_ ? 2 * v + 1 : v + extra_; }
+  // The lowest rank behind virtual rank v (the folded one, if any), and
+  // size() for v == pow2(): virtual ranks [a, b) stand for the ranks
+  // [lowestRankOf(a), lowestRankOf(b)), which the rank-order reduce-scatter
+  // uses to give virtual rank v the chunks of both ranks of its pair.
+  int lowestRankOf(int v) const { return v < extra_ ? 2 * v : v + extra_; }
   // The rank a folded-out rank hands its buffer to, and gets the result from.
   int foldPartner(int rank) const { return rank + 1; }
   // The rank folded into `rank`, or -1.

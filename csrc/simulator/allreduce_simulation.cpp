@@ -4,12 +4,19 @@
 #include <chrono>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/scatter_gather.h"
 #include "transport/simulated/simulated_network.h"
 
 namespace ringreduce {
 
 SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgorithm algorithm,
                                      size_t bytes, const Config& base) {
+  return simulateCollective(cluster, SimulatedCollective::Allreduce, algorithm, bytes, base);
+}
+
+SimulatedAllreduce simulateCollective(const ClusterSpec& cluster, SimulatedCollective collective,
+                                      AllreduceAlgorithm algorithm, size_t bytes,
+                                      const Config& base) {
   Config config = base;
   config.payloadFree = true;
   config.spinMicroseconds = 0;  // a wait with nothing to do suspends at once
@@ -23,15 +30,34 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
   Workspace workspace;
   AllreduceSelector selector(cluster.topology);
   const size_t count = bytes / elementSize(DataType::Float32);
+  const int p = cluster.topology.size();
   SimulatedAllreduce result;
   const std::vector<double> finished = network.run(config, [&](Transport& transport, int rank) {
     const Comm comm{transport, config, workspace, &selector};
-    const OpContext op("allreduce", 1, std::chrono::hours(24));
-    if (rank == 0 && transport.size() > 1 && count > 0) {
-      result.algorithm = selector.choose(comm, op, count * elementSize(DataType::Float32));
-      result.predicted = selector.model(comm, op).predict(result.algorithm, bytes);
+    switch (collective) {
+      case SimulatedCollective::Allreduce: {
+        const OpContext op("allreduce", 1, std::chrono::hours(24));
+        if (rank == 0 && transport.size() > 1 && count > 0) {
+          result.algorithm = selector.choose(comm, op, count * elementSize(DataType::Float32));
+          result.predicted = selector.model(comm, op).predict(result.algorithm, bytes);
+        }
+        return hostAllreduce(comm, op, {nullptr, count, DataType::Float32, ReduceOp::Sum});
+      }
+      case SimulatedCollective::ReduceScatter:
+      case SimulatedCollective::Allgather: {
+        const bool gather = collective == SimulatedCollective::Allgather;
+        const OpContext op(gather ? "allgather" : "reduce_scatter", 1, std::chrono::hours(24));
+        if (rank == 0 && p > 1) {
+          const AllreduceCostModel& model = selector.model(comm, op);
+          result.algorithm = algorithm == AllreduceAlgorithm::Auto
+                                 ? model.cheapestScatterGather(bytes)
+                                 : algorithm;
+          result.predicted = model.predictScatterGather(result.algorithm, bytes);
+        }
+        if (gather) return hostAllgather(comm, op, {nullptr, nullptr, bytes / p});
+        return hostReduceScatter(comm, op, {nullptr, count, DataType::Float32, ReduceOp::Sum});
+      }
     }
-    hostAllreduce(comm, op, {nullptr, count, DataType::Float32, ReduceOp::Sum});
   });
   for (double t : finished) result.seconds = std::max(result.seconds, t);
   result.messages = network.messages();
@@ -68,6 +94,10 @@ ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks) {
   if (seconds <= 0 || ranks < 2) return 0;
   return static_cast<double>(bytes) / seconds * 2.0 * (ranks - 1) / ranks;
+}
+
+double scatterGatherBusBandwidth(size_t bytes, double seconds, int ranks) {
+  return allreduceBusBandwidth(bytes, seconds, ranks) / 2;
 }
 
 }  // namespace ringreduce

@@ -43,6 +43,15 @@ struct SimulatedAllreduce {
 SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgorithm algorithm,
                                      size_t bytes, const Config& base = Config());
 
+// Reduce-scatter (a float32 SUM of `bytes`, each rank keeping its chunk) or
+// allgather (`bytes` in all, bytes / p from each rank) the same way:
+// algorithms/scatter_gather.h picks the form (Auto: the cost model's
+// cheapest; Direct: the ring), and `predicted` is predictScatterGather's.
+enum class SimulatedCollective { Allreduce, ReduceScatter, Allgather };
+SimulatedAllreduce simulateCollective(const ClusterSpec& cluster, SimulatedCollective collective,
+                                      AllreduceAlgorithm algorithm, size_t bytes,
+                                      const Config& base = Config());
+
 // The cluster measured by link_probe.h (links and both ends' CPU per
 // message), for a simulation whose ranks share `cores` cores (0: a core
 // each), spin `spin` seconds before they sleep, and whose messages across
@@ -62,5 +71,7 @@ ClusterSpec clusterOnCores(const Topology& topology, const LinkCost& intraNode,
 
 // nccl-tests' bus bandwidth of an allreduce: bytes/seconds x 2(p-1)/p.
 double allreduceBusBandwidth(size_t bytes, double seconds, int ranks);
+// And of a reduce-scatter or allgather of `bytes` in all: bytes/seconds x (p-1)/p.
+double scatterGatherBusBandwidth(size_t bytes, double seconds, int ranks);
 
 }  // namespace ringreduce

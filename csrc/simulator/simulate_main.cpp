@@ -1,16 +1,19 @@
-// ringreduce_simulate: the host allreduce algorithms on a simulated cluster,
-// per size: virtual time, bus bandwidth, and what the selection picks.
+// ringreduce_simulate: the host allreduce (or reduce-scatter, allgather)
+// algorithms on a simulated cluster, per size: virtual time, bus bandwidth,
+// and what the selection picks.
 // `python -m torch_ringreduce.simulate` runs this program.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/errors.h"
 #include "core/allreduce_cost.h"
 #include "core/name_table.h"
+#include "core/two_level_plan.h"
 #include "simulator/allreduce_simulation.h"
 
 using namespace ringreduce;
@@ -22,6 +25,10 @@ const char* kUsage =
     "BW,LAT[,OVH]]\n"
     "                [--sizes 4K-256M|4K,1M,...] [--factor F] [--algorithms "
     "ring,halving_doubling,...]\n"
+    "                [--node-sizes 3,1,2] [--collective allreduce|reduce_scatter|allgather]\n"
+    "  --node-sizes: nodes of these many ranks, in blocks (instead of --nodes/--ranks-per-node)\n"
+    "  --collective: what runs (default allreduce); reduce_scatter and allgather have no direct\n"
+    "                form, and their sizes are the whole buffer (all p chunks or blocks)\n"
     "  --inter/--intra: a node's NIC and a rank's link within its node, e.g. 100Gbit/s,5us and\n"
     "                   150GB/s,1us; OVH is the sender's time per message (defaults: 1us, 0.2us)\n"
     "  --sizes: a range (each size --factor times the last, default 4) or a list; K/M/G are "
@@ -102,11 +109,24 @@ std::string humanSize(size_t bytes) {
   return std::to_string(v) + " " + units[u];
 }
 
+const char* collectiveName(SimulatedCollective c) {
+  switch (c) {
+    case SimulatedCollective::ReduceScatter:
+      return "reduce_scatter";
+    case SimulatedCollective::Allgather:
+      return "allgather";
+    default:
+      return "allreduce";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int nodes = 64;
   int perNode = 8;
+  std::vector<int> nodeSizes;
+  SimulatedCollective collective = SimulatedCollective::Allreduce;
   ClusterSpec cluster;
   std::string sizes = "4K-256M";
   double factor = 4;
@@ -124,6 +144,22 @@ int main(int argc, char** argv) {
         nodes = std::atoi(value.c_str());
       } else if (arg == "--ranks-per-node") {
         perNode = std::atoi(value.c_str());
+      } else if (arg == "--node-sizes") {
+        nodeSizes.clear();
+        for (const std::string& size : split(value, ',')) {
+          nodeSizes.push_back(std::atoi(size.c_str()));
+          if (nodeSizes.back() < 1) usage("bad --node-sizes '" + value + "'");
+        }
+      } else if (arg == "--collective") {
+        if (value == "allreduce") {
+          collective = SimulatedCollective::Allreduce;
+        } else if (value == "reduce_scatter") {
+          collective = SimulatedCollective::ReduceScatter;
+        } else if (value == "allgather") {
+          collective = SimulatedCollective::Allgather;
+        } else {
+          usage("unknown collective '" + value + "'");
+        }
       } else if (arg == "--inter") {
         cluster.interNode = parseLinkCost(value, cluster.interNode, "--inter");
       } else if (arg == "--intra") {
@@ -157,7 +193,12 @@ int main(int argc, char** argv) {
   } catch (const InvalidArgument& e) {
     usage(e.what());
   }
-  if (nodes < 1 || perNode < 1 || nodes * perNode < 2) usage("need at least 2 ranks");
+  if (nodeSizes.empty()) nodeSizes.assign(nodes < 1 ? 0 : nodes, perNode);
+  std::vector<int> labels;
+  for (size_t node = 0; node < nodeSizes.size(); ++node) {
+    labels.insert(labels.end(), std::max(nodeSizes[node], 0), static_cast<int>(node));
+  }
+  if (labels.size() < 2) usage("need at least 2 ranks");
   if (factor <= 1) usage("--factor must be > 1");
   std::vector<size_t> list;
   const auto range = split(sizes, '-');
@@ -169,16 +210,36 @@ int main(int argc, char** argv) {
   } else {
     for (const std::string& s : split(sizes, ',')) list.push_back(parseSize(s));
   }
-  cluster.topology = Topology::blocks(nodes, perNode);
-  const int p = nodes * perNode;
+  cluster.topology = Topology::fromLabels(labels);
+  const int p = cluster.topology.size();
+  const bool allreduce = collective == SimulatedCollective::Allreduce;
   if (algorithms.empty()) {
     algorithms = {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
                   AllreduceAlgorithm::TwoLevel};
-    if (p <= 256) algorithms.push_back(AllreduceAlgorithm::Direct);
+    if (p <= 256 && allreduce) algorithms.push_back(AllreduceAlgorithm::Direct);
   }
   const AllreduceCostModel model(cluster.topology, cluster.intraNode, cluster.interNode);
+  // Where a form does not apply: two_level needs nodes of equal size for
+  // the allreduce; reduce-scatter and allgather have no direct form.
+  auto applies = [&](AllreduceAlgorithm a) {
+    if (a == AllreduceAlgorithm::TwoLevel) {
+      return allreduce ? model.twoLevelApplies() : TwoLevelPlan::applies(cluster.topology);
+    }
+    return allreduce || a != AllreduceAlgorithm::Direct;
+  };
 
-  std::printf("# %d nodes x %d ranks = %d ranks, payload-free, virtual time\n", nodes, perNode, p);
+  std::string shape;
+  for (size_t node = 0; node < nodeSizes.size(); ++node) {
+    shape += (node == 0 ? "" : "+") + std::to_string(nodeSizes[node]);
+  }
+  if (!allreduce) std::printf("# %s\n", collectiveName(collective));
+  if (cluster.topology.regular()) {
+    std::printf("# %d nodes x %d ranks = %d ranks, payload-free, virtual time\n",
+                cluster.topology.nodes(), nodeSizes[0], p);
+  } else {
+    std::printf("# %d nodes of %s ranks = %d ranks, payload-free, virtual time\n",
+                cluster.topology.nodes(), shape.c_str(), p);
+  }
   std::printf("# inter-node (a node's NIC, shared by its ranks): %s\n",
               describeLinkCost(cluster.interNode).c_str());
   std::printf("# intra-node (each rank's own link):              %s\n",
@@ -194,9 +255,9 @@ int main(int argc, char** argv) {
                 describeMessageCpu(cluster.cpu.interNode).c_str());
   }
   std::printf(
-      "# time: simulated us; busbw: GB/s (bytes/time x 2(p-1)/p); model: the cost model's\n"
-      "# prediction / simulated time; '-': does not apply (two_level needs >1 node, >1 rank "
-      "each)\n");
+      "# time: simulated us; busbw: GB/s (bytes/time x %s/p); model: the cost model's\n"
+      "# prediction / simulated time; '-': does not apply (two_level needs >1 node, %s)\n",
+      allreduce ? "2(p-1)" : "(p-1)", allreduce ? ">1 rank each" : "a node with >1 rank");
   std::printf("%10s", "size");
   for (AllreduceAlgorithm a : algorithms) std::printf(" %28s", nameOf(a));
   std::printf("   %-17s %12s\n", "selected", "its time");
@@ -208,25 +269,27 @@ int main(int argc, char** argv) {
   for (size_t bytes : list) {
     std::printf("%10s", humanSize(bytes).c_str());
     std::fflush(stdout);
-    const AllreduceAlgorithm selected = model.cheapest(bytes);
+    const AllreduceAlgorithm selected =
+        allreduce ? model.cheapest(bytes) : model.cheapestScatterGather(bytes);
     double selectedTime = -1;
     auto simulate = [&](AllreduceAlgorithm a) {
       try {
-        return simulateAllreduce(cluster, a, bytes);
+        return simulateCollective(cluster, collective, a, bytes);
       } catch (const Error& e) {
         std::printf("\nsimulate: %s failed: %s\n", nameOf(a), e.what());
         std::exit(1);
       }
     };
     for (AllreduceAlgorithm a : algorithms) {
-      if (a == AllreduceAlgorithm::TwoLevel && !model.twoLevelApplies()) {
+      if (!applies(a)) {
         std::printf(" %12s %8s %6s", "-", "-", "-");
         continue;
       }
       const SimulatedAllreduce r = simulate(a);
       if (a == selected) selectedTime = r.seconds;
-      std::printf(" %12.1f %8.2f %6.2f", r.seconds * 1e6,
-                  allreduceBusBandwidth(bytes, r.seconds, p) / 1e9, r.predicted / r.seconds);
+      const double busbw = allreduce ? allreduceBusBandwidth(bytes, r.seconds, p)
+                                     : scatterGatherBusBandwidth(bytes, r.seconds, p);
+      std::printf(" %12.1f %8.2f %6.2f", r.seconds * 1e6, busbw / 1e9, r.predicted / r.seconds);
       std::fflush(stdout);
     }
     if (selectedTime < 0) selectedTime = simulate(selected).seconds;

@@ -18,10 +18,12 @@
 #include "algorithms/scatter_gather.h"
 #include "algorithms/two_level_allreduce.h"
 #include "core/half_conversion.h"
+#include "core/halving_plan.h"
 #include "core/partition.h"
 #include "core/topology.h"
 #include "exact_inputs.h"
 #include "rank_threads.h"
+#include "transport/simulated/simulated_network.h"
 
 using namespace ringreduce;
 using ringreduce::testing::inputOf;
@@ -162,8 +164,9 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
   }
 }
 
-// Reduce-scatter and allgather by halving/doubling in rank order (powers of
-// two; the ring elsewhere) against the ring forms.
+// Reduce-scatter and allgather by halving/doubling in rank order (with the
+// fold when p is not a power of two) against the ring forms: every (dtype,
+// op), counts below p, around it and odd.
 class ScatterGatherSameAsRing : public ::testing::TestWithParam<std::tuple<int, TransportKind>> {};
 
 TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
@@ -175,9 +178,12 @@ TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
       [&, n = n](const Comm& comm, int rank) {
         uint64_t seq = 1;
         for (DataType type : kTypes) {
-          for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+          for (ReduceOp rop : kOps) {
             if (!unsupportedReason(type, rop).empty()) continue;
-            for (size_t count : {size_t{1}, size_t{7}, size_t{1031}}) {
+            const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
+                                     7, 1031};
+            for (size_t count : counts) {
+              if (count == 0) continue;
               const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
               std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
               std::vector<uint8_t> got = expected;
@@ -210,10 +216,39 @@ TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 12),
                                             ::testing::Values(TransportKind::Loopback,
                                                               TransportKind::Ucx)),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "_" +
                                   kindName(std::get<1>(info.param));
                          });
+
+// RINGREDUCE_ALGORITHM=halving_doubling runs halving/doubling on any group
+// size, not the ring: counted in messages on the virtual-time network (the
+// fold's and unfold's one per folded rank, one per virtual rank and step).
+TEST(ScatterGatherDispatch, ForcedHalvingDoublingFoldsOnAnyGroupSize) {
+  for (int n : {3, 5, 6, 7, 12}) {
+    const HalvingPlan plan(n);
+    const uint64_t expected = 2 * (n - plan.pow2()) + plan.steps() * plan.pow2();
+    for (bool gather : {false, true}) {
+      SimulatedNetwork network(Topology::singleNode(n), {1e-6, 1e-10, 0}, {5e-6, 1e-9, 0},
+                               /*payload=*/false);
+      Config config;
+      config.payloadFree = true;
+      config.spinMicroseconds = 0;
+      config.allreduceAlgorithm = AllreduceAlgorithm::HalvingDoubling;
+      network.run(config, [&](Transport& transport, int) {
+        Workspace workspace;
+        const Comm comm{transport, config, workspace};
+        const OpContext op("collective", 1, std::chrono::seconds(30));
+        if (gather) {
+          hostAllgather(comm, op, {nullptr, nullptr, 4096});
+        } else {
+          hostReduceScatter(comm, op, {nullptr, 4096, DataType::Float32, ReduceOp::Sum});
+        }
+      });
+      EXPECT_EQ(network.messages(), expected) << n << (gather ? " allgather" : " reduce_scatter");
+    }
+  }
+}

@@ -1,13 +1,15 @@
 // The two-level reduce-scatter and allgather against the ring forms on the
-// same inputs: every (dtype, op) the ring supports on node layouts up to 9
-// ranks (blocks, interleaved, round robin, uneven nodes, which fall back),
-// counts smaller than the group and odd ones, on the loopback and UCX; every
-// integer op at 16 and 64 ranks on the virtual-time network; and the cost
-// model's choice between the forms.
+// same inputs: every (dtype, op) the ring supports on node layouts up to 12
+// ranks (blocks, interleaved, round robin, uneven nodes, one node and one
+// rank per node, which fall back), counts smaller than the group and odd
+// ones, on the loopback and UCX; every integer op at up to 70 ranks, equal
+// and uneven nodes, on the virtual-time network; and the cost model's choice
+// between the forms.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -56,9 +58,20 @@ std::vector<Layout> layouts() {
       {"2x4", {0, 0, 0, 0, 1, 1, 1, 1}},
       {"3x3", {0, 0, 0, 1, 1, 1, 2, 2, 2}},
       {"3x3_scattered", {0, 1, 2, 2, 0, 1, 1, 2, 0}},
-      // Not two-level: they fall back, with the same placement.
+      {"4x3", {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}},
+      // Uneven nodes: parts as many as the smallest node's ranks, the
+      // larger nodes' other ranks handing over inside their node.
+      {"uneven_2_1", {0, 0, 1}},
+      {"uneven_1_2", {0, 1, 1}},
+      {"uneven_3_2", {0, 0, 0, 1, 1}},
+      {"uneven_2_2_1_interleaved", {0, 1, 2, 0, 1}},
       {"uneven_3_1_2", {0, 0, 0, 1, 2, 2}},
       {"uneven_scattered", {0, 1, 0, 2, 0, 2}},
+      {"uneven_4_2_1_scattered", {0, 1, 0, 2, 0, 1, 0}},
+      {"uneven_3_3_1", {0, 0, 0, 1, 1, 1, 2}},
+      {"uneven_4_4_2_2", {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3}},
+      {"uneven_5_4_3_scattered", {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 0}},
+      // Not two-level: they fall back, with the same placement.
       {"one_node", {0, 0, 0}},
       {"one_per_node", {0, 1, 2, 3}},
   };
@@ -184,9 +197,10 @@ TEST_P(TwoLevelScatterGather, AllgatherSameAsRingInPlaceOrNot) {
 std::vector<std::tuple<Layout, TransportKind>> params() {
   std::vector<std::tuple<Layout, TransportKind>> all;
   for (const Layout& l : layouts()) all.push_back({l, TransportKind::Loopback});
-  // UCX: the layouts that take each path (blocks, scattered, fallback).
+  // UCX: the layouts that take each path (blocks, scattered, uneven, fallback).
   for (const Layout& l : layouts()) {
-    if (l.name == "2x2" || l.name == "3x2_scattered" || l.name == "uneven_3_1_2") {
+    if (l.name == "2x2" || l.name == "3x2_scattered" || l.name == "uneven_3_1_2" ||
+        l.name == "uneven_4_2_1_scattered" || l.name == "one_per_node") {
       all.push_back({l, TransportKind::Ucx});
     }
   }
@@ -248,27 +262,43 @@ TEST(TwoLevelScatterGatherSimulated, EveryIntegerOpExactAt16And64Ranks) {
   expectSameAsRingSimulated(Topology::blocks(8, 8), 700);
 }
 
-// The cost model: two_level only where ranks share nodes alike, chosen for a
-// latency-bound size across slow links when the group is not a power of two
-// (where halving/doubling cannot run), and the ring and halving/doubling
-// keep the order they had as halves of the allreduce.
+// Uneven nodes at scale: 16 nodes of 1 to 8 ranks (70 ranks) in blocks and
+// scattered, and 7 nodes of 3 and one of 2 (a fold across 8 nodes, teams of
+// two on the larger ones), fewer elements than ranks too.
+TEST(TwoLevelScatterGatherSimulated, EveryIntegerOpExactOnUnevenNodes) {
+  std::vector<int> blocks, scattered;
+  for (int node = 0; node < 16; ++node) blocks.insert(blocks.end(), 1 + node % 8, node);
+  for (size_t r = 0; r < blocks.size(); ++r) scattered.push_back(blocks[(r * 17) % blocks.size()]);
+  expectSameAsRingSimulated(Topology::fromLabels(blocks), 1031);
+  expectSameAsRingSimulated(Topology::fromLabels(scattered), 45);
+  std::vector<int> mostlyThree;
+  for (int node = 0; node < 8; ++node) {
+    mostlyThree.insert(mostlyThree.end(), node == 5 ? 2 : 3, node);
+  }
+  expectSameAsRingSimulated(Topology::fromLabels(mostlyThree), 257);
+}
+
+// The cost model: two_level wherever ranks share nodes, uneven ones too,
+// chosen for a latency-bound size across slow links; across 3 nodes the
+// ring (2 steps) beats halving's fold (3); halving/doubling is priced for
+// any group size; and the ring keeps its price as half of the allreduce.
 TEST(TwoLevelScatterGatherSelection, CostModelPicksTwoLevelWhereItPays) {
   const LinkCost intra{1e-6, 1.0 / 10e9, 0.2e-6}, slow{500e-6, 8.0 / 1e9, 1e-6};
   const size_t small = 4096;
-  for (const Topology& t : {Topology::singleNode(6), Topology::blocks(6, 1),
-                            Topology::fromLabels({0, 0, 0, 1, 2, 2})}) {
+  for (const Topology& t : {Topology::singleNode(6), Topology::blocks(6, 1)}) {
     const AllreduceCostModel model(t, intra, slow);
     EXPECT_EQ(model.predictScatterGather(AllreduceAlgorithm::TwoLevel, small),
               std::numeric_limits<double>::infinity());
     EXPECT_NE(model.cheapestScatterGather(small), AllreduceAlgorithm::TwoLevel);
   }
-  for (const Topology& t : {Topology::blocks(3, 2), Topology::blocks(3, 3),
-                            Topology::fromLabels({0, 1, 2, 0, 1, 2})}) {
+  for (const Topology& t :
+       {Topology::blocks(3, 2), Topology::blocks(3, 3), Topology::fromLabels({0, 1, 2, 0, 1, 2}),
+        Topology::fromLabels({0, 0, 0, 1, 2, 2}), Topology::fromLabels({0, 1, 0, 2, 0, 1, 0})}) {
     const AllreduceCostModel model(t, intra, slow);
     EXPECT_EQ(model.cheapestScatterGather(small), AllreduceAlgorithm::TwoLevel) << t.size();
     EXPECT_EQ(model.crossNodeScatterGather(small), AllreduceAlgorithm::Ring);  // 3 nodes
-    EXPECT_EQ(model.predictScatterGather(AllreduceAlgorithm::HalvingDoubling, small),
-              std::numeric_limits<double>::infinity());
+    EXPECT_LT(model.predictScatterGather(AllreduceAlgorithm::TwoLevel, small),
+              model.predictScatterGather(AllreduceAlgorithm::HalvingDoubling, small));
   }
   const AllreduceCostModel pow2(Topology::blocks(4, 2), intra, slow);
   for (size_t bytes : {size_t{4096}, size_t{16} << 20}) {
@@ -277,6 +307,15 @@ TEST(TwoLevelScatterGatherSelection, CostModelPicksTwoLevelWhereItPays) {
     EXPECT_LT(pow2.predictScatterGather(AllreduceAlgorithm::TwoLevel, bytes),
               pow2.predictScatterGather(AllreduceAlgorithm::Ring, bytes));
   }
+  // One node of 7 (latency 1 us): halving/doubling's 4 steps (fold, 2, unfold)
+  // beat the ring's 6 at 4 KiB; at 256 MiB the fold's whole buffer loses.
+  const AllreduceCostModel seven(Topology::singleNode(7), intra, slow);
+  EXPECT_EQ(seven.cheapestScatterGather(small), AllreduceAlgorithm::HalvingDoubling);
+  EXPECT_EQ(seven.cheapestScatterGather(size_t{256} << 20), AllreduceAlgorithm::Ring);
+  // Across 12 nodes (slow links): halving's fold, 3 steps and unfold (5
+  // network latencies) against the ring's 11.
+  const AllreduceCostModel twelve(Topology::blocks(12, 2), intra, slow);
+  EXPECT_EQ(twelve.crossNodeScatterGather(small), AllreduceAlgorithm::HalvingDoubling);
 }
 
 // Auto through the dispatcher with slow links between 3 nodes of 2: the
@@ -319,11 +358,18 @@ TEST(TwoLevelScatterGatherSelection, AutoDispatchExactOnSharedNodes) {
 // The cost functions price the schedules the code runs: each form of
 // reduce-scatter and allgather, payload-free on the virtual-time network,
 // within a quarter of the model's prediction (as the allreduce's are, in
-// test_simulated_transport.cpp). Prints the times for the record.
+// test_simulated_transport.cpp), on equal and uneven nodes, powers of two
+// and not. Prints the times for the record.
 TEST(TwoLevelScatterGatherSelection, CostModelWithinAQuarterOfTheSimulatedSchedules) {
   const LinkCost intra{1e-6, 1.0 / 100e9, 0.2e-6}, inter{5e-6, 8.0 / 100e9, 1e-6};
+  std::vector<int> eightsAndFour;  // 3 nodes of 8 and one of 4
+  for (int node = 0; node < 4; ++node) {
+    eightsAndFour.insert(eightsAndFour.end(), node < 3 ? 8 : 4, node);
+  }
   for (const Topology& topology :
-       {Topology::blocks(4, 2), Topology::blocks(6, 3), Topology::blocks(8, 8)}) {
+       {Topology::blocks(4, 2), Topology::blocks(6, 3), Topology::blocks(8, 8),
+        Topology::blocks(7, 1), Topology::singleNode(12), Topology::fromLabels({0, 0, 0, 1, 2, 2}),
+        Topology::fromLabels(eightsAndFour)}) {
     const AllreduceCostModel model(topology, intra, inter);
     for (size_t bytes : {size_t{4096}, size_t{16} << 20}) {
       for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
@@ -355,9 +401,15 @@ TEST(TwoLevelScatterGatherSelection, CostModelWithinAQuarterOfTheSimulatedSchedu
           std::printf("%-9s %-16s %3d ranks %2d nodes %9zu B: simulated %9.1f us, model %9.1f us\n",
                       gather ? "allgather" : "reduce_scatter", nameOf(a), n, topology.nodes(),
                       bytes, seconds * 1e6, predicted * 1e6);
-          EXPECT_NEAR(predicted / seconds, 1.0, 0.25)
+          // Halving/doubling on nodes of unequal size: the model prices
+          // lockstep steps, and there the pairs' loads differ a lot (on
+          // 3+1+2 the fold crosses the network while another pair's first
+          // half already goes out): it may be up to half too pessimistic.
+          const bool lockstepGap = a == AllreduceAlgorithm::HalvingDoubling && !topology.regular();
+          const double ratio = predicted / seconds;
+          EXPECT_TRUE(lockstepGap ? ratio >= 0.75 && ratio <= 1.5 : std::abs(ratio - 1) <= 0.25)
               << nameOf(a) << (gather ? " allgather " : " reduce_scatter ") << bytes << " B on "
-              << n << " ranks";
+              << n << " ranks: model / simulated " << ratio;
         }
       }
     }

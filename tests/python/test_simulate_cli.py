@@ -63,3 +63,20 @@ def test_bad_cpu_figures_are_refused():
                           timeout=60)
     assert proc.returncode == 2
     assert "bad --cpu-inter '5'" in proc.stderr
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
+def test_reduce_scatter_and_allgather_run_every_form_on_uneven_nodes(collective):
+    # A schedule that deadlocks or leaves a message unreceived exits non-zero.
+    out = subprocess.run(
+        [_program(), "--node-sizes", "3,1,2", "--collective", collective, "--sizes", "4K,1M",
+         "--inter", "100Gbit/s,5us", "--intra", "100GB/s,1us"],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    assert f"# {collective}\n" in out
+    assert "3 nodes of 3+1+2 ranks = 6 ranks" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("size"))
+    assert header.split()[1:4] == ["ring", "halving_doubling", "two_level"]
+    for size in ("4 KiB", "1 MiB"):
+        row = next(line for line in out.splitlines() if line.strip().startswith(size))
+        values = row.split()[2:11]
+        assert all(float(v) > 0 for v in values), row

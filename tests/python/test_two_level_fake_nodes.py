@@ -1,8 +1,9 @@
 """The two-level collectives through torch on "nodes" faked on one host: each
 rank moves into a UTS namespace of its own and takes the hostname of its
 node, so the backend's exchange of host identities finds 2 nodes of 2 ranks
-and RINGREDUCE_ALGORITHM=two_level runs the two-level allreduce,
-reduce-scatter and allgather for real (the sweeps check every op x dtype
+(or of 3 and 1) and RINGREDUCE_ALGORITHM=two_level runs the two-level
+allreduce, reduce-scatter and allgather for real (on uneven nodes the
+allreduce falls back to halving/doubling; the sweeps check every op x dtype
 against local references and gloo). UCX's shared-memory transports pair
 processes by host, so the ranks talk TCP over the loopback; gloo is pointed
 at the loopback for the same reason. Needs root (CAP_SYS_ADMIN) for
@@ -30,8 +31,10 @@ def _on_fake_node(rank, world, init_method, nodes_of, sweep):
     return report
 
 
-# Blocks (torchrun's layout) and nodes whose ranks are not contiguous.
-@pytest.mark.parametrize("nodes_of", [(0, 0, 1, 1), (0, 1, 1, 0)], ids=["blocks", "interleaved"])
+# Blocks (torchrun's layout), nodes whose ranks are not contiguous, and
+# nodes of 3 and 1 ranks.
+@pytest.mark.parametrize("nodes_of", [(0, 0, 1, 1), (0, 1, 1, 0), (0, 1, 0, 0)],
+                         ids=["blocks", "interleaved", "uneven"])
 @pytest.mark.parametrize("sweep,checked", [(run_sweep, 800), (run_sweep_more, 400)],
                          ids=["allreduce_allgather", "reduce_scatter"])
 def test_two_level_on_two_fake_nodes_matches_references(nodes_of, sweep, checked):
@@ -59,16 +62,18 @@ def _collectives_once(rank, world, init_method):
     return {"reduce_scatter": out.tolist(), "all_gather": gathered.tolist()}
 
 
-def test_two_level_runs_on_two_fake_nodes(capfd):
+@pytest.mark.parametrize("nodes_of,most", [([0, 1, 1, 0], 2), ([0, 1, 0, 0], 3)],
+                         ids=["interleaved", "uneven"])
+def test_two_level_runs_on_two_fake_nodes(capfd, nodes_of, most):
     """The sweeps above pass whatever ran; this shows what ran: the exchange
-    finds 2 nodes and reduce_scatter and all_gather take the two-level form
-    (RINGREDUCE_DEBUG=TRACE names each choice on stderr)."""
+    finds 2 nodes and reduce_scatter and all_gather take the two-level form,
+    on uneven nodes too (RINGREDUCE_DEBUG=TRACE names each choice on stderr)."""
     env = dict(TRANSPORTS["tcp"], RINGREDUCE_ALGORITHM="two_level", RINGREDUCE_DEBUG="TRACE")
-    reports = run_world(4, _on_fake_node, [0, 1, 1, 0], _collectives_once, env=env, timeout=120)
+    reports = run_world(4, _on_fake_node, nodes_of, _collectives_once, env=env, timeout=120)
     if "skip" in reports[0]:
         pytest.skip(reports[0]["skip"])
     err = capfd.readouterr().err
-    assert "host identities: 2 node(s), at most 2 rank(s) per node" in err, err[-3000:]
+    assert f"host identities: 2 node(s), at most {most} rank(s) per node" in err, err[-3000:]
     summed = [4 * i + 6 for i in range(4 * 4 * 3)]  # arange + r, over ranks 0..3
     for rank, report in enumerate(reports):
         assert report["reduce_scatter"] == summed[rank * 12:(rank + 1) * 12]
