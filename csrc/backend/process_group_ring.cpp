@@ -150,12 +150,12 @@ void ProcessGroupRing::shutdown() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c10d::OpType type,
                                                          const char* name,
-                                                         std::chrono::milliseconds requestedTimeout,
+                                                         const CallOptions& call,
                                                          std::vector<at::Tensor> outputs,
                                                          const std::string& summary, Body body,
                                                          CheckedArgs checked, uint64_t seqCount) {
   const std::chrono::milliseconds timeout =
-      requestedTimeout == c10d::kUnsetTimeout ? this->timeout() : requestedTimeout;
+      call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
   CollectiveFingerprint fp;
   fp.opType = static_cast<int32_t>(type);
   fp.dtype = checked.dtype >= 0 ? checked.dtype
@@ -172,7 +172,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
   if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
   c10::intrusive_ptr<WorkRing> work;
   try {
-    engine_->submitCollective(name, timeout, fp, seqCount,
+    engine_->submitCollective(name, timeout, call.callerWaits && !device, fp, seqCount,
                               summary + (device ? " on " + device->device.str() : std::string()),
                               std::move(body), [&](uint64_t seq) {
                                 work = c10::make_intrusive<WorkRing>(

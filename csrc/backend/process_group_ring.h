@@ -22,6 +22,7 @@
 #include "algorithms/autotune.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
+#include "backend/call_options.h"
 #include "backend/completion_hooks.h"
 #include "backend/device_path.h"
 #include "backend/host_staging.h"
@@ -222,8 +223,10 @@ class ProcessGroupRing : public c10d::Backend {
   // a staged CUDA call, the Work completes on the device (device_call.h).
   // `seqCount` consecutive sequence numbers for ops that run several
   // collectives (OpContext::part).
+  // `call.callerWaits` holds for host calls only: a CUDA call's wait() does
+  // not run the host part (work_ring.h).
   c10::intrusive_ptr<c10d::Work> enqueue(const Staged& staged, c10d::OpType type, const char* name,
-                                         std::chrono::milliseconds requestedTimeout,
+                                         const CallOptions& call,
                                          std::vector<at::Tensor> outputs,
                                          const std::string& summary, Body body,
                                          CheckedArgs checked = {}, uint64_t seqCount = 1);

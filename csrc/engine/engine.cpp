@@ -120,7 +120,8 @@ void Engine::refuseIfShutDown(const char* name) const {
 }
 
 uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds timeout,
-                                  const CollectiveFingerprint& fingerprint, uint64_t seqCount,
+                                  bool callerWaits, const CollectiveFingerprint& fingerprint,
+                                  uint64_t seqCount,
                                   const std::string& summary, Operation::Body body,
                                   const MakeCallbacks& makeCallbacks) {
   std::lock_guard<std::mutex> lock(submitMutex_);
@@ -145,6 +146,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
+  operation.callerWaits = callerWaits;
   operation.body = std::move(body);
   operation.seqCount = seqCount;
   operation.fingerprint = fingerprintByte(fingerprint);
@@ -236,13 +238,16 @@ void Engine::submit(Operation operation) {
     coalesced_.push_back(std::move(operation));
     return;
   }
-  executor_->submit([this, operation = std::move(operation)] {
-    if (operation.post) {
-      startPointToPoint(operation);
-    } else {
-      runCollective(operation);
-    }
-  });
+  const bool callerWaits = operation.callerWaits;
+  executor_->submit(
+      [this, operation = std::move(operation)] {
+        if (operation.post) {
+          startPointToPoint(operation);
+        } else {
+          runCollective(operation);
+        }
+      },
+      callerWaits);
 }
 
 std::exception_ptr Engine::unusableError(const OpContext& op) const {

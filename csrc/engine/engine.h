@@ -65,8 +65,10 @@ class Engine {
   // Caller's thread. Numbers and queues a collective that uses `seqCount`
   // sequence numbers; `makeCallbacks` receives the first. Throws Error once
   // the engine is shut down. `summary` is logged with the number.
+  // `callerWaits`: the caller blocks on it at once (Executor::submit).
   uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
-                            const CollectiveFingerprint& fingerprint, uint64_t seqCount,
+                            bool callerWaits, const CollectiveFingerprint& fingerprint,
+                            uint64_t seqCount,
                             const std::string& summary, Operation::Body body,
                             const MakeCallbacks& makeCallbacks);
   // The same for a send or recv (numbered apart from the collectives).

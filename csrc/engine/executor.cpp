@@ -22,9 +22,12 @@ constexpr int kPollerTickMs = 20;
 constexpr auto kLinger = std::chrono::milliseconds(100);
 // For this long after any task it still progresses the transport on a slow
 // tick (a peer may wait on a message this rank must answer); then it sleeps
-// until there is work: an idle group uses no CPU.
+// until there is work, waking once a second: an idle group uses no CPU to
+// speak of, and a task queued without an alarm (Executor::submit) whose
+// caller never came is still run within that second.
 constexpr auto kActiveWindow = std::chrono::seconds(2);
 constexpr int kIdleTickMs = 50;
+constexpr int kDormantTickMs = 1000;
 
 // Workers of this process spinning after a task: at most one at a time. Each
 // group has a worker, and several spinning at once (three busy groups on a
@@ -72,13 +75,18 @@ Executor::~Executor() {
   ::close(timerFd_);
 }
 
-void Executor::submit(Task task) {
+void Executor::submit(Task task, bool callerWaits) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = Clock::now();
-  queue_.push_back({std::move(task), now});
+  queue_.push_back({std::move(task), now, callerWaits});
   // A sleeping worker starts it after the grace period unless a caller that
   // waits for it runs it first; an awake worker sees the queue anyway.
-  if (sleeping_) wakeAt(now + grace_);
+  if (sleeping_ && !callerWaits) wakeAt(now + grace_);
+}
+
+void Executor::armForQueued() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sleeping_ && !queue_.empty()) wakeAt(queue_.front().queuedAt + grace_);
 }
 
 void Executor::wakeAt(Clock::time_point when) {
@@ -141,12 +149,15 @@ void Executor::runPollers(bool abandon) {
 bool Executor::helpUntil(const std::function<bool()>& done) {
   if (done()) return true;
   if (driveUntil(done)) return true;
+  armForQueued();
   // Another thread drives: poll the result for a moment before the caller
   // blocks, so that a result that comes soon costs no wake-up. Only
   // briefly: two threads of one rank spinning may take a core a peer needs.
+  // The driver may be the worker between two turns of its loop, which
+  // leaves this caller's task to it (run()): take the drive when it lets go.
   const auto until = Clock::now() + spin_;
   while (Clock::now() < until) {
-    if (done()) return true;
+    if (done() || driveUntil(done)) return true;
     if (yields_) yieldCore();
   }
   return done();
@@ -218,7 +229,9 @@ void Executor::sleep(bool watchTransport, int timeoutMs) {
 void Executor::run() {
   // Right after a task the next one usually follows within microseconds
   // (DDP's buckets): poll for a short while before sleeping, and take new
-  // tasks at once while hot.
+  // tasks at once while hot, except one whose caller is about to run it:
+  // taking that costs the caller a hand-off to this thread and back, and
+  // the worker, hot again after it, would go on taking every later one.
   auto hotUntil = Clock::now();
   while (true) {
     std::unique_lock<std::mutex> drive(driveMutex_);
@@ -231,7 +244,8 @@ void Executor::run() {
       stop = stopping_;
       if (!queue_.empty()) {
         const auto now = Clock::now();
-        if (stop || now < hotUntil || now >= queue_.front().queuedAt + grace_) {
+        const Queued& first = queue_.front();
+        if (stop || (now < hotUntil && !first.callerWaits) || now >= first.queuedAt + grace_) {
           task = std::move(queue_.front().task);
           queue_.pop_front();
         } else {
@@ -267,7 +281,7 @@ void Executor::run() {
         !pollers_.empty() || (workerDrove_ && sinceActivity < kLinger);
     const int timeoutMs = !pollers_.empty()                ? kPollerTickMs
                           : sinceActivity < kActiveWindow ? kIdleTickMs
-                                                          : -1;
+                                                          : kDormantTickMs;
     if (watchTransport && !transport_.armForSleep()) continue;
     if (!watchTransport) workerDrove_ = false;
     {

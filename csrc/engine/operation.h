@@ -58,6 +58,8 @@ struct Operation {
   const char* name = "collective";
   uint64_t seq = 0;
   std::chrono::milliseconds timeout{0};
+  // Its caller blocks on it right away and runs it itself (executor.h).
+  bool callerWaits = false;
   Body body;  // a collective
   Post post;  // a send or recv
   // Consecutive sequence numbers it uses (OpContext::part): an operation

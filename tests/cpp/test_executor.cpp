@@ -163,3 +163,94 @@ TEST(Executor, StopRunsQueuedTasksWithoutWaitingForTheGrace) {
       },
       withGrace(std::chrono::hours(1)));
 }
+
+namespace {
+// Runs one task through helpUntil, so that the worker has seen activity and
+// sleeps on its slow tick afterwards.
+void makeRecentActivity(Executor& executor) {
+  std::atomic<bool> ran{false};
+  executor.submit([&] { ran = true; }, /*callerWaits=*/true);
+  ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker goes to sleep
+}
+}  // namespace
+
+// A synchronous task is queued without arming the worker's wake-up (its
+// caller runs it): where it ran is the caller's thread, and a loop of them
+// completes.
+TEST(Executor, TasksWhoseCallerWaitsRunOnTheCallersThread) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        makeRecentActivity(executor);
+        for (int i = 0; i < 100; ++i) {
+          std::atomic<bool> ran{false};
+          std::thread::id ranOn;
+          executor.submit(
+              [&] {
+                ranOn = std::this_thread::get_id();
+                ran = true;
+              },
+              /*callerWaits=*/true);
+          ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
+          EXPECT_EQ(ranOn, std::this_thread::get_id());
+        }
+      },
+      withGrace(std::chrono::seconds(60)));
+}
+
+// A caller that said it would wait and then does not: no alarm was armed,
+// but the worker's slow tick still finds the task; it is late, never lost.
+TEST(Executor, ATaskWhoseCallerNeverWaitsStillRunsOnTheWorker) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        makeRecentActivity(executor);
+        std::promise<std::thread::id> ranOn;
+        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); },
+                        /*callerWaits=*/true);
+        auto result = ranOn.get_future();
+        ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+      },
+      withGrace(std::chrono::milliseconds(2)));
+}
+
+// While another thread drives (a long task of another caller), a waiting
+// caller cannot run its own task: it arms the worker's wake-up itself, and
+// its task runs once the driver is done, within its deadline.
+TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        makeRecentActivity(executor);
+        std::promise<void> longStarted;
+        std::atomic<bool> longDone{false};
+        std::thread other([&] {
+          executor.submit(
+              [&] {
+                longStarted.set_value();
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                longDone = true;
+              },
+              /*callerWaits=*/true);
+          executor.helpUntil([&] { return longDone.load(); });
+        });
+        longStarted.get_future().wait();
+        std::promise<void> mineRan;
+        executor.submit([&] { mineRan.set_value(); }, /*callerWaits=*/true);
+        auto mine = mineRan.get_future();
+        const auto ready = [&] {
+          return mine.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        };
+        if (!executor.helpUntil(ready)) {
+          EXPECT_EQ(mine.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+        }
+        other.join();
+        EXPECT_TRUE(longDone.load());
+      },
+      withGrace(std::chrono::milliseconds(2)));
+}

@@ -7,12 +7,14 @@
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(nullptr, c10d::OpType::BARRIER, "barrier", opts.timeout, {}, "",
+  return enqueue(nullptr, c10d::OpType::BARRIER, "barrier", callOptions(opts), {}, "",
                  [this](const OpContext& ctx) { disseminationBarrier(comm(), ctx); });
 }
 
 void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  auto work = enqueue(nullptr, c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, {}, "",
+  // It waits for its own work below.
+  const CallOptions waited(opts.timeout, /*waits=*/true);
+  auto work = enqueue(nullptr, c10d::OpType::BARRIER, "monitored_barrier", waited, {}, "",
                       [this, waitAllRanks](const OpContext& ctx) {
                         ringreduce::monitoredBarrier(comm(), ctx, waitAllRanks);
                       });

@@ -24,7 +24,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
   }
   checkHostTensor(tensor, site, "input");
   return enqueue(
-      nullptr, c10d::OpType::BROADCAST, site.op, opts.timeout, {tensor},
+      nullptr, c10d::OpType::BROADCAST, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " from root " + std::to_string(root),
       [this, tensor, root](const OpContext& ctx) {
         withContiguous(tensor, [&](void* data) {

@@ -46,7 +46,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     buckets[b].push_back(t);
   }
   return enqueue(
-      staged, c10d::OpType::COALESCED, site.op, opts.timeout, tensors,
+      staged, c10d::OpType::COALESCED, site.op, callOptions(opts), tensors,
       std::to_string(tensors.size()) + " tensors in " + std::to_string(buckets.size()) +
           " fused buffer(s)",
       [this, buckets, reductions](const OpContext& ctx) {
@@ -102,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
   }
   const std::vector<at::Tensor> ins = inputs;
   return enqueue(
-      staged, c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
+      staged, c10d::OpType::ALLGATHER_COALESCED, site.op, callOptions(opts), outputs,
       std::to_string(ins.size()) + " tensors",
       [this, lists, ins](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
@@ -142,7 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
   return enqueue(
-      staged, c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+      staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
       std::to_string(ins.size()) + " tensors",
       [this, ins, outs](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
@@ -184,7 +184,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
   return enqueue(
-      staged, c10d::OpType::COALESCED, site.op, opts.timeout, outs,
+      staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
       std::to_string(ins.size()) + " tensors",
       [this, ins, outs, reductions](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) {

@@ -41,7 +41,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
                     ": expected one output list, got ", outputs.size());
   const std::vector<at::Tensor> outputList = outputs[0];
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
-  return enqueue(staged, c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
+  return enqueue(staged, c10d::OpType::ALLGATHER, site.op, callOptions(opts), outputList,
                  describeTensor(input), [this, input, outputList](const OpContext& ctx) {
                    allgatherIntoList(ctx, input, outputList);
                  });
@@ -79,7 +79,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkSameDtype(output, input, site, "output", "input");
   checkNumel(output, input.numel() * size_, site, "output");
   checkWritable(output, site, "output");
-  return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, opts.timeout, {output},
+  return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, callOptions(opts), {output},
                  describeTensor(input), [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);
                  });
@@ -120,7 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
                       ": only the root (rank ", root, ") may pass an output list");
   }
   return enqueue(
-      staged, c10d::OpType::GATHER, site.op, opts.timeout, outputList,
+      staged, c10d::OpType::GATHER, site.op, callOptions(opts), outputList,
       describeTensor(input) + " to root " + std::to_string(root),
       [this, input, outputList, root](const OpContext& ctx) {
         const at::Tensor in = contiguousInput(input);
@@ -169,7 +169,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                       ": only the root (rank ", root, ") may pass an input list");
   }
   return enqueue(
-      staged, c10d::OpType::SCATTER, site.op, opts.timeout, {output},
+      staged, c10d::OpType::SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " from root " + std::to_string(root),
       [this, output, inputList, root](const OpContext& ctx) {
         at::Tensor flat;
@@ -249,7 +249,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
   const BlockLayout sendLayout = splitLayout(input, inputSplits, size_, site, "input");
   const BlockLayout recvLayout = splitLayout(output, outputSplits, size_, site, "output");
   return enqueue(
-      staged, c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output}, describeTensor(input),
+      staged, c10d::OpType::ALLTOALL_BASE, site.op, callOptions(opts), {output},
+      describeTensor(input),
       [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
         const at::Tensor in = contiguousInput(input);
         withContiguous(output, [&](void* data) {
@@ -300,7 +301,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
   const std::vector<at::Tensor> inputList = inputs;
   const std::vector<at::Tensor> outputList = outputs;
   return enqueue(
-      staged, c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
+      staged, c10d::OpType::ALLTOALL, site.op, callOptions(opts), outputList,
       std::to_string(size_) + " tensors",
       [this, inputList, outputList, sendLayout, recvLayout](const OpContext& ctx) {
         const at::Tensor send = flattenList(inputList);

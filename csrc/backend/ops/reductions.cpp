@@ -34,7 +34,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   return enqueue(
-      nullptr, c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
+      nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reduceOpName(red.op),
       [this, tensor, red](const OpContext& ctx) {
         withContiguous(tensor, [&](void* data) {
@@ -57,7 +57,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceSparse(
   TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "ringreduce: ", site.op, " on rank ",
                     rank_, ": sparse tensors support SUM only");
   return enqueue(
-      nullptr, c10d::OpType::ALLREDUCE, site.op, opts.timeout, {tensor},
+      nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " sparse SUM",
       [this, tensor](const OpContext& ctx) {
         const at::Tensor local = tensor.coalesce();
@@ -120,7 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(
-      staged, c10d::OpType::REDUCE, site.op, opts.timeout, {tensor},
+      staged, c10d::OpType::REDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reduceOpName(red.op) + " to root " + std::to_string(root),
       [this, tensor, red, root](const OpContext& ctx) {
         const size_t count = static_cast<size_t>(tensor.numel());
@@ -190,7 +190,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   checkListLike(inputList, static_cast<size_t>(size_), output, site, "input");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   return enqueue(
-      staged, c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
+      staged, c10d::OpType::REDUCE_SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, inputList, red](const OpContext& ctx) {
         at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
@@ -223,7 +223,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   return enqueue(
-      nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, opts.timeout, {output},
+      nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, input, red](const OpContext& ctx) {
         // A copy: the caller's input must stay as it was.
