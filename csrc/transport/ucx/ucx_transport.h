@@ -57,6 +57,7 @@ class UcxTransport : public Transport {
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
+  Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
   std::vector<ucp_ep_h> endpoints_;
 };
 
