@@ -172,7 +172,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
   if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
   c10::intrusive_ptr<WorkRing> work;
   try {
-    engine_->submitCollective(name, timeout, call.callerWaits && !device, fp, seqCount,
+    // A CUDA call's wait() never runs the host part (work_ring.h): nobody
+    // but the worker will, so it starts at once.
+    const Runner runner = device            ? Runner::Worker
+                          : call.callerWaits ? Runner::Caller
+                                             : Runner::CallerOrWorker;
+    engine_->submitCollective(name, timeout, runner, fp, seqCount,
                               summary + (device ? " on " + device->device.str() : std::string()),
                               std::move(body), [&](uint64_t seq) {
                                 work = c10::make_intrusive<WorkRing>(
@@ -193,7 +198,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
   if (device) tensors = HostStaging::deviceOutputs(*device, tensors);
   c10::intrusive_ptr<WorkRing> work;
   try {
-    engine_->submitPointToPoint(name, timeout(), summary, std::move(post), [&](uint64_t seq) {
+    engine_->submitPointToPoint(name, timeout(),
+                                device ? Runner::Worker : Runner::CallerOrWorker, summary,
+                                std::move(post), [&](uint64_t seq) {
       work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get(),
                                            engine_->executor());
       return std::make_shared<WorkCallbacks>(work, device);

@@ -223,8 +223,8 @@ class ProcessGroupRing : public c10d::Backend {
   // a staged CUDA call, the Work completes on the device (device_call.h).
   // `seqCount` consecutive sequence numbers for ops that run several
   // collectives (OpContext::part).
-  // `call.callerWaits` holds for host calls only: a CUDA call's wait() does
-  // not run the host part (work_ring.h).
+  // `call.callerWaits` counts for host calls only: a CUDA call's wait() does
+  // not run the host part (work_ring.h), so the worker runs it at once.
   c10::intrusive_ptr<c10d::Work> enqueue(const Staged& staged, c10d::OpType type, const char* name,
                                          const CallOptions& call,
                                          std::vector<at::Tensor> outputs,

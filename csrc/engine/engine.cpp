@@ -120,7 +120,7 @@ void Engine::refuseIfShutDown(const char* name) const {
 }
 
 uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds timeout,
-                                  bool callerWaits, const CollectiveFingerprint& fingerprint,
+                                  Runner runner, const CollectiveFingerprint& fingerprint,
                                   uint64_t seqCount,
                                   const std::string& summary, Operation::Body body,
                                   const MakeCallbacks& makeCallbacks) {
@@ -146,7 +146,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
-  operation.callerWaits = callerWaits;
+  operation.runner = runner;
   operation.body = std::move(body);
   operation.seqCount = seqCount;
   operation.fingerprint = fingerprintByte(fingerprint);
@@ -157,7 +157,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
 }
 
 uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
-                                    const std::string& summary, Operation::Post post,
+                                    Runner runner, const std::string& summary, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
   std::lock_guard<std::mutex> lock(submitMutex_);
   refuseIfShutDown(name);
@@ -169,6 +169,7 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
   operation.seq = seq;
   operation.timeout = timeout;
   operation.post = std::move(post);
+  operation.runner = runner;
   submit(std::move(operation));
   return seq;
 }
@@ -238,7 +239,7 @@ void Engine::submit(Operation operation) {
     coalesced_.push_back(std::move(operation));
     return;
   }
-  const bool callerWaits = operation.callerWaits;
+  const Runner runner = operation.runner;
   executor_->submit(
       [this, operation = std::move(operation)] {
         if (operation.post) {
@@ -247,7 +248,7 @@ void Engine::submit(Operation operation) {
           runCollective(operation);
         }
       },
-      callerWaits);
+      runner);
 }
 
 std::exception_ptr Engine::unusableError(const OpContext& op) const {

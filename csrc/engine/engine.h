@@ -65,15 +65,15 @@ class Engine {
   // Caller's thread. Numbers and queues a collective that uses `seqCount`
   // sequence numbers; `makeCallbacks` receives the first. Throws Error once
   // the engine is shut down. `summary` is logged with the number.
-  // `callerWaits`: the caller blocks on it at once (Executor::submit).
+  // `runner`: who is expected to run it (Executor::submit).
   uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
-                            bool callerWaits, const CollectiveFingerprint& fingerprint,
+                            Runner runner, const CollectiveFingerprint& fingerprint,
                             uint64_t seqCount,
                             const std::string& summary, Operation::Body body,
                             const MakeCallbacks& makeCallbacks);
   // The same for a send or recv (numbered apart from the collectives).
   uint64_t submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
-                              const std::string& summary, Operation::Post post,
+                              Runner runner, const std::string& summary, Operation::Post post,
                               const MakeCallbacks& makeCallbacks);
 
   // Caller's thread: hold operations back, then run them as one operation;

@@ -75,18 +75,17 @@ Executor::~Executor() {
   ::close(timerFd_);
 }
 
-void Executor::submit(Task task, bool callerWaits) {
+void Executor::submit(Task task, Runner runner) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto now = Clock::now();
-  queue_.push_back({std::move(task), now, callerWaits});
-  // A sleeping worker starts it after the grace period unless a caller that
-  // waits for it runs it first; an awake worker sees the queue anyway.
-  if (sleeping_ && !callerWaits) wakeAt(now + grace_);
+  queue_.push_back({std::move(task), Clock::now(), runner});
+  // A sleeping worker starts it when it is due unless a caller that waits
+  // for it runs it first; an awake worker sees the queue anyway.
+  if (sleeping_ && runner != Runner::Caller) wakeAt(queue_.back().dueAt(grace_));
 }
 
 void Executor::armForQueued() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (sleeping_ && !queue_.empty()) wakeAt(queue_.front().queuedAt + grace_);
+  if (sleeping_ && !queue_.empty()) wakeAt(queue_.front().dueAt(grace_));
 }
 
 void Executor::wakeAt(Clock::time_point when) {
@@ -245,7 +244,8 @@ void Executor::run() {
       if (!queue_.empty()) {
         const auto now = Clock::now();
         const Queued& first = queue_.front();
-        if (stop || (now < hotUntil && !first.callerWaits) || now >= first.queuedAt + grace_) {
+        if (stop || (now < hotUntil && first.runner != Runner::Caller) ||
+            now >= first.dueAt(grace_)) {
           task = std::move(queue_.front().task);
           queue_.pop_front();
         } else {
@@ -286,8 +286,8 @@ void Executor::run() {
     if (!watchTransport) workerDrove_ = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // A task queued while this thread looked: wake when its grace ends.
-      if (!queue_.empty()) wakeAt(queue_.front().queuedAt + grace_);
+      // A task queued while this thread looked: wake when it is due.
+      if (!queue_.empty()) wakeAt(queue_.front().dueAt(grace_));
       if (stopping_) wakeAt(Clock::now());
       sleeping_ = true;
     }

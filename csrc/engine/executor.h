@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/runner.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -47,13 +48,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // `callerWaits`: the submitting thread calls helpUntil for it at once
-  // (a synchronous collective); the grace wake-up is then left unarmed,
-  // saving two timerfd_settime calls per collective (each reprograms a
-  // timer: on a virtual machine, an exit to the hypervisor; together 13 us
-  // of a 19 us collective on one rank). A caller that never waits after all
-  // delays its task until the worker's next tick (at most a second).
-  void submit(Task task, bool callerWaits = false);
+  // `runner`: who is expected to run it (above).
+  void submit(Task task, Runner runner = Runner::CallerOrWorker);
 
   // Any thread: tasks are queued or one is running.
   bool busy();
@@ -77,7 +73,11 @@ class Executor {
   struct Queued {
     Task task;
     Clock::time_point queuedAt;
-    bool callerWaits;
+    Runner runner;
+    // When the worker starts it if no caller has.
+    Clock::time_point dueAt(std::chrono::microseconds grace) const {
+      return runner == Runner::Worker ? queuedAt : queuedAt + grace;
+    }
   };
   void run();
   // With mutex_ held: the worker wakes at `when` (or earlier if already due).

@@ -17,6 +17,7 @@
 #include "algorithms/collective_check.h"
 #include "core/op_context.h"
 #include "core/timeline.h"
+#include "engine/runner.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -58,8 +59,8 @@ struct Operation {
   const char* name = "collective";
   uint64_t seq = 0;
   std::chrono::milliseconds timeout{0};
-  // Its caller blocks on it right away and runs it itself (executor.h).
-  bool callerWaits = false;
+  // Who is expected to run it (executor.h).
+  Runner runner = Runner::CallerOrWorker;
   Body body;  // a collective
   Post post;  // a send or recv
   // Consecutive sequence numbers it uses (OpContext::part): an operation

@@ -169,7 +169,7 @@ namespace {
 // sleeps on its slow tick afterwards.
 void makeRecentActivity(Executor& executor) {
   std::atomic<bool> ran{false};
-  executor.submit([&] { ran = true; }, /*callerWaits=*/true);
+  executor.submit([&] { ran = true; }, Runner::Caller);
   ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker goes to sleep
 }
@@ -192,7 +192,7 @@ TEST(Executor, TasksWhoseCallerWaitsRunOnTheCallersThread) {
                 ranOn = std::this_thread::get_id();
                 ran = true;
               },
-              /*callerWaits=*/true);
+              Runner::Caller);
           ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
           EXPECT_EQ(ranOn, std::this_thread::get_id());
         }
@@ -210,7 +210,7 @@ TEST(Executor, ATaskWhoseCallerNeverWaitsStillRunsOnTheWorker) {
         makeRecentActivity(executor);
         std::promise<std::thread::id> ranOn;
         executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); },
-                        /*callerWaits=*/true);
+                        Runner::Caller);
         auto result = ranOn.get_future();
         ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
         EXPECT_NE(result.get(), std::this_thread::get_id());
@@ -236,12 +236,12 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
                 longDone = true;
               },
-              /*callerWaits=*/true);
+              Runner::Caller);
           executor.helpUntil([&] { return longDone.load(); });
         });
         longStarted.get_future().wait();
         std::promise<void> mineRan;
-        executor.submit([&] { mineRan.set_value(); }, /*callerWaits=*/true);
+        executor.submit([&] { mineRan.set_value(); }, Runner::Caller);
         auto mine = mineRan.get_future();
         const auto ready = [&] {
           return mine.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -253,4 +253,22 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
         EXPECT_TRUE(longDone.load());
       },
       withGrace(std::chrono::milliseconds(2)));
+}
+
+// A task no caller will run (a CUDA collective, whose wait() never runs the
+// host part) is not held for the grace period: with a grace of an hour, the
+// sleeping worker still starts it, on its own thread.
+TEST(Executor, ATaskOnlyTheWorkerRunsIsNotHeldForTheGracePeriod) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        makeRecentActivity(executor);
+        std::promise<std::thread::id> ranOn;
+        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); }, Runner::Worker);
+        auto result = ranOn.get_future();
+        ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+      },
+      withGrace(std::chrono::hours(1)));
 }
