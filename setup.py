@@ -109,6 +109,11 @@ def _pick_compilers(root, build_dir):
         else:
             chosen[variable] = chosen["CXX"]  # nvcc's host compiler: the same one
         flags.append(f"-D{cmake_name}={chosen[variable]}")
+        # CMake's CUDA detection takes CUDAHOSTCXX from the environment over
+        # -DCMAKE_CUDA_HOST_COMPILER on a first configure (seen on the GPU
+        # image, which sets both CXX and CUDAHOSTCXX to its /opt/gcc g++):
+        # the environment cmake runs in names the chosen compilers too.
+        os.environ[variable] = chosen[variable]
     # CMake records the compilers when a folder is first configured and cannot
     # switch them later: start the folder afresh when they change.
     cache = os.path.join(build_dir, "CMakeCache.txt")

@@ -3,7 +3,8 @@
 An extension built with the wrong compiler can load and then crash: on a CUDA
 image whose default CXX was a newer GCC than the system's libstdc++, every
 ProcessGroupRing constructor segfaulted inside `std::ostream << long`. Two
-mismatches cause that class of failure, and both are checked here:
+mismatches cause that class of failure, and both are checked here, with a
+third that caused it on that image:
 
 1. The compiler's libstdc++ is newer than the one the Python process loads
    with torch. Code compiled against newer headers may use symbols and inline
@@ -12,6 +13,13 @@ mismatches cause that class of failure, and both are checked here:
    (GLIBCXX_3.4.N symbol versions are the measure).
 2. The compiler does not use libstdc++ at all (libc++): torch's C++ types
    would not match.
+3. The compiler links libstdc++ statically (its own libstdc++.a, no .so
+   beside it: the GPU image's /opt/gcc/bin/g++, GCC 13.3, does). The
+   extension then carries a private copy of parts of the C++ runtime (locale
+   facets, stream inserters) beside the one torch loads, and the two copies'
+   static state disagree: `std::ostream << long` called a wrong facet and
+   segfaulted. A probe library is linked with the linker's --trace to see
+   which libstdc++ file the link really takes.
 
 The string ABI flag (_GLIBCXX_USE_CXX11_ABI) is checked by CMake itself with
 the real compile flags (CMakeLists.txt), since CXXFLAGS can override it.
@@ -29,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 _SYMBOL_VERSION = re.compile(rb"GLIBCXX_3\.4(?:\.(\d+))?\b")
 
@@ -80,6 +89,29 @@ def compiler_libstdcxx(cxx):
     return None, level, f"libstdc++ headers of GCC {release}"
 
 
+# What the extension does with the C++ runtime that broke on the static link.
+_LINK_PROBE = """#include <sstream>
+#include <string>
+std::string ringreduce_probe(long v) { std::ostringstream out; out << v; return out.str(); }
+"""
+
+
+def linked_libstdcxx(cxx):
+    """The libstdc++ file cxx takes when it links a shared library, as the
+    linker's --trace names it; None when the probe cannot tell (a linker
+    without --trace, no linker at all: the build itself will say)."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = _run(cxx, "-shared", "-fPIC", "-x", "c++", "-", "-o",
+                     os.path.join(folder, "probe.so"), "-Wl,--trace", stdin=_LINK_PROBE)
+    if probe.returncode != 0:
+        return None
+    for line in (probe.stdout + probe.stderr).splitlines():
+        found = re.search(r"[^\s()]*libstdc\+\+[^\s()]*", line)
+        if found:
+            return found.group(0)
+    return None
+
+
 def compiler_version(cxx):
     first = _run(cxx, "--version").stdout.splitlines()
     return first[0] if first else "unknown version"
@@ -94,6 +126,15 @@ def problem(cxx, runtime_path, runtime_level):
         return f"{resolved}: {error}"
     if level is None:
         return f"{resolved} ({compiler_version(resolved)}) uses {what}"
+    try:
+        linked = linked_libstdcxx(resolved)
+    except subprocess.TimeoutExpired:
+        linked = None
+    if linked and linked.endswith(".a"):
+        return (f"{resolved} ({compiler_version(resolved)}) links libstdc++ statically "
+                f"({linked}): the extension would carry its own copy of parts of the C++ "
+                f"runtime beside the one torch loads ({runtime_path}) and crash where the "
+                f"two meet")
     if level > runtime_level:
         return (f"{resolved} ({compiler_version(resolved)}) compiles against {what} "
                 f"(GLIBCXX_3.4.{level}), newer than the libstdc++ torch runs with here: "
@@ -115,8 +156,9 @@ def candidates():
 
 def fix_text(runtime_path, runtime_level):
     return ("Fix: build with the system compiler, e.g. `CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ "
-            "pip install --no-build-isolation .` (Debian: apt-get install g++), or any g++ whose "
-            f"libstdc++ is no newer than GLIBCXX_3.4.{runtime_level} ({runtime_path}).")
+            "pip install --no-build-isolation .` (Debian: apt-get install g++), or any g++ that "
+            f"links libstdc++ as a shared library no newer than GLIBCXX_3.4.{runtime_level} "
+            f"({runtime_path}).")
 
 
 def main(argv=None):

@@ -31,9 +31,10 @@ status=0
 
 if [ "$phase" = all ] || [ "$phase" = build ]; then
   nvidia-smi -L || true
-  # The image's default CXX (/opt/gcc/bin/g++) is newer than its libstdc++:
-  # the build picks a compatible compiler itself and says which.
-  echo "CXX=${CXX:-unset} c++: $(c++ --version | head -1)"
+  # The image's default CXX and CUDAHOSTCXX (/opt/gcc/bin/g++) link
+  # libstdc++ statically, which crashes beside torch's: the build picks a
+  # compatible compiler itself and says which (cmake/toolchain_check.py).
+  echo "CXX=${CXX:-unset} CUDAHOSTCXX=${CUDAHOSTCXX:-unset} c++: $(c++ --version | head -1)"
   echo "=== build (torch $("$PYTHON" -c 'import torch; print(torch.__version__)')) ==="
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
   export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"

@@ -44,6 +44,22 @@ def newer_compiler(tmp_path):
     return str(wrapper)
 
 
+@pytest.fixture
+def static_runtime_compiler(tmp_path):
+    """A g++ that links libstdc++ statically, as the GPU image's
+    /opt/gcc/bin/g++ does (its lib folder holds libstdc++.a and no .so)."""
+    if SYSTEM_CXX is None:
+        pytest.skip("no g++ on this machine")
+    probe = subprocess.run([SYSTEM_CXX, "-print-file-name=libstdc++.a"], capture_output=True,
+                           text=True)
+    if not os.path.isabs(probe.stdout.strip()):
+        pytest.skip(f"{SYSTEM_CXX} has no libstdc++.a to link statically")
+    wrapper = tmp_path / "g++-static-runtime"
+    wrapper.write_text(f"#!/bin/sh\nexec {SYSTEM_CXX} \"$@\" -static-libstdc++\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def test_the_system_compiler_passes_the_check():
     result = run([sys.executable, CHECK, "check", "--cxx", SYSTEM_CXX])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -66,6 +82,19 @@ def test_pick_replaces_an_incompatible_compiler_with_a_compatible_one(newer_comp
     assert picked != newer_compiler and os.path.isabs(picked)
     assert f"not using {newer_compiler}" in result.stderr
     assert run([sys.executable, CHECK, "check", "--cxx", picked]).returncode == 0
+
+
+def test_a_compiler_that_links_the_runtime_statically_is_refused_and_replaced(
+        static_runtime_compiler):
+    result = run([sys.executable, CHECK, "check", "--cxx", static_runtime_compiler])
+    assert result.returncode == 1
+    assert static_runtime_compiler in result.stdout
+    assert "links libstdc++ statically" in result.stdout and "libstdc++.a" in result.stdout
+    assert "Fix: build with the system compiler" in result.stdout
+    picked = run([sys.executable, CHECK, "pick", "--cxx", static_runtime_compiler])
+    assert picked.returncode == 0, picked.stderr
+    assert picked.stdout.strip() != static_runtime_compiler
+    assert f"not using {static_runtime_compiler}" in picked.stderr
 
 
 def test_a_non_libstdcxx_compiler_is_refused(tmp_path):
