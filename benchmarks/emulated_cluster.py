@@ -98,7 +98,8 @@ def cluster(nodes, rate=None):
             _ip("netns", "del", name, check=False)  # takes its veth ends with it
 
 
-def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600, cores=None):
+def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600, cores=None,
+        collectives=("allreduce",)):
     """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS/CPU lines, stderr tails)."""
     if cores is None:
         cores = len(os.sched_getaffinity(0))
@@ -118,6 +119,7 @@ def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=
                            "--store", store, "--delay-us", str(delay_us),
                            "--sizes", ",".join(str(s) for s in sizes),
                            "--algorithms", ",".join(algorithms),
+                           "--collectives", ",".join(collectives),
                            "--iterations", str(iterations), "--cores", str(cores)]
                     procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                                   stderr=subprocess.PIPE, text=True))
@@ -138,7 +140,8 @@ def parse(lines):
     for line in lines:
         if line.startswith("RESULT"):
             fields = dict(re.findall(r"(\w+)=(\S+)", line))
-            results.append({"asked": fields["asked"], "ran": fields["ran"],
+            results.append({"collective": fields.get("collective", "allreduce"),
+                            "asked": fields["asked"], "ran": fields["ran"],
                             "bytes": int(fields["bytes"]),
                             "measured": float(fields["measured_us"]),
                             "simulated": float(fields["simulated_us"]),
@@ -155,6 +158,8 @@ def main():
     parser.add_argument("--rate", help="tbf rate of each node's link, e.g. 1gbit")
     parser.add_argument("--sizes", default="4096")
     parser.add_argument("--algorithms", default="auto,ring,halving_doubling,two_level,direct")
+    parser.add_argument("--collectives", default="allreduce",
+                        help="comma separated: allreduce, reduce_scatter, allgather")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--cores", type=int,
                         help="cores the ranks share, for the simulation (default: the ones "
@@ -164,7 +169,7 @@ def main():
     try:
         codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
                                    sizes, args.algorithms.split(","), args.iterations,
-                                   cores=args.cores)
+                                   cores=args.cores, collectives=args.collectives.split(","))
     except Unavailable as why:
         sys.exit(f"emulated_cluster: {why}")
     print(f"# {args.nodes} nodes x {args.ranks_per_node} ranks, delay {args.delay_us} us one-way "
@@ -176,12 +181,13 @@ def main():
         if line.startswith("CPU"):
             print("# measured CPU per message, simulated on", line[len("CPU "):])
     results = parse(lines)
-    ring = {r["bytes"]: r["measured"] for r in results if r["asked"] == "ring"}
-    print(f"{'algorithm':>18} {'ran':>17} {'bytes':>10} {'measured us':>12} {'simulated us':>13} "
+    ring = {(r["collective"], r["bytes"]): r["measured"] for r in results if r["asked"] == "ring"}
+    print(f"{'collective':>14} {'algorithm':>18} {'ran':>17} {'bytes':>10} {'measured us':>12} {'simulated us':>13} "
           f"{'sim/meas':>8} {'cores us':>9} {'cores/meas':>10} {'vs ring':>8} exact")
     for r in results:
-        versus = r["measured"] / ring[r["bytes"]] if r["bytes"] in ring else float("nan")
-        print(f"{r['asked']:>18} {r['ran']:>17} {r['bytes']:>10} {r['measured']:>12.1f} "
+        key = (r["collective"], r["bytes"])
+        versus = r["measured"] / ring[key] if key in ring else float("nan")
+        print(f"{r['collective']:>14} {r['asked']:>18} {r['ran']:>17} {r['bytes']:>10} {r['measured']:>12.1f} "
               f"{r['simulated']:>13.1f} {r['simulated'] / r['measured']:>8.2f} "
               f"{r['simulated_cores']:>9.1f} {r['simulated_cores'] / r['measured']:>10.2f} "
               f"{versus:>8.2f} "

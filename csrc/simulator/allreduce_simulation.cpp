@@ -100,4 +100,23 @@ double scatterGatherBusBandwidth(size_t bytes, double seconds, int ranks) {
   return allreduceBusBandwidth(bytes, seconds, ranks) / 2;
 }
 
+const char* collectiveName(SimulatedCollective collective) {
+  switch (collective) {
+    case SimulatedCollective::ReduceScatter:
+      return "reduce_scatter";
+    case SimulatedCollective::Allgather:
+      return "allgather";
+    default:
+      return "allreduce";
+  }
+}
+
+std::optional<SimulatedCollective> collectiveNamed(const std::string& name) {
+  for (SimulatedCollective c : {SimulatedCollective::Allreduce, SimulatedCollective::ReduceScatter,
+                                SimulatedCollective::Allgather}) {
+    if (name == collectiveName(c)) return c;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ringreduce

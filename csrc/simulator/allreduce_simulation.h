@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "core/allreduce_algorithm.h"
@@ -48,6 +50,9 @@ SimulatedAllreduce simulateAllreduce(const ClusterSpec& cluster, AllreduceAlgori
 // algorithms/scatter_gather.h picks the form (Auto: the cost model's
 // cheapest; Direct: the ring), and `predicted` is predictScatterGather's.
 enum class SimulatedCollective { Allreduce, ReduceScatter, Allgather };
+// "allreduce", "reduce_scatter", "allgather": the command lines' names.
+const char* collectiveName(SimulatedCollective collective);
+std::optional<SimulatedCollective> collectiveNamed(const std::string& name);
 SimulatedAllreduce simulateCollective(const ClusterSpec& cluster, SimulatedCollective collective,
                                       AllreduceAlgorithm algorithm, size_t bytes,
                                       const Config& base = Config());

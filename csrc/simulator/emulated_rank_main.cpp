@@ -3,7 +3,8 @@
 // network namespace of its "node"). It meets the others through a FileStore,
 // talks UCX (TCP over the namespaces' veth links), optionally adds one-way
 // delay between nodes (DelayedTransport: no netem here), measures its links
-// (algorithms/link_probe.h), checks every algorithm for exact results, times them, and
+// (algorithms/link_probe.h), checks every algorithm of every collective asked
+// (allreduce, reduce_scatter, allgather) for exact results, times them, and
 // (rank 0) prints each measurement beside the virtual-time simulation of the
 // same schedule on the measured links: once with a core per rank (the model
 // without cores), once on the --cores cores the ranks really share, with the
@@ -19,7 +20,9 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/barrier.h"
 #include "algorithms/link_probe.h"
+#include "algorithms/scatter_gather.h"
 #include "core/errors.h"
+#include "core/partition.h"
 #include "simulator/allreduce_simulation.h"
 #include "transport/delayed_transport.h"
 #include "transport/file_store.h"
@@ -37,6 +40,7 @@ struct Options {
   std::vector<AllreduceAlgorithm> algorithms = {
       AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
       AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct};
+  std::vector<SimulatedCollective> collectives = {SimulatedCollective::Allreduce};
   int iterations = 20;
   int cores = 0;  // the cores all ranks share (0: not given; no core model run)
 };
@@ -75,6 +79,15 @@ Options parse(int argc, char** argv) {
         o.algorithms.push_back(*a);
         at = comma + 1;
       }
+    } else if (arg == "--collectives") {
+      o.collectives.clear();
+      for (size_t at = 0; at <= value.size();) {
+        const size_t comma = std::min(value.find(',', at), value.size());
+        const auto named = collectiveNamed(value.substr(at, comma - at));
+        if (!named) throw InvalidArgument("unknown collective in " + value);
+        o.collectives.push_back(*named);
+        at = comma + 1;
+      }
     } else {
       throw InvalidArgument("unknown option " + arg);
     }
@@ -82,13 +95,89 @@ Options parse(int argc, char** argv) {
   if (o.rank < 0 || o.size < 1 || o.store.empty() || o.size % o.perNode != 0) {
     throw InvalidArgument(
         "usage: --rank R --size N --ranks-per-node K --store DIR [--delay-us D] "
-        "[--sizes B,...] [--algorithms a,...] [--iterations I] [--cores C]");
+        "[--sizes B,...] [--algorithms a,...] [--collectives c,...] [--iterations I] "
+        "[--cores C]");
   }
   return o;
 }
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Rank r's exact input at index i: small, so every int64 sum is exact.
+int64_t inputOf(int rank, size_t i) { return static_cast<int64_t>((i * 13 + rank * 7) % 97); }
+
+// Runs `collective` once on int64 inputs whose results are known and says
+// whether this rank's result is exact (printing the first mismatch).
+bool runsExact(const Comm& comm, const OpContext& op, SimulatedCollective collective, size_t bytes,
+               const char* ran) {
+  const int rank = comm.rank(), size = comm.size();
+  auto sumAt = [size](size_t i) {
+    int64_t sum = 0;
+    for (int r = 0; r < size; ++r) sum += inputOf(r, i);
+    return sum;
+  };
+  std::vector<int64_t> got, want;
+  size_t from = 0;  // the index of got[0] in the whole result
+  if (collective == SimulatedCollective::Allgather) {
+    const size_t block = std::max<size_t>(bytes / 8 / size, 1);
+    std::vector<int64_t> mine(block);
+    for (size_t i = 0; i < block; ++i) mine[i] = inputOf(rank, i) + 1000 * rank;
+    got.resize(block * size);
+    hostAllgather(comm, op, {mine.data(), got.data(), block * sizeof(int64_t)});
+    for (int r = 0; r < size; ++r)
+      for (size_t i = 0; i < block; ++i) want.push_back(inputOf(r, i) + 1000 * r);
+  } else {
+    const size_t count = std::max<size_t>(bytes / 8, 1);
+    std::vector<int64_t> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = inputOf(rank, i);
+    const ReductionArgs args{data.data(), count, DataType::Int64, ReduceOp::Sum};
+    if (collective == SimulatedCollective::Allreduce) {
+      hostAllreduce(comm, op, args);
+      got = data;
+    } else {
+      hostReduceScatter(comm, op, args);
+      const Range mine = chunkOf(count, size, rank);  // the chunk this rank keeps
+      from = mine.offset;
+      got.assign(data.begin() + mine.offset, data.begin() + mine.offset + mine.count);
+    }
+    for (size_t i = 0; i < got.size(); ++i) want.push_back(sumAt(from + i));
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      std::printf("MISMATCH rank %d %s %s %zu B index %zu: %lld != %lld\n", rank,
+                  collectiveName(collective), ran, bytes, from + i,
+                  static_cast<long long>(got[i]), static_cast<long long>(want[i]));
+      return false;
+    }
+  }
+  return true;
+}
+
+// Seconds per `collective` of `bytes` float32 SUM, back to back after a
+// barrier (nccl-tests' way); allgather: bytes / p from each rank.
+double timed(const Comm& comm, uint64_t& seq, SimulatedCollective collective, size_t bytes,
+             int iterations) {
+  std::vector<float> data(bytes / 4, 1.0f), gathered;
+  const size_t block = data.size() / comm.size();
+  if (collective == SimulatedCollective::Allgather) gathered.resize(block * comm.size());
+  auto once = [&] {
+    const OpContext op(collectiveName(collective), seq++, std::chrono::seconds(60));
+    const ReductionArgs args{data.data(), data.size(), DataType::Float32, ReduceOp::Sum};
+    if (collective == SimulatedCollective::Allreduce) {
+      hostAllreduce(comm, op, args);
+    } else if (collective == SimulatedCollective::ReduceScatter) {
+      hostReduceScatter(comm, op, args);
+    } else {
+      hostAllgather(comm, op, {data.data(), gathered.data(), block * sizeof(float)});
+    }
+  };
+  for (int i = 0; i < 3; ++i) once();
+  disseminationBarrier(comm, OpContext("barrier", seq++, std::chrono::seconds(60)));
+  const auto start = Clock::now();
+  for (int i = 0; i < iterations; ++i) once();
+  return secondsSince(start) / iterations;
 }
 
 }  // namespace
@@ -129,53 +218,33 @@ int main(int argc, char** argv) {
                   describeMessageCpu(intraCpu).c_str(), describeMessageCpu(interCpu).c_str());
     }
     bool exact = true;
-    for (size_t bytes : o.sizes) {
-      for (AllreduceAlgorithm algorithm : o.algorithms) {
-        config.allreduceAlgorithm = algorithm;
-        const AllreduceAlgorithm ran =
-            selector.choose(comm, OpContext("choose", 0, std::chrono::seconds(1)), bytes);
-        if (ran == AllreduceAlgorithm::TwoLevel &&
-            !selector.model(comm, OpContext()).twoLevelApplies()) {
-          continue;
-        }
-        // Exact: int64 SUM of rank-dependent values.
-        const size_t count = std::max<size_t>(bytes / 8, 1);
-        std::vector<int64_t> check(count);
-        for (size_t i = 0; i < count; ++i)
-          check[i] = static_cast<int64_t>((i * 13 + o.rank * 7) % 97);
-        hostAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(60)),
-                      {check.data(), count, DataType::Int64, ReduceOp::Sum});
-        for (size_t i = 0; i < count && exact; ++i) {
-          int64_t sum = 0;
-          for (int r = 0; r < o.size; ++r) sum += static_cast<int64_t>((i * 13 + r * 7) % 97);
-          if (check[i] != sum) {
-            std::printf("MISMATCH rank %d %s %zu B index %zu: %lld != %lld\n", o.rank, nameOf(ran),
-                        bytes, i, static_cast<long long>(check[i]), static_cast<long long>(sum));
-            exact = false;
+    const bool twoLevelApplies = selector.model(comm, OpContext()).twoLevelApplies();
+    for (SimulatedCollective collective : o.collectives) {
+      for (size_t bytes : o.sizes) {
+        for (AllreduceAlgorithm algorithm : o.algorithms) {
+          // two_level where it does not apply runs halving/doubling: measured already.
+          if (algorithm == AllreduceAlgorithm::TwoLevel && !twoLevelApplies) continue;
+          config.allreduceAlgorithm = algorithm;
+          // What ran, as the simulation of this cluster resolves it (the
+          // ranks' selector sees the same measured links).
+          const SimulatedAllreduce simulated =
+              simulateCollective(cluster, collective, algorithm, bytes, config);
+          const char* ran = nameOf(simulated.algorithm);
+          exact = runsExact(comm, OpContext(collectiveName(collective), seq++,
+                                            std::chrono::seconds(60)),
+                            collective, bytes, ran) &&
+                  exact;
+          const double measured = timed(comm, seq, collective, bytes, o.iterations);
+          if (o.rank == 0) {
+            const SimulatedAllreduce sharing =
+                simulateCollective(onCores, collective, algorithm, bytes, config);
+            std::printf(
+                "RESULT collective=%s asked=%s ran=%s bytes=%zu measured_us=%.1f "
+                "simulated_us=%.1f simulated_cores_us=%.1f exact=%d\n",
+                collectiveName(collective), nameOf(algorithm), ran, bytes, measured * 1e6,
+                simulated.seconds * 1e6, sharing.seconds * 1e6, exact ? 1 : 0);
+            std::fflush(stdout);
           }
-        }
-        // Timed: float32 SUM, back to back after a barrier (nccl-tests' way).
-        std::vector<float> data(bytes / 4, 1.0f);
-        for (int i = 0; i < 3; ++i) {
-          hostAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(60)),
-                        {data.data(), data.size(), DataType::Float32, ReduceOp::Sum});
-        }
-        disseminationBarrier(comm, OpContext("barrier", seq++, std::chrono::seconds(60)));
-        const auto start = Clock::now();
-        for (int i = 0; i < o.iterations; ++i) {
-          hostAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(60)),
-                        {data.data(), data.size(), DataType::Float32, ReduceOp::Sum});
-        }
-        const double measured = secondsSince(start) / o.iterations;
-        if (o.rank == 0) {
-          const SimulatedAllreduce simulated = simulateAllreduce(cluster, ran, bytes, config);
-          const SimulatedAllreduce sharing = simulateAllreduce(onCores, ran, bytes, config);
-          std::printf(
-              "RESULT asked=%s ran=%s bytes=%zu measured_us=%.1f simulated_us=%.1f "
-              "simulated_cores_us=%.1f exact=%d\n",
-              nameOf(algorithm), nameOf(ran), bytes, measured * 1e6, simulated.seconds * 1e6,
-              sharing.seconds * 1e6, exact ? 1 : 0);
-          std::fflush(stdout);
         }
       }
     }

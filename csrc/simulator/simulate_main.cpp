@@ -109,17 +109,6 @@ std::string humanSize(size_t bytes) {
   return std::to_string(v) + " " + units[u];
 }
 
-const char* collectiveName(SimulatedCollective c) {
-  switch (c) {
-    case SimulatedCollective::ReduceScatter:
-      return "reduce_scatter";
-    case SimulatedCollective::Allgather:
-      return "allgather";
-    default:
-      return "allreduce";
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,15 +140,9 @@ int main(int argc, char** argv) {
           if (nodeSizes.back() < 1) usage("bad --node-sizes '" + value + "'");
         }
       } else if (arg == "--collective") {
-        if (value == "allreduce") {
-          collective = SimulatedCollective::Allreduce;
-        } else if (value == "reduce_scatter") {
-          collective = SimulatedCollective::ReduceScatter;
-        } else if (value == "allgather") {
-          collective = SimulatedCollective::Allgather;
-        } else {
-          usage("unknown collective '" + value + "'");
-        }
+        const auto named = collectiveNamed(value);
+        if (!named) usage("unknown collective '" + value + "'");
+        collective = *named;
       } else if (arg == "--inter") {
         cluster.interNode = parseLinkCost(value, cluster.interNode, "--inter");
       } else if (arg == "--intra") {

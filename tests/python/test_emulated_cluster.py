@@ -1,7 +1,8 @@
 """Emulated clusters (benchmarks/emulated_cluster.py): 8 "nodes" x 1 rank and
 4 x 2 in network namespaces, UCX over TCP between them, one-way delay added by
 DelayedTransport and (4 x 2) each node's link rate-limited by tbf. Every
-algorithm, and the one the selection picks, must give exact results. No
+algorithm, and the one the selection picks, of the allreduce, the
+reduce-scatter and the allgather must give exact results. No
 timings are asserted: the benchmark prints them beside the simulation.
 Skips without root, network namespaces or the built ringreduce_emulated_rank.
 """
@@ -17,6 +18,7 @@ emulated_cluster = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(emulated_cluster)
 
 ALGORITHMS = ["auto", "ring", "halving_doubling", "two_level", "direct"]
+COLLECTIVES = ["allreduce", "reduce_scatter", "allgather"]
 
 
 @pytest.mark.parametrize("nodes,per_node,rate", [(8, 1, None), (4, 2, "1gbit")])
@@ -24,15 +26,17 @@ def test_every_algorithm_exact_on_an_emulated_cluster(nodes, per_node, rate):
     try:
         codes, lines, errors = emulated_cluster.run(nodes, per_node, delay_us=500, rate=rate,
                                                     sizes=[4096, 1 << 20], algorithms=ALGORITHMS,
-                                                    iterations=2, timeout=300)
+                                                    iterations=2, timeout=300,
+                                                    collectives=COLLECTIVES)
     except emulated_cluster.Unavailable as why:
         pytest.skip(str(why))
     assert codes == [0] * (nodes * per_node), errors
     results = emulated_cluster.parse(lines)
-    asked = {(r["asked"], r["bytes"]) for r in results}
-    for algorithm in ALGORITHMS:
-        if algorithm == "two_level" and per_node == 1:
-            continue  # does not apply: one rank per node
-        for size in (4096, 1 << 20):
-            assert (algorithm, size) in asked, lines
+    asked = {(r["collective"], r["asked"], r["bytes"]) for r in results}
+    for collective in COLLECTIVES:
+        for algorithm in ALGORITHMS:
+            if algorithm == "two_level" and per_node == 1:
+                continue  # does not apply: one rank per node
+            for size in (4096, 1 << 20):
+                assert (collective, algorithm, size) in asked, lines
     assert all(r["exact"] for r in results), lines
