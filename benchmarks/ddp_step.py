@@ -12,9 +12,17 @@ sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same mo
   gloo / ringreduce, and each with fp16_compress_hook ("+fp16")
   ringreduce+wire  no hook; the group sends float32 gradients as float16
          itself (RINGREDUCE_WIRE_DTYPE=fp16), compared with gloo+fp16
+  nocomm DDP with a comm hook that returns each bucket as it is: DDP's own
+         cost (bucket copies, autograd hooks) with no communication, the part
+         of "exposed" that no backend can remove
 The configurations alternate in rounds; a configuration's time is the median
 step of the slowest rank over all its rounds. "exposed" is its time minus the
-compute time: the communication the step waits for.
+compute time: the communication the step waits for. "main CPU" is the CPU
+time of the thread that runs the step (forward, backward, DDP's hooks and
+copies), "other CPU" that of the process's other threads (the backend's
+communication threads), medians per step, the larger of the ranks: with one
+core per rank, both add to the step, and "main CPU" above "none"'s is what
+DDP and the communication running beside the compute cost the compute.
 """
 import argparse
 import os
@@ -38,20 +46,33 @@ def build_model(layers, d_model):
 
 
 def step_times(model, batch, steps):
+    """Per step after warm-up: (wall, this thread's CPU, other threads' CPU) seconds."""
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         model(batch).square().mean().backward()
         optimizer.step()
-        times.append(time.perf_counter() - start)
+        main = time.thread_time() - thread
+        times.append((time.perf_counter() - start, main, time.process_time() - process - main))
     return times[2:]  # the first steps build DDP's buckets and warm caches
+
+
+def no_comm_hook(state, bucket):
+    """Each bucket's gradients as they are: DDP without communication."""
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
 
 
 def wrap(base, config, groups):
     if config == "none":
         return base
+    if config == "nocomm":
+        model = DDP(base, process_group=groups["gloo"])
+        model.register_comm_hook(None, no_comm_hook)
+        return model
     backend, _, hook = config.partition("+")
     model = DDP(base, process_group=groups[config if hook == "wire" else backend])
     if hook == "fp16":
@@ -70,7 +91,7 @@ def main():
     p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--configs",
-                   default="none,gloo,ringreduce,gloo+fp16,ringreduce+fp16,ringreduce+wire")
+                   default="none,nocomm,gloo,ringreduce,gloo+fp16,ringreduce+fp16,ringreduce+wire")
     args = p.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
@@ -91,24 +112,27 @@ def main():
         for config in configs:
             dist.barrier(group=groups["gloo"])
             samples[config] += step_times(wrap(base, config, groups), batch, args.steps)
-    medians = {}
+    medians, cpu = {}, {}
     for config in configs:
-        local = torch.tensor([statistics.median(samples[config])], dtype=torch.float64)
+        local = torch.tensor([statistics.median(sample[i] for sample in samples[config])
+                              for i in range(3)], dtype=torch.float64)
         dist.all_reduce(local, op=dist.ReduceOp.MAX, group=groups["gloo"])
-        medians[config] = local.item()
+        medians[config], cpu[config] = local[0].item(), (local[1].item(), local[2].item())
     if rank == 0:
         world = dist.get_world_size()
         print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, {params / 1e6:.1f}M "
               f"parameters, batch {args.batch}x64 tokens, world {world}; median of the slowest rank, {args.rounds} rounds x "
               f"{args.steps - 2} steps")
-        print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9}")
+        print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9} | "
+              f"{'main CPU ms':>11} | {'other CPU ms':>12}")
         compute = medians.get("none")
         for config in configs:
             exposed = f"{(medians[config] - compute) * 1e3:10.1f}" if compute else f"{'-':>10}"
             twin = ("gloo" + config[len("ringreduce"):].replace("+wire", "+fp16")
                     if config.startswith("ringreduce") else None)
             ratio = (f"{medians[twin] / medians[config]:9.2f}" if twin in medians else f"{'':>9}")
-            print(f"  {config:>16} | {medians[config] * 1e3:8.1f} | {exposed} | {ratio}")
+            print(f"  {config:>16} | {medians[config] * 1e3:8.1f} | {exposed} | {ratio} | "
+                  f"{cpu[config][0] * 1e3:11.1f} | {cpu[config][1] * 1e3:12.1f}")
         if compute:
             for hook in ("", "+fp16", "+wire"):
                 ring = medians.get("ringreduce" + hook)
@@ -116,6 +140,17 @@ def main():
                 if ring and gloo and gloo > compute:
                     print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
                           f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
+            floor = medians.get("nocomm")
+            if floor:
+                print(f"# DDP's own cost without communication (nocomm): "
+                      f"{(floor - compute) * 1e3:.1f} ms per step")
+                for hook in ("", "+fp16", "+wire"):
+                    ring = medians.get("ringreduce" + hook)
+                    gloo = medians.get("gloo" + hook.replace("+wire", "+fp16"))
+                    if ring and gloo and gloo > floor:
+                        print(f"# above DDP's own cost{hook or ' (no hook)'}: ringreduce "
+                              f"{(ring - floor) * 1e3:.1f} ms, gloo {(gloo - floor) * 1e3:.1f} ms: "
+                              f"{(ring - floor) / (gloo - floor):.2f}x gloo's")
     dist.destroy_process_group()
 
 
