@@ -14,6 +14,7 @@
 #include "core/errors.h"
 #include "core/host_identity.h"
 #include "core/log.h"
+#include "core/two_level_plan.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -57,21 +58,35 @@ AllreduceAlgorithm AllreduceSelector::choose(const Comm& comm, const OpContext& 
 
 void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, const Comm& comm,
                   const OpContext& op, const ReductionArgs& args) {
+  const size_t bytes = args.count * elementSize(args.type);
+  // RINGREDUCE_DEBUG=TRACE: which form ran, so a run can show it.
+  const auto trace = [&](const char* ran, const char* across) {
+    RR_LOG(Trace, comm.rank(),
+           op.describe() << " of " << bytes << " B: " << ran
+                         << (across ? std::string(" (across nodes: ") + across + ")" : ""));
+  };
   switch (algorithm) {
     case AllreduceAlgorithm::HalvingDoubling:
+      trace(nameOf(algorithm), nullptr);
       return halvingDoublingAllreduce(comm, op, args);
     case AllreduceAlgorithm::Direct:
+      trace(nameOf(algorithm), nullptr);
       return directAllreduce(comm, op, args);
     case AllreduceAlgorithm::TwoLevel: {
-      const size_t bytes = args.count * elementSize(args.type);
-      return twoLevelAllreduce(
-          comm, op,
-          {args, &selector.topology(comm, op), selector.model(comm, op).crossNodeAlgorithm(bytes)});
+      const Topology& topology = selector.topology(comm, op);
+      const AllreduceAlgorithm across = selector.model(comm, op).crossNodeAlgorithm(bytes);
+      if (TwoLevelPlan::applies(topology)) {
+        trace(nameOf(algorithm), nameOf(across));
+      } else {
+        trace("halving_doubling (two_level needs more than one node, one with 2+ ranks)", nullptr);
+      }
+      return twoLevelAllreduce(comm, op, {args, &topology, across});
     }
     case AllreduceAlgorithm::Auto:
     case AllreduceAlgorithm::Ring:
       break;
   }
+  trace(nameOf(AllreduceAlgorithm::Ring), nullptr);
   ringAllreduce(comm, op, args);
 }
 

@@ -24,6 +24,11 @@ void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
 
 void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
                           const ChunkLayout& chunks) {
+  ringAllgatherInPlace(comm, op, data, chunks, 0, kRingPhaseSlots);
+}
+
+void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
+                          const ChunkLayout& chunks, uint32_t firstSlot, uint32_t slots) {
   Transport& transport = comm.transport;
   const int n = transport.size();
   const int rank = transport.rank();
@@ -34,15 +39,14 @@ void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
   const int right = (rank + 1) % n;
   // Every chunk gets the largest one's number of segments (a smaller
   // chunk's last ones are short or empty), so both ends agree on the slots;
-  // they stay below kRingPhaseSlots (transport/tag.h).
-  const SegmentPlan plan =
-      planSegments(chunks.largest(), 1, comm.config.segmentBytes, kRingPhaseSlots / (n - 1));
+  // they stay within the slots given.
+  const SegmentPlan plan = planSegments(chunks.largest(), 1, comm.config.segmentBytes, slots / (n - 1));
   auto segment = [&](int index, size_t k) {
     return segmentOf(chunks.chunk((index % n + n) % n), plan.elemsPerSegment, k);
   };
   auto at = [&](const Range& r) { return out == nullptr ? nullptr : out + r.offset; };
   auto tag = [&](int source, int step, size_t k) {
-    return makeTag(source, op.seq, static_cast<uint32_t>(step * plan.segments + k));
+    return makeTag(source, op.seq, firstSlot + static_cast<uint32_t>(step * plan.segments + k));
   };
 
   // Step t forwards chunk r-t and receives chunk r-t-1, straight into place.

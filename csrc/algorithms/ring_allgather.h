@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "algorithms/comm.h"
 #include "core/op_context.h"
@@ -24,5 +25,11 @@ class ChunkLayout;
 // ends with all of them. The phases of the two-level allgather use it.
 void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
                           const ChunkLayout& chunks);
+// The same on tag slots [firstSlot, firstSlot + slots) (transport/tag.h),
+// for an allgather that follows a ring reduce-scatter between the same
+// ranks in the same operation (the two-level allreduce's node phase): its
+// messages then never share a tag with the reduce-scatter's.
+void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,
+                          const ChunkLayout& chunks, uint32_t firstSlot, uint32_t slots);
 
 }  // namespace ringreduce

@@ -1,14 +1,52 @@
 #include "algorithms/two_level_allreduce.h"
 
+#include <string>
 #include <vector>
 
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/ring_allgather.h"
+#include "core/chunk_layout.h"
 #include "core/errors.h"
 #include "core/host_reduce.h"
+#include "core/two_level_plan.h"
 #include "transport/subgroup_transport.h"
+#include "transport/tag.h"
 
 namespace ringreduce {
+
+namespace {
+
+// The node's ring allgather follows its ring reduce-scatter between the same
+// ranks in the same operation: it takes slots above the reduce-scatter's
+// (which stay below kRingPhaseSlots), below those at the top of the range.
+constexpr uint32_t kNodeGatherFirstSlot = kRingPhaseSlots;
+constexpr uint32_t kNodeGatherSlots = kRingPhaseSlots / 2;
+
+// The part's allreduce among its holders, one per node. The division of AVG
+// (by every rank, not just the holders) happens here, once.
+void allreduceAcrossNodes(const Comm& acrossComm, const OpContext& op, const ReductionArgs& all,
+                          int worldSize, AllreduceAlgorithm crossNode, ReductionArgs part) {
+  const bool average = all.op == ReduceOp::Avg;
+  if (average) part.op = ReduceOp::Sum;
+  if (crossNode == AllreduceAlgorithm::HalvingDoubling || (average && isHalfPrecision(all.type))) {
+    // Fuses AVG's division into the last step.
+    halvingReduceScatter(acrossComm, op, part, average ? worldSize : 0);
+    doublingAllgather(acrossComm, op, part);
+    return;
+  }
+  if (crossNode == AllreduceAlgorithm::Direct) {
+    directAllreduce(acrossComm, op, part);
+  } else {
+    ringAllreduce(acrossComm, op, part);
+  }
+  // Sum, then one division: what reduceAndAverage does for these types.
+  if (average && !acrossComm.config.payloadFree) {
+    finishAverage(all.type, part.data, part.count, worldSize);
+  }
+}
+
+}  // namespace
 
 void twoLevelAllreduce(const Comm& comm, const OpContext& op, const TwoLevelArgs& args) {
   const ReductionArgs& all = args.reduction;
@@ -19,58 +57,50 @@ void twoLevelAllreduce(const Comm& comm, const OpContext& op, const TwoLevelArgs
                           ": two_level needs the node of each of the " + std::to_string(n) +
                           " ranks");
   }
-  const Topology& topology = *args.topology;
-  const auto byNode = topology.ranksByNode();
-  if (byNode.size() == 1 || byNode[0].size() == 1 || !topology.regular()) {
-    return halvingDoublingAllreduce(comm, op, all);
+  if (!TwoLevelPlan::applies(*args.topology)) return halvingDoublingAllreduce(comm, op, all);
+  const TwoLevelPlan plan(*args.topology);
+  const int rank = comm.rank();
+  const int node = plan.nodeOf(rank);
+  const size_t esize = elementSize(all.type);
+  const ChunkLayout parts = ChunkLayout::even(all.count, plan.parts());
+  std::vector<size_t> partElements, partBytes;
+  for (int i = 0; i < parts.parts(); ++i) {
+    partElements.push_back(parts.chunk(i).count);
+    partBytes.push_back(parts.chunk(i).count * esize);
   }
-  const std::vector<int>& local = byNode[topology.nodeOf[comm.rank()]];
-  int myIndex = 0;
-  while (local[myIndex] != comm.rank()) ++myIndex;
 
-  // Inside the node. The division of AVG waits for the last combination,
-  // which happens across nodes.
-  SubgroupTransport node(comm.transport, local, op);
-  const Comm nodeComm{node, comm.config, comm.workspace};
-  halvingReduceScatter(nodeComm, op, all, 0);
+  // Inside the node: each holder ends with the node's partial reduction of
+  // its part. The division of AVG waits for the last combination, across.
+  SubgroupTransport inNode(comm.transport, plan.ranksOfNode(node), op);
+  const Comm nodeComm{inNode, comm.config, comm.workspace};
+  const bool halves = plan.nodeHalves(node);
+  const ChunkLayout nodeChunks = plan.nodeParts(node, partElements);
+  if (halves) {
+    halvingReduceScatter(nodeComm, op, all, 0, nodeChunks);
+  } else {
+    ringReduceScatter(nodeComm, op, all, 0, nodeChunks);
+  }
 
-  const HalvingPlan plan(static_cast<int>(local.size()));
-  const int v = plan.virtualOf(myIndex);
-  if (v >= 0) {
-    // Across nodes, with the ranks at my place on every node: they own the
-    // same block, since every node runs the same plan.
-    std::vector<int> peers;
-    for (const auto& ranks : byNode) peers.push_back(ranks[myIndex]);
-    SubgroupTransport across(comm.transport, peers, op);
+  // Across nodes, with the other holders of my part. Node-local and
+  // cross-node pairs are disjoint, so the phases' tags never meet.
+  const Range mine = parts.chunk(plan.partOf(rank));
+  if (plan.holds(rank) && mine.count > 0) {
+    SubgroupTransport across(comm.transport, plan.crossing(plan.partOf(rank)), op);
     const Comm acrossComm{across, comm.config, comm.workspace};
-    const Range block = halvingBlock(all.count, plan, plan.blockOf(v));
-    ReductionArgs shard = all;
-    shard.data = comm.config.payloadFree
-                     ? nullptr
-                     : static_cast<char*>(all.data) + block.offset * elementSize(all.type);
-    shard.count = block.count;
-    const bool average = all.op == ReduceOp::Avg;
-    if (average) shard.op = ReduceOp::Sum;
-    if (args.crossNode == AllreduceAlgorithm::HalvingDoubling ||
-        (average && isHalfPrecision(all.type))) {
-      // Fuses AVG's division (by every rank, not just the shard's) into the last step.
-      if (shard.count > 0) {
-        halvingReduceScatter(acrossComm, op, shard, average ? n : 0);
-        doublingAllgather(acrossComm, op, shard);
-      }
-    } else {
-      if (args.crossNode == AllreduceAlgorithm::Direct) {
-        directAllreduce(acrossComm, op, shard);
-      } else {
-        ringAllreduce(acrossComm, op, shard);
-      }
-      // Sum, then one division: what reduceAndAverage does for these types.
-      if (average && !comm.config.payloadFree && shard.count > 0) {
-        finishAverage(all.type, shard.data, shard.count, n);
-      }
-    }
+    ReductionArgs part = all;
+    part.data = comm.config.payloadFree ? nullptr
+                                        : static_cast<char*>(all.data) + mine.offset * esize;
+    part.count = mine.count;
+    allreduceAcrossNodes(acrossComm, op, all, n, args.crossNode, part);
   }
-  doublingAllgather(nodeComm, op, all);
+
+  // Inside the node: every part from its holder to the node's ranks.
+  if (halves) {
+    doublingAllgather(nodeComm, op, all, nodeChunks);
+  } else {
+    ringAllgatherInPlace(nodeComm, op, comm.config.payloadFree ? nullptr : all.data,
+                         plan.nodeParts(node, partBytes), kNodeGatherFirstSlot, kNodeGatherSlots);
+  }
 }
 
 }  // namespace ringreduce

@@ -6,6 +6,7 @@
 
 #include "core/cost_steps.h"
 #include "core/halving_plan.h"
+#include "core/two_level_plan.h"
 
 namespace ringreduce {
 
@@ -75,15 +76,19 @@ AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
   direct.intraUnits = direct.intraMessages;
   direct_.push_back({direct, 1.0 / p, 2});
 
-  const int nodes = t.nodes();
-  const int k = t.maxRanksPerNode();
-  twoLevel_ = nodes > 1 && k > 1 && t.regular();
+  twoLevel_ = TwoLevelPlan::applies(t);
   if (!twoLevel_) return;
-  // Inside a node: halving/doubling over its ranks (all nodes alike). Across:
-  // each of the node's shard owners runs its own allreduce with the ranks of
-  // the same place on the other nodes, all through the one NIC.
-  intraPhase_ = halvingSteps(t, byNode[0]);
-  activePerNode_ = HalvingPlan(k).pow2();
+  // Inside each node: as the algorithm runs it on P even parts. Across:
+  // each of the node's P holders runs its own allreduce with the holders of
+  // its part on the other nodes, all through the one NIC.
+  const TwoLevelPlan plan(t);
+  const int nodes = plan.nodes();
+  activePerNode_ = plan.parts();
+  const std::vector<size_t> oneEach(activePerNode_, 1);  // layouts counted in parts
+  for (int node = 0; node < nodes; ++node) {
+    allreduceNodePhases_.push_back(nodePhaseOf(plan.ranksOfNode(node), plan.nodeHalves(node),
+                                               plan.nodeParts(node, oneEach), 1.0 / activePerNode_));
+  }
   const double shard = 1.0 / activePerNode_;
   StepLoad cross;
   cross.interMessages = 1;
@@ -177,7 +182,8 @@ double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) c
       return timeOf(direct_, b);
     case AllreduceAlgorithm::TwoLevel:
       if (!twoLevel_) return std::numeric_limits<double>::infinity();
-      return timeOf(intraPhase_, b) + twoLevelCross(crossNodeAlgorithm(bytes), b);
+      return 2 * slowestNodePhase(allreduceNodePhases_, b) +
+             twoLevelCross(crossNodeAlgorithm(bytes), b);
   }
   return std::numeric_limits<double>::infinity();
 }

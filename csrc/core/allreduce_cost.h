@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/allreduce_algorithm.h"
+#include "core/chunk_layout.h"
 #include "core/link_cost.h"
 #include "core/topology.h"
 
@@ -28,8 +29,10 @@ class AllreduceCostModel {
   AllreduceCostModel(Topology topology, const LinkCost& intra, const LinkCost& inter);
 
   // Seconds for an allreduce of `bytes`; infinity where the algorithm does not
-  // apply (two_level on a single node, one rank per node, or nodes of
-  // different sizes). Auto: the cheapest's.
+  // apply (two_level on a single node or one rank per node). Auto: the
+  // cheapest's. two_level, on any nodes (core/two_level_plan.h): the slowest
+  // node's phase, twice (reduce-scatter onto the holders, allgather back),
+  // and the allreduce of the parts across the nodes.
   double predict(AllreduceAlgorithm algorithm, size_t bytes) const;
   // The cheapest of ring, halving_doubling, two_level and direct; ties go
   // to the one listed first.
@@ -80,21 +83,30 @@ class AllreduceCostModel {
   // Reduce-scatter and allgather (core/scatter_gather_cost.cpp).
   void planScatterGather();
   double twoLevelScatterGatherCross(AllreduceAlgorithm algorithm, double bytes) const;
-  // A node's phase of the two-level forms: halving/doubling steps, or a
-  // ring of `ringSteps` steps whose links carry at most `ringUnits`.
+  // A node's phase of the two-level forms (one way: a reduce-scatter or an
+  // allgather): halving/doubling steps, or a ring of `ringSteps` steps
+  // whose links carry at most `ringUnits` (core/two_level_node_cost.cpp).
   struct NodePhase {
     std::vector<Step> halving;
     int ringSteps = 0;
     double ringUnits = 0;
   };
+  // The phase of a node whose ranks are `members` (world ranks), local rank
+  // l owning `layout`'s chunk l, `unit` of the buffer per unit of the
+  // layout: halving/doubling when `halves`, else the ring.
+  NodePhase nodePhaseOf(const std::vector<int>& members, bool halves, const ChunkLayout& layout,
+                        double unit) const;
+  // The slowest node's phase: the crossing waits for it.
+  double slowestNodePhase(const std::vector<NodePhase>& phases, double bytes) const;
 
   Topology topology_;
   LinkCost intra_, inter_;
   bool twoLevel_ = false;
-  int activePerNode_ = 1;                      // two_level: ranks per node that own a shard
+  int activePerNode_ = 1;                      // two_level: ranks per node that hold a part
   StepLoad ring_;                              // one step of the ring
   int ringIntraHops_ = 0, ringInterHops_ = 0;  // links around the ring, by class
-  std::vector<Step> halving_, direct_, intraPhase_, crossHalving_, crossDirect_;
+  std::vector<Step> halving_, direct_, crossHalving_, crossDirect_;
+  std::vector<NodePhase> allreduceNodePhases_;  // two_level: each node's, one way
   // Reduce-scatter and allgather: rank-order halving/doubling; two-level
   // (when it applies): each node's phase, the crossing by halving/doubling
   // or by ring (steps, the most one holder sends, the most through one

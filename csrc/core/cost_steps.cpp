@@ -66,6 +66,12 @@ std::vector<Flows> rankOrderHalvingFlows(const std::vector<int>& members,
   return steps;
 }
 
+std::vector<double> unitsOf(const ChunkLayout& layout, double unit) {
+  std::vector<double> units;
+  for (int i = 0; i < layout.parts(); ++i) units.push_back(layout.chunk(i).count * unit);
+  return units;
+}
+
 std::vector<AllreduceCostModel::Step> stepsOf(const Topology& t, const std::vector<Flows>& steps) {
   std::vector<AllreduceCostModel::Step> out;
   for (const Flows& f : steps) out.push_back({loadOf(t, f), 1.0, 1});

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/allreduce_cost.h"
+#include "core/chunk_layout.h"
 #include "core/topology.h"
 
 namespace ringreduce {
@@ -30,6 +31,10 @@ AllreduceCostModel::StepLoad loadOf(const Topology& topology, const Flows& flows
 // so one price serves both.
 std::vector<Flows> rankOrderHalvingFlows(const std::vector<int>& members,
                                          const std::vector<double>& units);
+
+// Chunk sizes of a layout as fractions of the buffer, `unit` per unit of
+// the layout.
+std::vector<double> unitsOf(const ChunkLayout& layout, double unit);
 
 // Steps of the given flows, each its own lockstep step.
 std::vector<AllreduceCostModel::Step> stepsOf(const Topology& topology,

@@ -23,13 +23,6 @@ std::vector<int> ranksUpTo(int n) {
   return v;
 }
 
-// Chunk sizes of a layout as fractions of the buffer, `chunk` each unit.
-std::vector<double> unitsOf(const ChunkLayout& layout, double chunk) {
-  std::vector<double> units;
-  for (int i = 0; i < layout.parts(); ++i) units.push_back(layout.chunk(i).count * chunk);
-  return units;
-}
-
 }  // namespace
 
 void AllreduceCostModel::planScatterGather() {
@@ -44,20 +37,8 @@ void AllreduceCostModel::planScatterGather() {
   const std::vector<size_t> oneEach(p, 1);  // layouts counted in chunks
 
   for (int node = 0; node < plan.nodes(); ++node) {
-    const ChunkLayout layout = plan.inNode(node, oneEach);
-    NodePhase phase;
-    if (plan.nodeHalves(node)) {
-      phase.halving = stepsOf(t, rankOrderHalvingFlows(plan.ranksOfNode(node),
-                                                       unitsOf(layout, chunk)));
-    } else {
-      // Each link of the ring carries every chunk but the one its sender
-      // keeps: at most all but the smallest.
-      size_t smallest = layout.total();
-      for (int l = 0; l < layout.parts(); ++l) smallest = std::min(smallest, layout.chunk(l).count);
-      phase.ringSteps = layout.parts() - 1;
-      phase.ringUnits = (layout.total() - smallest) * chunk;
-    }
-    nodePhases_.push_back(phase);
+    nodePhases_.push_back(nodePhaseOf(plan.ranksOfNode(node), plan.nodeHalves(node),
+                                      plan.inNode(node, oneEach), chunk));
   }
 
   // The parts cross at once, all of a node's holders through its NIC: the
@@ -124,15 +105,7 @@ double AllreduceCostModel::predictScatterGather(AllreduceAlgorithm algorithm,
       return timeOf(halvingRankOrder_, b);
     case AllreduceAlgorithm::TwoLevel: {
       if (!twoLevelScatterGather_) return never;
-      // The crossing waits for the slowest node's phase.
-      double inside = 0;
-      for (const NodePhase& phase : nodePhases_) {
-        inside = std::max(inside, phase.halving.empty()
-                                      ? phase.ringSteps * (intra_.alpha + intra_.overhead) +
-                                            phase.ringUnits * b * intra_.beta
-                                      : timeOf(phase.halving, b));
-      }
-      return inside + twoLevelScatterGatherCross(crossNodeScatterGather(bytes), b) +
+      return slowestNodePhase(nodePhases_, b) + twoLevelScatterGatherCross(crossNodeScatterGather(bytes), b) +
              timeOf(teamHandOver_, b);
     }
     case AllreduceAlgorithm::Auto:

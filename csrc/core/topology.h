@@ -27,7 +27,7 @@ struct Topology {
   int nodes() const;
   // The ranks of each node, in rank order.
   std::vector<std::vector<int>> ranksByNode() const;
-  // Every node holds the same number of ranks (the two-level form needs it).
+  // Every node holds the same number of ranks.
   bool regular() const;
   // Ranks on the most crowded node.
   int maxRanksPerNode() const;

@@ -64,11 +64,11 @@ ChunkLayout TwoLevelPlan::grouped(const std::vector<size_t>& sizeOfRank) const {
 
 ChunkLayout TwoLevelPlan::inNode(int node, const std::vector<size_t>& sizeOfRank) const {
   const ChunkLayout all = grouped(sizeOfRank);
-  std::vector<size_t> sizes(byNode_[node].size(), 0);
+  std::vector<size_t> partSizes;
   for (int part = 0; part < parts_; ++part) {
-    sizes[part] = all.span(partStart_[part], partStart_[part + 1] - partStart_[part]).count;
+    partSizes.push_back(all.span(partStart_[part], partStart_[part + 1] - partStart_[part]).count);
   }
-  return ChunkLayout::ofSizes(sizes);
+  return nodeParts(node, partSizes);
 }
 
 ChunkLayout TwoLevelPlan::acrossNodes(int part, const std::vector<size_t>& sizeOfRank) const {
@@ -78,6 +78,12 @@ ChunkLayout TwoLevelPlan::acrossNodes(int part, const std::vector<size_t>& sizeO
     for (size_t l = part; l < ranks.size(); l += parts_) team += sizeOfRank[ranks[l]];
     sizes.push_back(team);
   }
+  return ChunkLayout::ofSizes(sizes);
+}
+
+ChunkLayout TwoLevelPlan::nodeParts(int node, const std::vector<size_t>& partSizes) const {
+  std::vector<size_t> sizes(byNode_[node].size(), 0);
+  for (int part = 0; part < parts_; ++part) sizes[part] = partSizes[part];
   return ChunkLayout::ofSizes(sizes);
 }
 

@@ -75,6 +75,10 @@ class TwoLevelPlan {
   int firstPositionOf(int part) const { return partStart_[part]; }
   ChunkLayout inNode(int node, const std::vector<size_t>& sizeOfRank) const;
   ChunkLayout acrossNodes(int part, const std::vector<size_t>& sizeOfRank) const;
+  // The allreduce's node phase (algorithms/two_level_allreduce.h), given
+  // the sizes of the P parts: local rank l < P gets part l, the others
+  // nothing (the parts are contiguous, so it needs no grouped copy).
+  ChunkLayout nodeParts(int node, const std::vector<size_t>& partSizes) const;
 
  private:
   std::vector<std::vector<int>> byNode_;

@@ -77,8 +77,11 @@ TEST(AllreduceChoice, CheapestIsTheMinimumAndLatencyBoundSizesLeaveTheRing) {
   EXPECT_NE(big.cheapest(4096), AllreduceAlgorithm::Ring);  // 1022 network latencies
   EXPECT_LT(big.predict(AllreduceAlgorithm::TwoLevel, 4096),
             big.predict(AllreduceAlgorithm::Ring, 4096) / 10);
-  // Uneven nodes: no two-level; one node: neither.
-  EXPECT_TRUE(std::isinf(AllreduceCostModel(Topology::fromLabels({0, 0, 1}), intra, inter)
+  // Uneven nodes: two-level (P = the smallest node's ranks parts); one
+  // rank per node or one node: no two-level.
+  EXPECT_TRUE(std::isfinite(AllreduceCostModel(Topology::fromLabels({0, 0, 1}), intra, inter)
+                                .predict(AllreduceAlgorithm::TwoLevel, 4096)));
+  EXPECT_TRUE(std::isinf(AllreduceCostModel(Topology::blocks(4, 1), intra, inter)
                              .predict(AllreduceAlgorithm::TwoLevel, 4096)));
   EXPECT_FALSE(AllreduceCostModel(Topology::singleNode(4), intra, inter).twoLevelApplies());
 }

@@ -67,7 +67,8 @@ std::vector<Case> cases() {
     all.push_back({"direct_" + std::to_string(n), {}, AllreduceAlgorithm::Direct});
   }
   // Node layouts: blocks, interleaved, non-power-of-two ranks per node,
-  // one rank per node and one node (both fall back), and uneven nodes.
+  // one rank per node and one node (both fall back to halving/doubling),
+  // and uneven nodes (uneven3 is 2+1, uneven5 3+2).
   const std::vector<std::pair<std::string, std::vector<int>>> layouts = {
       {"1", {0}},
       {"2x1", {0, 1}},
@@ -82,6 +83,16 @@ std::vector<Case> cases() {
       {"2x4", {0, 0, 0, 0, 1, 1, 1, 1}},
       {"4x2", {0, 0, 1, 1, 2, 2, 3, 3}},
       {"3x3", {0, 0, 0, 1, 1, 1, 2, 2, 2}},
+      // Nodes of unequal size: P = the smallest node's ranks parts, the
+      // larger nodes' extra ranks in their node's phases only.
+      {"uneven_3_1", {0, 0, 0, 1}},
+      {"uneven_2_3", {0, 0, 1, 1, 1}},
+      {"uneven_1_4", {0, 1, 1, 1, 1}},
+      {"uneven_3_2_interleaved", {0, 1, 0, 1, 0}},
+      {"uneven_4_4_2", {0, 0, 0, 0, 1, 1, 1, 1, 2, 2}},
+      {"uneven_5_3_3", {0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2}},
+      {"uneven_1_2_4_interleaved", {2, 1, 2, 0, 2, 1, 2}},
+      {"uneven_3_3_2_interleaved", {0, 1, 2, 0, 1, 2, 0, 1}},
   };
   for (const auto& [name, labels] : layouts) {
     all.push_back(

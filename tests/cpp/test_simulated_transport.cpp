@@ -69,13 +69,24 @@ void expectExactAllreduce(const Topology& topology, AllreduceAlgorithm algorithm
   });
 }
 
+// Nodes of these sizes, in blocks: uneven nodes, as simulate's --node-sizes.
+Topology nodesOf(const std::vector<int>& sizes) {
+  std::vector<int> labels;
+  for (size_t node = 0; node < sizes.size(); ++node)
+    labels.insert(labels.end(), sizes[node], static_cast<int>(node));
+  return Topology::fromLabels(labels);
+}
+
 }  // namespace
 
 TEST(SimulatedTransport, EveryAlgorithmExactWithPayloadUpTo64Ranks) {
   const std::vector<Topology> topologies = {
       Topology::singleNode(1), Topology::blocks(2, 1),  Topology::blocks(1, 3),
       Topology::blocks(5, 1),  Topology::blocks(2, 4),  Topology::fromLabels({0, 1, 2, 0, 1, 2}),
-      Topology::blocks(3, 3),  Topology::blocks(13, 1), Topology::blocks(8, 8)};
+      Topology::blocks(3, 3),  Topology::blocks(13, 1), Topology::blocks(8, 8),
+      // Uneven nodes (two_level on P = the smallest node's ranks parts).
+      nodesOf({3, 1}), nodesOf({1, 2, 4}), nodesOf({3, 3, 2}), nodesOf({8, 8, 8, 4, 2}),
+      Topology::fromLabels({2, 0, 1, 2, 1, 2, 2, 0, 1})};
   for (const Topology& topology : topologies) {
     for (AllreduceAlgorithm algorithm :
          {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
@@ -107,15 +118,20 @@ TEST(SimulatedTransport, VirtualTimeFollowsTheLinkModelAndRepeats) {
 }
 
 // The cost model prices the same schedules the simulator runs: within 25%
-// for every algorithm, latency- and bandwidth-bound, on and off the node.
+// for every algorithm, latency- and bandwidth-bound, on and off the node,
+// two_level also on uneven nodes.
 TEST(SimulatedTransport, CostModelWithinAQuarterOfTheSimulatedSchedules) {
-  for (const Topology& topology : {Topology::blocks(8, 1), Topology::blocks(4, 2),
-                                   Topology::blocks(8, 8), Topology::blocks(6, 3)}) {
+  for (const Topology& topology :
+       {Topology::blocks(8, 1), Topology::blocks(4, 2), Topology::blocks(8, 8),
+        Topology::blocks(6, 3), nodesOf({8, 8, 8, 4}), nodesOf({4, 4, 2, 2, 2, 2})}) {
     const ClusterSpec cluster{topology, kIntra, kInter};
     for (size_t bytes : {size_t{4096}, size_t{16} << 20}) {
       for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
                                    AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
         if (a == AllreduceAlgorithm::TwoLevel && topology.maxRanksPerNode() == 1) continue;
+        // Halving/doubling on uneven nodes is priced in lockstep steps, up to
+        // half too pessimistic (docs/SCALING.md): not held to a quarter.
+        if (a == AllreduceAlgorithm::HalvingDoubling && !topology.regular()) continue;
         const SimulatedAllreduce r = simulateAllreduce(cluster, a, bytes);
         EXPECT_NEAR(r.predicted / r.seconds, 1.0, 0.25)
             << nameOf(a) << " " << bytes << " B on " << topology.size() << " ranks";

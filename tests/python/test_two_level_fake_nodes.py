@@ -2,9 +2,8 @@
 rank moves into a UTS namespace of its own and takes the hostname of its
 node, so the backend's exchange of host identities finds 2 nodes of 2 ranks
 (or of 3 and 1) and RINGREDUCE_ALGORITHM=two_level runs the two-level
-allreduce, reduce-scatter and allgather for real (on uneven nodes the
-allreduce falls back to halving/doubling; the sweeps check every op x dtype
-against local references and gloo). UCX's shared-memory transports pair
+allreduce, reduce-scatter and allgather for real, on uneven nodes too (the
+sweeps check every op x dtype against local references and gloo). UCX's shared-memory transports pair
 processes by host, so the ranks talk TCP over the loopback; gloo is pointed
 at the loopback for the same reason. Needs root (CAP_SYS_ADMIN) for
 unshare; skipped otherwise."""
@@ -55,19 +54,21 @@ def _collectives_once(rank, world, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     full = torch.arange(4 * world * 3, dtype=torch.int64) + rank
     dist.all_reduce(full)
+    summed = full.tolist()
     out = torch.empty(4 * 3, dtype=torch.int64)
     dist.reduce_scatter_tensor(out, torch.arange(4 * world * 3, dtype=torch.int64) + rank)
     gathered = torch.empty(world * 5, dtype=torch.int64)
     dist.all_gather_into_tensor(gathered, torch.full((5,), rank, dtype=torch.int64))
-    return {"reduce_scatter": out.tolist(), "all_gather": gathered.tolist()}
+    return {"all_reduce": summed, "reduce_scatter": out.tolist(), "all_gather": gathered.tolist()}
 
 
 @pytest.mark.parametrize("nodes_of,most", [([0, 1, 1, 0], 2), ([0, 1, 0, 0], 3)],
                          ids=["interleaved", "uneven"])
 def test_two_level_runs_on_two_fake_nodes(capfd, nodes_of, most):
     """The sweeps above pass whatever ran; this shows what ran: the exchange
-    finds 2 nodes and reduce_scatter and all_gather take the two-level form,
-    on uneven nodes too (RINGREDUCE_DEBUG=TRACE names each choice on stderr)."""
+    finds 2 nodes and all_reduce, reduce_scatter and all_gather take the
+    two-level form, on uneven nodes too (RINGREDUCE_DEBUG=TRACE names each
+    choice on stderr)."""
     env = dict(TRANSPORTS["tcp"], RINGREDUCE_ALGORITHM="two_level", RINGREDUCE_DEBUG="TRACE")
     reports = run_world(4, _on_fake_node, nodes_of, _collectives_once, env=env, timeout=120)
     if "skip" in reports[0]:
@@ -76,9 +77,10 @@ def test_two_level_runs_on_two_fake_nodes(capfd, nodes_of, most):
     assert f"host identities: 2 node(s), at most {most} rank(s) per node" in err, err[-3000:]
     summed = [4 * i + 6 for i in range(4 * 4 * 3)]  # arange + r, over ranks 0..3
     for rank, report in enumerate(reports):
+        assert report["all_reduce"] == summed
         assert report["reduce_scatter"] == summed[rank * 12:(rank + 1) * 12]
         assert report["all_gather"] == [r for r in range(4) for _ in range(5)]
-    for name in ("reduce_scatter_tensor", "all_gather_into_tensor"):
+    for name in ("allreduce", "reduce_scatter_tensor", "all_gather_into_tensor"):
         lines = [line for line in err.splitlines() if name in line and " B: " in line]
         assert lines and all("two_level (across nodes:" in line for line in lines), lines
 
