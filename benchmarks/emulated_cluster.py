@@ -25,6 +25,8 @@ What is emulated how (this kernel has tbf and htb but no netem):
         --delay-us 500 --sizes 4096
     sudo python3 benchmarks/emulated_cluster.py --nodes 4 --ranks-per-node 2 \\
         --delay-us 500 --rate 1gbit --sizes 4096,16777216
+    sudo python3 benchmarks/emulated_cluster.py --node-sizes 3,1,2 \\
+        --delay-us 500 --sizes 4096 --collectives allreduce,reduce_scatter,allgather
 
 Needs root and iproute2; build the program first (cmake --build build/cpp).
 Addresses are from TEST-NET-2 (198.51.100.0/24, RFC 5737) and exist only
@@ -99,8 +101,12 @@ def cluster(nodes, rate=None):
 
 
 def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=600, cores=None,
-        collectives=("allreduce",)):
-    """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS/CPU lines, stderr tails)."""
+        collectives=("allreduce",), node_sizes=None):
+    """Runs every rank; returns (exit codes, rank 0's RESULT/LINKS/CPU lines, stderr tails).
+    `node_sizes` (a list of rank counts, ranks in blocks) replaces nodes x per_node."""
+    if node_sizes is None:
+        node_sizes = [per_node] * nodes
+    nodes, size = len(node_sizes), sum(node_sizes)
     if cores is None:
         cores = len(os.sched_getaffinity(0))
     if not os.access(PROGRAM, os.X_OK):
@@ -110,12 +116,13 @@ def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=
     try:
         with cluster(nodes, rate) as hosts:
             for node, (namespace, device, _) in enumerate(hosts):
-                for local in range(per_node):
-                    rank = node * per_node + local
+                for local in range(node_sizes[node]):
+                    rank = sum(node_sizes[:node]) + local
                     env = dict(os.environ, UCX_TLS="tcp,self", UCX_NET_DEVICES=device,
                                UCX_LOG_LEVEL="error", RINGREDUCE_SPIN_US="20")
                     cmd = ["ip", "netns", "exec", namespace, PROGRAM, "--rank", str(rank),
-                           "--size", str(nodes * per_node), "--ranks-per-node", str(per_node),
+                           "--size", str(size),
+                           "--node-sizes", ",".join(str(n) for n in node_sizes),
                            "--store", store, "--delay-us", str(delay_us),
                            "--sizes", ",".join(str(s) for s in sizes),
                            "--algorithms", ",".join(algorithms),
@@ -154,6 +161,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--ranks-per-node", type=int, default=2)
+    parser.add_argument("--node-sizes",
+                        help="nodes of these many ranks, e.g. 3,1,2 (instead of --nodes and "
+                             "--ranks-per-node)")
     parser.add_argument("--delay-us", type=float, default=500)
     parser.add_argument("--rate", help="tbf rate of each node's link, e.g. 1gbit")
     parser.add_argument("--sizes", default="4096")
@@ -167,12 +177,16 @@ def main():
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     try:
+        node_sizes = ([int(n) for n in args.node_sizes.split(",")] if args.node_sizes
+                      else [args.ranks_per_node] * args.nodes)
         codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
                                    sizes, args.algorithms.split(","), args.iterations,
-                                   cores=args.cores, collectives=args.collectives.split(","))
+                                   cores=args.cores, collectives=args.collectives.split(","),
+                                   node_sizes=node_sizes)
     except Unavailable as why:
         sys.exit(f"emulated_cluster: {why}")
-    print(f"# {args.nodes} nodes x {args.ranks_per_node} ranks, delay {args.delay_us} us one-way "
+    shape = "+".join(str(n) for n in node_sizes)
+    print(f"# {len(node_sizes)} nodes of {shape} ranks, delay {args.delay_us} us one-way "
           f"between nodes (DelayedTransport), rate {args.rate or 'unlimited'} per node link "
           f"(tbf), UCX over TCP; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for line in lines:

@@ -34,6 +34,7 @@ namespace {
 
 struct Options {
   int rank = -1, size = 0, perNode = 1;
+  std::vector<int> nodeSizes;  // --node-sizes: uneven nodes, in blocks (else --ranks-per-node)
   std::string store;
   double delayUs = 0;
   std::vector<size_t> sizes = {4096};
@@ -55,6 +56,13 @@ Options parse(int argc, char** argv) {
       o.size = std::atoi(value.c_str());
     } else if (arg == "--ranks-per-node") {
       o.perNode = std::atoi(value.c_str());
+    } else if (arg == "--node-sizes") {
+      for (size_t at = 0; at <= value.size();) {
+        const size_t comma = std::min(value.find(',', at), value.size());
+        o.nodeSizes.push_back(std::atoi(value.substr(at, comma - at).c_str()));
+        if (o.nodeSizes.back() < 1) throw InvalidArgument("bad --node-sizes " + value);
+        at = comma + 1;
+      }
     } else if (arg == "--store") {
       o.store = value;
     } else if (arg == "--delay-us") {
@@ -92,9 +100,13 @@ Options parse(int argc, char** argv) {
       throw InvalidArgument("unknown option " + arg);
     }
   }
-  if (o.rank < 0 || o.size < 1 || o.store.empty() || o.size % o.perNode != 0) {
+  int sized = 0;
+  for (int n : o.nodeSizes) sized += n;
+  const bool shaped = o.nodeSizes.empty() ? o.perNode > 0 && o.size % o.perNode == 0 : sized == o.size;
+  if (o.rank < 0 || o.size < 1 || o.store.empty() || !shaped) {
     throw InvalidArgument(
-        "usage: --rank R --size N --ranks-per-node K --store DIR [--delay-us D] "
+        "usage: --rank R --size N (--ranks-per-node K | --node-sizes A,B,...) --store DIR "
+        "[--delay-us D] "
         "[--sizes B,...] [--algorithms a,...] [--collectives c,...] [--iterations I] "
         "[--cores C]");
   }
@@ -186,7 +198,14 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
     Config config = Config::fromEnvironment();
-    const Topology topology = Topology::blocks(o.size / o.perNode, o.perNode);
+    std::vector<int> labels;  // each rank's node, in blocks
+    if (o.nodeSizes.empty()) {
+      for (int r = 0; r < o.size; ++r) labels.push_back(r / o.perNode);
+    } else {
+      for (size_t node = 0; node < o.nodeSizes.size(); ++node)
+        labels.insert(labels.end(), o.nodeSizes[node], static_cast<int>(node));
+    }
+    const Topology topology = Topology::fromLabels(labels);
     std::unique_ptr<Transport> transport = std::make_unique<UcxTransport>(
         o.rank, o.size, std::make_shared<FileStore>(o.store), std::chrono::seconds(60), config);
     if (o.delayUs > 0) {
