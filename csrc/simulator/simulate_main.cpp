@@ -202,8 +202,9 @@ int main(int argc, char** argv) {
     if (p <= 256 && allreduce) algorithms.push_back(AllreduceAlgorithm::Direct);
   }
   const AllreduceCostModel model(cluster.topology, cluster.intraNode, cluster.interNode);
-  // Where a form does not apply: two_level needs nodes of equal size for
-  // the allreduce; reduce-scatter and allgather have no direct form.
+  // Where a form does not apply: two_level needs more than one node and a
+  // node of two or more ranks (of any sizes); reduce-scatter and allgather
+  // have no direct form.
   auto applies = [&](AllreduceAlgorithm a) {
     if (a == AllreduceAlgorithm::TwoLevel) {
       return allreduce ? model.twoLevelApplies() : TwoLevelPlan::applies(cluster.topology);

@@ -4,14 +4,20 @@
 // model agrees with the schedules it prices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/halving_doubling.h"
+#include "algorithms/two_level_allreduce.h"
 #include "core/allreduce_cost.h"
 #include "core/errors.h"
 #include "core/half_conversion.h"
+#include "scoped_env.h"
 #include "simulator/allreduce_simulation.h"
 #include "transport/simulated/simulated_network.h"
 #include "transport/tag.h"
@@ -85,16 +91,73 @@ TEST(SimulatedTransport, EveryAlgorithmExactWithPayloadUpTo64Ranks) {
       Topology::blocks(5, 1),  Topology::blocks(2, 4),  Topology::fromLabels({0, 1, 2, 0, 1, 2}),
       Topology::blocks(3, 3),  Topology::blocks(13, 1), Topology::blocks(8, 8),
       // Uneven nodes (two_level on P = the smallest node's ranks parts).
-      nodesOf({3, 1}), nodesOf({1, 2, 4}), nodesOf({3, 3, 2}), nodesOf({8, 8, 8, 4, 2}),
-      Topology::fromLabels({2, 0, 1, 2, 1, 2, 2, 0, 1})};
+      nodesOf({3, 1}), nodesOf({2, 3}), nodesOf({1, 2, 4}), nodesOf({3, 3, 2}),
+      nodesOf({8, 8, 8, 4, 2}), Topology::fromLabels({2, 0, 1, 2, 1, 2, 2, 0, 1})};
   for (const Topology& topology : topologies) {
+    const size_t p = static_cast<size_t>(topology.size());
     for (AllreduceAlgorithm algorithm :
          {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
           AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
-      SCOPED_TRACE(std::to_string(topology.size()) + " ranks on " +
-                   std::to_string(topology.nodes()) + " nodes, " + nameOf(algorithm));
-      expectExactAllreduce(topology, algorithm, topology.size() >= 64 ? 700 : 3001);
+      // Below p (some ranks and parts get nothing), p, and large.
+      for (size_t count : {size_t{1}, p, p >= 64 ? size_t{700} : size_t{3001}}) {
+        SCOPED_TRACE(std::to_string(p) + " ranks on " + std::to_string(topology.nodes()) +
+                     " nodes, " + nameOf(algorithm) + ", count " + std::to_string(count));
+        expectExactAllreduce(topology, algorithm, count);
+      }
     }
+  }
+}
+
+// RINGREDUCE_ALGORITHM=two_level on uneven nodes runs the two-level form
+// (it used to fall back to halving/doubling there): the forced allreduce
+// sends the messages, and takes the virtual time, of the two-level schedule
+// run directly, not those of halving/doubling, and the model prices it.
+TEST(SimulatedTransport, ForcedTwoLevelRunsTwoLevelOnUnevenNodes) {
+  ScopedEnv forced("RINGREDUCE_ALGORITHM", "two_level");
+  Config config = Config::fromEnvironment();
+  ASSERT_EQ(config.allreduceAlgorithm, AllreduceAlgorithm::TwoLevel);
+  config.payloadFree = true;
+  config.spinMicroseconds = 0;
+  config.intraNode = kIntra;
+  config.interNode = kInter;
+  const size_t bytes = 64 << 10;
+  const size_t count = bytes / elementSize(DataType::Float32);
+  for (const Topology& topology :
+       {nodesOf({3, 1}), nodesOf({2, 3}), nodesOf({1, 2, 4}),
+        Topology::fromLabels({0, 1, 2, 0, 1, 2, 0, 1})}) {
+    SCOPED_TRACE(std::to_string(topology.size()) + " ranks on " +
+                 std::to_string(topology.nodes()) + " nodes");
+    const ClusterSpec cluster{topology, kIntra, kInter};
+    const SimulatedAllreduce run =
+        simulateAllreduce(cluster, config.allreduceAlgorithm, bytes, config);
+    EXPECT_EQ(run.algorithm, AllreduceAlgorithm::TwoLevel);
+    EXPECT_TRUE(std::isfinite(run.predicted));
+    // One algorithm called directly on the same network, every rank.
+    const auto direct = [&](const std::function<void(const Comm&, const OpContext&,
+                                                     const ReductionArgs&)>& algorithm) {
+      SimulatedNetwork network(topology, kIntra, kInter, /*payload=*/false);
+      Workspace workspace;
+      const std::vector<double> finished =
+          network.run(config, [&](Transport& transport, int) {
+            const Comm comm{transport, config, workspace};
+            algorithm(comm, OpContext("allreduce", 1, std::chrono::hours(1)),
+                      {nullptr, count, DataType::Float32, ReduceOp::Sum});
+          });
+      return std::make_pair(network.messages(),
+                            *std::max_element(finished.begin(), finished.end()));
+    };
+    const auto twoLevel = direct([&](const Comm& comm, const OpContext& op,
+                                     const ReductionArgs& args) {
+      twoLevelAllreduce(comm, op,
+                        {args, &topology, AllreduceCostModel(topology, kIntra, kInter)
+                                              .crossNodeAlgorithm(bytes)});
+    });
+    const auto halving = direct(halvingDoublingAllreduce);
+    EXPECT_EQ(run.messages, twoLevel.first);
+    EXPECT_EQ(run.seconds, twoLevel.second);
+    // (3+1 sends 16 messages either way: the schedules differ in time.)
+    EXPECT_TRUE(run.messages != halving.first || run.seconds != halving.second)
+        << run.messages << " messages in " << run.seconds << " s";
   }
 }
 
