@@ -91,6 +91,10 @@ Config readConfig(const Sources& sources) {
   Config config;
   config.segmentBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
+  // A message shorter than a segment is a step on its own, whose latency
+  // counts; full segments are a pipeline, where the single copy counts.
+  config.eagerBytes = static_cast<size_t>(readPositive(
+      sources, "RINGREDUCE_EAGER_BYTES", static_cast<long long>(config.segmentBytes), 0));
   // With more ranks on this machine than cores for them, a rank spinning for
   // its peer holds the core that peer needs, and one that blocks at once
   // pays a context switch per message. Measured with three ranks on two
@@ -165,6 +169,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
   const auto number = [](auto value) { return std::to_string(value); };
   return {
       {"RINGREDUCE_SEGMENT_BYTES", number(segmentBytes)},
+      {"RINGREDUCE_EAGER_BYTES", number(eagerBytes)},
       {"RINGREDUCE_SPIN_US", number(spinMicroseconds)},
       {"RINGREDUCE_WAIT_SPIN_US", number(waitSpinMicroseconds)},
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},

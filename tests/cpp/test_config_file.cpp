@@ -227,3 +227,19 @@ TEST(ConfigSpins, OversubscribedRanksYieldWhileTheyWait) {
     EXPECT_TRUE(Config::fromEnvironment().spinYields);
   }
 }
+
+// RINGREDUCE_EAGER_BYTES follows the segment size unless set: a message
+// shorter than a segment goes eagerly on shared memory, full segments by
+// rendezvous (transport/ucx/eager_policy.h).
+TEST(ConfigFile, EagerLimitFollowsTheSegmentUnlessSet) {
+  EXPECT_EQ(Config::fromEnvironment().eagerBytes, Config{}.segmentBytes);
+  {
+    ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "65536");
+    EXPECT_EQ(Config::fromEnvironment().eagerBytes, 65536u);
+    ScopedEnv eager("RINGREDUCE_EAGER_BYTES", "0");
+    EXPECT_EQ(Config::fromEnvironment().eagerBytes, 0u);
+  }
+  const TempConfig file("RINGREDUCE_EAGER_BYTES=1048576\n");
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  EXPECT_EQ(valueOf(Config::fromEnvironment(), "RINGREDUCE_EAGER_BYTES"), "1048576");
+}

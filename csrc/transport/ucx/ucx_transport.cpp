@@ -76,6 +76,7 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
       }
     }
     endpoints_.assign(static_cast<size_t>(size), nullptr);
+    eager_.assign(static_cast<size_t>(size), EagerPolicy::UcxDecides);
   } catch (...) {
     monitor_.reset();
     ucx.close();
@@ -141,7 +142,10 @@ ucp_ep_h UcxTransport::endpoint(int peer) {
     throw TransportError(std::string("could not connect (UCX endpoint create: ") +
                          ucs_status_string(status) + ")");
   }
-  RR_LOG(Info, rank(), "connected to rank " << peer << ": " << describeEndpoint(peer));
+  const std::string description = describeEndpoint(peer);
+  eager_[static_cast<size_t>(peer)] = eagerPolicyOf(description);
+  RR_LOG(Info, rank(), "connected to rank " << peer << " (" << nameOf(eager_[peer]) << "): "
+                                             << description);
   return ep;
 }
 
@@ -171,6 +175,9 @@ void* UcxTransport::postSend(int peer, uint64_t tag, const void* data, size_t by
     return nullptr;
   }
   ucp_request_param_t param{};
+  if (sendsEagerly(eager_[static_cast<size_t>(peer)], bytes, config().eagerBytes)) {
+    param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+  }
   ucs_status_ptr_t status = ucp_tag_send_nbx(ep, data, bytes, tag, &param);
   if (UCS_PTR_IS_ERR(status)) {
     *error = ucs_status_string(UCS_PTR_STATUS(status));

@@ -21,6 +21,7 @@
 #include "core/op_context.h"
 #include "transport/key_value_store.h"
 #include "transport/transport.h"
+#include "transport/ucx/eager_policy.h"
 #include "transport/ucx/peer_monitor.h"
 
 namespace ringreduce {
@@ -59,6 +60,7 @@ class UcxTransport : public Transport {
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
   Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
   std::vector<ucp_ep_h> endpoints_;
+  std::vector<EagerPolicy> eager_;  // per peer, from its endpoint's transports
 };
 
 }  // namespace ringreduce

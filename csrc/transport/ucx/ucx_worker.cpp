@@ -1,5 +1,6 @@
 #include "transport/ucx/ucx_worker.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "core/errors.h"
@@ -23,6 +24,12 @@ UcxWorker UcxWorker::open(const char* transports, size_t estimatedEndpoints,
     check(ucp_config_read(nullptr, nullptr, &config), purpose, "config read");
     ucs_status_t status =
         transports != nullptr ? ucp_config_modify(config, "TLS", transports) : UCS_OK;
+    // A send flagged UCP_OP_ATTR_FLAG_FAST_CMPL is eager up to this
+    // threshold: "inf" leaves the choice per message to us
+    // (transport/ucx/eager_policy.h). A user's own setting wins.
+    if (status == UCS_OK && std::getenv("UCX_RNDV_SEND_NBR_THRESH") == nullptr) {
+      status = ucp_config_modify(config, "RNDV_SEND_NBR_THRESH", "inf");
+    }
     if (status == UCS_OK) {
       ucp_params_t params{};
       params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

@@ -1,0 +1,122 @@
+// Which sends go eagerly (transport/ucx/eager_policy.h): the policy read
+// from UCX's endpoint description, and messages on both sides of every
+// limit arriving intact over real UCX endpoints, shared memory and TCP.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rank_threads.h"
+#include "scoped_env.h"
+#include "transport/tag.h"
+#include "transport/ucx/eager_policy.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runRanks;
+
+namespace {
+
+// ucp_ep_print_info's lane lines as UCX 1.13 prints them (the transport
+// logs them with newlines turned into spaces).
+const char* kSharedMemory =
+    "# lane[0]:  3:sysv/memory.0 md[2]  -> md[2]/sysv/sysdev[255] am am_bw#0\n"
+    "# lane[1]:  5:cma/memory.0 md[4]   -> md[4]/cma/sysdev[255] rma_bw#0\n"
+    "# tag_send: 0..<egr/short>..93..<egr/bcopy>..8256..<rndv>..(inf)\n";
+const char* kTcp =
+    "#  lane[0]:  0:tcp/rre1v0.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am am_bw#0 wireup "
+    "#  tag_send: 0..<egr/short>..8185..<egr/zcopy>..20553..<rndv>..(inf)";
+const char* kRdma =
+    "# lane[0]:  1:rc_mlx5/mlx5_0:1.0 md[1] -> md[1]/ib/sysdev[0] rma_bw#0 am am_bw#0 wireup\n"
+    "# lane[1]:  2:posix/memory.0 md[2] -> md[2]/posix/sysdev[255] am\n";
+const char* kSharedMemoryWithoutCma =
+    "# lane[0]:  3:posix/memory.0 md[2] -> md[2]/posix/sysdev[255] am am_bw#0\n";
+
+}  // namespace
+
+TEST(EagerPolicy, FollowsTheRendezvousLane) {
+  EXPECT_EQ(eagerPolicyOf(kSharedMemory), EagerPolicy::BelowLimit);
+  EXPECT_EQ(eagerPolicyOf(kTcp), EagerPolicy::UpToTcpCap);
+  EXPECT_EQ(eagerPolicyOf(kRdma), EagerPolicy::UcxDecides);
+  // Without a lane that reads the peer's memory, a rendezvous copies too.
+  EXPECT_EQ(eagerPolicyOf(kSharedMemoryWithoutCma), EagerPolicy::UpToTcpCap);
+  // A description it cannot read leaves UCX in charge.
+  EXPECT_EQ(eagerPolicyOf(""), EagerPolicy::UcxDecides);
+  EXPECT_EQ(eagerPolicyOf("not connected"), EagerPolicy::UcxDecides);
+  EXPECT_EQ(eagerPolicyOf("lane[0]: garbage rma_bw"), EagerPolicy::UpToTcpCap);
+}
+
+TEST(EagerPolicy, LimitsBySize) {
+  const size_t limit = 256 * 1024;
+  EXPECT_TRUE(sendsEagerly(EagerPolicy::BelowLimit, 0, limit));
+  EXPECT_TRUE(sendsEagerly(EagerPolicy::BelowLimit, limit - 1, limit));
+  EXPECT_FALSE(sendsEagerly(EagerPolicy::BelowLimit, limit, limit));
+  EXPECT_FALSE(sendsEagerly(EagerPolicy::BelowLimit, 1, 0));  // 0: UCX's threshold
+  EXPECT_TRUE(sendsEagerly(EagerPolicy::UpToTcpCap, kTcpEagerCap, limit));
+  EXPECT_FALSE(sendsEagerly(EagerPolicy::UpToTcpCap, kTcpEagerCap + 1, limit));
+  EXPECT_FALSE(sendsEagerly(EagerPolicy::UcxDecides, 8, limit));
+}
+
+namespace {
+
+// Rank 0 sends messages of `sizes` to rank 1 and back; with `lateReceives`
+// rank 1 posts each receive only after the message had time to arrive (an
+// eager message then waits in UCX's unexpected queue). Every byte checked.
+void exchangeSizes(const std::vector<size_t>& sizes, bool lateReceives, EagerPolicy expected) {
+  Config config = ringreduce::testing::smallSegments();
+  config.eagerBytes = 64 * 1024;
+  runRanks(
+      2,
+      [&](Transport& t, int rank) {
+        OpContext op("eager test", 7, std::chrono::seconds(20));
+        const int peer = 1 - rank;
+        uint32_t slot = 0;
+        for (const size_t bytes : sizes) {
+          for (int direction = 0; direction < 2; ++direction, ++slot) {
+            const int sender = direction;
+            std::vector<uint8_t> buffer(bytes);
+            if (rank == sender) {
+              for (size_t i = 0; i < bytes; ++i) buffer[i] = static_cast<uint8_t>(i * 13 + slot);
+              Request s = t.isend(peer, makeTag(rank, 7, slot), buffer.data(), bytes, op);
+              t.wait(s, op);
+            } else {
+              if (lateReceives) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+              Request r = t.irecv(peer, makeTag(peer, 7, slot), buffer.data(), bytes, op);
+              t.wait(r, op);
+              for (size_t i = 0; i < bytes; ++i) {
+                ASSERT_EQ(buffer[i], static_cast<uint8_t>(i * 13 + slot))
+                    << bytes << " bytes, byte " << i;
+              }
+            }
+          }
+        }
+        const std::string endpoint = t.describeEndpoint(peer);
+        EXPECT_EQ(eagerPolicyOf(endpoint), expected) << endpoint;
+        // The data path's context leaves flagged sends eager at every size
+        // (UCX_RNDV_SEND_NBR_THRESH=inf), so the limits are ours.
+        const size_t row = endpoint.find("tag_send_nbr:");
+        ASSERT_NE(row, std::string::npos) << endpoint;
+        const std::string nbr = endpoint.substr(row, endpoint.find("tag_send_sync") - row);
+        EXPECT_EQ(nbr.find("rndv"), std::string::npos) << nbr;
+      },
+      config);
+}
+
+const std::vector<size_t> kSizes = {1, 8 * 1024, 64 * 1024 - 1, 64 * 1024, 64 * 1024 + 1,
+                                    1 << 20, 9 << 20};
+
+}  // namespace
+
+TEST(EagerPolicy, SharedMemoryMessagesAcrossTheLimitArriveIntact) {
+  ScopedEnv tls("UCX_TLS", "sm,self");
+  exchangeSizes(kSizes, false, EagerPolicy::BelowLimit);
+  exchangeSizes(kSizes, true, EagerPolicy::BelowLimit);
+}
+
+TEST(EagerPolicy, TcpMessagesOfEverySizeArriveIntact) {
+  ScopedEnv tls("UCX_TLS", "tcp");
+  ScopedEnv devices("UCX_NET_DEVICES", "lo");
+  exchangeSizes(kSizes, false, EagerPolicy::UpToTcpCap);
+  exchangeSizes(kSizes, true, EagerPolicy::UpToTcpCap);
+}
