@@ -91,10 +91,8 @@ Config readConfig(const Sources& sources) {
   Config config;
   config.segmentBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
-  // A message shorter than a segment is a step on its own, whose latency
-  // counts; full segments are a pipeline, where the single copy counts.
   config.eagerBytes = static_cast<size_t>(readPositive(
-      sources, "RINGREDUCE_EAGER_BYTES", static_cast<long long>(config.segmentBytes), 0));
+      sources, "RINGREDUCE_EAGER_BYTES", static_cast<long long>(config.eagerBytes), 0));
   // With more ranks on this machine than cores for them, a rank spinning for
   // its peer holds the core that peer needs, and one that blocks at once
   // pays a context switch per message. Measured with three ranks on two

@@ -24,13 +24,13 @@ struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
   // segment k. RINGREDUCE_SEGMENT_BYTES.
   size_t segmentBytes = 256 * 1024;
-  // Messages to a peer on shared memory below this size go eagerly (copied
-  // through UCX's shared-memory queue) instead of by rendezvous (one copy
-  // from the peer's memory after a round trip): the latency wins below a
-  // segment, the single copy in a pipeline of segments. Default: the
-  // segment size; 0: UCX's own threshold. TCP peers are eager at every
-  // size up to 64 MiB (transport/ucx/eager_policy.h). RINGREDUCE_EAGER_BYTES.
-  size_t eagerBytes = 256 * 1024;
+  // Messages below this size go eagerly (copied through UCX's queue or
+  // socket) instead of by rendezvous (a handshake, then one copy from the
+  // peer's memory on shared memory), on shared memory and TCP; RDMA keeps
+  // UCX's thresholds. Faster when both ranks are in the collective, costly
+  // in CPU when the receiver is busy elsewhere (DDP): off by default
+  // (transport/ucx/eager_policy.h). RINGREDUCE_EAGER_BYTES; 0: UCX's.
+  size_t eagerBytes = 0;
   // How long the group's worker thread polls before it sleeps on the event
   // fd, after a task and inside one it runs for an asynchronous caller.
   // Short: the caller is computing meanwhile and may need every core. 0 when

@@ -228,16 +228,13 @@ TEST(ConfigSpins, OversubscribedRanksYieldWhileTheyWait) {
   }
 }
 
-// RINGREDUCE_EAGER_BYTES follows the segment size unless set: a message
-// shorter than a segment goes eagerly on shared memory, full segments by
-// rendezvous (transport/ucx/eager_policy.h).
-TEST(ConfigFile, EagerLimitFollowsTheSegmentUnlessSet) {
-  EXPECT_EQ(Config::fromEnvironment().eagerBytes, Config{}.segmentBytes);
+// RINGREDUCE_EAGER_BYTES is off (UCX's thresholds) unless set
+// (transport/ucx/eager_policy.h), from the environment or the file.
+TEST(ConfigFile, EagerLimitIsOffUnlessSet) {
+  EXPECT_EQ(Config::fromEnvironment().eagerBytes, 0u);
   {
-    ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "65536");
-    EXPECT_EQ(Config::fromEnvironment().eagerBytes, 65536u);
-    ScopedEnv eager("RINGREDUCE_EAGER_BYTES", "0");
-    EXPECT_EQ(Config::fromEnvironment().eagerBytes, 0u);
+    ScopedEnv eager("RINGREDUCE_EAGER_BYTES", "262144");
+    EXPECT_EQ(Config::fromEnvironment().eagerBytes, 262144u);
   }
   const TempConfig file("RINGREDUCE_EAGER_BYTES=1048576\n");
   ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());

@@ -35,27 +35,27 @@ const char* kSharedMemoryWithoutCma =
 
 }  // namespace
 
-TEST(EagerPolicy, FollowsTheRendezvousLane) {
-  EXPECT_EQ(eagerPolicyOf(kSharedMemory), EagerPolicy::BelowLimit);
-  EXPECT_EQ(eagerPolicyOf(kTcp), EagerPolicy::UpToTcpCap);
-  EXPECT_EQ(eagerPolicyOf(kRdma), EagerPolicy::UcxDecides);
+TEST(EagerPolicy, AppliesWhereTheRendezvousLaneIsOnThisHostOrCopies) {
+  EXPECT_TRUE(eagerCanPay(kSharedMemory));
+  EXPECT_TRUE(eagerCanPay(kTcp));
   // Without a lane that reads the peer's memory, a rendezvous copies too.
-  EXPECT_EQ(eagerPolicyOf(kSharedMemoryWithoutCma), EagerPolicy::UpToTcpCap);
+  EXPECT_TRUE(eagerCanPay(kSharedMemoryWithoutCma));
+  EXPECT_FALSE(eagerCanPay(kRdma));
   // A description it cannot read leaves UCX in charge.
-  EXPECT_EQ(eagerPolicyOf(""), EagerPolicy::UcxDecides);
-  EXPECT_EQ(eagerPolicyOf("not connected"), EagerPolicy::UcxDecides);
-  EXPECT_EQ(eagerPolicyOf("lane[0]: garbage rma_bw"), EagerPolicy::UpToTcpCap);
+  EXPECT_FALSE(eagerCanPay(""));
+  EXPECT_FALSE(eagerCanPay("not connected"));
+  EXPECT_FALSE(eagerCanPay("lane[0]: garbage rma_bw"));
 }
 
 TEST(EagerPolicy, LimitsBySize) {
   const size_t limit = 256 * 1024;
-  EXPECT_TRUE(sendsEagerly(EagerPolicy::BelowLimit, 0, limit));
-  EXPECT_TRUE(sendsEagerly(EagerPolicy::BelowLimit, limit - 1, limit));
-  EXPECT_FALSE(sendsEagerly(EagerPolicy::BelowLimit, limit, limit));
-  EXPECT_FALSE(sendsEagerly(EagerPolicy::BelowLimit, 1, 0));  // 0: UCX's threshold
-  EXPECT_TRUE(sendsEagerly(EagerPolicy::UpToTcpCap, kTcpEagerCap, limit));
-  EXPECT_FALSE(sendsEagerly(EagerPolicy::UpToTcpCap, kTcpEagerCap + 1, limit));
-  EXPECT_FALSE(sendsEagerly(EagerPolicy::UcxDecides, 8, limit));
+  EXPECT_TRUE(sendsEagerly(true, 0, limit));
+  EXPECT_TRUE(sendsEagerly(true, limit - 1, limit));
+  EXPECT_FALSE(sendsEagerly(true, limit, limit));
+  EXPECT_FALSE(sendsEagerly(true, 1, 0));  // 0, the default: UCX's thresholds
+  EXPECT_TRUE(sendsEagerly(true, kEagerCap, kEagerCap + 1));
+  EXPECT_FALSE(sendsEagerly(true, kEagerCap + 1, kEagerCap + 2));
+  EXPECT_FALSE(sendsEagerly(false, 8, limit));
 }
 
 namespace {
@@ -63,9 +63,9 @@ namespace {
 // Rank 0 sends messages of `sizes` to rank 1 and back; with `lateReceives`
 // rank 1 posts each receive only after the message had time to arrive (an
 // eager message then waits in UCX's unexpected queue). Every byte checked.
-void exchangeSizes(const std::vector<size_t>& sizes, bool lateReceives, EagerPolicy expected) {
+void exchangeSizes(const std::vector<size_t>& sizes, bool lateReceives, size_t limit) {
   Config config = ringreduce::testing::smallSegments();
-  config.eagerBytes = 64 * 1024;
+  config.eagerBytes = limit;
   runRanks(
       2,
       [&](Transport& t, int rank) {
@@ -92,7 +92,7 @@ void exchangeSizes(const std::vector<size_t>& sizes, bool lateReceives, EagerPol
           }
         }
         const std::string endpoint = t.describeEndpoint(peer);
-        EXPECT_EQ(eagerPolicyOf(endpoint), expected) << endpoint;
+        EXPECT_TRUE(eagerCanPay(endpoint)) << endpoint;
         // The data path's context leaves flagged sends eager at every size
         // (UCX_RNDV_SEND_NBR_THRESH=inf), so the limits are ours.
         const size_t row = endpoint.find("tag_send_nbr:");
@@ -108,15 +108,21 @@ const std::vector<size_t> kSizes = {1, 8 * 1024, 64 * 1024 - 1, 64 * 1024, 64 * 
 
 }  // namespace
 
+// Below, at and above the limit, and everything by rendezvous (the default).
 TEST(EagerPolicy, SharedMemoryMessagesAcrossTheLimitArriveIntact) {
   ScopedEnv tls("UCX_TLS", "sm,self");
-  exchangeSizes(kSizes, false, EagerPolicy::BelowLimit);
-  exchangeSizes(kSizes, true, EagerPolicy::BelowLimit);
+  for (const size_t limit : {size_t{64 * 1024}, size_t{0}}) {
+    exchangeSizes(kSizes, false, limit);
+    exchangeSizes(kSizes, true, limit);
+  }
 }
 
+// TCP eager at every size up to the cap, and across a 64 KiB limit.
 TEST(EagerPolicy, TcpMessagesOfEverySizeArriveIntact) {
   ScopedEnv tls("UCX_TLS", "tcp");
   ScopedEnv devices("UCX_NET_DEVICES", "lo");
-  exchangeSizes(kSizes, false, EagerPolicy::UpToTcpCap);
-  exchangeSizes(kSizes, true, EagerPolicy::UpToTcpCap);
+  for (const size_t limit : {kEagerCap + 1, size_t{64 * 1024}}) {
+    exchangeSizes(kSizes, false, limit);
+    exchangeSizes(kSizes, true, limit);
+  }
 }

@@ -76,7 +76,7 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
       }
     }
     endpoints_.assign(static_cast<size_t>(size), nullptr);
-    eager_.assign(static_cast<size_t>(size), EagerPolicy::UcxDecides);
+    eagerPays_.assign(static_cast<size_t>(size), 0);
   } catch (...) {
     monitor_.reset();
     ucx.close();
@@ -143,9 +143,10 @@ ucp_ep_h UcxTransport::endpoint(int peer) {
                          ucs_status_string(status) + ")");
   }
   const std::string description = describeEndpoint(peer);
-  eager_[static_cast<size_t>(peer)] = eagerPolicyOf(description);
-  RR_LOG(Info, rank(), "connected to rank " << peer << " (" << nameOf(eager_[peer]) << "): "
-                                             << description);
+  eagerPays_[static_cast<size_t>(peer)] = eagerCanPay(description);
+  RR_LOG(Info, rank(), "connected to rank " << peer << " (RINGREDUCE_EAGER_BYTES "
+                                             << (eagerPays_[peer] ? "applies" : "does not apply")
+                                             << "): " << description);
   return ep;
 }
 
@@ -175,7 +176,7 @@ void* UcxTransport::postSend(int peer, uint64_t tag, const void* data, size_t by
     return nullptr;
   }
   ucp_request_param_t param{};
-  if (sendsEagerly(eager_[static_cast<size_t>(peer)], bytes, config().eagerBytes)) {
+  if (sendsEagerly(eagerPays_[static_cast<size_t>(peer)] != 0, bytes, config().eagerBytes)) {
     param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   }
   ucs_status_ptr_t status = ucp_tag_send_nbx(ep, data, bytes, tag, &param);

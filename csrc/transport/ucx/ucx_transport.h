@@ -60,7 +60,7 @@ class UcxTransport : public Transport {
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
   Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
   std::vector<ucp_ep_h> endpoints_;
-  std::vector<EagerPolicy> eager_;  // per peer, from its endpoint's transports
+  std::vector<char> eagerPays_;  // per peer, from its endpoint's transports (eager_policy.h)
 };
 
 }  // namespace ringreduce
