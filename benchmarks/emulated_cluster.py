@@ -37,6 +37,7 @@ import contextlib
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -174,17 +175,35 @@ def main():
     parser.add_argument("--cores", type=int,
                         help="cores the ranks share, for the simulation (default: the ones "
                              "this process may run on)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the whole cluster this many times (fresh processes and "
+                             "links each time) and end with the median and range per row")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    try:
-        node_sizes = ([int(n) for n in args.node_sizes.split(",")] if args.node_sizes
-                      else [args.ranks_per_node] * args.nodes)
-        codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
-                                   sizes, args.algorithms.split(","), args.iterations,
-                                   cores=args.cores, collectives=args.collectives.split(","),
-                                   node_sizes=node_sizes)
-    except Unavailable as why:
-        sys.exit(f"emulated_cluster: {why}")
+    node_sizes = ([int(n) for n in args.node_sizes.split(",")] if args.node_sizes
+                  else [args.ranks_per_node] * args.nodes)
+    runs = []
+    for _ in range(args.repeat):
+        try:
+            codes, lines, errors = run(args.nodes, args.ranks_per_node, args.delay_us, args.rate,
+                                       sizes, args.algorithms.split(","), args.iterations,
+                                       cores=args.cores, collectives=args.collectives.split(","),
+                                       node_sizes=node_sizes)
+        except Unavailable as why:
+            sys.exit(f"emulated_cluster: {why}")
+        results = print_run(args, node_sizes, lines)
+        if any(codes) or not all(r["exact"] for r in results):
+            for rank, (code, err) in enumerate(zip(codes, errors)):
+                if code:
+                    print(f"rank {rank} exited {code}: {err}", file=sys.stderr)
+            sys.exit(1)
+        runs.append(results)
+    if len(runs) > 1:
+        print_summary(runs)
+
+
+def print_run(args, node_sizes, lines):
+    """One run's table; returns its rows with "versus" (measured / the ring's) added."""
     shape = "+".join(str(n) for n in node_sizes)
     print(f"# {len(node_sizes)} nodes of {shape} ranks, delay {args.delay_us} us one-way "
           f"between nodes (DelayedTransport), rate {args.rate or 'unlimited'} per node link "
@@ -200,18 +219,30 @@ def main():
           f"{'sim/meas':>8} {'cores us':>9} {'cores/meas':>10} {'vs ring':>8} exact")
     for r in results:
         key = (r["collective"], r["bytes"])
-        versus = r["measured"] / ring[key] if key in ring else float("nan")
+        r["versus"] = r["measured"] / ring[key] if key in ring else float("nan")
         print(f"{r['collective']:>14} {r['asked']:>18} {r['ran']:>17} {r['bytes']:>10} {r['measured']:>12.1f} "
               f"{r['simulated']:>13.1f} {r['simulated'] / r['measured']:>8.2f} "
               f"{r['simulated_cores']:>9.1f} {r['simulated_cores'] / r['measured']:>10.2f} "
-              f"{versus:>8.2f} "
+              f"{r['versus']:>8.2f} "
               f"{'yes' if r['exact'] else 'NO'}")
-    if any(codes) or not all(r["exact"] for r in results):
-        for rank, (code, err) in enumerate(zip(codes, errors)):
-            if code:
-                print(f"rank {rank} exited {code}: {err}", file=sys.stderr)
-        sys.exit(1)
+    return results
 
+
+def print_summary(runs):
+    """Per row, the median over the runs and (in brackets) their range."""
+    def cell(values, digits):
+        values = sorted(values)
+        return (f"{statistics.median(values):.{digits}f} "
+                f"({values[0]:.{digits}f}-{values[-1]:.{digits}f})")
+    print(f"# median (range) over {len(runs)} runs")
+    print(f"{'collective':>14} {'algorithm':>18} {'bytes':>10} {'measured us':>26} "
+          f"{'cores/meas':>18} {'vs ring':>18}")
+    for i, first in enumerate(runs[0]):
+        rows = [run[i] for run in runs]
+        print(f"{first['collective']:>14} {first['asked']:>18} {first['bytes']:>10} "
+              f"{cell([r['measured'] for r in rows], 1):>26} "
+              f"{cell([r['simulated_cores'] / r['measured'] for r in rows], 2):>18} "
+              f"{cell([r['versus'] for r in rows], 2):>18}")
 
 if __name__ == "__main__":
     main()
