@@ -12,11 +12,13 @@
 // through the socket anyway and its handshake waits behind the data queued
 // the other way, halving/doubling and direct 1.3-1.4x on the emulated
 // clusters. When the receiver is busy elsewhere (DDP's backward pass beside
-// the communication, cores shared), an eager sender keeps pushing into a
-// queue or socket that nobody drains and is woken again and again: our
-// threads used 2-3x the CPU per DDP step over TCP, and now and then as much
-// on shared memory. So it is opt-in, for synchronous small-message and
-// latency-bound multi-node work.
+// the communication, cores shared), it costs CPU instead: our threads used
+// 2-3x the CPU per DDP step over TCP, and now and then as much on shared
+// memory. Likely why (not measured apart): an eager sender pushes into a
+// queue or socket that only the busy receiver drains, and the ring posts a
+// step's segments at once while the receiver keeps 8 receives posted, so the
+// rest arrive unexpected and are buffered and copied again. So it is opt-in,
+// for synchronous small-message and latency-bound multi-node work.
 //
 // UCX's per-message switch is UCP_OP_ATTR_FLAG_FAST_CMPL: such a send is
 // eager up to UCX_RNDV_SEND_NBR_THRESH, which the data path's context sets
