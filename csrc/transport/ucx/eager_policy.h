@@ -12,12 +12,14 @@
 // through the socket anyway and its handshake waits behind the data queued
 // the other way, halving/doubling and direct 1.3-1.4x on the emulated
 // clusters. When the receiver is busy elsewhere (DDP's backward pass beside
-// the communication, cores shared), it costs CPU instead: our threads used
-// 2-3x the CPU per DDP step over TCP, and now and then as much on shared
-// memory. Likely why (not measured apart): an eager sender pushes into a
-// queue or socket that only the busy receiver drains, and the ring posts a
-// step's segments at once while the receiver keeps 8 receives posted, so the
-// rest arrive unexpected and are buffered and copied again. So it is opt-in,
+// the communication, cores shared), it costs CPU instead: over TCP an eager
+// message goes out in UCX's 8 KiB segments, one send() each, and our threads
+// used 2.3x the CPU per DDP step; with UCX_TCP_TX_SEG_SIZE=256k and
+// UCX_TCP_RX_SEG_SIZE=256k in the environment about as little as by
+// rendezvous (benchmarks/RESULTS.md). On shared memory, eager below 256 KiB
+// now and then cost as much (2 of 3 DDP runs; not taken apart). Posting
+// every receive of a ring step first did not help, so it is not the
+// unexpected-message path. So it is opt-in,
 // for synchronous small-message and latency-bound multi-node work.
 //
 // UCX's per-message switch is UCP_OP_ATTR_FLAG_FAST_CMPL: such a send is
