@@ -58,6 +58,16 @@ TEST(EagerPolicy, LimitsBySize) {
   EXPECT_FALSE(sendsEagerly(false, 8, limit));
 }
 
+TEST(EagerPolicy, UcxSettingsRaiseTcpSegmentsOnlyWhenEagerIsOn) {
+  using Settings = std::vector<std::tuple<std::string, std::string, std::string>>;
+  EXPECT_EQ(eagerUcxSettings(0),
+            (Settings{{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"}}));
+  EXPECT_EQ(eagerUcxSettings(4096),
+            (Settings{{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"},
+                      {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
+                      {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"}}));
+}
+
 namespace {
 
 // Rank 0 sends messages of `sizes` to rank 1 and back; with `lateReceives`

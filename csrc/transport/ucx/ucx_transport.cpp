@@ -43,7 +43,11 @@ constexpr auto kMonitorProgressInterval = std::chrono::microseconds(200);
 UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
                            std::chrono::milliseconds timeout, const Config& config)
     : Transport(rank, size, config) {
-  UcxWorker ucx = UcxWorker::open(nullptr, static_cast<size_t>(size), "data path");
+  std::vector<UcxWorker::Default> defaults;
+  for (const auto& [name, value, variable] : eagerUcxSettings(config.eagerBytes)) {
+    defaults.push_back({name, value, variable});
+  }
+  UcxWorker ucx = UcxWorker::open(nullptr, static_cast<size_t>(size), "data path", defaults);
   context_ = ucx.context;
   worker_ = ucx.worker;
   eventFd_ = ucx.eventFd;

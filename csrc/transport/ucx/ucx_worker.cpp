@@ -17,19 +17,16 @@ void check(ucs_status_t status, const char* purpose, const char* what) {
 }  // namespace
 
 UcxWorker UcxWorker::open(const char* transports, size_t estimatedEndpoints,
-                          const char* purpose) {
+                          const char* purpose, const std::vector<Default>& defaults) {
   UcxWorker w;
   try {
     ucp_config_t* config = nullptr;
     check(ucp_config_read(nullptr, nullptr, &config), purpose, "config read");
     ucs_status_t status =
         transports != nullptr ? ucp_config_modify(config, "TLS", transports) : UCS_OK;
-    // A send flagged UCP_OP_ATTR_FLAG_FAST_CMPL is eager up to this
-    // threshold: "inf" leaves the choice per message to us
-    // (transport/ucx/eager_policy.h). A user's own setting wins. A UCX
-    // without the key only loses RINGREDUCE_EAGER_BYTES above 256 KiB.
-    if (status == UCS_OK && std::getenv("UCX_RNDV_SEND_NBR_THRESH") == nullptr) {
-      (void)ucp_config_modify(config, "RNDV_SEND_NBR_THRESH", "inf");
+    for (const Default& d : defaults) {
+      if (status != UCS_OK || std::getenv(d.userVariable.c_str()) != nullptr) continue;
+      (void)ucp_config_modify(config, d.name.c_str(), d.value.c_str());  // unknown: UCX's own
     }
     if (status == UCS_OK) {
       ucp_params_t params{};

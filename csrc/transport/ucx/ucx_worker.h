@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ringreduce {
@@ -17,9 +19,15 @@ struct UcxWorker {
   std::vector<uint8_t> address;
 
   // `transports` overrides UCX_TLS for this context (nullptr: UCX's own
-  // configuration). Throws TransportError naming `purpose` on failure, with
-  // nothing left open.
-  static UcxWorker open(const char* transports, size_t estimatedEndpoints, const char* purpose);
+  // configuration); each of `defaults` (name as ucp_config_modify takes it,
+  // value) applies unless the user set the `userVariable` it names, and one
+  // this UCX does not know is skipped. Throws TransportError naming
+  // `purpose` on failure, with nothing left open.
+  struct Default {
+    std::string name, value, userVariable;
+  };
+  static UcxWorker open(const char* transports, size_t estimatedEndpoints, const char* purpose,
+                        const std::vector<Default>& defaults = {});
   // Destroys the worker and the context, if open.
   void close();
 };
