@@ -15,6 +15,8 @@ sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same mo
   nocomm DDP with a comm hook that returns each bucket as it is: DDP's own
          cost (bucket copies, autograd hooks) with no communication, the part
          of "exposed" that no backend can remove
+  nocomm+fp16  the same with fp16_compress_hook's own work (to float16,
+         divide, back into the bucket) and no communication: the floor of "+fp16"
 The configurations alternate in rounds; a configuration's time is the median
 step of the slowest rank over all its rounds. "exposed" is its time minus the
 compute time: the communication the step waits for. "main CPU" is the CPU
@@ -66,12 +68,28 @@ def no_comm_hook(state, bucket):
     return future
 
 
+def no_comm_fp16_hook(world_size, bucket):
+    """fp16_compress_hook's own work (to float16, divide, back into the
+    bucket) with no communication: the part of "+fp16" no backend can remove."""
+    buffer = bucket.buffer()
+    future = torch.futures.Future()
+    future.set_result(buffer.to(torch.float16).div_(world_size))
+
+    def decompress(fut):
+        buffer.copy_(fut.value())
+        return buffer
+    return future.then(decompress)
+
+
 def wrap(base, config, groups):
     if config == "none":
         return base
-    if config == "nocomm":
+    if config in ("nocomm", "nocomm+fp16"):
         model = DDP(base, process_group=groups["gloo"])
-        model.register_comm_hook(None, no_comm_hook)
+        if config == "nocomm":
+            model.register_comm_hook(None, no_comm_hook)
+        else:
+            model.register_comm_hook(dist.get_world_size(), no_comm_fp16_hook)
         return model
     backend, _, hook = config.partition("+")
     model = DDP(base, process_group=groups[config if hook == "wire" else backend])
@@ -91,7 +109,8 @@ def main():
     p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--configs",
-                   default="none,nocomm,gloo,ringreduce,gloo+fp16,ringreduce+fp16,ringreduce+wire")
+                   default="none,nocomm,nocomm+fp16,gloo,ringreduce,gloo+fp16,ringreduce+fp16,"
+                           "ringreduce+wire")
     args = p.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
@@ -140,15 +159,19 @@ def main():
                 if ring and gloo and gloo > compute:
                     print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
                           f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
-            floor = medians.get("nocomm")
-            if floor:
-                print(f"# DDP's own cost without communication (nocomm): "
-                      f"{(floor - compute) * 1e3:.1f} ms per step")
-                for hook in ("", "+fp16", "+wire"):
+            for floor_config, what in (("nocomm", "DDP's own cost"),
+                                       ("nocomm+fp16", "DDP's and the fp16 hook's own cost")):
+                if floor_config in medians:
+                    print(f"# {what} without communication ({floor_config}): "
+                          f"{(medians[floor_config] - compute) * 1e3:.1f} ms per step")
+            for hook in ("", "+fp16", "+wire"):
+                # "+wire" has no hook: DDP's own cost is its floor too.
+                floor = medians.get("nocomm+fp16" if hook == "+fp16" else "nocomm")
+                if floor:
                     ring = medians.get("ringreduce" + hook)
                     gloo = medians.get("gloo" + hook.replace("+wire", "+fp16"))
                     if ring and gloo and gloo > floor:
-                        print(f"# above DDP's own cost{hook or ' (no hook)'}: ringreduce "
+                        print(f"# above its own cost{hook or ' (no hook)'}: ringreduce "
                               f"{(ring - floor) * 1e3:.1f} ms, gloo {(gloo - floor) * 1e3:.1f} ms: "
                               f"{(ring - floor) / (gloo - floor):.2f}x gloo's")
     dist.destroy_process_group()
