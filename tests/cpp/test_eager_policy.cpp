@@ -58,11 +58,9 @@ TEST(EagerPolicy, LimitsBySize) {
   EXPECT_FALSE(sendsEagerly(false, 8, limit));
 }
 
-TEST(EagerPolicy, UcxSettingsRaiseTcpSegmentsOnlyWhenEagerIsOn) {
+TEST(EagerPolicy, DataPathTakesNoThresholdAnd256KiBTcpSegments) {
   using Settings = std::vector<std::tuple<std::string, std::string, std::string>>;
-  EXPECT_EQ(eagerUcxSettings(0),
-            (Settings{{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"}}));
-  EXPECT_EQ(eagerUcxSettings(4096),
+  EXPECT_EQ(dataPathUcxSettings(),
             (Settings{{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"},
                       {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
                       {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"}}));
@@ -127,12 +125,54 @@ TEST(EagerPolicy, SharedMemoryMessagesAcrossTheLimitArriveIntact) {
   }
 }
 
-// TCP eager at every size up to the cap, and across a 64 KiB limit.
+// TCP eager at every size up to the cap, across a 64 KiB limit, and with
+// UCX's thresholds (the default).
 TEST(EagerPolicy, TcpMessagesOfEverySizeArriveIntact) {
   ScopedEnv tls("UCX_TLS", "tcp");
   ScopedEnv devices("UCX_NET_DEVICES", "lo");
-  for (const size_t limit : {kEagerCap + 1, size_t{64 * 1024}}) {
+  for (const size_t limit : {kEagerCap + 1, size_t{64 * 1024}, size_t{0}}) {
     exchangeSizes(kSizes, false, limit);
     exchangeSizes(kSizes, true, limit);
   }
+}
+
+namespace {
+
+// The tag_send row of the data path's endpoint to the other of two ranks
+// over TCP, e.g. "tag_send: 0..<egr/short>..262137..<egr/zcopy>..262144..<rndv>..(inf)".
+std::string tcpTagSendRow() {
+  std::string row;
+  runRanks(2, [&](Transport& t, int rank) {
+    OpContext op("segment test", 9, std::chrono::seconds(20));
+    const int peer = 1 - rank;
+    int out = rank, in = -1;
+    Request r = t.irecv(peer, makeTag(peer, 9, 0), &in, sizeof(in), op);
+    Request s = t.isend(peer, makeTag(rank, 9, 0), &out, sizeof(out), op);
+    t.wait(r, op);
+    t.wait(s, op);
+    ASSERT_EQ(in, peer);
+    if (rank != 0) return;
+    const std::string endpoint = t.describeEndpoint(peer);
+    const size_t at = endpoint.find("tag_send:");
+    ASSERT_NE(at, std::string::npos) << endpoint;
+    row = endpoint.substr(at, endpoint.find("tag_send_nbr") - at);
+  });
+  return row;
+}
+
+}  // namespace
+
+// The data path's TCP segments are 256 KiB (UCX's are 8 KiB), which also
+// moves UCX's own rendezvous threshold on TCP to 256 KiB; a user's own
+// UCX_TCP_TX/RX_SEG_SIZE wins.
+TEST(EagerPolicy, TcpEndpointsTake256KiBSegmentsUnlessTheUserSetsThem) {
+  ScopedEnv tls("UCX_TLS", "tcp");
+  ScopedEnv devices("UCX_NET_DEVICES", "lo");
+  const std::string ours = tcpTagSendRow();
+  EXPECT_NE(ours.find("..262144..<rndv>"), std::string::npos) << ours;
+  ScopedEnv tx("UCX_TCP_TX_SEG_SIZE", "8k");
+  ScopedEnv rx("UCX_TCP_RX_SEG_SIZE", "8k");
+  const std::string users = tcpTagSendRow();
+  EXPECT_EQ(users.find("262144"), std::string::npos) << users;
+  EXPECT_NE(users.find("<rndv>"), std::string::npos) << users;
 }

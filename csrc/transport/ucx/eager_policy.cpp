@@ -53,14 +53,10 @@ bool sendsEagerly(bool eagerPays, size_t bytes, size_t limit) {
   return eagerPays && bytes < limit && bytes <= kEagerCap;
 }
 
-std::vector<std::tuple<std::string, std::string, std::string>> eagerUcxSettings(size_t eagerBytes) {
-  std::vector<std::tuple<std::string, std::string, std::string>> settings = {
-      {"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"}};
-  if (eagerBytes > 0) {
-    settings.emplace_back("TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE");
-    settings.emplace_back("RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE");
-  }
-  return settings;
+std::vector<std::tuple<std::string, std::string, std::string>> dataPathUcxSettings() {
+  return {{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"},
+          {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
+          {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"}};
 }
 
 }  // namespace ringreduce

@@ -14,8 +14,9 @@
 // clusters. When the receiver is busy elsewhere (DDP's backward pass beside
 // the communication, cores shared), it costs CPU instead: over TCP an eager
 // message goes out in UCX's 8 KiB segments, one send() each, and our threads
-// used 2.3x the CPU per DDP step; with 256 KiB segments (eagerUcxSettings)
-// about as little as by rendezvous (benchmarks/RESULTS.md). On shared memory, eager below 256 KiB
+// used 2.3x the CPU per DDP step; with 256 KiB segments (dataPathUcxSettings,
+// now the default for every TCP message) about as little as by rendezvous
+// (benchmarks/RESULTS.md). On shared memory, eager below 256 KiB
 // now and then cost as much (2 of 3 DDP runs; not taken apart). Posting
 // every receive of a ring step first did not help, so it is not the
 // unexpected-message path. So it is opt-in,
@@ -51,13 +52,19 @@ bool eagerCanPay(const std::string& endpointInfo);
 bool sendsEagerly(bool eagerPays, size_t bytes, size_t limit);
 
 // The data path's UCX settings, as (name for ucp_config_modify, value, the
-// variable by which a user's own setting wins): RNDV_SEND_NBR_THRESH=inf, so
-// that a flagged send is eager whatever its size and the limit is ours; and
-// with eager sends on (`eagerBytes` > 0), TCP segments of 256 KiB: an eager
-// TCP message goes out one segment per send(), and UCX's 8 KiB made DDP over
-// TCP use 2.3x the CPU per step (83-92 ms against 35-38 by rendezvous). UCX
-// applies a transport's setting by its name inside the transport's table
+// variable by which a user's own setting wins):
+// - RNDV_SEND_NBR_THRESH=inf, so that a flagged send is eager whatever its
+//   size and the limit is ours;
+// - TCP segments of 256 KiB instead of UCX's 8 KiB. A TCP message goes out
+//   one segment per send(): with 8 KiB, eager DDP steps over TCP used 2.3x
+//   the CPU (83-92 ms against 35-38 by rendezvous), and the rendezvous too is
+//   faster with 256 KiB (the emulated 1 Gbit/s nodes: ring and two_level 7-8%
+//   at 16 MiB). A segment buffer is held only while a message is in flight on
+//   its endpoint: an all_to_all among 16 ranks over TCP grew each rank's
+//   memory by 0-1.6 MiB more than with 8 KiB (benchmarks/RESULTS.md, "256 KiB
+//   TCP segments by default").
+// UCX applies a transport's setting by its name inside the transport's table
 // ("TX_SEG_SIZE", not "TCP_TX_SEG_SIZE", which it accepts and never uses).
-std::vector<std::tuple<std::string, std::string, std::string>> eagerUcxSettings(size_t eagerBytes);
+std::vector<std::tuple<std::string, std::string, std::string>> dataPathUcxSettings();
 
 }  // namespace ringreduce

@@ -44,7 +44,7 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
                            std::chrono::milliseconds timeout, const Config& config)
     : Transport(rank, size, config) {
   std::vector<UcxWorker::Default> defaults;
-  for (const auto& [name, value, variable] : eagerUcxSettings(config.eagerBytes)) {
+  for (const auto& [name, value, variable] : dataPathUcxSettings()) {
     defaults.push_back({name, value, variable});
   }
   UcxWorker ucx = UcxWorker::open(nullptr, static_cast<size_t>(size), "data path", defaults);
