@@ -16,11 +16,11 @@
 // message goes out in UCX's 8 KiB segments, one send() each, and our threads
 // used 2.3x the CPU per DDP step; with 256 KiB segments (dataPathUcxSettings,
 // now the default for every TCP message) about as little as by rendezvous
-// (benchmarks/RESULTS.md). On shared memory, eager below 256 KiB
-// now and then cost as much (2 of 3 DDP runs; not taken apart). Posting
-// every receive of a ring step first did not help, so it is not the
-// unexpected-message path. So it is opt-in,
-// for synchronous small-message and latency-bound multi-node work.
+// (benchmarks/RESULTS.md). On shared memory, eager below 256 KiB now and
+// then cost as much (2 of 3 DDP runs; not taken apart). Posting every
+// receive of a ring step first did not help, so it is not the
+// unexpected-message path. So it is opt-in, for synchronous small-message
+// and latency-bound multi-node work.
 //
 // UCX's per-message switch is UCP_OP_ATTR_FLAG_FAST_CMPL: such a send is
 // eager up to UCX_RNDV_SEND_NBR_THRESH, which the data path's context sets
