@@ -45,7 +45,8 @@ const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpCon
     if (comm.config.measureLinks && comm.size() > 1) {
       probeLinks(comm, op, topology(comm, op), &intra, &inter);
     }
-    model_ = std::make_unique<AllreduceCostModel>(topology(comm, op), intra, inter);
+    model_ = std::make_unique<AllreduceCostModel>(topology(comm, op), intra, inter,
+                                                  comm.config.segmentBytes);
   }
   return *model_;
 }

@@ -1,6 +1,7 @@
 #include "core/allreduce_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -50,8 +51,9 @@ std::vector<int> iota(int n) {
 }  // namespace
 
 AllreduceCostModel::AllreduceCostModel(Topology topology, const LinkCost& intra,
-                                       const LinkCost& inter)
-    : topology_(std::move(topology)), intra_(intra), inter_(inter) {
+                                       const LinkCost& inter, size_t segmentBytes)
+    : topology_(std::move(topology)), intra_(intra), inter_(inter),
+      segmentBytes_(static_cast<double>(std::max<size_t>(1, segmentBytes))) {
   const Topology& t = topology_;
   const int p = t.size();
   if (p < 2) return;
@@ -124,16 +126,31 @@ double AllreduceCostModel::timeOf(const std::vector<Step>& steps, double bytes) 
   return total;
 }
 
+double AllreduceCostModel::segmentsOf(double chunk) const {
+  return std::max(1.0, std::ceil(chunk / segmentBytes_));
+}
+
+double AllreduceCostModel::ringChain(double steps, double intraShare, double interShare,
+                                     double chunk) const {
+  const double segments = segmentsOf(chunk);
+  const double segment = chunk / segments;
+  const double hop = intraShare * (intra_.alpha + intra_.overhead + segment * intra_.beta) +
+                     interShare * (inter_.alpha + inter_.overhead + segment * inter_.beta);
+  const double slowest = std::max(intraShare > 0 ? intra_.beta : 0.0,
+                                  interShare > 0 ? inter_.beta : 0.0);
+  return steps * hop + (segments - 1) * segment * slowest;
+}
+
 double AllreduceCostModel::ringTime(double bytes) const {
   const int p = topology_.size();
   const double chunk = bytes / p;
   const double steps = 2.0 * (p - 1);
-  // A chunk goes 2(p-1) hops around the ring, 2(p-1)/p times each link.
-  const double chain = steps / p *
-                       (ringIntraHops_ * (intra_.alpha + intra_.overhead + chunk * intra_.beta) +
-                        ringInterHops_ * (inter_.alpha + inter_.overhead + chunk * inter_.beta));
+  const double chain = ringChain(steps, static_cast<double>(ringIntraHops_) / p,
+                                 static_cast<double>(ringInterHops_) / p, chunk);
   // Each step, every rank sends one chunk: over its own link, or through
-  // its node's NIC with the node's other ranks that cross.
+  // its node's NIC with the node's other ranks that cross. (One overhead per
+  // step, not per segment: a segment is posted while the one before it is
+  // on the wire.)
   double busiest = 0;
   if (ring_.intraMessages > 0) busiest = intra_.overhead + chunk * intra_.beta;
   if (ring_.interMessages > 0) {
@@ -149,8 +166,9 @@ double AllreduceCostModel::twoLevelCross(AllreduceAlgorithm algorithm, double by
       const int nodes = topology_.nodes();
       const double chunk = bytes / activePerNode_ / nodes;
       const double steps = 2.0 * (nodes - 1);
-      return steps * std::max(inter_.alpha + inter_.overhead + chunk * inter_.beta,
-                              activePerNode_ * chunk * inter_.beta);
+      return std::max(ringChain(steps, 0, 1, chunk),
+                      steps * std::max(inter_.overhead + chunk * inter_.beta,
+                                       activePerNode_ * chunk * inter_.beta));
     }
     case AllreduceAlgorithm::Direct:
       return timeOf(crossDirect_, bytes);
@@ -199,7 +217,13 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
       bestTime = t;
     }
   }
-  return best;
+  if (best != AllreduceAlgorithm::Ring && best != AllreduceAlgorithm::Direct) return best;
+  // The ring and direct tied: by link class, as measured (the header).
+  const double ring = predict(AllreduceAlgorithm::Ring, bytes);
+  const double direct = predict(AllreduceAlgorithm::Direct, bytes);
+  if (std::abs(ring - direct) > kBandwidthTie * std::min(ring, direct)) return best;
+  const bool oneNodeOfMoreThanTwo = topology_.nodes() == 1 && topology_.size() > 2;
+  return oneNodeOfMoreThanTwo ? AllreduceAlgorithm::Direct : AllreduceAlgorithm::Ring;
 }
 
 }  // namespace ringreduce

@@ -11,7 +11,10 @@
 // in), so it costs the longer of its chain of 2(p-1) hops around the ring
 // and the busiest resource's total work. The simulator
 // (transport/simulated/) runs the real schedules on the same model, message
-// by message, and so checks these formulas.
+// by message, and so checks these formulas. The ring streams each chunk in
+// segments (Config::segmentBytes), so a segment, not the whole chunk, waits
+// at each hop (priced whole, the ring came out up to 13% above its
+// schedule where a hop's latency and a chunk's transfer are alike).
 #pragma once
 
 #include <cstddef>
@@ -19,14 +22,20 @@
 
 #include "core/allreduce_algorithm.h"
 #include "core/chunk_layout.h"
+#include "core/config.h"
 #include "core/link_cost.h"
 #include "core/topology.h"
 
 namespace ringreduce {
 
+// Predictions closer than this fraction are a tie (cheapest()).
+constexpr double kBandwidthTie = 0.02;
+
 class AllreduceCostModel {
  public:
-  AllreduceCostModel(Topology topology, const LinkCost& intra, const LinkCost& inter);
+  // `segmentBytes`: the ring's segment (Config::segmentBytes).
+  AllreduceCostModel(Topology topology, const LinkCost& intra, const LinkCost& inter,
+                     size_t segmentBytes = Config().segmentBytes);
 
   // Seconds for an allreduce of `bytes`; infinity where the algorithm does not
   // apply (two_level on a single node or one rank per node). Auto: the
@@ -35,7 +44,16 @@ class AllreduceCostModel {
   // and the allreduce of the parts across the nodes.
   double predict(AllreduceAlgorithm algorithm, size_t bytes) const;
   // The cheapest of ring, halving_doubling, two_level and direct; ties go
-  // to the one listed first.
+  // to the one listed first. Bandwidth-bound, the ring and direct move the
+  // same bytes and are priced within kBandwidthTie of each other (direct: the
+  // ring's time and two latencies); there what the link terms leave out
+  // decides, by measurement (benchmarks/RESULTS.md, "The ring priced by
+  // segment"): direct on one node of more than two ranks (fewer hand-offs
+  // between the processes: 0.67-0.87x the ring's time at 16-64 MiB with 4
+  // ranks on 2 cores), else the ring. Across nodes direct's p-1 flows at
+  // once through each NIC took 1.2-2.1x the ring's time over TCP (4 and 8
+  // emulated 1 Gbit/s nodes, 4-64 MiB); on two ranks direct is the ring's one
+  // exchange without its segments, so without the reduction in cache.
   AllreduceAlgorithm cheapest(size_t bytes) const;
   // Inside two_level: how the shards cross the nodes (ring, halving_doubling
   // or direct).
@@ -79,6 +97,13 @@ class AllreduceCostModel {
   double timeOf(const std::vector<Step>& steps, double bytes) const;
   double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
   double ringTime(double bytes) const;
+  // A ring's chain: its first segment through `steps` hops (per hop, the
+  // mean over the ring's links of each class: `intraShare` and `interShare`
+  // of them, summing to 1), then the chunk's other segments one after the
+  // other through the slowest link.
+  double ringChain(double steps, double intraShare, double interShare, double chunk) const;
+  // Segments of a ring chunk of `chunk` bytes.
+  double segmentsOf(double chunk) const;
 
   // Reduce-scatter and allgather (core/scatter_gather_cost.cpp).
   void planScatterGather();
@@ -101,6 +126,7 @@ class AllreduceCostModel {
 
   Topology topology_;
   LinkCost intra_, inter_;
+  double segmentBytes_;
   bool twoLevel_ = false;
   int activePerNode_ = 1;                      // two_level: ranks per node that hold a part
   StepLoad ring_;                              // one step of the ring
