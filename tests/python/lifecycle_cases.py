@@ -93,3 +93,19 @@ def destroy_with_work_in_flight(rank, world, init_method):
     except Exception as error:
         orphan_outcome = str(error)
     return {"done": done, "sums_ok": sums_ok, "orphan": orphan_outcome}
+
+
+def all_to_all_then_destroy(rank, world, init_method, late_rank=-1):
+    """A few all_to_alls among every rank, then destroy_process_group(): the
+    ranks leave at different times (`late_rank` 0.5 s after the others)."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    block = 16384  # 64 KiB per peer
+    sent = torch.full((world * block,), float(rank))
+    received = torch.empty_like(sent)
+    for _ in range(3):
+        dist.all_to_all_single(received, sent)
+    exact = torch.equal(received, torch.arange(world).repeat_interleave(block).float())
+    if rank == late_rank:
+        time.sleep(0.5)
+    dist.destroy_process_group()
+    return exact

@@ -151,10 +151,22 @@ void PeerMonitor::postGoodbyeReceive() {
 }
 
 void PeerMonitor::sayGoodbye() {
+  if (saidGoodbye_) return;
+  saidGoodbye_ = true;
+  // Not to a peer that already left (or whose connection is gone): it needs
+  // no goodbye, and its connection may close under the flush below, which
+  // UCX then reports as an error ("error during flush: Endpoint timeout")
+  // at the end of a run that went well.
+  ucp_worker_progress(worker_);
+  collectGoodbyes();
+  auto gone = [&](int peer) {
+    return endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK || departed_[peer] ||
+           losses_[peer] != UCS_OK;
+  };
   std::vector<void*> sends;
   static const char byte = 0;
   for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
-    if (endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK) continue;
+    if (gone(peer)) continue;
     ucp_request_param_t param{};
     ucs_status_ptr_t status = ucp_tag_send_nbx(
         endpoints_[peer], &byte, 0, (static_cast<uint64_t>(rank_) << 32) | kGoodbyeTag, &param);
@@ -164,7 +176,7 @@ void PeerMonitor::sayGoodbye() {
   // dead peer cannot hold up our exit.
   const auto limit = std::chrono::steady_clock::now() + kGoodbyeLimit;
   for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
-    if (endpoints_[peer] == nullptr || deaths_[peer] != UCS_OK) continue;
+    if (gone(peer)) continue;
     ucp_request_param_t param{};
     ucs_status_ptr_t flush = ucp_ep_flush_nbx(endpoints_[peer], &param);
     if (!UCS_PTR_IS_PTR(flush)) continue;

@@ -54,6 +54,11 @@ class PeerMonitor {
   bool anyDead() const { return deadCount_ > 0; }
   bool isDead(int peer) const { return deaths_[static_cast<size_t>(peer)] != UCS_OK; }
   bool hasDeparted(int peer) const { return departed_[static_cast<size_t>(peer)]; }
+  // Tells every peer still here that this rank leaves on purpose (once; the
+  // destructor does it too). A group says it once its data endpoints are
+  // flushed and before its data worker goes, so that a peer closing later
+  // can close its endpoint to this rank without a flush that would fail.
+  void sayGoodbye();
   // The lowest rank seen dead, or -1.
   int firstDeadPeer() const;
   std::string deathReason(int peer) const;
@@ -69,7 +74,6 @@ class PeerMonitor {
   void judgeLosses();
   void postGoodbyeReceive();
   void postAbortReceive();
-  void sayGoodbye();
 
   const int rank_;
   const int size_;
@@ -91,6 +95,7 @@ class PeerMonitor {
   int abortedBy_ = -1;
   std::string abortReason_;
   int deadCount_ = 0;
+  bool saidGoodbye_ = false;
 };
 
 }  // namespace ringreduce

@@ -90,14 +90,19 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
 
 UcxTransport::~UcxTransport() {
   abandonAll();
+  // Goodbyes that arrived while this rank was busy: peers that have left.
+  if (monitor_) monitor_->progress();
   std::vector<void*> closing;
   for (int peer = 0; peer < size(); ++peer) {
     ucp_ep_h ep = endpoints_.empty() ? nullptr : endpoints_[peer];
     if (ep == nullptr) continue;
     ucp_request_param_t param{};
-    // Flush what is still going out, except to a dead peer: nothing there
-    // will ever acknowledge it.
-    if (monitor_ && monitor_->isDead(peer)) {
+    // Flush what is still going out, except to a dead peer (nothing there
+    // will ever acknowledge it) and to one that has left: it finished its
+    // collectives, so it needs nothing more from us, and its worker may be
+    // gone, which fails the flush with an error UCX prints ("error during
+    // flush: Endpoint timeout") at the end of a run that went well.
+    if (monitor_ && (monitor_->isDead(peer) || monitor_->hasDeparted(peer))) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -122,6 +127,8 @@ UcxTransport::~UcxTransport() {
                                    << kCloseFlushLimit.count() << " ms; destroying anyway");
     for (void* request : closing) ucp_request_free(request);
   }
+  // Our endpoints are flushed: peers may now close theirs to us by force.
+  if (monitor_) monitor_->sayGoodbye();
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
   monitor_.reset();
