@@ -207,11 +207,16 @@ double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) c
 }
 
 AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
+  // Runs for every allreduce: each algorithm is priced once.
+  const double ring = predict(AllreduceAlgorithm::Ring, bytes);
+  const double direct = predict(AllreduceAlgorithm::Direct, bytes);
   AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
-  double bestTime = predict(best, bytes);
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::TwoLevel,
-                               AllreduceAlgorithm::Direct}) {
-    const double t = predict(a, bytes);
+  double bestTime = ring;
+  for (const auto& [a, t] : {std::pair{AllreduceAlgorithm::HalvingDoubling,
+                                       predict(AllreduceAlgorithm::HalvingDoubling, bytes)},
+                             std::pair{AllreduceAlgorithm::TwoLevel,
+                                       predict(AllreduceAlgorithm::TwoLevel, bytes)},
+                             std::pair{AllreduceAlgorithm::Direct, direct}}) {
     if (t < bestTime) {
       best = a;
       bestTime = t;
@@ -219,8 +224,6 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
   }
   if (best != AllreduceAlgorithm::Ring && best != AllreduceAlgorithm::Direct) return best;
   // The ring and direct tied: by link class, as measured (the header).
-  const double ring = predict(AllreduceAlgorithm::Ring, bytes);
-  const double direct = predict(AllreduceAlgorithm::Direct, bytes);
   if (std::abs(ring - direct) > kBandwidthTie * std::min(ring, direct)) return best;
   const bool oneNodeOfMoreThanTwo = topology_.nodes() == 1 && topology_.size() > 2;
   return oneNodeOfMoreThanTwo ? AllreduceAlgorithm::Direct : AllreduceAlgorithm::Ring;
