@@ -1,5 +1,6 @@
 #include "algorithms/direct_allreduce.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/host_reduce.h"
@@ -8,6 +9,11 @@
 #include "transport/tag.h"
 
 namespace ringreduce {
+
+namespace {
+// Of my block, with one piece of each peer's beside it, well inside L2.
+constexpr size_t kReducePieceBytes = 128 * 1024;
+}  // namespace
 
 void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   Transport& t = comm.transport;
@@ -43,14 +49,24 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
   t.waitAll(recvs, op);
   if (payload && mine.count > 0) {
     // In rank order, my own block in its place, so every run combines alike.
+    // Piece by piece, every peer's part while the piece is in cache: my
+    // block crosses memory once instead of n - 1 times, in the same order
+    // of operations (four ranks on two cores, 64 MiB: the reduction took
+    // 15% of the cycles in n - 1 passes).
     PhaseScope reducing(op.phases, Phase::Reduce);
     const int last = rank == n - 1 ? n - 2 : n - 1;
-    for (int peer = 0; peer < n; ++peer) {
-      if (peer == rank) continue;
-      if (peer == last && args.op == ReduceOp::Avg) {
-        reduceAndAverage(args.type, at(mine), slotOf(peer), mine.count, n);
-      } else {
-        reduceInto(args.type, args.op, at(mine), slotOf(peer), mine.count);
+    const size_t piece = std::max<size_t>(1, kReducePieceBytes / esize);
+    for (size_t first = 0; first < mine.count; first += piece) {
+      const size_t count = std::min(piece, mine.count - first);
+      char* dst = at(mine) + first * esize;
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == rank) continue;
+        const char* src = slotOf(peer) + first * esize;
+        if (peer == last && args.op == ReduceOp::Avg) {
+          reduceAndAverage(args.type, dst, src, count, n);
+        } else {
+          reduceInto(args.type, args.op, dst, src, count);
+        }
       }
     }
   }
