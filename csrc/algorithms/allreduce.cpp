@@ -96,6 +96,7 @@ void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
   if (!reason.empty())
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
+  noteCallerBuffer(comm, args.data, args.count * elementSize(args.type));
   std::optional<AllreduceSelector> oneNode;
   AllreduceSelector* selector = comm.selector;
   if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));

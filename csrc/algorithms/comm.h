@@ -27,4 +27,10 @@ struct Comm {
   int size() const { return transport.size(); }
 };
 
+// A collective is about to move the caller's [data, data + bytes): a large
+// buffer that comes back goes on huge pages (core/huge_pages.h).
+inline void noteCallerBuffer(const Comm& comm, const void* data, size_t bytes) {
+  if (comm.config.hugePages) comm.workspace.callerBuffers().noteCallerBuffer(data, bytes);
+}
+
 }  // namespace ringreduce

@@ -67,6 +67,7 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
   if (comm.size() == 1 || args.count == 0) return;
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = args.count * elementSize(args.type);
+  noteCallerBuffer(comm, args.data, bytes);
   const Choice choice = choose(comm, op, bytes, oneNode);
   trace(comm, op, bytes, choice);
   switch (choice.algorithm) {
@@ -85,6 +86,8 @@ void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
   if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = args.blockBytes * static_cast<size_t>(n);
+  // Peers copy the gathered blocks out of the output (the ring forwards them).
+  noteCallerBuffer(comm, args.output, bytes);
   const Choice choice = choose(comm, op, bytes, oneNode);
   trace(comm, op, bytes, choice);
   if (choice.algorithm == AllreduceAlgorithm::TwoLevel) {

@@ -113,6 +113,7 @@ Config readConfig(const Sources& sources) {
       readPositive(sources, "RINGREDUCE_WAIT_SPIN_US", config.waitSpinMicroseconds, 0));
   config.callerGraceMicroseconds = static_cast<int>(
       readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
+  config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
       readFlag(sources, "RINGREDUCE_CHECK_COLLECTIVES", config.checkCollectives);
@@ -172,6 +173,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_WAIT_SPIN_US", number(waitSpinMicroseconds)},
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},
       {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
+      {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
       {"RINGREDUCE_ALGORITHM", nameOf(allreduceAlgorithm)},

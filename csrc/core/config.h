@@ -58,6 +58,12 @@ struct Config {
   // an asynchronous one by at most this. RINGREDUCE_CALLER_GRACE_US.
   int callerGraceMicroseconds = 100;
 
+  // Put caller buffers of 4 MiB and up that come back collective after
+  // collective on 2 MiB pages, so peers on this machine copying from them
+  // pin 512x fewer pages (core/huge_pages.h). RINGREDUCE_HUGE_PAGES=0 turns
+  // it off.
+  bool hugePages = true;
+
   // Watch peers over a TCP side channel so a dead rank is reported at once
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
   bool peerMonitor = true;

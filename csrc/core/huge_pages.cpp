@@ -1,0 +1,51 @@
+#include "core/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <utility>
+
+// Linux 6.1's value; older headers lack the name, older kernels answer EINVAL.
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+namespace ringreduce {
+
+PageRange hugePageInterior(const void* data, size_t bytes) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t begin = (start + kHugePageBytes - 1) & ~(uintptr_t{kHugePageBytes} - 1);
+  const uintptr_t end = (start + bytes) & ~(uintptr_t{kHugePageBytes} - 1);
+  if (data == nullptr || end <= begin) return {};
+  return {begin, static_cast<size_t>(end - begin)};
+}
+
+void preferHugePages(void* data, size_t bytes) {
+  const PageRange pages = hugePageInterior(data, bytes);
+  if (pages.bytes > 0) madvise(reinterpret_cast<void*>(pages.begin), pages.bytes, MADV_HUGEPAGE);
+}
+
+bool collapseIntoHugePages(const void* data, size_t bytes) {
+  const PageRange pages = hugePageInterior(data, bytes);
+  return pages.bytes > 0 &&
+         madvise(reinterpret_cast<void*>(pages.begin), pages.bytes, MADV_COLLAPSE) == 0;
+}
+
+HugePageAdvisor::HugePageAdvisor(Collapse collapse) : collapse_(std::move(collapse)) {}
+
+bool HugePageAdvisor::noteCallerBuffer(const void* data, size_t bytes) {
+  if (data == nullptr || bytes < kMinBytes) return false;
+  const uintptr_t address = reinterpret_cast<uintptr_t>(data);
+  for (Seen& seen : seen_) {
+    if (seen.data != address || seen.bytes != bytes) continue;
+    if (seen.collapsed) return false;
+    // Back a second time: worth the copy. Tried once whatever the answer,
+    // so memory the kernel will not move costs no further calls.
+    seen.collapsed = true;
+    collapse_(data, bytes);
+    return true;
+  }
+  if (seen_.size() < kMaxBuffers) seen_.push_back({address, bytes, false});
+  return false;
+}
+
+}  // namespace ringreduce

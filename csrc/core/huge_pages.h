@@ -1,0 +1,74 @@
+// 2 MiB pages for the large buffers a collective moves between processes.
+//
+// Why: between ranks of one machine the bytes go by CMA (process_vm_readv),
+// and the kernel pins every page of the peer's buffer it copies from. With
+// 4 KiB pages that pinning is a large part of a big collective's system
+// time: two ranks on two cores, 64 MiB allreduce, 11.4-13.3 ms per op with
+// 4 KiB pages, 8.0-9.2 ms on 2 MiB pages, system time per op halved
+// (benchmarks/RESULTS.md, "Caller buffers on 2 MiB pages"). torch gives
+// tensors 4 KiB pages unless THP_MEM_ALLOC_ENABLE=1, which a user must set
+// before torch starts.
+//
+// Two cases:
+// - Our own scratch (Workspace): asked for huge pages before its first touch
+//   (MADV_HUGEPAGE), free.
+// - Caller buffers: moving them costs a copy of each page (MADV_COLLAPSE,
+//   17-77 ms for 64 MiB here), worth it only for a buffer that comes back
+//   (DDP's buckets, a training loop's flat gradients). So a buffer is
+//   collapsed the second time a collective gets it, once, and at most
+//   kMaxBuffers of them per group: a buffer torch frees and hands out again
+//   at the same address costs one collapse, never one per step.
+// The contents never change; a kernel without MADV_COLLAPSE (before 6.1) or
+// memory it cannot move (pinned, device-mapped) just stays as it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace ringreduce {
+
+constexpr size_t kHugePageBytes = 2u << 20;
+
+// The whole 2 MiB pages inside [data, data + bytes); bytes 0 when none.
+struct PageRange {
+  uintptr_t begin = 0;
+  size_t bytes = 0;
+};
+PageRange hugePageInterior(const void* data, size_t bytes);
+
+// MADV_HUGEPAGE on the whole huge pages of memory we own and have not
+// touched yet. Ignores failure (THP off, old kernel): only speed depends on it.
+void preferHugePages(void* data, size_t bytes);
+
+// MADV_COLLAPSE on the whole huge pages inside [data, data + bytes): true
+// when the kernel moved (or already had) them onto huge pages.
+bool collapseIntoHugePages(const void* data, size_t bytes);
+
+class HugePageAdvisor {
+ public:
+  // Smaller buffers: their pinning costs less than a collapse could repay soon.
+  static constexpr size_t kMinBytes = 4u << 20;
+  static constexpr size_t kMaxBuffers = 64;
+  using Collapse = std::function<bool(const void* data, size_t bytes)>;
+
+  explicit HugePageAdvisor(Collapse collapse = collapseIntoHugePages);
+
+  // A collective is about to move the caller buffer [data, data + bytes).
+  // True when this call asked the kernel to collapse it.
+  bool noteCallerBuffer(const void* data, size_t bytes);
+
+  size_t buffersSeen() const { return seen_.size(); }
+
+ private:
+  struct Seen {
+    uintptr_t data;
+    size_t bytes;
+    bool collapsed;
+  };
+  Collapse collapse_;
+  std::vector<Seen> seen_;
+};
+
+}  // namespace ringreduce

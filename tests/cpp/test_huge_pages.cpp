@@ -1,0 +1,189 @@
+// Caller buffers on 2 MiB pages (core/huge_pages.h): which buffers the
+// advisor collapses and when, what the kernel then holds, and that the host
+// collectives hand it their buffers.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/allreduce.h"
+#include "algorithms/scatter_gather.h"
+#include "core/huge_pages.h"
+#include "rank_threads.h"
+
+namespace ringreduce {
+namespace {
+
+struct Call {
+  const void* data;
+  size_t bytes;
+};
+
+// An advisor whose collapses are only recorded.
+struct RecordingAdvisor {
+  std::vector<Call> calls;
+  HugePageAdvisor advisor{[this](const void* data, size_t bytes) {
+    calls.push_back({data, bytes});
+    return true;
+  }};
+};
+
+const char* fakeAddress(uintptr_t value) { return reinterpret_cast<const char*>(value); }
+
+TEST(HugePages, InteriorIsTheWholeHugePagesInside) {
+  const uintptr_t huge = kHugePageBytes;
+  PageRange r = hugePageInterior(fakeAddress(huge + 1), 3 * huge);
+  EXPECT_EQ(r.begin, 2 * huge);
+  EXPECT_EQ(r.bytes, 2 * huge);  // [2, 4) of [1+, 4+)
+  r = hugePageInterior(fakeAddress(2 * huge), 2 * huge);
+  EXPECT_EQ(r.begin, 2 * huge);
+  EXPECT_EQ(r.bytes, 2 * huge);
+  EXPECT_EQ(hugePageInterior(fakeAddress(huge + 1), huge).bytes, 0u);  // no whole page
+  EXPECT_EQ(hugePageInterior(nullptr, 8 * huge).bytes, 0u);
+}
+
+TEST(HugePages, ABufferIsCollapsedTheSecondTimeItComesAndOnlyThen) {
+  RecordingAdvisor r;
+  const char* buffer = fakeAddress(64u << 20);
+  const size_t bytes = 8u << 20;
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(buffer, bytes));
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].data, buffer);
+  EXPECT_EQ(r.calls[0].bytes, bytes);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));
+  EXPECT_EQ(r.calls.size(), 1u);
+}
+
+TEST(HugePages, SmallBuffersAndNewSizesAreNotCollapsed) {
+  RecordingAdvisor r;
+  const char* buffer = fakeAddress(64u << 20);
+  const size_t small = HugePageAdvisor::kMinBytes - 1;
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, small));
+  EXPECT_EQ(r.advisor.buffersSeen(), 0u);
+  // The same address with another length is another buffer: seen once each.
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, 8u << 20));
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, 16u << 20));
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(nullptr, 16u << 20));  // payload-free runs
+  EXPECT_TRUE(r.calls.empty());
+}
+
+TEST(HugePages, AtMostMaxBuffersAreEverCollapsed) {
+  RecordingAdvisor r;
+  const size_t bytes = HugePageAdvisor::kMinBytes;
+  const auto address = [&](size_t i) { return fakeAddress((i + 1) * (bytes << 1)); };
+  const size_t tried = HugePageAdvisor::kMaxBuffers + 10;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (size_t i = 0; i < tried; ++i) r.advisor.noteCallerBuffer(address(i), bytes);
+  }
+  EXPECT_EQ(r.advisor.buffersSeen(), HugePageAdvisor::kMaxBuffers);
+  ASSERT_EQ(r.calls.size(), HugePageAdvisor::kMaxBuffers);
+  for (size_t i = 0; i < r.calls.size(); ++i) EXPECT_EQ(r.calls[i].data, address(i));
+}
+
+// AnonHugePages (kB) of the mapping that holds `address`, from /proc/self/smaps.
+size_t anonHugeKilobytes(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(address);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::stoul(line.substr(std::strlen("AnonHugePages:")));
+    }
+  }
+  return 0;
+}
+
+// 8 MiB of memory at a 2 MiB boundary, first touched as 4 KiB pages. It is
+// a mapping of its own (smaps counts huge pages per mapping): inaccessible
+// memory on both sides keeps the kernel from merging it with a neighbour.
+struct SmallPagedBuffer {
+  static constexpr size_t kBytes = 8u << 20;
+  static constexpr size_t kRegionBytes = kBytes + 2 * kHugePageBytes;
+  char* region = nullptr;
+  char* data = nullptr;
+  SmallPagedBuffer() {
+    region = static_cast<char*>(
+        mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (region == MAP_FAILED) throw std::bad_alloc();
+    data = reinterpret_cast<char*>(hugePageInterior(region + 4096, kRegionBytes - 4096).begin);
+    if (mprotect(data, kBytes, PROT_READ | PROT_WRITE) != 0) throw std::bad_alloc();
+    // 4 KiB pages at the first touch, whatever the machine's THP setting;
+    // then allowed again, as for any buffer torch hands us.
+    madvise(data, kBytes, MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < kBytes; ++i) data[i] = static_cast<char>(i * 7 + 3);
+    madvise(data, kBytes, MADV_HUGEPAGE);
+  }
+  ~SmallPagedBuffer() { munmap(region, kRegionBytes); }
+  bool unchanged() const {
+    for (size_t i = 0; i < kBytes; ++i) {
+      if (data[i] != static_cast<char>(i * 7 + 3)) return false;
+    }
+    return true;
+  }
+};
+
+TEST(HugePages, TheKernelMovesABufferThatCameBackOntoHugePagesAndKeepsItsBytes) {
+  SmallPagedBuffer buffer;
+  const size_t before = anonHugeKilobytes(buffer.data);
+  ASSERT_EQ(before, 0u) << "the buffer started on huge pages";
+  bool moved = false;
+  HugePageAdvisor advisor([&](const void* data, size_t bytes) {
+    moved = collapseIntoHugePages(data, bytes);
+    return moved;
+  });
+  advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
+  EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u) << "collapsed on its first sight";
+  EXPECT_TRUE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
+  EXPECT_TRUE(buffer.unchanged());
+  // Before Linux 6.1 (no MADV_COLLAPSE) the kernel refuses, and the buffer
+  // stays as it was; where it accepts, the pages must be huge.
+  if (moved) {
+    EXPECT_EQ(anonHugeKilobytes(buffer.data), SmallPagedBuffer::kBytes / 1024);
+  } else {
+    EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u);
+  }
+}
+
+// The host collectives hand the advisor their caller buffers, and
+// RINGREDUCE_HUGE_PAGES=0 (config.hugePages) keeps them out.
+TEST(HugePages, HostCollectivesNoteTheirCallerBuffers) {
+  for (bool enabled : {true, false}) {
+    Config config;
+    config.hugePages = enabled;
+    testing::runRanks(
+        2,
+        [&](Transport& transport, int rank) {
+          Workspace workspace;
+          const Comm comm{transport, config, workspace};
+          const size_t count = HugePageAdvisor::kMinBytes / sizeof(float);
+          std::vector<float> data(count, 1.0f + rank), gathered(2 * count);
+          const std::chrono::seconds limit(20);
+          hostAllreduce(comm, OpContext("allreduce", 1, limit), {data.data(), count, DataType::Float32, ReduceOp::Sum});
+          EXPECT_EQ(data[count - 1], 3.0f);
+          hostReduceScatter(comm, OpContext("reduce_scatter", 2, limit),
+                            {data.data(), count, DataType::Float32, ReduceOp::Sum});
+          hostAllgather(comm, OpContext("allgather", 3, limit),
+                        {data.data(), gathered.data(), count * sizeof(float)});
+          // The allreduce's and reduce-scatter's buffer once (the same
+          // range), the allgather's output once.
+          EXPECT_EQ(workspace.callerBuffers().buffersSeen(), enabled ? 2u : 0u);
+        },
+        config, testing::TransportKind::Loopback);
+  }
+}
+
+}  // namespace
+}  // namespace ringreduce
