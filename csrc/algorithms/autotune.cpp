@@ -34,7 +34,8 @@ std::vector<Config> AllreduceTuner::candidates(const Config& base, size_t classB
     candidate.hostWireDtype = wire;
     list.push_back(candidate);
   };
-  // Segments matter only to the ring, and only when a chunk holds several.
+  // Segments matter most to the ring, and only when a chunk holds several
+  // (direct segments its first round too, tried here at the base size).
   for (const size_t segment : {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                size_t{4} << 20}) {
     if (segment < classBytes / 2 || segment == base.segmentBytes) {

@@ -2,7 +2,8 @@
 // its buffer to rank j, which reduces the p blocks (reduce-scatter), then
 // sends its reduced block to every rank (allgather). Two message latencies
 // whatever p, at the price of p-1 messages per rank per round: the choice
-// for small buffers on few ranks.
+// for small buffers on few ranks, and for large ones on one machine, where
+// round 1 arrives in segments that are reduced while in cache.
 //
 // Same results as the ring: each block is reduced at one rank, in rank
 // order, and copied; 16-bit floats round once per combination; AVG divides

@@ -138,30 +138,37 @@ TEST_P(SameAsRing, EveryTypeAndOpBitIdentical) {
   });
 }
 
-// Direct reduces its block piece by piece (128 KiB at a time, every peer's
-// part per piece): blocks of several pieces and a partial last one must
+// Direct's round 1 arrives in segments (a window of four in flight) and
+// each is reduced piece by piece (128 KiB at a time, every peer's part per
+// piece): blocks of many segments, more than the window, with a partial
+// last one, and segments that are not a whole number of pieces, must
 // combine exactly as the ring does, AVG's division included.
-TEST(DirectAllreduce, ReducesBlocksOfManyPiecesLikeTheRing) {
-  for (int n : {3, 4}) {
-    runComms(n, TransportKind::Loopback, [&](const Comm& comm, int rank) {
-      uint64_t seq = 1;
-      for (DataType type : kTypes) {
-        for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Product}) {
-          if (!unsupportedReason(type, rop).empty()) continue;
-          // At least three 128 KiB pieces per rank and a partial one.
-          const size_t count = (static_cast<size_t>(n) * (400 * 1024 + 37)) / elementSize(type);
-          const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
-          std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
-          std::vector<uint8_t> got = expected;
-          ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                        {expected.data(), count, type, rop});
-          directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                          {got.data(), count, type, rop});
-          ASSERT_EQ(got, expected) << "world " << n << " " << dataTypeName(type) << " "
-                                   << reduceOpName(rop) << " count " << count;
+TEST(DirectAllreduce, ReducesBlocksOfManySegmentsAndPiecesLikeTheRing) {
+  Config longSegments;
+  longSegments.segmentBytes = 300 * 1024;  // pieces of 128, 128 and 44 KiB
+  for (const Config& config : {ringreduce::testing::smallSegments(), longSegments}) {
+    for (int n : {3, 4}) {
+      runComms(n, TransportKind::Loopback, [&](const Comm& comm, int rank) {
+        uint64_t seq = 1;
+        for (DataType type : kTypes) {
+          for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Product}) {
+            if (!unsupportedReason(type, rop).empty()) continue;
+            // At least three 128 KiB pieces per rank and a partial one.
+            const size_t count = (static_cast<size_t>(n) * (400 * 1024 + 37)) / elementSize(type);
+            const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+            std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+            std::vector<uint8_t> got = expected;
+            ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                          {expected.data(), count, type, rop});
+            directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                            {got.data(), count, type, rop});
+            ASSERT_EQ(got, expected) << "world " << n << " " << dataTypeName(type) << " "
+                                     << reduceOpName(rop) << " count " << count << " segments of "
+                                     << config.segmentBytes << " B";
+          }
         }
-      }
-    });
+      }, config);
+    }
   }
 }
 

@@ -56,7 +56,9 @@ bool sendsEagerly(bool eagerPays, size_t bytes, size_t limit) {
 std::vector<std::tuple<std::string, std::string, std::string>> dataPathUcxSettings() {
   return {{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"},
           {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
-          {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"}};
+          {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"},
+          {"MM_FIFO_SIZE", "128", "UCX_MM_FIFO_SIZE"},
+          {"MM_FIFO_RELEASE_FACTOR", "0.1", "UCX_MM_FIFO_RELEASE_FACTOR"}};
 }
 
 }  // namespace ringreduce

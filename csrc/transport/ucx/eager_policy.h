@@ -63,6 +63,20 @@ bool sendsEagerly(bool eagerPays, size_t bytes, size_t limit);
 //   its endpoint: an all_to_all among 16 ranks over TCP grew each rank's
 //   memory by 0-1.6 MiB more than with 8 KiB (benchmarks/RESULTS.md, "256 KiB
 //   TCP segments by default").
+// - Shared memory's receive FIFO (UCX_MM_FIFO_SIZE and
+//   UCX_MM_FIFO_RELEASE_FACTOR; "MM_..." here, the fields of the "MM_"
+//   sub-table of the posix and sysv tables): 128 entries instead of 64,
+//   handed back to the senders every 12 read instead of every 32. A sender
+//   that finds its peer's FIFO full keeps the message pending until its own
+//   progress finds room, and a sleeping rank makes none; the receiver only
+//   says it made room every release-factor x size entries. A rendezvous
+//   costs a request and an acknowledgement through the FIFO, so direct's
+//   segmented round 1 (four ranks on two cores, 64 MiB, 64 segments per peer)
+//   took 43-47 ms per op with UCX's 64 and 0.5; 25.0-25.4 with 128 and 0.1;
+//   29-32 with 64 and 0.1; 23-28 with 1024 and 0.5. 1024 entries cycle
+//   through 8 MiB of receive buffers and cost small messages their cache:
+//   256 B and 4 KiB back-to-back allreduces took 13-20 us instead of 8-9;
+//   with 128 and 0.1, 8.6-9.3 (benchmarks/RESULTS.md, "Segmented direct").
 // UCX applies a transport's setting by its name inside the transport's table
 // ("TX_SEG_SIZE", not "TCP_TX_SEG_SIZE", which it accepts and never uses).
 std::vector<std::tuple<std::string, std::string, std::string>> dataPathUcxSettings();
