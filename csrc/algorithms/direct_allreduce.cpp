@@ -13,17 +13,17 @@ namespace ringreduce {
 namespace {
 
 // Segments of round 1 in flight at once: while one is reduced, the next
-// ones arrive. Each takes one slot per peer of the scratch.
+// ones arrive. Each takes one slot per peer of the scratch; fewer when the
+// peers are many (never less than one).
 constexpr size_t kSegmentsInFlight = 4;
 // Segments of round 1 sent ahead of the one being reduced. Each send is a
 // rendezvous whose request waits in the peer's shared-memory FIFO
 // (transport/ucx/eager_policy.h): a few at a time, not a block's worth.
 constexpr size_t kSendsAhead = 8;
-// The scratch stays this small (in the last-level cache) however many
-// peers: the segment shrinks instead.
-constexpr size_t kMaxScratchBytes = size_t{8} << 20;
-// The smallest segment that shrinking leaves.
-constexpr size_t kMinSegmentBytes = size_t{16} << 10;
+// The window shrinks to keep the scratch in the last-level cache. The
+// segment does not: smaller segments would multiply the messages (a
+// rendezvous each) for many peers, where a block-sized scratch was the rule.
+constexpr size_t kCachedScratchBytes = size_t{8} << 20;
 // Of my block, with one piece of each peer's beside it, well inside L2.
 constexpr size_t kReducePieceBytes = 128 * 1024;
 
@@ -48,13 +48,12 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
   // (four ranks on two cores, 64 MiB: 34 ms per op; a stand-alone loop of
   // the same copies took 30 ms whole, 21 ms in 256 KiB segments). Every
   // block gets the largest block's number of segments, as in the ring.
-  const size_t segmentBytes = std::max(
-      kMinSegmentBytes,
-      std::min(comm.config.segmentBytes, kMaxScratchBytes / (kSegmentsInFlight * peers)));
-  const SegmentPlan plan =
-      planSegments(chunkOf(args.count, n, 0).count, esize, segmentBytes, kRingPhaseSlots - 1);
-  const size_t window = std::min(plan.segments, kSegmentsInFlight);
+  const SegmentPlan plan = planSegments(chunkOf(args.count, n, 0).count, esize,
+                                        comm.config.segmentBytes, kRingPhaseSlots - 1);
   const size_t slotBytes = plan.elemsPerSegment * esize;
+  const size_t window = std::min(
+      plan.segments,
+      std::clamp<size_t>(kCachedScratchBytes / (peers * slotBytes), 1, kSegmentsInFlight));
   char* scratch = payload ? static_cast<char*>(comm.workspace.get(
                                 Workspace::kRecvA, window * peers * slotBytes))
                           : nullptr;

@@ -172,6 +172,30 @@ TEST(DirectAllreduce, ReducesBlocksOfManySegmentsAndPiecesLikeTheRing) {
   }
 }
 
+// Segments so large that two peers' slots of two of them would not fit the
+// cached scratch: a window of one segment, each slot reused for the next.
+TEST(DirectAllreduce, WindowOfOneWhenSegmentsAreLarge) {
+  Config hugeSegments;
+  hugeSegments.segmentBytes = 3 << 20;
+  runComms(3, TransportKind::Loopback, [&](const Comm& comm, int rank) {
+    uint64_t seq = 1;
+    for (DataType type : {DataType::Float32, DataType::BFloat16}) {
+      for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg}) {
+        // Three segments per block, the last one partial.
+        const size_t count = 3 * ((7 << 20) + 12) / elementSize(type);
+        const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+        std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+        std::vector<uint8_t> got = expected;
+        ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                      {expected.data(), count, type, rop});
+        directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                        {got.data(), count, type, rop});
+        ASSERT_EQ(got, expected) << dataTypeName(type) << " " << reduceOpName(rop);
+      }
+    }
+  }, hugeSegments);
+}
+
 INSTANTIATE_TEST_SUITE_P(Algorithms, SameAsRing,
                          ::testing::Combine(::testing::ValuesIn(cases()),
                                             ::testing::Values(TransportKind::Loopback,
