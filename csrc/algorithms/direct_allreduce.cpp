@@ -1,6 +1,8 @@
 #include "algorithms/direct_allreduce.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/host_reduce.h"
@@ -27,13 +29,14 @@ constexpr size_t kCachedScratchBytes = size_t{8} << 20;
 // Of my block, with one piece of each peer's beside it, well inside L2.
 constexpr size_t kReducePieceBytes = 128 * 1024;
 
-}  // namespace
 
-void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+// Round 1, a reduce-scatter: rank r's block (chunkOf(count, n, r)) of its
+// buffer ends with the reduction of every rank's. Returns the tag slot after
+// the ones it used.
+uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   Transport& t = comm.transport;
   const int n = comm.size();
   const int rank = comm.rank();
-  if (n == 1 || args.count == 0) return;
   const bool payload = !comm.config.payloadFree;
   const size_t esize = elementSize(args.type);
   const size_t peers = static_cast<size_t>(n - 1);
@@ -62,12 +65,9 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
     const size_t index = static_cast<size_t>(from < rank ? from : from - 1);
     return payload ? scratch + ((k % window) * peers + index) * slotBytes : nullptr;
   };
-  const Range mine = chunkOf(args.count, n, rank);
   auto segmentOfBlock = [&](int owner, size_t k) {
     return segmentOf(chunkOf(args.count, n, owner), plan.elemsPerSegment, k);
   };
-  const uint32_t round2Slot = static_cast<uint32_t>(plan.segments);
-
   // Round 1: each peer's copy of my block, segment by segment, into the
   // scratch window; my copy of each peer's block to it, kSendsAhead
   // segments ahead of my reduction.
@@ -122,25 +122,67 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
     if (k + window < plan.segments) postRecvs(k + window);  // its slots are free again
     if (k + sendWindow < plan.segments) postSends(k + sendWindow);
   }
-  // Round 2 writes where peers read round 1 from: wait until they have.
   t.waitAll(sends, op);
+  return static_cast<uint32_t>(plan.segments);
+}
 
-  // Round 2: my reduced block to everyone, theirs straight into place.
-  recvs.clear();
-  sends.clear();
+// Round 2, an allgather: `mine` to every peer, and each peer's block into
+// `blockOf(peer)`, all under tag slot `slot`.
+template <typename BlockOf>
+void exchangeBlocks(const Comm& comm, const OpContext& op, uint32_t slot, const char* mine,
+                    size_t mineBytes, const BlockOf& blockOf) {
+  Transport& t = comm.transport;
+  const int n = comm.size();
+  const int rank = comm.rank();
+  std::vector<Request> recvs, sends;
   for (int i = 1; i < n; ++i) {
     const int from = (rank - i + n) % n;
-    const Range theirs = chunkOf(args.count, n, from);
-    recvs.push_back(t.irecv(from, makeTag(from, op.seq, round2Slot), at(theirs),
-                            theirs.count * esize, op));
+    const auto [at, bytes] = blockOf(from);
+    recvs.push_back(t.irecv(from, makeTag(from, op.seq, slot), at, bytes, op));
   }
   for (int i = 1; i < n; ++i) {
     const int to = (rank + i) % n;
-    sends.push_back(
-        t.isend(to, makeTag(rank, op.seq, round2Slot), at(mine), mine.count * esize, op));
+    sends.push_back(t.isend(to, makeTag(rank, op.seq, slot), mine, mineBytes, op));
   }
   t.waitAll(recvs, op);
   t.waitAll(sends, op);
+}
+
+}  // namespace
+
+void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  const int n = comm.size();
+  if (n == 1 || args.count == 0) return;
+  // Round 2 writes where peers read round 1 from: round 1 returns once they
+  // have (its sends are complete).
+  const uint32_t slot = reduceOwnBlock(comm, op, args);
+  const size_t esize = elementSize(args.type);
+  char* data = comm.config.payloadFree ? nullptr : static_cast<char*>(args.data);
+  auto at = [&](const Range& r) { return data ? data + r.offset * esize : nullptr; };
+  const Range mine = chunkOf(args.count, n, comm.rank());
+  // My reduced block to everyone, theirs straight into place.
+  exchangeBlocks(comm, op, slot, at(mine), mine.count * esize, [&](int from) {
+    const Range theirs = chunkOf(args.count, n, from);
+    return std::pair{at(theirs), theirs.count * esize};
+  });
+}
+
+void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
+  reduceOwnBlock(comm, op, args);
+}
+
+void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
+  const int n = comm.size();
+  if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
+  char* output = comm.config.payloadFree ? nullptr : static_cast<char*>(args.output);
+  auto blockAt = [&](int r) {
+    return output ? output + static_cast<size_t>(r) * args.blockBytes : nullptr;
+  };
+  char* mine = blockAt(comm.rank());
+  if (mine != nullptr && args.input != mine) std::memmove(mine, args.input, args.blockBytes);
+  exchangeBlocks(comm, op, 0, mine, args.blockBytes,
+                 [&](int from) { return std::pair{blockAt(from), args.blockBytes}; });
 }
 
 }  // namespace ringreduce

@@ -11,11 +11,20 @@
 #pragma once
 
 #include "algorithms/comm.h"
+#include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/op_context.h"
 
 namespace ringreduce {
 
 void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+
+// Its first round alone, as ringReduceScatter: chunk r of rank r's buffer
+// ends with the reduction of that chunk.
+void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+
+// Its second round alone, as ringAllgather: rank r's block lands at
+// r * blockBytes of every output.
+void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 
 }  // namespace ringreduce

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/two_level_scatter_gather.h"
 #include "core/chunk_layout.h"
@@ -16,7 +17,7 @@ namespace {
 
 // What runs, and for two_level how its parts cross the nodes.
 struct Choice {
-  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Ring;  // Ring, HalvingDoubling or TwoLevel
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Ring;  // any but Auto
   AllreduceAlgorithm crossNode = AllreduceAlgorithm::Ring;
   const Topology* topology = nullptr;  // two_level only
 };
@@ -39,8 +40,7 @@ Choice choose(const Comm& comm, const OpContext& op, size_t bytes,
     // halving/doubling over all ranks.
     return {AllreduceAlgorithm::HalvingDoubling};
   }
-  if (forced == AllreduceAlgorithm::HalvingDoubling) return {AllreduceAlgorithm::HalvingDoubling};
-  if (forced != AllreduceAlgorithm::Auto) return {};  // ring and direct: the ring
+  if (forced != AllreduceAlgorithm::Auto) return {forced};  // ring, halving_doubling, direct
   if (selector == nullptr) selector = &oneNode.emplace(Topology::singleNode(comm.size()));
   const AllreduceCostModel& model = selector->model(comm, op);
   const AllreduceAlgorithm best = model.cheapestScatterGather(bytes);
@@ -76,6 +76,8 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
     case AllreduceAlgorithm::HalvingDoubling:
       return halvingReduceScatter(comm, op, args, args.op == ReduceOp::Avg ? comm.size() : 0,
                                   ChunkLayout::even(args.count, comm.size()));
+    case AllreduceAlgorithm::Direct:
+      return directReduceScatter(comm, op, args);
     default:
       return ringReduceScatter(comm, op, args);
   }
@@ -93,6 +95,7 @@ void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
   if (choice.algorithm == AllreduceAlgorithm::TwoLevel) {
     return twoLevelAllgather(comm, op, args, *choice.topology, choice.crossNode);
   }
+  if (choice.algorithm == AllreduceAlgorithm::Direct) return directAllgather(comm, op, args);
   if (choice.algorithm != AllreduceAlgorithm::HalvingDoubling) {
     return ringAllgather(comm, op, args);
   }

@@ -3,11 +3,12 @@
 // allreduce_cost.h): the ring; recursive halving / doubling in rank order
 // (far partners first, so rank r ends with chunk r; folding a pair of ranks
 // into one when the group is not a power of two, halving_doubling.h); or
-// the two-level form (two_level_scatter_gather.h) when ranks share nodes.
-// RINGREDUCE_ALGORITHM=halving_doubling forces halving/doubling; two_level
-// forces the two-level form where it applies (more than one node, some node
-// with more than one rank), else falls back as the two-level allreduce does
-// (halving/doubling); ring and direct give the ring. Same results as the
+// the two-level form (two_level_scatter_gather.h) when ranks share nodes;
+// or direct (direct_allreduce.h: one of its allreduce's rounds).
+// RINGREDUCE_ALGORITHM=halving_doubling, ring or direct forces that form;
+// two_level forces the two-level form where it applies (more than one node,
+// some node with more than one rank), else falls back as the two-level
+// allreduce does (halving/doubling). Same results as the
 // ring forms, bit for bit, on inputs with exact sums.
 #pragma once
 

@@ -222,6 +222,11 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
       bestTime = t;
     }
   }
+  return breakRingDirectTie(best, ring, direct);
+}
+
+AllreduceAlgorithm AllreduceCostModel::breakRingDirectTie(AllreduceAlgorithm best, double ring,
+                                                          double direct) const {
   if (best != AllreduceAlgorithm::Ring && best != AllreduceAlgorithm::Direct) return best;
   // The ring and direct tied: by link class, as measured (the header).
   if (std::abs(ring - direct) > kBandwidthTie * std::min(ring, direct)) return best;

@@ -68,10 +68,14 @@ class AllreduceCostModel {
   // (core/two_level_plan.h) is the slowest node's phase (halving/doubling
   // or the ring, as the algorithm picks), the crossing of the parts (ring,
   // or halving/doubling, all the node's holders through its one NIC), and
-  // the hand-overs inside the teams of larger nodes. Infinity where a form
-  // does not apply; direct is not a form of either.
+  // the hand-overs inside the teams of larger nodes; direct is one of its
+  // allreduce's two rounds. Infinity where a form does not apply.
   double predictScatterGather(AllreduceAlgorithm algorithm, size_t bytes) const;
-  // The cheapest of ring, halving_doubling and two_level; ties go to the first.
+  // The cheapest of ring, halving_doubling and two_level; ties go to the
+  // first. Where the ring wins and direct ties with it, as in cheapest():
+  // on one node of more than two ranks, direct (a reduce-scatter of 64 MiB
+  // by the ring at world 4 on 2 cores took 3x its direct form's time,
+  // benchmarks/RESULTS.md, "Direct reduce-scatter and allgather").
   AllreduceAlgorithm cheapestScatterGather(size_t bytes) const;
   // Inside two_level: Ring or HalvingDoubling.
   AllreduceAlgorithm crossNodeScatterGather(size_t bytes) const;
@@ -94,6 +98,10 @@ class AllreduceCostModel {
   };
 
  private:
+  // `best` of all, unless the ring and direct tie (kBandwidthTie): then by
+  // link class, as cheapest() says.
+  AllreduceAlgorithm breakRingDirectTie(AllreduceAlgorithm best, double ring,
+                                        double direct) const;
   double timeOf(const std::vector<Step>& steps, double bytes) const;
   double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
   double ringTime(double bytes) const;

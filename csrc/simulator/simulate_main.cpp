@@ -27,8 +27,8 @@ const char* kUsage =
     "ring,halving_doubling,...]\n"
     "                [--node-sizes 3,1,2] [--collective allreduce|reduce_scatter|allgather]\n"
     "  --node-sizes: nodes of these many ranks, in blocks (instead of --nodes/--ranks-per-node)\n"
-    "  --collective: what runs (default allreduce); reduce_scatter and allgather have no direct\n"
-    "                form, and their sizes are the whole buffer (all p chunks or blocks)\n"
+    "  --collective: what runs (default allreduce); for reduce_scatter and allgather the sizes\n"
+    "                are the whole buffer (all p chunks or blocks)\n"
     "  --inter/--intra: a node's NIC and a rank's link within its node, e.g. 100Gbit/s,5us and\n"
     "                   150GB/s,1us; OVH is the sender's time per message (defaults: 1us, 0.2us)\n"
     "  --sizes: a range (each size --factor times the last, default 4) or a list; K/M/G are "
@@ -199,17 +199,16 @@ int main(int argc, char** argv) {
   if (algorithms.empty()) {
     algorithms = {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
                   AllreduceAlgorithm::TwoLevel};
-    if (p <= 256 && allreduce) algorithms.push_back(AllreduceAlgorithm::Direct);
+    if (p <= 256) algorithms.push_back(AllreduceAlgorithm::Direct);
   }
   const AllreduceCostModel model(cluster.topology, cluster.intraNode, cluster.interNode);
   // Where a form does not apply: two_level needs more than one node and a
-  // node of two or more ranks (of any sizes); reduce-scatter and allgather
-  // have no direct form.
+  // node of two or more ranks (of any sizes).
   auto applies = [&](AllreduceAlgorithm a) {
     if (a == AllreduceAlgorithm::TwoLevel) {
       return allreduce ? model.twoLevelApplies() : TwoLevelPlan::applies(cluster.topology);
     }
-    return allreduce || a != AllreduceAlgorithm::Direct;
+    return true;
   };
 
   std::string shape;

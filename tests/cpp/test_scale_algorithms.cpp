@@ -236,14 +236,15 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
 }
 
 // Reduce-scatter and allgather by halving/doubling in rank order (with the
-// fold when p is not a power of two) against the ring forms: every (dtype,
-// op), counts below p, around it and odd.
-class ScatterGatherSameAsRing : public ::testing::TestWithParam<std::tuple<int, TransportKind>> {};
+// fold when p is not a power of two) and by direct, against the ring forms:
+// every (dtype, op), counts below p, around it and odd.
+class ScatterGatherSameAsRing
+    : public ::testing::TestWithParam<std::tuple<int, TransportKind, AllreduceAlgorithm>> {};
 
 TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
-  const auto [n, kind] = GetParam();
+  const auto [n, kind, algorithm] = GetParam();
   Config config = ringreduce::testing::smallSegments();
-  config.allreduceAlgorithm = AllreduceAlgorithm::HalvingDoubling;
+  config.allreduceAlgorithm = algorithm;
   runComms(
       n, kind,
       [&, n = n](const Comm& comm, int rank) {
@@ -289,9 +290,12 @@ TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
 INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 12),
                                             ::testing::Values(TransportKind::Loopback,
-                                                              TransportKind::Ucx)),
+                                                              TransportKind::Ucx),
+                                            ::testing::Values(AllreduceAlgorithm::HalvingDoubling,
+                                                              AllreduceAlgorithm::Direct)),
                          [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "_" +
+                           return std::string(nameOf(std::get<2>(info.param))) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "_" +
                                   kindName(std::get<1>(info.param));
                          });
 

@@ -308,10 +308,14 @@ TEST(TwoLevelScatterGatherSelection, CostModelPicksTwoLevelWhereItPays) {
               pow2.predictScatterGather(AllreduceAlgorithm::Ring, bytes));
   }
   // One node of 7 (latency 1 us): halving/doubling's 4 steps (fold, 2, unfold)
-  // beat the ring's 6 at 4 KiB; at 256 MiB the fold's whole buffer loses.
+  // beat the ring's 6 at 4 KiB; at 256 MiB the fold's whole buffer loses,
+  // and direct, which ties with the ring there, takes it on one node.
   const AllreduceCostModel seven(Topology::singleNode(7), intra, slow);
   EXPECT_EQ(seven.cheapestScatterGather(small), AllreduceAlgorithm::HalvingDoubling);
-  EXPECT_EQ(seven.cheapestScatterGather(size_t{256} << 20), AllreduceAlgorithm::Ring);
+  EXPECT_EQ(seven.cheapestScatterGather(size_t{256} << 20), AllreduceAlgorithm::Direct);
+  // Across nodes the ring keeps it (direct's p-1 flows through each NIC).
+  const AllreduceCostModel sevenNodes(Topology::blocks(7, 1), slow, slow);
+  EXPECT_EQ(sevenNodes.cheapestScatterGather(size_t{256} << 20), AllreduceAlgorithm::Ring);
   // Across 12 nodes (slow links): halving's fold, 3 steps and unfold (5
   // network latencies) against the ring's 11.
   const AllreduceCostModel twelve(Topology::blocks(12, 2), intra, slow);
