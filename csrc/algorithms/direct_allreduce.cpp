@@ -31,9 +31,11 @@ constexpr size_t kReducePieceBytes = 128 * 1024;
 
 
 // Round 1, a reduce-scatter: rank r's block (chunkOf(count, n, r)) of its
-// buffer ends with the reduction of every rank's. Returns the tag slot after
-// the ones it used.
-uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+// buffer ends with the reduction of every rank's; or, given `output`, that
+// reduction lands there and the buffer stays as it was. Returns the tag slot
+// after the ones it used.
+uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                        char* output = nullptr) {
   Transport& t = comm.transport;
   const int n = comm.size();
   const int rank = comm.rank();
@@ -65,6 +67,7 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
     const size_t index = static_cast<size_t>(from < rank ? from : from - 1);
     return payload ? scratch + ((k % window) * peers + index) * slotBytes : nullptr;
   };
+  const Range mine = chunkOf(args.count, n, rank);
   auto segmentOfBlock = [&](int owner, size_t k) {
     return segmentOf(chunkOf(args.count, n, owner), plan.elemsPerSegment, k);
   };
@@ -105,9 +108,12 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
     const Range seg = segmentOfBlock(rank, k);
     if (payload && seg.count > 0) {
       PhaseScope reducing(op.phases, Phase::Reduce);
+      // Into the output: my own part first, then the same steps.
+      char* into = output ? output + (seg.offset - mine.offset) * esize : at(seg);
+      if (output) std::memcpy(into, at(seg), seg.count * esize);
       for (size_t first = 0; first < seg.count; first += piece) {
         const size_t count = std::min(piece, seg.count - first);
-        char* dst = at(seg) + first * esize;
+        char* dst = into + first * esize;
         for (int peer = 0; peer < n; ++peer) {
           if (peer == rank) continue;
           const char* src = slotOf(peer, k) + first * esize;
@@ -170,6 +176,18 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
 void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
   reduceOwnBlock(comm, op, args);
+}
+
+void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                         void* output) {
+  if (input.count == 0) return;
+  if (comm.size() == 1) {  // AVG over one rank is the identity
+    if (!comm.config.payloadFree) {
+      std::memcpy(output, input.data, input.count * elementSize(input.type));
+    }
+    return;
+  }
+  reduceOwnBlock(comm, op, input, comm.config.payloadFree ? nullptr : static_cast<char*>(output));
 }
 
 void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {

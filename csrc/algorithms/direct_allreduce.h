@@ -22,6 +22,10 @@ void directAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs&
 // Its first round alone, as ringReduceScatter: chunk r of rank r's buffer
 // ends with the reduction of that chunk.
 void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+// The same out of place: `input` stays as it was (peers read it where it
+// is) and rank r's reduced chunk lands in `output`.
+void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                         void* output);
 
 // Its second round alone, as ringAllgather: rank r's block lands at
 // r * blockBytes of every output.

@@ -83,6 +83,24 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
   }
 }
 
+bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                           void* output) {
+  const std::string reason = unsupportedReason(input.type, input.op);
+  if (!reason.empty()) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  }
+  if (input.count == 0) return true;
+  std::optional<AllreduceSelector> oneNode;
+  const size_t bytes = input.count * elementSize(input.type);
+  // The same on every rank: all take this path, or all take the caller's.
+  const Choice choice = choose(comm, op, bytes, oneNode);
+  if (choice.algorithm != AllreduceAlgorithm::Direct && comm.size() > 1) return false;
+  trace(comm, op, bytes, choice);
+  noteCallerBuffer(comm, input.data, bytes);  // peers copy out of it
+  directReduceScatter(comm, op, input, output);
+  return true;
+}
+
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   const int n = comm.size();
   if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);

@@ -23,6 +23,14 @@ namespace ringreduce {
 // ends with the reduction of that chunk.
 void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
+// The same out of place, where the chosen form can read the input where it
+// is (direct): `input` stays as it was and rank r's reduced chunk lands in
+// `output`. Returns false, having done nothing, where the form would need a
+// copy to work in (the ring, halving/doubling, two_level): the choice is the
+// same on every rank, so all ranks return alike.
+bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                           void* output);
+
 // As ringAllgather: rank r's block lands at r * blockBytes of every output.
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 

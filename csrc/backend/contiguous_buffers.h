@@ -10,11 +10,24 @@
 
 namespace ringreduce {
 
+// Whether the tensor's memory is its values, in order: contiguous, and not a
+// lazy conj/neg view.
+inline bool plainContiguous(const at::Tensor& tensor) {
+  return tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg();
+}
+
+// Whether two tensors' memory shares any byte.
+inline bool sharesMemory(const at::Tensor& a, const at::Tensor& b) {
+  const auto* aBegin = static_cast<const char*>(a.data_ptr());
+  const auto* bBegin = static_cast<const char*>(b.data_ptr());
+  return aBegin < bBegin + b.nbytes() && bBegin < aBegin + a.nbytes();
+}
+
 // Runs `fn` on a pointer to the tensor's data laid out contiguously; copies
 // back when a temporary was needed (non-contiguous, or conj/neg views).
 template <typename Fn>
 void withContiguous(const at::Tensor& tensor, Fn fn) {
-  if (tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg()) {
+  if (plainContiguous(tensor)) {
     fn(tensor.data_ptr());
     return;
   }
