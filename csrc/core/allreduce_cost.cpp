@@ -222,16 +222,17 @@ AllreduceAlgorithm AllreduceCostModel::cheapest(size_t bytes) const {
       bestTime = t;
     }
   }
-  return breakRingDirectTie(best, ring, direct);
+  return breakRingDirectTie(best, ring, direct, 3);
 }
 
 AllreduceAlgorithm AllreduceCostModel::breakRingDirectTie(AllreduceAlgorithm best, double ring,
-                                                          double direct) const {
+                                                          double direct,
+                                                          int directFromRanks) const {
   if (best != AllreduceAlgorithm::Ring && best != AllreduceAlgorithm::Direct) return best;
   // The ring and direct tied: by link class, as measured (the header).
   if (std::abs(ring - direct) > kBandwidthTie * std::min(ring, direct)) return best;
-  const bool oneNodeOfMoreThanTwo = topology_.nodes() == 1 && topology_.size() > 2;
-  return oneNodeOfMoreThanTwo ? AllreduceAlgorithm::Direct : AllreduceAlgorithm::Ring;
+  const bool oneNode = topology_.nodes() == 1 && topology_.size() >= directFromRanks;
+  return oneNode ? AllreduceAlgorithm::Direct : AllreduceAlgorithm::Ring;
 }
 
 }  // namespace ringreduce

@@ -72,10 +72,11 @@ class AllreduceCostModel {
   // allreduce's two rounds. Infinity where a form does not apply.
   double predictScatterGather(AllreduceAlgorithm algorithm, size_t bytes) const;
   // The cheapest of ring, halving_doubling and two_level; ties go to the
-  // first. Where the ring wins and direct ties with it, as in cheapest():
-  // on one node of more than two ranks, direct (a reduce-scatter of 64 MiB
-  // by the ring at world 4 on 2 cores took 3x its direct form's time,
-  // benchmarks/RESULTS.md, "Direct reduce-scatter and allgather").
+  // first. Where the ring wins and direct ties with it: direct on one node
+  // of two ranks or more, where reduce_scatter_tensor by direct reads its
+  // input in place (64 MiB on 2 cores: 15 ms against the ring's 37-46 at
+  // world 4, 7.5-8.0 against 19 at world 2; benchmarks/RESULTS.md, "Direct
+  // reduce-scatter and allgather").
   AllreduceAlgorithm cheapestScatterGather(size_t bytes) const;
   // Inside two_level: Ring or HalvingDoubling.
   AllreduceAlgorithm crossNodeScatterGather(size_t bytes) const;
@@ -99,9 +100,10 @@ class AllreduceCostModel {
 
  private:
   // `best` of all, unless the ring and direct tie (kBandwidthTie): then by
-  // link class, as cheapest() says.
-  AllreduceAlgorithm breakRingDirectTie(AllreduceAlgorithm best, double ring,
-                                        double direct) const;
+  // link class, as cheapest() says: direct on one node of at least
+  // `directFromRanks` ranks.
+  AllreduceAlgorithm breakRingDirectTie(AllreduceAlgorithm best, double ring, double direct,
+                                        int directFromRanks) const;
   double timeOf(const std::vector<Step>& steps, double bytes) const;
   double twoLevelCross(AllreduceAlgorithm algorithm, double bytes) const;
   double ringTime(double bytes) const;

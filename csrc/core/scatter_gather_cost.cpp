@@ -131,7 +131,7 @@ AllreduceAlgorithm AllreduceCostModel::cheapestScatterGather(size_t bytes) const
   // Direct only where it ties with the ring: its one round of p-1 messages
   // is not priced against halving/doubling's or two_level's steps well
   // enough to pick it for latency, where it was never measured.
-  return breakRingDirectTie(best, ring, direct);
+  return breakRingDirectTie(best, ring, direct, 2);
 }
 
 }  // namespace ringreduce
