@@ -89,12 +89,15 @@ bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const Reductio
   if (!reason.empty()) {
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   }
-  if (input.count == 0) return true;
+  if (input.count == 0 || comm.size() == 1) {  // one rank: a copy, no choice to make
+    directReduceScatter(comm, op, input, output);
+    return true;
+  }
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = input.count * elementSize(input.type);
   // The same on every rank: all take this path, or all take the caller's.
   const Choice choice = choose(comm, op, bytes, oneNode);
-  if (choice.algorithm != AllreduceAlgorithm::Direct && comm.size() > 1) return false;
+  if (choice.algorithm != AllreduceAlgorithm::Direct) return false;
   trace(comm, op, bytes, choice);
   noteCallerBuffer(comm, input.data, bytes);  // peers copy out of it
   directReduceScatter(comm, op, input, output);

@@ -138,6 +138,25 @@ TEST_P(SameAsRing, EveryTypeAndOpBitIdentical) {
   });
 }
 
+namespace {
+
+// One allreduce of `count` elements by the ring and by direct on the same
+// input: the results must be the same bytes.
+void expectDirectAsRing(const Comm& comm, int rank, uint64_t& seq, DataType type, ReduceOp rop,
+                        size_t count, const std::string& where) {
+  const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+  std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+  std::vector<uint8_t> got = expected;
+  ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                {expected.data(), count, type, rop});
+  directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                  {got.data(), count, type, rop});
+  ASSERT_EQ(got, expected) << where << " " << dataTypeName(type) << " " << reduceOpName(rop)
+                           << " count " << count;
+}
+
+}  // namespace
+
 // Direct's round 1 arrives in segments (a window of four in flight) and
 // each is reduced piece by piece (128 KiB at a time, every peer's part per
 // piece): blocks of many segments, more than the window, with a partial
@@ -155,16 +174,10 @@ TEST(DirectAllreduce, ReducesBlocksOfManySegmentsAndPiecesLikeTheRing) {
             if (!unsupportedReason(type, rop).empty()) continue;
             // At least three 128 KiB pieces per rank and a partial one.
             const size_t count = (static_cast<size_t>(n) * (400 * 1024 + 37)) / elementSize(type);
-            const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
-            std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
-            std::vector<uint8_t> got = expected;
-            ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                          {expected.data(), count, type, rop});
-            directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                            {got.data(), count, type, rop});
-            ASSERT_EQ(got, expected) << "world " << n << " " << dataTypeName(type) << " "
-                                     << reduceOpName(rop) << " count " << count << " segments of "
-                                     << config.segmentBytes << " B";
+            ASSERT_NO_FATAL_FAILURE(expectDirectAsRing(
+                comm, rank, seq, type, rop, count,
+                "world " + std::to_string(n) + ", segments of " +
+                    std::to_string(config.segmentBytes) + " B:"));
           }
         }
       }, config);
@@ -183,14 +196,8 @@ TEST(DirectAllreduce, WindowOfOneWhenSegmentsAreLarge) {
       for (ReduceOp rop : {ReduceOp::Sum, ReduceOp::Avg}) {
         // Three segments per block, the last one partial.
         const size_t count = 3 * ((7 << 20) + 12) / elementSize(type);
-        const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
-        std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
-        std::vector<uint8_t> got = expected;
-        ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                      {expected.data(), count, type, rop});
-        directAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
-                        {got.data(), count, type, rop});
-        ASSERT_EQ(got, expected) << dataTypeName(type) << " " << reduceOpName(rop);
+        ASSERT_NO_FATAL_FAILURE(
+            expectDirectAsRing(comm, rank, seq, type, rop, count, "window of one:"));
       }
     }
   }, hugeSegments);
