@@ -35,17 +35,39 @@ HugePageAdvisor::HugePageAdvisor(Collapse collapse) : collapse_(std::move(collap
 bool HugePageAdvisor::noteCallerBuffer(const void* data, size_t bytes) {
   if (data == nullptr || bytes < kMinBytes) return false;
   const uintptr_t address = reinterpret_cast<uintptr_t>(data);
+  ++notes_;
   for (Seen& seen : seen_) {
     if (seen.data != address || seen.bytes != bytes) continue;
     if (seen.collapsed) return false;
+    if (collapsed_ == kMaxBuffers) {  // budget spent: stays a candidate
+      seen.lastSeen = notes_;
+      return false;
+    }
     // Back a second time: worth the copy. Tried once whatever the answer,
     // so memory the kernel will not move costs no further calls.
     seen.collapsed = true;
+    --candidates_;
+    ++collapsed_;
     collapse_(data, bytes);
     return true;
   }
-  if (seen_.size() < kMaxBuffers) seen_.push_back({address, bytes, false});
+  if (Seen* slot = slotForCandidate()) *slot = {address, bytes, false, notes_};
   return false;
+}
+
+HugePageAdvisor::Seen* HugePageAdvisor::slotForCandidate() {
+  if (candidates_ < kMaxCandidates) {
+    ++candidates_;
+    seen_.push_back({});
+    return &seen_.back();
+  }
+  Seen* oldest = nullptr;  // a linear scan: only for a new buffer of >= 4 MiB
+  for (Seen& seen : seen_) {
+    if (!seen.collapsed && (oldest == nullptr || seen.lastSeen < oldest->lastSeen)) {
+      oldest = &seen;
+    }
+  }
+  return oldest;
 }
 
 }  // namespace ringreduce

@@ -17,7 +17,10 @@
 //   (DDP's buckets, a training loop's flat gradients). So a buffer is
 //   collapsed the second time a collective gets it, once, and at most
 //   kMaxBuffers of them per group: a buffer torch frees and hands out again
-//   at the same address costs one collapse, never one per step.
+//   at the same address costs one collapse, never one per step. Buffers
+//   seen once wait in a bounded table where the least recently seen makes
+//   room, so one-off buffers (a model's broadcast at start, evaluation)
+//   never keep the recurring ones that come later from being noticed.
 // The contents never change; a kernel without MADV_COLLAPSE (before 6.1) or
 // memory it cannot move (pinned, device-mapped) just stays as it is.
 #pragma once
@@ -50,7 +53,8 @@ class HugePageAdvisor {
  public:
   // Smaller buffers: their pinning costs less than a collapse could repay soon.
   static constexpr size_t kMinBytes = 4u << 20;
-  static constexpr size_t kMaxBuffers = 64;
+  static constexpr size_t kMaxBuffers = 64;      // collapses per group, ever
+  static constexpr size_t kMaxCandidates = 1024;  // buffers seen once, remembered
   using Collapse = std::function<bool(const void* data, size_t bytes)>;
 
   explicit HugePageAdvisor(Collapse collapse = collapseIntoHugePages);
@@ -59,16 +63,26 @@ class HugePageAdvisor {
   // True when this call asked the kernel to collapse it.
   bool noteCallerBuffer(const void* data, size_t bytes);
 
+  // Buffers remembered: collapsed ones and those seen once.
   size_t buffersSeen() const { return seen_.size(); }
+  size_t buffersCollapsed() const { return collapsed_; }
 
  private:
   struct Seen {
     uintptr_t data;
     size_t bytes;
     bool collapsed;
+    uint64_t lastSeen;  // notes_ when it last came; candidates only
   };
+  // Where a new candidate goes: a new slot while there are fewer than
+  // kMaxCandidates, else that of the least recently seen candidate.
+  Seen* slotForCandidate();
+
   Collapse collapse_;
   std::vector<Seen> seen_;
+  size_t candidates_ = 0;
+  size_t collapsed_ = 0;
+  uint64_t notes_ = 0;
 };
 
 }  // namespace ringreduce

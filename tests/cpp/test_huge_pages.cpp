@@ -82,9 +82,32 @@ TEST(HugePages, AtMostMaxBuffersAreEverCollapsed) {
   for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < tried; ++i) r.advisor.noteCallerBuffer(address(i), bytes);
   }
-  EXPECT_EQ(r.advisor.buffersSeen(), HugePageAdvisor::kMaxBuffers);
+  EXPECT_EQ(r.advisor.buffersSeen(), tried);  // the last 10 wait as candidates
+  EXPECT_EQ(r.advisor.buffersCollapsed(), HugePageAdvisor::kMaxBuffers);
   ASSERT_EQ(r.calls.size(), HugePageAdvisor::kMaxBuffers);
   for (size_t i = 0; i < r.calls.size(); ++i) EXPECT_EQ(r.calls[i].data, address(i));
+}
+
+// A model's broadcast at start or an evaluation pass hands over many large
+// buffers once; the training loop's buffers that come later and come back
+// must still be collapsed.
+TEST(HugePages, OneOffBuffersDoNotKeepLaterRecurringOnesFromCollapsing) {
+  RecordingAdvisor r;
+  const size_t bytes = HugePageAdvisor::kMinBytes;
+  const auto address = [&](size_t i) { return fakeAddress((i + 1) * (bytes << 1)); };
+  const size_t oneOff = HugePageAdvisor::kMaxCandidates + 100;
+  for (size_t i = 0; i < oneOff; ++i) EXPECT_FALSE(r.advisor.noteCallerBuffer(address(i), bytes));
+  EXPECT_EQ(r.advisor.buffersSeen(), HugePageAdvisor::kMaxCandidates);
+  const char* bucket = address(oneOff);
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(bucket, bytes));
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(bucket, bytes));
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].data, bucket);
+  // The least recently seen candidates made room, a recent one is still known.
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(address(oneOff - 1), bytes));
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(address(0), bytes));
+  EXPECT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.advisor.buffersSeen(), HugePageAdvisor::kMaxCandidates + 1);  // address(0) again
 }
 
 // AnonHugePages (kB) of the mapping that holds `address`, from /proc/self/smaps.
