@@ -6,7 +6,8 @@
 
 For each collective, dtype, reduce op and size (bytes of the reduced buffer:
 the input of all_reduce and reduce, the whole input of reduce_scatter_tensor)
-the two backends are timed in alternating rounds; a cell's time is the median
+the two backends are timed in alternating rounds, each round visiting every
+cell of the collective and size; a cell's time is the median
 over its iterations of the slowest rank. gloo has no AVG: its SUM is timed in
 its place (what a gloo user runs, then divides). A combination gloo refuses
 shows "-" and has no ratio. The summary counts the cells from 4 MiB where
@@ -71,6 +72,29 @@ def slowest_median(samples, group):
     return local.item()
 
 
+def make_cells(collective, size, args, groups, world):
+    """The dtype x op cells of one collective and size, warmed up; the ops of
+    one dtype share its tensors, so 64 MiB cells fit in memory."""
+    cells = []
+    for dname in args.dtypes.split(","):
+        fn = make(collective, size, DTYPES[dname], world)
+        for oname in args.ops.split(","):
+            if not defined(dname, oname):
+                continue
+            ops = {"ring": OPS[oname], "gloo": OPS["SUM"] if oname == "AVG" else OPS[oname]}
+            gloo_ok = torch.tensor([1])
+            try:
+                fn(groups["gloo"], ops["gloo"])
+            except Exception:  # gloo refuses this dtype/op
+                gloo_ok[0] = 0
+            dist.all_reduce(gloo_ok, op=dist.ReduceOp.MIN, group=groups["gloo"])
+            fn(groups["ring"], ops["ring"])  # warm-up
+            cells.append({"dtype": dname, "op": oname, "fn": fn, "ops": ops,
+                          "gloo_ok": bool(gloo_ok.item()),
+                          "samples": {"ring": [], "gloo": []}})
+    return cells
+
+
 def main():
     warnings.filterwarnings("ignore")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -95,33 +119,28 @@ def main():
     for collective in args.collectives.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
             iters = max(2, min(50, int(args.iters * (4 << 20) / size)))
-            for dname in args.dtypes.split(","):
-                for oname in args.ops.split(","):
-                    if not defined(dname, oname):
-                        continue
-                    fn = make(collective, size, DTYPES[dname], world)
-                    ops = {"ring": OPS[oname],
-                           "gloo": OPS["SUM"] if oname == "AVG" else OPS[oname]}
-                    samples = {"ring": [], "gloo": []}
-                    gloo_ok = torch.tensor([1])
-                    try:
-                        fn(groups["gloo"], ops["gloo"])
-                    except Exception:  # gloo refuses this dtype/op
-                        gloo_ok[0] = 0
-                    dist.all_reduce(gloo_ok, op=dist.ReduceOp.MIN, group=control)
-                    fn(groups["ring"], ops["ring"])  # warm-up
-                    for _ in range(args.rounds):
-                        samples["ring"] += time_cell(fn, groups["ring"], ops["ring"], iters)
-                        if gloo_ok.item():
-                            samples["gloo"] += time_cell(fn, groups["gloo"], ops["gloo"], iters)
-                    ring_t = slowest_median(samples["ring"], control)
-                    gloo_t = slowest_median(samples["gloo"], control) if gloo_ok.item() else None
-                    results[(collective, dname, oname, size)] = (ring_t, gloo_t)
-                    if rank == 0:
-                        gloo_s = f"{gloo_t * 1e3:8.3f}" if gloo_t else f"{'-':>8}"
-                        ratio = f"{gloo_t / ring_t:6.2f}" if gloo_t else f"{'-':>6}"
-                        print(f"  {collective:>21} {dname:>9} {oname:>7} {size:>9} | "
-                              f"{ring_t * 1e3:8.3f} {gloo_s} | {ratio}", flush=True)
+            cells = make_cells(collective, size, args, groups, world)
+            # Every round times every cell of this collective and size, both
+            # backends one after the other, so a drift of the machine (these
+            # 2-core runs have slow phases of seconds) lands on all cells
+            # alike and the dtype and AVG/SUM comparisons stay fair.
+            for _ in range(args.rounds):
+                for cell in cells:
+                    for backend in ("ring", "gloo"):
+                        if backend == "ring" or cell["gloo_ok"]:
+                            cell["samples"][backend] += time_cell(
+                                cell["fn"], groups[backend], cell["ops"][backend], iters)
+            for cell in cells:
+                ring_t = slowest_median(cell["samples"]["ring"], control)
+                gloo_t = (slowest_median(cell["samples"]["gloo"], control)
+                          if cell["gloo_ok"] else None)
+                dname, oname = cell["dtype"], cell["op"]
+                results[(collective, dname, oname, size)] = (ring_t, gloo_t)
+                if rank == 0:
+                    gloo_s = f"{gloo_t * 1e3:8.3f}" if gloo_t else f"{'-':>8}"
+                    ratio = f"{gloo_t / ring_t:6.2f}" if gloo_t else f"{'-':>6}"
+                    print(f"  {collective:>21} {dname:>9} {oname:>7} {size:>9} | "
+                          f"{ring_t * 1e3:8.3f} {gloo_s} | {ratio}", flush=True)
     if rank == 0:
         summarize(results)
     dist.destroy_process_group()
