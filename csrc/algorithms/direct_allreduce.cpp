@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -34,8 +35,11 @@ constexpr size_t kReducePieceBytes = 128 * 1024;
 // buffer ends with the reduction of every rank's; or, given `output`, that
 // reduction lands there and the buffer stays as it was. Returns the tag slot
 // after the ones it used.
+// `reduced`, when given, hears of each segment of the block as soon as it
+// is reduced: its index, where it lies and its bytes.
+using SegmentReduced = std::function<void(size_t k, const char* at, size_t bytes)>;
 uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                        char* output = nullptr) {
+                        char* output = nullptr, const SegmentReduced& reduced = nullptr) {
   Transport& t = comm.transport;
   const int n = comm.size();
   const int rank = comm.rank();
@@ -106,10 +110,10 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
   for (size_t k = 0; k < plan.segments; ++k) {
     for (size_t i = 0; i < peers; ++i) t.wait(recvs[k * peers + i], op);
     const Range seg = segmentOfBlock(rank, k);
+    // Into the output: my own part first, then the same steps.
+    char* into = !payload ? nullptr : output ? output + (seg.offset - mine.offset) * esize : at(seg);
     if (payload && seg.count > 0) {
       PhaseScope reducing(op.phases, Phase::Reduce);
-      // Into the output: my own part first, then the same steps.
-      char* into = output ? output + (seg.offset - mine.offset) * esize : at(seg);
       if (output) std::memcpy(into, at(seg), seg.count * esize);
       for (size_t first = 0; first < seg.count; first += piece) {
         const size_t count = std::min(piece, seg.count - first);
@@ -125,6 +129,7 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
         }
       }
     }
+    if (reduced) reduced(k, into, seg.count * esize);
     if (k + window < plan.segments) postRecvs(k + window);  // its slots are free again
     if (k + sendWindow < plan.segments) postSends(k + sendWindow);
   }
@@ -188,6 +193,47 @@ void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionA
     return;
   }
   reduceOwnBlock(comm, op, input, comm.config.payloadFree ? nullptr : static_cast<char*>(output));
+}
+
+void directReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args, int root,
+                  void* chunk) {
+  const int n = comm.size();
+  const int rank = comm.rank();
+  if (n == 1 || args.count == 0) return;  // AVG over one rank is the identity
+  Transport& t = comm.transport;
+  const OpContext gather = op.part(1);
+  char* output = comm.config.payloadFree ? nullptr : static_cast<char*>(chunk);
+  if (rank != root) {
+    // Each reduced segment on to the root at once: the gather runs beside
+    // the reduction, and the segment is still in cache when the root reads it.
+    std::vector<Request> sends;
+    reduceOwnBlock(comm, op.part(0), args, output, [&](size_t k, const char* at, size_t bytes) {
+      sends.push_back(t.isend(root, makeTag(rank, gather.seq, static_cast<uint32_t>(k)), at, bytes,
+                              gather));
+    });
+    t.waitAll(sends, gather);
+    return;
+  }
+  // Each peer's segments straight into place. Peer j sends segment k of its
+  // block only once it has read mine (round 1), so nothing lands where it
+  // is still reading.
+  const size_t esize = elementSize(args.type);
+  const SegmentPlan plan = planSegments(chunkOf(args.count, n, 0).count, esize,
+                                        comm.config.segmentBytes, kRingPhaseSlots - 1);
+  char* data = comm.config.payloadFree ? nullptr : static_cast<char*>(args.data);
+  std::vector<Request> recvs;
+  for (int i = 1; i < n; ++i) {
+    const int from = (rank - i + n) % n;
+    const Range block = chunkOf(args.count, n, from);
+    for (size_t k = 0; k < plan.segments; ++k) {
+      const Range seg = segmentOf(block, plan.elemsPerSegment, k);
+      recvs.push_back(t.irecv(from, makeTag(from, gather.seq, static_cast<uint32_t>(k)),
+                              data ? data + seg.offset * esize : nullptr, seg.count * esize,
+                              gather));
+    }
+  }
+  reduceOwnBlock(comm, op.part(0), args);
+  t.waitAll(recvs, gather);
 }
 
 void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {

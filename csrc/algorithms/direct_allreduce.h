@@ -27,6 +27,14 @@ void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionA
 void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                          void* output);
 
+// Reduce to `root` (reduce_to_root.h) by its first round, each reduced
+// segment sent on to the root as soon as it is reduced. Two parts of `op`:
+// part 0 round 1, part 1 the segments to the root. The root's buffer ends
+// with the reduction; elsewhere `args.data` is only read and the rank's
+// chunk is reduced into `chunk`.
+void directReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args, int root,
+                  void* chunk);
+
 // Its second round alone, as ringAllgather: rank r's block lands at
 // r * blockBytes of every output.
 void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);

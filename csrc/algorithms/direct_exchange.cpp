@@ -51,7 +51,10 @@ void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args)
   if (layout.bytes[rank] != inputBytes) {
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": root block size mismatch");
   }
-  if (inputBytes > 0) std::memmove(out + layout.offsets[rank], input, inputBytes);
+  // The root's block may already be in place (a reduce's reduced chunk).
+  if (inputBytes > 0 && out + layout.offsets[rank] != input) {
+    std::memmove(out + layout.offsets[rank], input, inputBytes);
+  }
   transport.waitAll(recvs, op);
 }
 

@@ -1,30 +1,45 @@
 #include "algorithms/reduce_to_root.h"
 
+#include <cstring>
+
+#include "algorithms/direct_allreduce.h"
 #include "algorithms/direct_exchange.h"
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/scatter_gather.h"
 #include "core/partition.h"
-#include "transport/tag.h"
 
 namespace ringreduce {
 
-void ringReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args, int root) {
+void hostReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args, int root,
+                const ReduceScratch& scratch) {
   const int n = comm.size();
-  const size_t count = args.count;
-  ringReduceScatter(comm, op, args);
-  if (n == 1 || count == 0) return;
+  const int rank = comm.rank();
+  if (n == 1 || args.count == 0) return;  // AVG over one rank is the identity
   const size_t esize = elementSize(args.type);
+  const bool payload = !comm.config.payloadFree;
+  const size_t bytes = args.count * esize;
+  if (scatterGatherIsDirect(comm, op, bytes)) {
+    noteCallerBuffer(comm, args.data, bytes);  // peers read it in place
+    return directReduce(comm, op, args, root, scratch.chunk);
+  }
+  // The other forms work in place; the root's buffer is the result.
+  const OpContext scatterOp = op.part(0);
+  const Range mine = chunkOf(args.count, n, rank);
+  void* work = args.data;
+  if (rank != root) {
+    work = scratch.copy;
+    if (payload && work != args.data) std::memcpy(work, args.data, bytes);
+  }
+  hostReduceScatter(comm, scatterOp, {work, args.count, args.type, args.op});
+  const char* reduced = payload ? static_cast<const char*>(work) + mine.offset * esize : nullptr;
   BlockLayout layout;
   for (int r = 0; r < n; ++r) {
-    const Range chunk = chunkOf(count, n, r);
+    const Range chunk = chunkOf(args.count, n, r);
     layout.offsets.push_back(chunk.offset * esize);
     layout.bytes.push_back(chunk.count * esize);
   }
-  char* base = static_cast<char*>(args.data);
-  const int rank = comm.rank();
-  // The reduce-scatter uses slots below (n-1) * segments <= kMaxSlot / 2, so
-  // the last slot is free for the gather.
-  gatherToRoot(comm, op, {base + layout.offsets[rank], layout.bytes[rank], base, layout, root,
-                         kMaxSlot});
+  // On the root, its own chunk is already in place.
+  gatherToRoot(comm, op.part(1),
+               {reduced, mine.count * esize, payload ? args.data : nullptr, layout, root, 0});
 }
 
 }  // namespace ringreduce

@@ -83,6 +83,13 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
   }
 }
 
+bool scatterGatherIsDirect(const Comm& comm, const OpContext& op, size_t bytes) {
+  std::optional<AllreduceSelector> oneNode;
+  const Choice choice = choose(comm, op, bytes, oneNode);
+  trace(comm, op, bytes, choice);
+  return choice.algorithm == AllreduceAlgorithm::Direct;
+}
+
 bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                            void* output) {
   const std::string reason = unsupportedReason(input.type, input.op);

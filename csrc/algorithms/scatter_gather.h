@@ -31,6 +31,10 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
 bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                            void* output);
 
+// Whether the form chosen for a reduce-scatter or allgather of `bytes` (the
+// whole buffer) is direct: the same on every rank.
+bool scatterGatherIsDirect(const Comm& comm, const OpContext& op, size_t bytes);
+
 // As ringAllgather: rank r's block lands at r * blockBytes of every output.
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 

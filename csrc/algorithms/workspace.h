@@ -17,8 +17,16 @@ class Workspace {
   // kRecvA: reduce-scatter receive window; kStaging: the backend's copies
   // of caller tensors; kWire: float32 data rounded to a 16-bit wire dtype;
   // kReorder: a two-level reduce-scatter's or allgather's buffer in node
-  // order (algorithms/two_level_scatter_gather.h).
-  enum Slot { kRecvA = 0, kStaging = 1, kWire = 2, kReorder = 3, kSlotCount = 4 };
+  // order (algorithms/two_level_scatter_gather.h); kReducedChunk: the chunk
+  // a rank that is not the root reduces for a reduce (reduce_to_root.h).
+  enum Slot {
+    kRecvA = 0,
+    kStaging = 1,
+    kWire = 2,
+    kReorder = 3,
+    kReducedChunk = 4,
+    kSlotCount = 5
+  };
 
   // At least `bytes` of memory in `slot`, valid until the next call for that slot.
   void* get(Slot slot, size_t bytes) {

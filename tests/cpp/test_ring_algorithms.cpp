@@ -10,7 +10,6 @@
 #include "algorithms/ring_allgather.h"
 #include "algorithms/direct_exchange.h"
 #include "algorithms/record_allgather.h"
-#include "algorithms/reduce_to_root.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/partition.h"
 #include "core/errors.h"
@@ -215,26 +214,6 @@ TEST_P(OnEachTransport, RingReduceScatterEachRankEndsWithItsOwnChunk) {
       for (size_t i = mine.offset; i < mine.offset + mine.count; ++i) ASSERT_EQ(data[i], expected[i]);
     });
   }
-}
-
-TEST_P(OnEachTransport, RingReduceEveryRootGetsTheReduction) {
-  const int n = 3;
-  const size_t count = 4099;
-  std::vector<int64_t> expected(count, 0);
-  for (int r = 0; r < n; ++r) {
-    const auto in = inputOf(r, count, 6);
-    for (size_t i = 0; i < count; ++i) expected[i] = std::max(r == 0 ? in[i] : expected[i], in[i]);
-  }
-  runComms(n, GetParam(), [&](const Comm& c, int rank) {
-    for (int root = 0; root < n; ++root) {
-      auto data = inputOf(rank, count, 6);
-      ringReduce(c, OpContext("reduce", 1 + root, std::chrono::seconds(20)),
-                 {data.data(), count, DataType::Int64, ReduceOp::Max}, root);
-      if (rank == root) {
-        ASSERT_EQ(data, expected);
-      }
-    }
-  });
 }
 
 TEST_P(OnEachTransport, DirectExchangeGatherScatterAndUnevenAllToAll) {

@@ -14,6 +14,7 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/reduce_to_root.h"
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/scatter_gather.h"
 #include "algorithms/two_level_allreduce.h"
@@ -245,53 +246,66 @@ TEST(AllreduceDispatch, ForcedAndAutoChoicesAllAgreeAndLearnOneNode) {
 // Reduce-scatter and allgather by halving/doubling in rank order (with the
 // fold when p is not a power of two) and by direct, against the ring forms:
 // every (dtype, op), counts below p, around it and odd.
-class ScatterGatherSameAsRing
-    : public ::testing::TestWithParam<std::tuple<int, TransportKind, AllreduceAlgorithm>> {};
+// A world size, a transport and the form forced for the group.
+using FormParam = std::tuple<int, TransportKind, AllreduceAlgorithm>;
 
-TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
-  const auto [n, kind, algorithm] = GetParam();
+// `body(comm, rank, n)` on every rank, with the form forced and segments
+// small enough that counts of a thousand span several.
+template <typename Body>
+void runForcedForm(const FormParam& param, const Body& body) {
+  const auto [n, kind, algorithm] = param;
   Config config = ringreduce::testing::smallSegments();
   config.allreduceAlgorithm = algorithm;
   runComms(
-      n, kind,
-      [&, n = n](const Comm& comm, int rank) {
-        uint64_t seq = 1;
-        for (DataType type : kTypes) {
-          for (ReduceOp rop : kOps) {
-            if (!unsupportedReason(type, rop).empty()) continue;
-            const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
-                                     7, 1031};
-            for (size_t count : counts) {
-              if (count == 0) continue;
-              const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
-              std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
-              std::vector<uint8_t> got = expected;
-              ringReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
-                                {expected.data(), count, type, rop});
-              hostReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
-                                {got.data(), count, type, rop});
-              const Range mine = chunkOf(count, n, rank);
-              const size_t e = elementSize(type);
-              ASSERT_EQ(std::vector<uint8_t>(got.begin() + mine.offset * e,
-                                             got.begin() + (mine.offset + mine.count) * e),
-                        std::vector<uint8_t>(expected.begin() + mine.offset * e,
-                                             expected.begin() + (mine.offset + mine.count) * e))
-                  << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
-            }
-          }
-        }
-        for (size_t block : {size_t{1}, size_t{13}, size_t{4099}}) {
-          std::vector<uint8_t> input(block);
-          for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 31 + i * 7);
-          std::vector<uint8_t> expected(block * n), got(block * n, 0xee);
-          ringAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
-                        {input.data(), expected.data(), block});
-          hostAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
-                        {input.data(), got.data(), block});
-          ASSERT_EQ(got, expected) << "block " << block;
-        }
-      },
-      config);
+      n, kind, [&, n = n](const Comm& comm, int rank) { body(comm, rank, n); }, config);
+}
+
+// `body(type, op)` for every dtype and the reduce ops defined on it.
+template <typename Body>
+void forEachReduction(const Body& body) {
+  for (DataType type : kTypes) {
+    for (ReduceOp rop : kOps) {
+      if (unsupportedReason(type, rop).empty()) body(type, rop);
+    }
+  }
+}
+
+class ScatterGatherSameAsRing : public ::testing::TestWithParam<FormParam> {};
+
+TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
+  runForcedForm(GetParam(), [](const Comm& comm, int rank, int n) {
+    uint64_t seq = 1;
+    forEachReduction([&](DataType type, ReduceOp rop) {
+      const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1), 7, 1031};
+      for (size_t count : counts) {
+        if (count == 0) continue;
+        const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10;
+        std::vector<uint8_t> expected = inputOf(type, rop, count, rank, salt);
+        std::vector<uint8_t> got = expected;
+        ringReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                          {expected.data(), count, type, rop});
+        hostReduceScatter(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                          {got.data(), count, type, rop});
+        const Range mine = chunkOf(count, n, rank);
+        const size_t e = elementSize(type);
+        ASSERT_EQ(std::vector<uint8_t>(got.begin() + mine.offset * e,
+                                       got.begin() + (mine.offset + mine.count) * e),
+                  std::vector<uint8_t>(expected.begin() + mine.offset * e,
+                                       expected.begin() + (mine.offset + mine.count) * e))
+            << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
+      }
+    });
+    for (size_t block : {size_t{1}, size_t{13}, size_t{4099}}) {
+      std::vector<uint8_t> input(block);
+      for (size_t i = 0; i < block; ++i) input[i] = static_cast<uint8_t>(rank * 31 + i * 7);
+      std::vector<uint8_t> expected(block * n), got(block * n, 0xee);
+      ringAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                    {input.data(), expected.data(), block});
+      hostAllgather(comm, OpContext("allgather", seq++, std::chrono::seconds(30)),
+                    {input.data(), got.data(), block});
+      ASSERT_EQ(got, expected) << "block " << block;
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
@@ -299,6 +313,49 @@ INSTANTIATE_TEST_SUITE_P(Worlds, ScatterGatherSameAsRing,
                                             ::testing::Values(TransportKind::Loopback,
                                                               TransportKind::Ucx),
                                             ::testing::Values(AllreduceAlgorithm::HalvingDoubling,
+                                                              AllreduceAlgorithm::Direct)),
+                         [](const auto& info) {
+                           return std::string(nameOf(std::get<2>(info.param))) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "_" +
+                                  kindName(std::get<1>(info.param));
+                         });
+
+// A reduce takes the group's reduce-scatter form, then gathers: the root
+// ends with what the ring allreduce gives, bit for bit, and the other ranks'
+// buffers are left as they were, whichever form ran.
+class ReduceToRootSameAsRing : public ::testing::TestWithParam<FormParam> {};
+
+TEST_P(ReduceToRootSameAsRing, RootGetsTheRingsResultOthersKeepTheirBuffers) {
+  runForcedForm(GetParam(), [](const Comm& comm, int rank, int n) {
+    uint64_t seq = 1;
+    forEachReduction([&](DataType type, ReduceOp rop) {
+      for (size_t count : {size_t{1}, static_cast<size_t>(n + 1), size_t{1031}}) {
+        for (int root : {0, n - 1}) {
+          const int salt = static_cast<int>(type) * 100 + static_cast<int>(rop) * 10 + root;
+          const std::vector<uint8_t> input = inputOf(type, rop, count, rank, salt);
+          std::vector<uint8_t> expected = input;
+          ringAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
+                        {expected.data(), count, type, rop});
+          std::vector<uint8_t> got = input, chunk(input.size()), copy(input.size());
+          hostReduce(comm, OpContext("reduce", seq, std::chrono::seconds(30)),
+                     {got.data(), count, type, rop}, root, {chunk.data(), copy.data()});
+          seq += 2;  // its reduce-scatter and its gather
+          ASSERT_EQ(got, rank == root ? expected : input)
+              << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count << " root "
+              << root;
+        }
+      }
+    });
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ReduceToRootSameAsRing,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5),
+                                            ::testing::Values(TransportKind::Loopback,
+                                                              TransportKind::Ucx),
+                                            ::testing::Values(AllreduceAlgorithm::Auto,
+                                                              AllreduceAlgorithm::Ring,
+                                                              AllreduceAlgorithm::HalvingDoubling,
                                                               AllreduceAlgorithm::Direct)),
                          [](const auto& info) {
                            return std::string(nameOf(std::get<2>(info.param))) + "_" +

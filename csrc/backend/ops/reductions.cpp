@@ -126,15 +126,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
         const size_t count = static_cast<size_t>(tensor.numel());
         if (rank_ == root) {
           withContiguous(tensor, [&](void* data) {
-            ringReduce(comm(), ctx, {data, count, red.type, red.op}, root);
+            hostReduce(comm(), ctx, {data, count, red.type, red.op}, root, {});
           });
           return;
         }
-        // Non-root tensors stay as they were (as with NCCL): work on a copy.
-        at::Tensor scratch = stagedCopy(tensor);
-        ringReduce(comm(), ctx, {scratch.data_ptr(), count, red.type, red.op}, root);
+        // Non-root tensors stay as they were (as with NCCL): direct reads
+        // them in place and reduces this rank's chunk apart; the other forms
+        // work on a copy.
+        const at::Tensor in = plainContiguous(tensor) ? tensor : stagedCopy(tensor);
+        const size_t chunkBytes = chunkOf(count, size_, rank_).count * tensor.element_size();
+        ReduceScratch scratch;
+        scratch.chunk = comm().workspace.get(Workspace::kReducedChunk, chunkBytes);
+        scratch.copy = in.is_same(tensor) ? stagedBuffer(tensor.numel(), tensor.options()).data_ptr()
+                                          : in.data_ptr();
+        hostReduce(comm(), ctx, {in.data_ptr(), count, red.type, red.op}, root, scratch);
       },
-      CheckedArgs{root, static_cast<int>(red.op)});
+      CheckedArgs{root, static_cast<int>(red.op)}, 2);
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
