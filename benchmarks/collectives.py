@@ -2,8 +2,8 @@
 same run, on the same tensors.
 
     torchrun --standalone --nproc-per-node 2 benchmarks/collectives.py --op all_reduce
-    (ops: all_reduce, reduce_scatter_tensor, all_gather_into_tensor, broadcast,
-     all_to_all_single)
+    (ops: all_reduce, reduce_scatter_tensor, reduce_scatter (the list form),
+     all_gather_into_tensor, broadcast, all_to_all_single)
 
 `bytes` is the size nccl-tests reports: the buffer of all_reduce and
 broadcast, the whole (world-sized) buffer of the others. Time is the median
@@ -45,6 +45,10 @@ def make_op(name, nbytes, dtype, world, rank):
     if name == "reduce_scatter_tensor":
         inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank, dtype=dtype)
         return (lambda g: dist.reduce_scatter_tensor(out, inp, group=g)), factor
+    if name == "reduce_scatter":
+        blocks = [torch.ones(per_rank, dtype=dtype) for _ in range(world)]
+        out = torch.empty(per_rank, dtype=dtype)
+        return (lambda g: dist.reduce_scatter(out, blocks, group=g)), factor
     if name == "all_gather_into_tensor":
         inp, out = torch.ones(per_rank, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
         return (lambda g: dist.all_gather_into_tensor(out, inp, group=g)), factor
@@ -112,8 +116,8 @@ def parse_args(default_op=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     if default_op is None:
         p.add_argument("--op", required=True,
-                       choices=["all_reduce", "reduce_scatter_tensor", "all_gather_into_tensor",
-                                "broadcast", "all_to_all_single"])
+                       choices=["all_reduce", "reduce_scatter_tensor", "reduce_scatter",
+                                "all_gather_into_tensor", "broadcast", "all_to_all_single"])
     p.add_argument("--min-bytes", type=int, default=4)
     p.add_argument("--max-bytes", type=int, default=64 << 20)
     p.add_argument("--step-factor", type=int, default=4)

@@ -38,17 +38,25 @@ constexpr size_t kReducePieceBytes = 128 * 1024;
 // `reduced`, when given, hears of each segment of the block as soon as it
 // is reduced: its index, where it lies and its bytes.
 using SegmentReduced = std::function<void(size_t k, const char* at, size_t bytes)>;
+// `blocks`, when given, holds the input block by block (block j, chunkOf(
+// count, n, j) elements, at blocks[j]; `args.data` unused): the list form
+// of reduce_scatter reads its tensors where they are. Needs `output`.
 uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                        char* output = nullptr, const SegmentReduced& reduced = nullptr) {
+                        char* output = nullptr, const SegmentReduced& reduced = nullptr,
+                        const void* const* blocks = nullptr) {
   Transport& t = comm.transport;
   const int n = comm.size();
   const int rank = comm.rank();
   const bool payload = !comm.config.payloadFree;
   const size_t esize = elementSize(args.type);
   const size_t peers = static_cast<size_t>(n - 1);
-  // Null in payload-free runs: offsets give the transport its sizes.
-  auto at = [&](const Range& r) {
-    return payload ? static_cast<char*>(args.data) + r.offset * esize : nullptr;
+  // Where segment `r` of `owner`'s block of the input lies. Null in
+  // payload-free runs: offsets give the transport its sizes.
+  auto at = [&](int owner, const Range& r) -> char* {
+    if (!payload) return nullptr;
+    if (blocks == nullptr) return static_cast<char*>(args.data) + r.offset * esize;
+    const size_t first = chunkOf(args.count, n, owner).offset;
+    return static_cast<char*>(const_cast<void*>(blocks[owner])) + (r.offset - first) * esize;
   };
 
   // Round 1 travels in segments, so that each arrives into a small scratch
@@ -96,7 +104,7 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
     for (int i = 1; i < n; ++i) {
       const int to = (rank + i) % n;
       const Range seg = segmentOfBlock(to, k);
-      sends.push_back(t.isend(to, makeTag(rank, op.seq, static_cast<uint32_t>(k)), at(seg),
+      sends.push_back(t.isend(to, makeTag(rank, op.seq, static_cast<uint32_t>(k)), at(to, seg),
                               seg.count * esize, op));
     }
   };
@@ -111,10 +119,11 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
     for (size_t i = 0; i < peers; ++i) t.wait(recvs[k * peers + i], op);
     const Range seg = segmentOfBlock(rank, k);
     // Into the output: my own part first, then the same steps.
-    char* into = !payload ? nullptr : output ? output + (seg.offset - mine.offset) * esize : at(seg);
+    char* own = at(rank, seg);
+    char* into = !payload ? nullptr : output ? output + (seg.offset - mine.offset) * esize : own;
     if (payload && seg.count > 0) {
       PhaseScope reducing(op.phases, Phase::Reduce);
-      if (output) std::memcpy(into, at(seg), seg.count * esize);
+      if (into != own) std::memcpy(into, own, seg.count * esize);  // the same: output is my block
       for (size_t first = 0; first < seg.count; first += piece) {
         const size_t count = std::min(piece, seg.count - first);
         char* dst = into + first * esize;
@@ -234,6 +243,19 @@ void directReduce(const Comm& comm, const OpContext& op, const ReductionArgs& ar
   }
   reduceOwnBlock(comm, op.part(0), args);
   t.waitAll(recvs, gather);
+}
+
+void directReduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                               const std::vector<const void*>& blocks, void* output) {
+  if (input.count == 0) return;
+  if (comm.size() == 1) {  // AVG over one rank is the identity
+    if (!comm.config.payloadFree && output != blocks[0]) {
+      std::memcpy(output, blocks[0], input.count * elementSize(input.type));
+    }
+    return;
+  }
+  reduceOwnBlock(comm, op, input, comm.config.payloadFree ? nullptr : static_cast<char*>(output),
+                 nullptr, blocks.data());
 }
 
 void directAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {

@@ -10,6 +10,8 @@
 // once, in the last.
 #pragma once
 
+#include <vector>
+
 #include "algorithms/comm.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
@@ -26,6 +28,12 @@ void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionA
 // is) and rank r's reduced chunk lands in `output`.
 void directReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                          void* output);
+
+// The same with the input in blocks of their own (the list form): block j,
+// chunkOf(input.count, n, j) elements, at blocks[j] (one per rank; input.data
+// unused). `output` may be this rank's own block, not another.
+void directReduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                               const std::vector<const void*>& blocks, void* output);
 
 // Reduce to `root` (reduce_to_root.h) by its first round, each reduced
 // segment sent on to the root as soon as it is reduced. Two parts of `op`:

@@ -57,13 +57,17 @@ void trace(const Comm& comm, const OpContext& op, size_t bytes, const Choice& ch
                                : std::string()));
 }
 
-}  // namespace
-
-void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+void throwIfUnsupported(const OpContext& op, const ReductionArgs& args) {
   const std::string reason = unsupportedReason(args.type, args.op);
   if (!reason.empty()) {
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
   }
+}
+
+}  // namespace
+
+void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  throwIfUnsupported(op, args);
   if (comm.size() == 1 || args.count == 0) return;
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = args.count * elementSize(args.type);
@@ -92,22 +96,35 @@ bool scatterGatherIsDirect(const Comm& comm, const OpContext& op, size_t bytes) 
 
 bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                            void* output) {
-  const std::string reason = unsupportedReason(input.type, input.op);
-  if (!reason.empty()) {
-    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
-  }
-  if (input.count == 0 || comm.size() == 1) {  // one rank: a copy, no choice to make
-    directReduceScatter(comm, op, input, output);
-    return true;
-  }
-  std::optional<AllreduceSelector> oneNode;
+  throwIfUnsupported(op, input);
   const size_t bytes = input.count * elementSize(input.type);
-  // The same on every rank: all take this path, or all take the caller's.
-  const Choice choice = choose(comm, op, bytes, oneNode);
-  if (choice.algorithm != AllreduceAlgorithm::Direct) return false;
-  trace(comm, op, bytes, choice);
-  noteCallerBuffer(comm, input.data, bytes);  // peers copy out of it
+  // One rank: a copy, no choice to make. Elsewhere the same on every rank:
+  // all take this path, or all take the caller's.
+  if (input.count > 0 && comm.size() > 1) {
+    if (!scatterGatherIsDirect(comm, op, bytes)) return false;
+    noteCallerBuffer(comm, input.data, bytes);  // peers copy out of it
+  }
   directReduceScatter(comm, op, input, output);
+  return true;
+}
+
+bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                                 const std::vector<const void*>& blocks, void* output) {
+  throwIfUnsupported(op, input);
+  const int n = comm.size();
+  if (blocks.size() != static_cast<size_t>(n)) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " +
+                          std::to_string(blocks.size()) + " input blocks for " +
+                          std::to_string(n) + " ranks");
+  }
+  const size_t bytes = input.count * elementSize(input.type);
+  if (input.count > 0 && n > 1) {
+    if (!scatterGatherIsDirect(comm, op, bytes)) return false;
+    for (int j = 0; j < n; ++j) {  // peers copy out of them
+      noteCallerBuffer(comm, blocks[j], chunkOf(input.count, n, j).count * elementSize(input.type));
+    }
+  }
+  directReduceScatterBlocks(comm, op, input, blocks, output);
   return true;
 }
 

@@ -12,6 +12,8 @@
 // ring forms, bit for bit, on inputs with exact sums.
 #pragma once
 
+#include <vector>
+
 #include "algorithms/comm.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
@@ -30,6 +32,13 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
 // same on every rank, so all ranks return alike.
 bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                            void* output);
+
+// The same with the input in blocks of their own (the list form of
+// reduce_scatter): block j, chunkOf(input.count, p, j) elements, at
+// blocks[j], one per rank (input.data unused). `output` may be this rank's
+// own block, not another.
+bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                                 const std::vector<const void*>& blocks, void* output);
 
 // Whether the form chosen for a reduce-scatter or allgather of `bytes` (the
 // whole buffer) is direct: the same on every rank.

@@ -69,9 +69,16 @@ void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, c
     if (role != std::string("input")) checkWritable(list[i], site, role);
     for (size_t j = i + 1; j < list.size(); ++j) {
       if (list[i].numel() == 0 || list[j].numel() == 0) continue;
-      TORCH_CHECK_VALUE(at::get_overlap_status(list[i], list[j]) == at::MemOverlapStatus::No,
+      const at::MemOverlapStatus status = at::get_overlap_status(list[i], list[j]);
+      // torch cannot tell for strided views ("too hard"): apart when their
+      // storages are; views of one storage it cannot tell apart are refused.
+      const bool apart = status == at::MemOverlapStatus::No ||
+                         (status == at::MemOverlapStatus::TooHard &&
+                          !list[i].storage().is_alias_of(list[j].storage()));
+      TORCH_CHECK_VALUE(apart,
                         where(site), role, " tensors ", i, " and ", j,
-                        " share memory; each needs its own storage");
+                        " share memory (or are strided views of one storage that cannot be told"
+                        " apart); each needs its own storage");
     }
   }
 }

@@ -270,10 +270,41 @@ void forEachReduction(const Body& body) {
   }
 }
 
+// The list form of reduce_scatter: every block in a buffer of its own,
+// reduced into an output apart and then into this rank's own block. Only
+// direct takes it (`takes`); the other forms leave it to a flat copy.
+void expectListFormAsRing(const Comm& comm, const OpContext& op, const std::vector<uint8_t>& input,
+                          DataType type, ReduceOp rop, const std::vector<uint8_t>& expectedMine,
+                          bool takes) {
+  const int n = comm.size();
+  const size_t count = input.size() / elementSize(type);
+  const size_t e = elementSize(type);
+  std::vector<std::vector<uint8_t>> blockData;
+  std::vector<const void*> blocks;
+  for (int j = 0; j < n; ++j) {
+    const Range c = chunkOf(count, n, j);
+    blockData.emplace_back(input.begin() + c.offset * e, input.begin() + (c.offset + c.count) * e);
+  }
+  for (const auto& block : blockData) blocks.push_back(block.data());
+  const auto kept = blockData;
+  std::vector<uint8_t> apart(expectedMine.size(), 0xee);
+  ASSERT_EQ(hostReduceScatterBlocksInto(comm, op, {nullptr, count, type, rop}, blocks, apart.data()),
+            takes);
+  if (!takes) return;
+  EXPECT_EQ(apart, expectedMine) << dataTypeName(type) << " " << reduceOpName(rop) << " " << count;
+  EXPECT_EQ(blockData, kept) << "the input blocks stay as they were";
+  OpContext again = op;
+  again.seq += 1u << 20;  // a sequence number no other call of the test uses
+  auto& own = blockData[static_cast<size_t>(comm.rank())];
+  hostReduceScatterBlocksInto(comm, again, {nullptr, count, type, rop}, blocks, own.data());
+  EXPECT_EQ(own, expectedMine) << "into its own block";
+}
+
 class ScatterGatherSameAsRing : public ::testing::TestWithParam<FormParam> {};
 
 TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
-  runForcedForm(GetParam(), [](const Comm& comm, int rank, int n) {
+  const bool direct = std::get<2>(GetParam()) == AllreduceAlgorithm::Direct;
+  runForcedForm(GetParam(), [direct](const Comm& comm, int rank, int n) {
     uint64_t seq = 1;
     forEachReduction([&](DataType type, ReduceOp rop) {
       const size_t counts[] = {1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1), 7, 1031};
@@ -293,6 +324,11 @@ TEST_P(ScatterGatherSameAsRing, ReduceScatterAndAllgatherBitIdentical) {
                   std::vector<uint8_t>(expected.begin() + mine.offset * e,
                                        expected.begin() + (mine.offset + mine.count) * e))
             << dataTypeName(type) << " " << reduceOpName(rop) << " count " << count;
+        expectListFormAsRing(comm, OpContext("reduce_scatter", seq++, std::chrono::seconds(30)),
+                             inputOf(type, rop, count, rank, salt), type, rop,
+                             std::vector<uint8_t>(expected.begin() + mine.offset * e,
+                                                  expected.begin() + (mine.offset + mine.count) * e),
+                             direct || n == 1);
       }
     });
     for (size_t block : {size_t{1}, size_t{13}, size_t{4099}}) {

@@ -75,6 +75,26 @@ def _reduce_scatter_in_and_out_of_place(rank, world, init_method):
             dist.reduce_scatter_tensor(out, x, op=op)
             check(f"{dtype} {op} non-contiguous", out, flat.to(dtype).view(world, n)[rank])
             check(f"{dtype} {op} non-contiguous input untouched", x, kept)
+            # The list form: each block a tensor of its own, read where it is.
+            blocks = [b.clone() for b in inputs(rank, dtype).view(world, n)]
+            kept = [b.clone() for b in blocks]
+            out = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter(out, blocks, op=op)
+            check(f"{dtype} {op} list", out, want)
+            check(f"{dtype} {op} list untouched", torch.stack(blocks), torch.stack(kept))
+            # Into the rank's own block; a block that is a transposed view.
+            blocks[(rank + 1) % world] = blocks[(rank + 1) % world].view(-1, 1).t()[0]
+            odd = torch.empty(2 * n, dtype=dtype)[::2]
+            odd.copy_(blocks[(rank + 2) % world])
+            blocks[(rank + 2) % world] = odd
+            dist.reduce_scatter(blocks[rank], blocks, op=op)
+            check(f"{dtype} {op} list into its own block", blocks[rank], want)
+            # An output that overlaps another rank's block waits apart.
+            shared = inputs(rank, dtype).view(world, n).clone()
+            blocks = list(shared)
+            other = (rank + 1) % world
+            dist.reduce_scatter(shared[other], blocks, op=op)
+            check(f"{dtype} {op} list into another's block", shared[other], want)
     dist.destroy_process_group()
     return failures
 

@@ -200,6 +200,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
       staged, c10d::OpType::REDUCE_SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, inputList, red](const OpContext& ctx) {
+        // As reduce_scatter_tensor: direct reads each input where it is and
+        // reduces into the output (a tensor that is not plain memory is
+        // copied, on this rank only); the other forms work on a flat copy.
+        std::vector<at::Tensor> ins;
+        std::vector<const void*> blocks;
+        for (const at::Tensor& in : inputList) {
+          ins.push_back(plainContiguous(in) ? in : contiguousInput(in));
+          blocks.push_back(ins.back().data_ptr());
+        }
+        // The output may be this rank's own input; overlapping another's
+        // (which a peer reads meanwhile), or its own in part, it waits apart.
+        bool apart = !plainContiguous(output);
+        for (int j = 0; j < size_; ++j) {
+          const at::Tensor& in = ins[static_cast<size_t>(j)];
+          const bool own = j == rank_ && in.data_ptr() == output.data_ptr();
+          if (!own && sharesMemory(in, output)) apart = true;
+        }
+        const at::Tensor out = apart ? at::empty(output.sizes(), output.options()) : output;
+        const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
+        if (hostReduceScatterBlocksInto(comm(), ctx, {nullptr, count, red.type, red.op}, blocks,
+                                        out.data_ptr())) {
+          if (!out.is_same(output)) output.copy_(out);
+          return;
+        }
         at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
         int64_t offset = 0;
         for (const at::Tensor& in : inputList) {
