@@ -279,6 +279,9 @@ class ProcessGroupRing : public c10d::Backend {
   at::Tensor stagedCopy(const at::Tensor& tensor);
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
+  // reduce_scatter_tensor's body: `input` stays as it was.
+  void reduceScatterTensor(const OpContext& ctx, const at::Tensor& output, const at::Tensor& input,
+                           DataType type, ReduceOp op);
 
   // What the algorithms run on (executor thread).
   Comm comm() {

@@ -130,6 +130,22 @@ def coalescing(rank, world, init_method):
         total = sum(make_input(torch.int64, (world * k,), r, 72000 + k) for r in range(world))
         if not torch.equal(o, total[rank * k:(rank + 1) * k]):
             failures.append(f"coalesced reduce_scatter_tensor {k}")
+    # Large enough (4 MiB and up) that one machine takes direct, which reads
+    # the inputs where they are: they must stay as they were.
+    sizes = ((1 << 20) + 3, 1 << 20)
+    full = [make_input(torch.int64, (world * k,), rank, 73000 + k) for k in sizes]
+    kept = [t.clone() for t in full]
+    rs_out = [torch.empty(k, dtype=torch.int64) for k in sizes]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for o, i in zip(rs_out, full):
+            dist.reduce_scatter_tensor(o, i)
+    cm.wait()
+    for o, i, kept_i, k in zip(rs_out, full, kept, sizes):
+        total = sum(make_input(torch.int64, (world * k,), r, 73000 + k) for r in range(world))
+        if not torch.equal(o, total[rank * k:(rank + 1) * k]):
+            failures.append(f"coalesced reduce_scatter_tensor {k}")
+        if not torch.equal(i, kept_i):
+            failures.append(f"coalesced reduce_scatter_tensor {k}: input changed")
     # The explicit coalesced APIs.
     a, b = torch.full((3,), float(rank)), torch.full((2,), float(rank))
     dist.all_reduce_coalesced([a, b])

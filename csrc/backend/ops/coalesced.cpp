@@ -188,8 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
       std::to_string(ins.size()) + " tensors",
       [this, ins, outs, reductions](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) {
-          reduceScatterFlat(ctx.part(i), stagedCopy(ins[i]).reshape({-1}), outs[i],
-                            reductions[i].type, reductions[i].op);
+          reduceScatterTensor(ctx.part(i), outs[i], ins[i], reductions[i].type, reductions[i].op);
         }
       },
       CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},

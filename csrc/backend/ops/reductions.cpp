@@ -257,25 +257,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, input, red](const OpContext& ctx) {
-        // The caller's input must stay as it was: direct reads it where it
-        // is and reduces into the output; the other forms work in place on
-        // a copy (world 4 on 2 cores, 64 MiB: copying in and out cost more
-        // than the reduce-scatter itself). The form, the same on every rank,
-        // decides: a tensor that is not plain memory gets a copy either way.
-        const at::Tensor in = plainContiguous(input) ? input : stagedCopy(input);
-        const at::Tensor out = plainContiguous(output) && !sharesMemory(in, output)
-                                   ? output
-                                   : at::empty(output.sizes(), output.options());
-        if (hostReduceScatterInto(comm(), ctx,
-                                  {in.data_ptr(), static_cast<size_t>(in.numel()), red.type, red.op},
-                                  out.data_ptr())) {
-          if (!out.is_same(output)) output.copy_(out);
-          return;
-        }
-        const at::Tensor copy = in.is_same(input) ? stagedCopy(input) : in;
-        reduceScatterFlat(ctx, copy.reshape({-1}), output, red.type, red.op);
+        reduceScatterTensor(ctx, output, input, red.type, red.op);
       },
       CheckedArgs{-1, static_cast<int>(red.op)});
+}
+
+// The caller's input must stay as it was: direct reads it where it is and
+// reduces into the output; the other forms work in place on a copy (world 4
+// on 2 cores, 64 MiB: copying in and out cost more than the reduce-scatter
+// itself). The form, the same on every rank, decides: a tensor that is not
+// plain memory gets a copy either way.
+void ProcessGroupRing::reduceScatterTensor(const OpContext& ctx, const at::Tensor& output,
+                                           const at::Tensor& input, DataType type, ReduceOp op) {
+  const at::Tensor in = plainContiguous(input) ? input : stagedCopy(input);
+  const at::Tensor out = plainContiguous(output) && !sharesMemory(in, output)
+                             ? output
+                             : at::empty(output.sizes(), output.options());
+  if (hostReduceScatterInto(comm(), ctx, {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
+                            out.data_ptr())) {
+    if (!out.is_same(output)) output.copy_(out);
+    return;
+  }
+  const at::Tensor copy = in.is_same(input) ? stagedCopy(input) : in;
+  reduceScatterFlat(ctx, copy.reshape({-1}), output, type, op);
 }
 
 }  // namespace ringreduce
