@@ -30,6 +30,7 @@ constexpr size_t kCachedScratchBytes = size_t{8} << 20;
 // Of my block, with one piece of each peer's beside it, well inside L2.
 constexpr size_t kReducePieceBytes = 128 * 1024;
 
+using SegmentReduced = std::function<void(size_t k, const char* at, size_t bytes)>;
 
 // Round 1, a reduce-scatter: rank r's block (chunkOf(count, n, r)) of its
 // buffer ends with the reduction of every rank's; or, given `output`, that
@@ -37,7 +38,6 @@ constexpr size_t kReducePieceBytes = 128 * 1024;
 // after the ones it used.
 // `reduced`, when given, hears of each segment of the block as soon as it
 // is reduced: its index, where it lies and its bytes.
-using SegmentReduced = std::function<void(size_t k, const char* at, size_t bytes)>;
 // `blocks`, when given, holds the input block by block (block j, chunkOf(
 // count, n, j) elements, at blocks[j]; `args.data` unused): the list form
 // of reduce_scatter reads its tensors where they are. Needs `output`.
@@ -123,7 +123,7 @@ uint32_t reduceOwnBlock(const Comm& comm, const OpContext& op, const ReductionAr
     char* into = !payload ? nullptr : output ? output + (seg.offset - mine.offset) * esize : own;
     if (payload && seg.count > 0) {
       PhaseScope reducing(op.phases, Phase::Reduce);
-      if (into != own) std::memcpy(into, own, seg.count * esize);  // the same: output is my block
+      if (into != own) std::memcpy(into, own, seg.count * esize);  // unless output is my block
       for (size_t first = 0; first < seg.count; first += piece) {
         const size_t count = std::min(piece, seg.count - first);
         char* dst = into + first * esize;
