@@ -3,6 +3,14 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "backend/dtype_mapping.h"
 
 namespace ringreduce {
@@ -48,7 +56,9 @@ void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
     checkSameDtype(t, like, site, role, "input");
     checkNumel(t, like.numel(), site, role);
   }
-  checkNoOverlap(list, site, role);
+  // Inputs are only read, so they may share memory (one tensor sent to
+  // every rank, as gloo takes it); outputs may not.
+  if (std::string(role) != "input") checkNoOverlap(list, site, role);
 }
 
 void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const char* role) {
@@ -64,22 +74,177 @@ void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* r
                     "overwrite each other");
 }
 
+namespace {
+
+// Calls fn(offset) with the storage byte offset of each of the tensor's
+// elements, in any order.
+template <typename Fn>
+void forEachElementOffset(const at::Tensor& t, Fn fn) {
+  const int64_t itemsize = static_cast<int64_t>(t.element_size());
+  const int64_t base = t.storage_offset() * itemsize;
+  const int64_t dims = t.dim();
+  if (dims == 0) {
+    fn(base);
+    return;
+  }
+  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+  const int64_t last = dims - 1;
+  while (true) {
+    int64_t offset = base;
+    for (int64_t d = 0; d < last; ++d) offset += index[d] * t.stride(d) * itemsize;
+    for (int64_t k = 0; k < t.size(last); ++k) fn(offset + k * t.stride(last) * itemsize);
+    int64_t d = last - 1;
+    while (d >= 0 && ++index[d] == t.size(d)) index[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+// A view whose elements lie at equal steps in its storage (a column of a
+// matrix, every k-th element): byte offset of the first, step, count.
+struct EvenView {
+  int64_t first;
+  int64_t step;
+  int64_t count;
+};
+
+std::optional<EvenView> asEvenView(const at::Tensor& t) {
+  const int64_t itemsize = static_cast<int64_t>(t.element_size());
+  int64_t step = 0, count = 1;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {  // innermost first
+    if (t.size(d) == 1) continue;
+    if (count == 1) {
+      step = t.stride(d);
+      count = t.size(d);
+    } else if (t.stride(d) == step * count) {
+      count *= t.size(d);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return EvenView{t.storage_offset() * itemsize, step * itemsize, count};
+}
+
+// Whether two evenly stepped views of one storage share a byte, in constant
+// time; nullopt when they are not both such views with one step.
+std::optional<bool> evenViewsShare(const at::Tensor& a, const at::Tensor& b) {
+  const int64_t itemsize = static_cast<int64_t>(a.element_size());
+  const auto va = asEvenView(a), vb = asEvenView(b);
+  if (!va || !vb || static_cast<int64_t>(b.element_size()) != itemsize) return std::nullopt;
+  const int64_t step = va->count > 1 ? va->step : vb->step;
+  if ((va->count > 1 && vb->count > 1 && va->step != vb->step) ||
+      (step < itemsize && va->count * vb->count > 1))
+    return std::nullopt;
+  // b's k-th element lies at delta + (k - m) * step from a's m-th: they meet
+  // when that distance is under an element for some q = k - m in range.
+  const int64_t delta = vb->first - va->first;
+  if (va->count * vb->count == 1) return delta > -itemsize && delta < itemsize;
+  int64_t q = -delta / step;
+  if (-delta % step != 0 && -delta < 0) --q;  // floor
+  for (int64_t c : {q, q + 1}) {
+    const int64_t distance = delta + c * step;
+    if (c > -va->count && c < vb->count && distance > -itemsize && distance < itemsize) return true;
+  }
+  return false;
+}
+
+// The most cells the exact test below marks (a 32 MiB bitmap).
+constexpr int64_t kMaxMarkedSpan = int64_t{1} << 28;
+
+// Strided views of one storage that torch cannot tell apart (columns of one
+// matrix, say): the first two of them that share a byte (a view may be its
+// own partner: one that overlaps itself), {SIZE_MAX, SIZE_MAX} if none, or
+// nullopt when they span too much to check. Marks every element of the views
+// in a bitmap over the bytes they span: one pass over their elements.
+std::optional<std::pair<size_t, size_t>> firstSharedElement(
+    const std::vector<at::Tensor>& list, const std::vector<size_t>& views) {
+  // The span, from sizes and strides alone; cells of an element's size when
+  // every offset and stride is a multiple of it, else of a byte.
+  int64_t low = INT64_MAX, high = INT64_MIN, unit = static_cast<int64_t>(list[views[0]].element_size());
+  for (size_t i : views) {
+    const at::Tensor& t = list[i];
+    const int64_t itemsize = static_cast<int64_t>(t.element_size());
+    int64_t first = t.storage_offset() * itemsize, last = first;
+    if (first % unit != 0 || itemsize != unit) unit = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const int64_t reach = (t.size(d) - 1) * t.stride(d) * itemsize;
+      (reach < 0 ? first : last) += reach;
+      if ((t.stride(d) * itemsize) % unit != 0) unit = 1;
+    }
+    low = std::min(low, first);
+    high = std::max(high, last + itemsize);
+  }
+  const int64_t cellsTotal = (high - low) / unit;
+  if (cellsTotal > kMaxMarkedSpan) return std::nullopt;
+  std::vector<uint64_t> marked(static_cast<size_t>(cellsTotal / 64 + 1), 0);
+  for (size_t n = 0; n < views.size(); ++n) {
+    const at::Tensor& t = list[views[n]];
+    const int64_t cells = static_cast<int64_t>(t.element_size()) / unit;
+    int64_t hit = -1;
+    forEachElementOffset(t, [&](int64_t o) {
+      for (int64_t c = 0; c < cells; ++c) {
+        const uint64_t cell = static_cast<uint64_t>((o - low) / unit + c);
+        uint64_t& word = marked[cell >> 6];
+        const uint64_t bit = uint64_t{1} << (cell & 63);
+        if ((word & bit) != 0 && hit < 0) hit = o + c * unit;
+        word |= bit;
+      }
+    });
+    if (hit < 0) continue;
+    for (size_t m = 0; m <= n; ++m) {  // the view that marked that byte first
+      bool holds = false;
+      const int64_t size = static_cast<int64_t>(list[views[m]].element_size());
+      forEachElementOffset(list[views[m]], [&](int64_t o) { holds = holds || (o <= hit && hit < o + size); });
+      if (holds) return std::make_pair(views[m], views[n]);
+    }
+  }
+  return std::make_pair(SIZE_MAX, SIZE_MAX);
+}
+
+}  // namespace
+
 void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role) {
+  // Views of one storage torch cannot tell apart ("too hard": strided views):
+  // evenly stepped pairs are tested at once, the others by storage, element
+  // by element, below.
+  std::vector<std::vector<size_t>> unclear;
   for (size_t i = 0; i < list.size(); ++i) {
-    if (role != std::string("input")) checkWritable(list[i], site, role);
+    checkWritable(list[i], site, role);
     for (size_t j = i + 1; j < list.size(); ++j) {
       if (list[i].numel() == 0 || list[j].numel() == 0) continue;
       const at::MemOverlapStatus status = at::get_overlap_status(list[i], list[j]);
-      // torch cannot tell for strided views ("too hard"): apart when their
-      // storages are; views of one storage it cannot tell apart are refused.
-      const bool apart = status == at::MemOverlapStatus::No ||
-                         (status == at::MemOverlapStatus::TooHard &&
-                          !list[i].storage().is_alias_of(list[j].storage()));
-      TORCH_CHECK_VALUE(apart,
+      if (status == at::MemOverlapStatus::TooHard &&
+          list[i].storage().is_alias_of(list[j].storage())) {
+        if (const std::optional<bool> share = evenViewsShare(list[i], list[j])) {
+          TORCH_CHECK_VALUE(!*share, where(site), role, " tensors ", i, " and ", j,
+                            " share memory; results would overwrite each other");
+          continue;
+        }
+        auto group = std::find_if(unclear.begin(), unclear.end(), [&](const auto& g) {
+          return list[g[0]].storage().is_alias_of(list[i].storage());
+        });
+        if (group == unclear.end()) group = unclear.insert(unclear.end(), std::vector<size_t>{});
+        for (size_t k : {i, j})
+          if (std::find(group->begin(), group->end(), k) == group->end()) group->push_back(k);
+        continue;
+      }
+      TORCH_CHECK_VALUE(status != at::MemOverlapStatus::Full &&
+                            status != at::MemOverlapStatus::Partial,
                         where(site), role, " tensors ", i, " and ", j,
-                        " share memory (or are strided views of one storage that cannot be told"
-                        " apart); each needs its own storage");
+                        " share memory; results would overwrite each other");
     }
+  }
+  for (std::vector<size_t>& views : unclear) {
+    std::sort(views.begin(), views.end());
+    const auto pair = firstSharedElement(list, views);
+    TORCH_CHECK_VALUE(pair.has_value(), where(site), role, " tensors ", views[0], " and ",
+                      views[1], " are strided views of one storage spanning more than ",
+                      kMaxMarkedSpan, " elements, too far apart to check for shared memory; "
+                      "give them storages of their own");
+    if (pair->first == SIZE_MAX) continue;  // apart
+    TORCH_CHECK_VALUE(pair->first != pair->second, where(site), role, " tensor ", pair->first,
+                      " has overlapping memory; results would overwrite each other");
+    TORCH_CHECK_VALUE(false, where(site), role, " tensors ", pair->first, " and ", pair->second,
+                      " share memory; results would overwrite each other");
   }
 }
 

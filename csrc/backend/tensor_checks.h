@@ -29,10 +29,11 @@ void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const cha
 void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site);
 // Results can be written into `tensor` (no internal overlap).
 void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role);
-// No two tensors of `list` share memory (and, for outputs, none overlaps itself).
+// No two tensors of the output list `list` share memory and none overlaps
+// itself; strided views of one storage are checked element by element.
 void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role);
-// Every tensor of `list` is a host tensor like `like` (dtype and numel), and
-// no two share memory.
+// Every tensor of `list` is a host tensor like `like` (dtype and numel), and,
+// unless `role` is "input", no two share memory.
 void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,
                    const at::Tensor& like, const CallSite& site, const char* role);
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,

@@ -129,6 +129,8 @@ def overlapping_outputs(rank, world, init_method):
     problems = {}
     shared = torch.empty(3)
     base = torch.empty(world + 2)
+    base16 = torch.empty(16)
+    base_2d = torch.empty(4, 2 * world + 1)
     checks = {
         "all_gather into one tensor twice": (ValueError, ["all_gather", "share memory"],
                                              lambda: dist.all_gather([shared] * world, torch.ones(3))),
@@ -136,6 +138,17 @@ def overlapping_outputs(rank, world, init_method):
                                               lambda: dist.all_gather(
                                                   [base[i:i + 3] for i in range(world)],
                                                   torch.ones(3))),
+        # Strided views of one storage (torch's own test gives up on them):
+        # these two share elements 4 and 6, found element by element.
+        "all_gather into strided views that share elements": (
+            ValueError, ["all_gather", "tensors 0 and 1 share memory"],
+            lambda: dist.all_gather([base16[2 * i * (world - 1):][::2][:4] for i in range(world)],
+                                    torch.ones(4))),
+        # Not evenly stepped either (rows of columns): marked element by element.
+        "all_gather into blocks of columns that share one": (
+            ValueError, ["all_gather", "tensors 0 and 1 share memory"],
+            lambda: dist.all_gather([base_2d[:, 2 * i:2 * i + 3] for i in range(world)],
+                                    torch.ones(4, 3))),
         "all_reduce into an expanded view": (ValueError, ["allreduce", "overlapping memory"],
                                              lambda: dist.all_reduce(torch.ones(1).expand(4))),
         "all_gather_into_tensor expanded output": (ValueError, ["overlapping memory"],
@@ -149,6 +162,53 @@ def overlapping_outputs(rank, world, init_method):
     t = torch.ones(2)
     dist.all_reduce(t)
     return {"problems": problems, "usable": t.tolist() == [float(world)] * 2}
+
+
+def lists_that_share_storage(rank, world, init_method):
+    """Valid list calls whose tensors share a storage, as gloo takes them:
+    input lists only read (one tensor sent to every rank), and outputs that
+    are disjoint strided views of one tensor (its columns)."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    wrong = {}
+
+    def check(name, got, want):
+        if not torch.equal(got, want):
+            wrong[name] = f"{got.tolist()} != {want.tolist()}"
+
+    def x(r):
+        return torch.arange(4.0) + 10 * r
+
+    total = sum(x(r) for r in range(world))
+    out = torch.empty(4)
+    dist.scatter(out, [x(rank)] * world if rank == 0 else None, src=0)
+    check("scatter of one tensor to every rank", out, x(0))
+    dist.reduce_scatter(out, [x(rank)] * world)
+    check("reduce_scatter of one tensor as every block", out, total)
+    mine = x(rank)
+    dist.reduce_scatter(mine, [mine] * world)
+    check("the same, into that tensor", mine, total)
+    columns = torch.stack([x(rank) + 100 * j for j in range(world)], dim=1).contiguous()
+    dist.reduce_scatter(out, list(columns.t()))
+    check("reduce_scatter of a matrix's columns", out, total + 100 * world * rank)
+    outs = [torch.empty(4) for _ in range(world)]
+    dist.all_to_all(outs, [x(rank)] * world)
+    check("all_to_all of one tensor to every rank", torch.stack(outs),
+          torch.stack([x(r) for r in range(world)]))
+    gathered = torch.zeros(4, world)
+    dist.all_gather(list(gathered.t()), x(rank))
+    check("all_gather into a matrix's columns", gathered,
+          torch.stack([x(r) for r in range(world)], dim=1))
+    interleaved = torch.zeros(4 * world)
+    dist.all_gather([interleaved[r::world] for r in range(world)], x(rank))
+    check("all_gather interleaved", interleaved.view(4, world).t(),
+          torch.stack([x(r) for r in range(world)]))
+    # Blocks that are not evenly stepped (a slice of columns of each plane).
+    blocks = torch.zeros(4, 5, world)[:, :3, :]
+    y = torch.arange(12.0).view(4, 3) + 10 * rank
+    dist.all_gather(list(blocks.permute(2, 0, 1)), y)
+    check("all_gather into planes of a slice", blocks.permute(2, 0, 1),
+          torch.stack([torch.arange(12.0).view(4, 3) + 10 * r for r in range(world)]))
+    return wrong
 
 
 def mismatches_without_the_check(rank, world, init_method):

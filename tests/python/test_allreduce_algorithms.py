@@ -89,6 +89,10 @@ def _reduce_scatter_in_and_out_of_place(rank, world, init_method):
             blocks[(rank + 2) % world] = odd
             dist.reduce_scatter(blocks[rank], blocks, op=op)
             check(f"{dtype} {op} list into its own block", blocks[rank], want)
+            # Blocks that are the columns of one matrix (views of one storage).
+            columns = inputs(rank, dtype).view(world, n).t().contiguous()
+            dist.reduce_scatter(out, list(columns.t()), op=op)
+            check(f"{dtype} {op} list of one matrix's columns", out, want)
             # An output that overlaps another rank's block waits apart.
             shared = inputs(rank, dtype).view(world, n).clone()
             blocks = list(shared)

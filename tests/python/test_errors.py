@@ -74,6 +74,13 @@ def test_overlapping_outputs_are_refused():
         assert result["usable"]
 
 
+def test_lists_may_share_a_storage_where_nothing_is_overwritten():
+    from error_cases import lists_that_share_storage
+
+    for rank, wrong in enumerate(run_world(3, lists_that_share_storage, timeout=120)):
+        assert wrong == {}, f"rank {rank}: {wrong}"
+
+
 def test_mismatched_collectives_never_exchange_data_even_without_the_check():
     from error_cases import mismatches_without_the_check
 
