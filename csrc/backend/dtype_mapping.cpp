@@ -51,7 +51,8 @@ ReduceOp toReduceOp(const c10d::ReduceOp& op, const char* opName) {
     default: break;
   }
   TORCH_CHECK_VALUE(false, "ringreduce: ", opName, " does not support reduce op ",
-                    static_cast<int>(op.op_), " (PREMUL_SUM and UNUSED are not implemented)");
+                    op.op_ == c10d::ReduceOp::PREMUL_SUM ? std::string("PREMUL_SUM")
+                                                         : std::to_string(op.op_));
 }
 
 }  // namespace ringreduce

@@ -270,13 +270,55 @@ void checkRoot(int64_t root, int size, const CallSite& site) {
 
 namespace ringreduce {
 
+namespace {
+
+// PREMUL_SUM, as NCCL defines it: each rank's input times a factor (a Python
+// number or a one-element tensor), then SUM. Floating and complex dtypes
+// only: the factor is a real number.
+Reduction checkPremulSum(const at::Tensor& tensor, const c10d::ReduceOp& op,
+                         const CallSite& site) {
+  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK_VALUE(supplement != nullptr, where(site),
+                    "PREMUL_SUM without its factor (make it with "
+                    "torch.distributed._make_nccl_premul_sum)");
+  const DataType type = toDataType(tensor.scalar_type(), site.op);
+  TORCH_CHECK_TYPE(at::isFloatingType(tensor.scalar_type()) ||
+                       at::isComplexType(tensor.scalar_type()),
+                   where(site), "PREMUL_SUM is not defined for ", dataTypeName(type),
+                   " (the factor multiplies floating-point or complex values)");
+  double factor = supplement->double_factor;
+  if (supplement->tensor_factor.defined()) {
+    const at::Tensor& f = supplement->tensor_factor;
+    TORCH_CHECK_TYPE(!f.is_complex(), where(site), "PREMUL_SUM factor is complex (", f.scalar_type(),
+                     "); a real factor is needed");
+    factor = f.item<double>();
+  }
+  return Reduction{type, ReduceOp::Sum, factor};
+}
+
+}  // namespace
+
+at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red) {
+  return red.premul ? tensor.mul(*red.premul) : tensor;
+}
+
 Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
                          const CallSite& site) {
   checkReducibleDtype(tensor, site);
-  Reduction r{toDataType(tensor.scalar_type(), site.op), toReduceOp(op, site.op)};
+  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) return checkPremulSum(tensor, op, site);
+  Reduction r{toDataType(tensor.scalar_type(), site.op), toReduceOp(op, site.op), std::nullopt};
   const std::string reason = unsupportedReason(r.type, r.op);
   TORCH_CHECK_TYPE(reason.empty(), where(site), reason);
   return r;
+}
+
+Reduction checkDeviceReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
+                               const CallSite& site) {
+  const Reduction red = checkReduction(tensor, op, site);
+  TORCH_CHECK_VALUE(!red.premul, where(site),
+                    "PREMUL_SUM is not supported on CUDA tensors by ringreduce (it is on CPU "
+                    "tensors); multiply by the factor first and use SUM");
+  return red;
 }
 
 }  // namespace ringreduce

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <optional>
 #include <vector>
 
 #include "core/data_type.h"
@@ -45,10 +46,18 @@ void checkRoot(int64_t root, int size, const CallSite& site);
 struct Reduction {
   DataType type;
   ReduceOp op;
+  // PREMUL_SUM(f) (NCCL's): a SUM of every rank's input multiplied by f.
+  std::optional<double> premul;
 };
+// The tensor a reduction reads: `tensor` itself, or for PREMUL_SUM a new
+// tensor of its values times the factor (so the caller's stays as it was).
+at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red);
 // `tensor` can be reduced with `op`: returns the core's types, or raises
 // TypeError/ValueError naming the op, rank, dtype and operator.
 Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
                          const CallSite& site);
+// The same for the device path, which has no PREMUL_SUM.
+Reduction checkDeviceReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
+                               const CallSite& site);
 
 }  // namespace ringreduce

@@ -3,21 +3,29 @@ import torch
 import torch.distributed as dist
 
 
-def _train(backend, rank, world, init_method, steps):
+def _train(backend, rank, world, init_method, steps, dtype=torch.float64, divide_by=None):
     from torch.distributed.fsdp import fully_shard
 
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
-                                torch.nn.ReLU(), torch.nn.Linear(16, 1)).double()
+                                torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(dtype)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
     fully_shard(model)
+    if divide_by is not None:
+        # A divide factor other than the group size: FSDP2 reduce-scatters
+        # float32 with PREMUL_SUM(1 / factor), which gloo refuses; gloo runs
+        # with sums only and FSDP divides apart.
+        for module in model.modules():  # each fully_shard unit has its own setting
+            if hasattr(module, "set_gradient_divide_factor"):
+                module.set_gradient_divide_factor(divide_by)
+                module.set_force_sum_reduction_for_comms(backend == "gloo")
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(100 + rank)
     for _ in range(steps):
-        x = torch.randn(6, 8, generator=gen, dtype=torch.float64)
+        x = torch.randn(6, 8, generator=gen, dtype=dtype)
         loss = (model(x) - x[:, :1]).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -31,4 +39,11 @@ def fsdp_both(rank, world, init_method):
     # Two groups in sequence on the same FileStore: destroy + re-init.
     ring = _train("ringreduce", rank, world, init_method, steps=6)
     gloo = _train("gloo", rank, world, init_method, steps=6)
+    return {"ring": ring, "gloo": gloo}
+
+
+def fsdp_divided_both(rank, world, init_method):
+    kwargs = dict(steps=6, dtype=torch.float32, divide_by=2.0 * world)
+    ring = _train("ringreduce", rank, world, init_method, **kwargs)
+    gloo = _train("gloo", rank, world, init_method, **kwargs)
     return {"ring": ring, "gloo": gloo}

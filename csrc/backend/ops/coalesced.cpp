@@ -52,6 +52,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
       [this, buckets, reductions](const OpContext& ctx) {
         for (size_t b = 0; b < buckets.size(); ++b) {
           at::Tensor flat = flattenList(buckets[b]);
+          if (reductions[b].premul) flat.mul_(*reductions[b].premul);
           hostAllreduce(comm(), ctx.part(b),
                         {flat.data_ptr(), static_cast<size_t>(flat.numel()), reductions[b].type,
                          reductions[b].op});
@@ -188,7 +189,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
       std::to_string(ins.size()) + " tensors",
       [this, ins, outs, reductions](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) {
-          reduceScatterTensor(ctx.part(i), outs[i], ins[i], reductions[i].type, reductions[i].op);
+          reduceScatterTensor(ctx.part(i), outs[i], premultiplied(ins[i], reductions[i]),
+                              reductions[i].type, reductions[i].op);
         }
       },
       CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},

@@ -28,7 +28,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                       ": only dense (strided) CUDA tensors are supported, got layout ",
                       tensor.layout());
     checkWritable(tensor, site, "input");
-    return allreduceOnDevice(tensor, checkReduction(tensor, opts.reduceOp, site), opts);
+    return allreduceOnDevice(tensor, checkDeviceReduction(tensor, opts.reduceOp, site), opts);
   }
   checkHostTensor(tensor, site, "input");
   checkWritable(tensor, site, "input");
@@ -37,6 +37,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reduceOpName(red.op),
       [this, tensor, red](const OpContext& ctx) {
+        if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
         withContiguous(tensor, [&](void* data) {
           hostAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
@@ -125,6 +126,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
       [this, tensor, red, root](const OpContext& ctx) {
         const size_t count = static_cast<size_t>(tensor.numel());
         if (rank_ == root) {
+          if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
           withContiguous(tensor, [&](void* data) {
             hostReduce(comm(), ctx, {data, count, red.type, red.op}, root, {});
           });
@@ -133,7 +135,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
         // Non-root tensors stay as they were (as with NCCL): direct reads
         // them in place and reduces this rank's chunk apart; the other forms
         // work on a copy.
-        const at::Tensor in = plainContiguous(tensor) ? tensor : stagedCopy(tensor);
+        const at::Tensor in = red.premul          ? premultiplied(tensor, red)
+                              : plainContiguous(tensor) ? tensor
+                                                        : stagedCopy(tensor);
         const size_t chunkBytes = chunkOf(count, size_, rank_).count * tensor.element_size();
         ReduceScratch scratch;
         scratch.chunk = comm().workspace.get(Workspace::kReducedChunk, chunkBytes);
@@ -206,7 +210,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
         std::vector<at::Tensor> ins;
         std::vector<const void*> blocks;
         for (const at::Tensor& in : inputList) {
-          ins.push_back(plainContiguous(in) ? in : contiguousInput(in));
+          const at::Tensor scaled = premultiplied(in, red);
+          ins.push_back(plainContiguous(scaled) ? scaled : contiguousInput(scaled));
           blocks.push_back(ins.back().data_ptr());
         }
         // The output may be this rank's own input; overlapping another's
@@ -226,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
         }
         at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
         int64_t offset = 0;
-        for (const at::Tensor& in : inputList) {
+        for (const at::Tensor& in : ins) {
           flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
           offset += in.numel();
         }
@@ -244,7 +249,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
     checkSameDtype(output, input, site, "output", "input");
     checkNumel(input, output.numel() * size_, site, "input");
     checkWritable(output, site, "output");
-    return reduceScatterOnDevice(output, input, checkReduction(output, opts.reduceOp, site),
+    return reduceScatterOnDevice(output, input, checkDeviceReduction(output, opts.reduceOp, site),
                                  opts.timeout);
   }
   checkHostTensor(output, site, "output");
@@ -257,7 +262,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reduceOpName(red.op),
       [this, output, input, red](const OpContext& ctx) {
-        reduceScatterTensor(ctx, output, input, red.type, red.op);
+        reduceScatterTensor(ctx, output, premultiplied(input, red), red.type, red.op);
       },
       CheckedArgs{-1, static_cast<int>(red.op)});
 }
