@@ -132,12 +132,12 @@ std::optional<bool> evenViewsShare(const at::Tensor& a, const at::Tensor& b) {
   if (!va || !vb || static_cast<int64_t>(b.element_size()) != itemsize) return std::nullopt;
   const int64_t step = va->count > 1 ? va->step : vb->step;
   if ((va->count > 1 && vb->count > 1 && va->step != vb->step) ||
-      (step < itemsize && va->count * vb->count > 1))
+      (step < itemsize && (va->count > 1 || vb->count > 1)))
     return std::nullopt;
   // b's k-th element lies at delta + (k - m) * step from a's m-th: they meet
   // when that distance is under an element for some q = k - m in range.
   const int64_t delta = vb->first - va->first;
-  if (va->count * vb->count == 1) return delta > -itemsize && delta < itemsize;
+  if (va->count == 1 && vb->count == 1) return delta > -itemsize && delta < itemsize;
   int64_t q = -delta / step;
   if (-delta % step != 0 && -delta < 0) --q;  // floor
   for (int64_t c : {q, q + 1}) {
