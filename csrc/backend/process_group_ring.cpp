@@ -11,6 +11,7 @@
 #include "backend/error_translation.h"
 #include "backend/host_staging.h"
 #include "backend/store_adapter.h"
+#include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
 #include "core/host_loops.h"
 #include "core/log.h"
@@ -36,7 +37,9 @@ std::string describeFingerprint(const CollectiveFingerprint& fp) {
                        : std::string(c10::toString(static_cast<at::ScalarType>(fp.dtype)));
   text += ", " + std::to_string(fp.numel) + " elements";
   if (fp.root >= 0) text += ", root " + std::to_string(fp.root);
-  if (fp.reduceOp >= 0) {
+  if (fp.reduceOp == kPremulSumCode) {
+    text += ", PREMUL_SUM";
+  } else if (fp.reduceOp >= 0) {
     text += std::string(", ") + reduceOpName(static_cast<ReduceOp>(fp.reduceOp));
   }
   return text + ")";

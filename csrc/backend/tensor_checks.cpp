@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -297,6 +298,17 @@ Reduction checkPremulSum(const at::Tensor& tensor, const c10d::ReduceOp& op,
 }
 
 }  // namespace
+
+std::string reductionName(const Reduction& red) {
+  if (!red.premul) return reduceOpName(red.op);
+  std::ostringstream text;
+  text << "PREMUL_SUM(" << *red.premul << ")";
+  return text.str();
+}
+
+int checkedReduceOp(const Reduction& red) {
+  return red.premul ? kPremulSumCode : static_cast<int>(red.op);
+}
 
 at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red) {
   return red.premul ? tensor.mul(*red.premul) : tensor;

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/data_type.h"
@@ -49,6 +50,13 @@ struct Reduction {
   // PREMUL_SUM(f) (NCCL's): a SUM of every rank's input multiplied by f.
   std::optional<double> premul;
 };
+// "SUM", or "PREMUL_SUM(0.25)": for descriptions and logs.
+std::string reductionName(const Reduction& red);
+// The reduce op of a collective's fingerprint (what every rank must call):
+// the core's op, or kPremulSumCode (factors may differ between ranks, as
+// with NCCL, but SUM against PREMUL_SUM is a mismatch).
+constexpr int kPremulSumCode = 100;
+int checkedReduceOp(const Reduction& red);
 // The tensor a reduction reads: `tensor` itself, or for PREMUL_SUM a new
 // tensor of its values times the factor (so the caller's stays as it was).
 at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red);

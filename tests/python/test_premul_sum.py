@@ -121,3 +121,27 @@ def test_premul_sum_scales_every_input_then_sums(count):
         assert errors["bool"][0] == "TypeError" and "bool" in errors["bool"][1], errors["bool"]
         assert errors["complex factor"][0] == "TypeError" \
             and "complex" in errors["complex factor"][1], errors["complex factor"]
+
+
+def _sum_against_premul_sum(rank, world, init_method):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    op = dist._make_nccl_premul_sum(0.5) if rank == world - 1 else dist.ReduceOp.SUM
+    try:
+        dist.all_reduce(torch.ones(8), op=op)
+        return "no error"
+    except Exception as error:  # noqa: BLE001
+        return str(error)
+
+
+def test_sum_against_premul_sum_is_a_mismatch_under_the_full_check():
+    # Factors may differ between ranks (as with NCCL); the op itself may not.
+    messages = run_world(2, _sum_against_premul_sum,
+                         env={"RINGREDUCE_CHECK_COLLECTIVES": "1"}, timeout=120)
+    for rank, message in enumerate(messages):
+        assert "mismatch" in message.lower() and "PREMUL_SUM" in message, (rank, message)

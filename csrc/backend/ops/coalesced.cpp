@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
           unflattenInto(flat, buckets[b]);
         }
       },
-      CheckedArgs{-1, static_cast<int>(reductions[0].op)}, buckets.size());
+      CheckedArgs{-1, checkedReduceOp(reductions[0])}, buckets.size());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
@@ -193,7 +193,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
                               reductions[i].type, reductions[i].op);
         }
       },
-      CheckedArgs{-1, reductions.empty() ? -1 : static_cast<int>(reductions[0].op)},
+      CheckedArgs{-1, reductions.empty() ? -1 : checkedReduceOp(reductions[0])},
       std::max<size_t>(1, ins.size()));
 }
 

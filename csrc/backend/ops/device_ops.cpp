@@ -15,6 +15,7 @@
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/contiguous_buffers.h"
+#include "backend/tensor_checks.h"
 #include "core/log.h"
 
 namespace ringreduce {
@@ -78,7 +79,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
   return enqueueOnDevice(
       c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor},
-      describeTensor(tensor) + " " + reduceOpName(red.op),
+      describeTensor(tensor) + " " + reductionName(red),
       [this, tensor, red](const OpContext& ctx, const DeviceStep& step) {
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
@@ -97,7 +98,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
                       {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },
-      CheckedArgs{-1, static_cast<int>(red.op)});
+      CheckedArgs{-1, checkedReduceOp(red)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
@@ -148,7 +149,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     std::chrono::milliseconds timeout) {
   return enqueueOnDevice(
       c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output, {output, input},
-      describeTensor(output) + " " + reduceOpName(red.op),
+      describeTensor(output) + " " + reductionName(red),
       [this, output, input, red](const OpContext& ctx, const DeviceStep& step) {
         const at::Tensor in = contiguousInput(input);
         const bool direct = usableInPlace(output);
@@ -166,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
         reduceScatterFlat(ctx.part(1), hostIn.reshape({-1}), hostOut, red.type, red.op);
         output.copy_(hostOut, /*non_blocking=*/true);
       },
-      CheckedArgs{-1, static_cast<int>(red.op)});
+      CheckedArgs{-1, checkedReduceOp(red)});
 }
 
 }  // namespace ringreduce

@@ -35,14 +35,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   return enqueue(
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
-      describeTensor(tensor) + " " + reduceOpName(red.op),
+      describeTensor(tensor) + " " + reductionName(red),
       [this, tensor, red](const OpContext& ctx) {
         if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
         withContiguous(tensor, [&](void* data) {
           hostAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
       },
-      CheckedArgs{-1, static_cast<int>(red.op)});
+      CheckedArgs{-1, checkedReduceOp(red)});
 }
 
 // Sparse COO SUM, as gloo does it: gather every rank's indices and values
@@ -122,7 +122,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(
       staged, c10d::OpType::REDUCE, site.op, callOptions(opts), {tensor},
-      describeTensor(tensor) + " " + reduceOpName(red.op) + " to root " + std::to_string(root),
+      describeTensor(tensor) + " " + reductionName(red) + " to root " + std::to_string(root),
       [this, tensor, red, root](const OpContext& ctx) {
         const size_t count = static_cast<size_t>(tensor.numel());
         if (rank_ == root) {
@@ -145,7 +145,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                                           : in.data_ptr();
         hostReduce(comm(), ctx, {in.data_ptr(), count, red.type, red.op}, root, scratch);
       },
-      CheckedArgs{root, static_cast<int>(red.op)}, 2);
+      CheckedArgs{root, checkedReduceOp(red)}, 2);
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
@@ -202,7 +202,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   return enqueue(
       staged, c10d::OpType::REDUCE_SCATTER, site.op, callOptions(opts), {output},
-      describeTensor(output) + " " + reduceOpName(red.op),
+      describeTensor(output) + " " + reductionName(red),
       [this, output, inputList, red](const OpContext& ctx) {
         // As reduce_scatter_tensor: direct reads each input where it is and
         // reduces into the output (a tensor that is not plain memory is
@@ -237,7 +237,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
         }
         reduceScatterFlat(ctx, flat, output, red.type, red.op);
       },
-      CheckedArgs{-1, static_cast<int>(red.op)});
+      CheckedArgs{-1, checkedReduceOp(red)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
@@ -260,11 +260,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   return enqueue(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
-      describeTensor(output) + " " + reduceOpName(red.op),
+      describeTensor(output) + " " + reductionName(red),
       [this, output, input, red](const OpContext& ctx) {
         reduceScatterTensor(ctx, output, premultiplied(input, red), red.type, red.op);
       },
-      CheckedArgs{-1, static_cast<int>(red.op)});
+      CheckedArgs{-1, checkedReduceOp(red)});
 }
 
 // The caller's input must stay as it was: direct reads it where it is and
