@@ -160,7 +160,8 @@ std::optional<std::pair<size_t, size_t>> firstSharedElement(
     const std::vector<at::Tensor>& list, const std::vector<size_t>& views) {
   // The span, from sizes and strides alone; cells of an element's size when
   // every offset and stride is a multiple of it, else of a byte.
-  int64_t low = INT64_MAX, high = INT64_MIN, unit = static_cast<int64_t>(list[views[0]].element_size());
+  int64_t low = INT64_MAX, high = INT64_MIN;
+  int64_t unit = static_cast<int64_t>(list[views[0]].element_size());
   for (size_t i : views) {
     const at::Tensor& t = list[i];
     const int64_t itemsize = static_cast<int64_t>(t.element_size());
@@ -194,7 +195,8 @@ std::optional<std::pair<size_t, size_t>> firstSharedElement(
     for (size_t m = 0; m <= n; ++m) {  // the view that marked that byte first
       bool holds = false;
       const int64_t size = static_cast<int64_t>(list[views[m]].element_size());
-      forEachElementOffset(list[views[m]], [&](int64_t o) { holds = holds || (o <= hit && hit < o + size); });
+      forEachElementOffset(list[views[m]],
+                           [&](int64_t o) { holds = holds || (o <= hit && hit < o + size); });
       if (holds) return std::make_pair(views[m], views[n]);
     }
   }
@@ -290,8 +292,8 @@ Reduction checkPremulSum(const at::Tensor& tensor, const c10d::ReduceOp& op,
   double factor = supplement->double_factor;
   if (supplement->tensor_factor.defined()) {
     const at::Tensor& f = supplement->tensor_factor;
-    TORCH_CHECK_TYPE(!f.is_complex(), where(site), "PREMUL_SUM factor is complex (", f.scalar_type(),
-                     "); a real factor is needed");
+    TORCH_CHECK_TYPE(!f.is_complex(), where(site), "PREMUL_SUM factor is complex (",
+                     f.scalar_type(), "); a real factor is needed");
     factor = f.item<double>();
   }
   return Reduction{type, ReduceOp::Sum, factor};
