@@ -271,3 +271,61 @@ def peer_that_left(rank, world, init_method):
                 seen[name] = (type(error).__name__, str(error))
     dist.barrier()
     return seen
+
+
+def strided_output_lists(rank, world, init_method, trials):
+    """Random strided views of one storage as all_gather's outputs: the call
+    must refuse them exactly when two share an element (or one overlaps
+    itself), as a brute-force comparison of their element offsets says."""
+    import random
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    rng = random.Random(1234)  # the same views on every rank
+    disagreements = []
+    refused = accepted = 0
+    for trial in range(trials):
+        storage = torch.zeros(64)
+        numel = rng.choice([1, 2, 3, 4, 6])
+        # Evenly stepped views with one step (tested in constant time), or
+        # any mix of 1-D and 2-D views (marked element by element).
+        even_step = rng.randint(2, 5) if rng.random() < 0.5 else None
+        views = []
+        for _ in range(world):
+            if even_step is not None:
+                rows = 2 if numel % 2 == 0 and rng.random() < 0.5 else 1
+                sizes = (rows, numel // rows)
+                strides = (even_step * (numel // rows), even_step)
+            elif numel > 1 and rng.random() < 0.5:  # 2-D: rows of a strided matrix
+                rows = 2 if numel % 2 == 0 else 1
+                sizes = (rows, numel // rows)
+                strides = (rng.randint(1, 9), rng.randint(1, 4))
+            else:
+                sizes, strides = (numel,), (rng.randint(1, 5),)
+            reach = sum((s - 1) * st for s, st in zip(sizes, strides))
+            offset = rng.randint(0, 64 - 1 - reach)
+            views.append(storage.as_strided(sizes, strides, offset))
+        offsets = [{v.storage_offset() + sum(i * st for i, st in zip(idx, v.stride()))
+                    for idx in torch.cartesian_prod(*[torch.arange(s) for s in v.shape])
+                    .view(-1, v.dim()).tolist()} for v in views]
+        self_overlap = any(len(o) < v.numel() for o, v in zip(offsets, views))
+        shared = any(offsets[i] & offsets[j] for i in range(world) for j in range(i + 1, world))
+        expect_refusal = self_overlap or shared
+        try:
+            dist.all_gather(views, torch.full((numel,), float(rank)).view(views[0].shape))
+            got_refusal = False
+            accepted += 1
+            for r, v in enumerate(views):  # accepted: every view holds its rank's values
+                if not torch.equal(v, torch.full(v.shape, float(r))):
+                    disagreements.append(f"trial {trial}: view {r} holds {v.tolist()}")
+        except ValueError as error:
+            got_refusal = True
+            refused += 1
+            if "memory" not in str(error):
+                disagreements.append(f"trial {trial}: {error}")
+        # A view that overlaps only itself is caught only beside a view of
+        # the same storage torch cannot place; alone, it is taken as gloo takes it.
+        if got_refusal != expect_refusal and not (self_overlap and not shared):
+            layout = [(tuple(v.shape), v.stride(), v.storage_offset()) for v in views]
+            disagreements.append(f"trial {trial}: refused {got_refusal}, expected "
+                                 f"{expect_refusal}: {layout}")
+    return {"disagreements": disagreements, "refused": refused, "accepted": accepted}

@@ -81,6 +81,14 @@ def test_lists_may_share_a_storage_where_nothing_is_overwritten():
         assert wrong == {}, f"rank {rank}: {wrong}"
 
 
+def test_strided_output_views_are_refused_exactly_when_they_share_an_element():
+    from error_cases import strided_output_lists
+
+    for rank, result in enumerate(run_world(2, strided_output_lists, 300, timeout=180)):
+        assert result["disagreements"] == [], f"rank {rank}: {result['disagreements'][:5]}"
+        assert result["refused"] > 30 and result["accepted"] > 30, result
+
+
 def test_mismatched_collectives_never_exchange_data_even_without_the_check():
     from error_cases import mismatches_without_the_check
 
