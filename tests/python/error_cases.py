@@ -149,6 +149,9 @@ def overlapping_outputs(rank, world, init_method):
             ValueError, ["all_gather", "tensors 0 and 1 share memory"],
             lambda: dist.all_gather([base_2d[:, 2 * i:2 * i + 3] for i in range(world)],
                                     torch.ones(4, 3))),
+        "all_to_all into one tensor twice": (
+            ValueError, ["all_to_all", "share memory"],
+            lambda: dist.all_to_all([shared] * world, [torch.ones(3)] * world)),
         "all_reduce into an expanded view": (ValueError, ["allreduce", "overlapping memory"],
                                              lambda: dist.all_reduce(torch.ones(1).expand(4))),
         "all_gather_into_tensor expanded output": (ValueError, ["overlapping memory"],

@@ -298,6 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
     recvLayout.bytes.push_back(outputs[p].nbytes());
     recvOffset += outputs[p].nbytes();
   }
+  checkNoOverlap(outputs, site, "output");  // each peer's block lands in its own tensor
   const std::vector<at::Tensor> inputList = inputs;
   const std::vector<at::Tensor> outputList = outputs;
   return enqueue(
