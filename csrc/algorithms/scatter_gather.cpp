@@ -90,8 +90,11 @@ void hostReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
 bool scatterGatherIsDirect(const Comm& comm, const OpContext& op, size_t bytes) {
   std::optional<AllreduceSelector> oneNode;
   const Choice choice = choose(comm, op, bytes, oneNode);
-  trace(comm, op, bytes, choice);
-  return choice.algorithm == AllreduceAlgorithm::Direct;
+  // Traced when direct runs next; otherwise the caller goes on to
+  // hostReduceScatter, which traces its own (the same) choice.
+  const bool direct = choice.algorithm == AllreduceAlgorithm::Direct;
+  if (direct) trace(comm, op, bytes, choice);
+  return direct;
 }
 
 bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const ReductionArgs& input,
