@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <chrono>
 #include <utility>
 
 // Linux 6.1's value; older headers lack the name, older kernels answer EINVAL.
@@ -24,10 +25,16 @@ void preferHugePages(void* data, size_t bytes) {
   if (pages.bytes > 0) madvise(reinterpret_cast<void*>(pages.begin), pages.bytes, MADV_HUGEPAGE);
 }
 
-bool collapseIntoHugePages(const void* data, size_t bytes) {
+CollapseOutcome collapseIntoHugePages(const void* data, size_t bytes) {
   const PageRange pages = hugePageInterior(data, bytes);
-  return pages.bytes > 0 &&
-         madvise(reinterpret_cast<void*>(pages.begin), pages.bytes, MADV_COLLAPSE) == 0;
+  if (pages.bytes == 0) return CollapseOutcome::Refused;
+  const auto start = std::chrono::steady_clock::now();
+  if (madvise(reinterpret_cast<void*>(pages.begin), pages.bytes, MADV_COLLAPSE) != 0) {
+    return CollapseOutcome::Refused;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  return took > std::chrono::microseconds(kMovedAfterMicros) ? CollapseOutcome::Moved
+                                                              : CollapseOutcome::AlreadyHuge;
 }
 
 HugePageAdvisor::HugePageAdvisor(Collapse collapse) : collapse_(std::move(collapse)) {}
@@ -38,7 +45,16 @@ bool HugePageAdvisor::noteCallerBuffer(const void* data, size_t bytes) {
   ++notes_;
   for (Seen& seen : seen_) {
     if (seen.data != address || seen.bytes != bytes) continue;
-    if (seen.collapsed) return false;
+    if (seen.collapsed) {
+      // Microseconds where it is still on huge pages; new memory at this
+      // address is moved, up to kMaxMoves times.
+      if (!seen.movable || seen.moves >= kMaxMoves) return false;
+      const CollapseOutcome outcome = collapse_(data, bytes);
+      seen.movable = outcome != CollapseOutcome::Refused;
+      if (outcome != CollapseOutcome::Moved) return false;
+      ++seen.moves;
+      return true;
+    }
     if (collapsed_ == kMaxBuffers) {  // budget spent: stays a candidate
       seen.lastSeen = notes_;
       return false;
@@ -48,10 +64,10 @@ bool HugePageAdvisor::noteCallerBuffer(const void* data, size_t bytes) {
     seen.collapsed = true;
     --candidates_;
     ++collapsed_;
-    collapse_(data, bytes);
+    seen.movable = collapse_(data, bytes) != CollapseOutcome::Refused;
     return true;
   }
-  if (Seen* slot = slotForCandidate()) *slot = {address, bytes, false, notes_};
+  if (Seen* slot = slotForCandidate()) *slot = Seen{address, bytes, false, notes_};
   return false;
 }
 

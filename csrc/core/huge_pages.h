@@ -15,9 +15,13 @@
 // - Caller buffers: moving them costs a copy of each page (MADV_COLLAPSE,
 //   17-77 ms for 64 MiB here), worth it only for a buffer that comes back
 //   (DDP's buckets, a training loop's flat gradients). So a buffer is
-//   collapsed the second time a collective gets it, once, and at most
-//   kMaxBuffers of them per group: a buffer torch frees and hands out again
-//   at the same address costs one collapse, never one per step. Buffers
+//   collapsed the second time a collective gets it, and at most kMaxBuffers
+//   of them per group. Later sightings ask again: where the pages are still
+//   huge that costs the kernel 1-3 us, and where torch freed the tensor and
+//   the next one came back at the same address (new memory, 4 KiB pages: a
+//   benchmark's warm-up tensor, then the measured one) it moves them again,
+//   at most kMaxMoves more times per buffer, so a buffer that is new memory
+//   at every step costs a few collapses, never one per step. Buffers
 //   seen once wait in a bounded table where the least recently seen makes
 //   room, so one-off buffers (a model's broadcast at start, evaluation)
 //   never keep the recurring ones that come later from being noticed.
@@ -45,9 +49,19 @@ PageRange hugePageInterior(const void* data, size_t bytes);
 // touched yet. Ignores failure (THP off, old kernel): only speed depends on it.
 void preferHugePages(void* data, size_t bytes);
 
-// MADV_COLLAPSE on the whole huge pages inside [data, data + bytes): true
-// when the kernel moved (or already had) them onto huge pages.
-bool collapseIntoHugePages(const void* data, size_t bytes);
+// What MADV_COLLAPSE did to a range.
+enum class CollapseOutcome {
+  Refused,      // no whole huge page inside, an old kernel, memory it cannot move
+  AlreadyHuge,  // nothing to move: the call returned in microseconds
+  Moved,        // the kernel copied pages onto huge pages
+};
+
+// MADV_COLLAPSE on the whole huge pages inside [data, data + bytes). The
+// kernel answers 0 both when it moved pages and when they were huge
+// already; only the time tells them apart (64 MiB: 17-77 ms to move, 3 us
+// to find them huge), so a call over kMovedAfterMicros counts as moved.
+CollapseOutcome collapseIntoHugePages(const void* data, size_t bytes);
+constexpr int64_t kMovedAfterMicros = 200;
 
 class HugePageAdvisor {
  public:
@@ -55,12 +69,14 @@ class HugePageAdvisor {
   static constexpr size_t kMinBytes = 4u << 20;
   static constexpr size_t kMaxBuffers = 64;      // collapses per group, ever
   static constexpr size_t kMaxCandidates = 1024;  // buffers seen once, remembered
-  using Collapse = std::function<bool(const void* data, size_t bytes)>;
+  static constexpr int kMaxMoves = 2;  // moves per buffer after its first collapse
+  using Collapse = std::function<CollapseOutcome(const void* data, size_t bytes)>;
 
   explicit HugePageAdvisor(Collapse collapse = collapseIntoHugePages);
 
   // A collective is about to move the caller buffer [data, data + bytes).
-  // True when this call asked the kernel to collapse it.
+  // True when this call collapsed it: its first collapse, or a later one
+  // that moved pages (new memory at a known address).
   bool noteCallerBuffer(const void* data, size_t bytes);
 
   // Buffers remembered: collapsed ones and those seen once.
@@ -72,7 +88,9 @@ class HugePageAdvisor {
     uintptr_t data;
     size_t bytes;
     bool collapsed;
-    uint64_t lastSeen;  // notes_ when it last came; candidates only
+    uint64_t lastSeen;     // notes_ when it last came; candidates only
+    bool movable = true;   // the kernel has not refused it
+    int moves = 0;         // collapses after the first that moved pages
   };
   // Where a new candidate goes: a new slot while there are fewer than
   // kMaxCandidates, else that of the least recently seen candidate.

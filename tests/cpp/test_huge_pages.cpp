@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -24,13 +25,27 @@ struct Call {
   size_t bytes;
 };
 
-// An advisor whose collapses are only recorded.
+// An advisor whose collapses are only recorded. Each answers `outcome`;
+// by default the first call of a buffer moves it and later ones find it
+// huge, as the kernel does for memory that stays.
 struct RecordingAdvisor {
   std::vector<Call> calls;
+  std::vector<CollapseOutcome> outcomes;  // answers in turn; then AlreadyHuge
   HugePageAdvisor advisor{[this](const void* data, size_t bytes) {
+    const bool again = std::any_of(calls.begin(), calls.end(),
+                                   [&](const Call& c) { return c.data == data; });
     calls.push_back({data, bytes});
-    return true;
+    if (!outcomes.empty()) {
+      const CollapseOutcome next = outcomes.front();
+      outcomes.erase(outcomes.begin());
+      return next;
+    }
+    return again ? CollapseOutcome::AlreadyHuge : CollapseOutcome::Moved;
   }};
+  size_t callsFor(const void* data) const {
+    return static_cast<size_t>(std::count_if(
+        calls.begin(), calls.end(), [&](const Call& c) { return c.data == data; }));
+  }
 };
 
 const char* fakeAddress(uintptr_t value) { return reinterpret_cast<const char*>(value); }
@@ -57,6 +72,40 @@ TEST(HugePages, ABufferIsCollapsedTheSecondTimeItComesAndOnlyThen) {
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].data, buffer);
   EXPECT_EQ(r.calls[0].bytes, bytes);
+  // Later sightings only ask whether it is still huge (microseconds).
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));
+  EXPECT_EQ(r.calls.size(), 6u);
+}
+
+// torch freed the tensor and the next one of its size came back at the same
+// address: new memory on 4 KiB pages, moved again; but a buffer that is new
+// memory at every sighting is moved at most kMaxMoves more times.
+TEST(HugePages, NewMemoryAtAKnownAddressIsMovedAgainButNotEveryTime) {
+  RecordingAdvisor r;
+  const char* buffer = fakeAddress(64u << 20);
+  const size_t bytes = 8u << 20;
+  r.advisor.noteCallerBuffer(buffer, bytes);
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(buffer, bytes));  // first collapse
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));  // still huge
+  r.outcomes = {CollapseOutcome::Moved};                     // replaced once
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(buffer, bytes));
+  EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));  // huge again
+  // From now on new memory at every sighting.
+  r.outcomes.assign(10, CollapseOutcome::Moved);
+  int moved = 0;
+  for (int i = 0; i < 10; ++i) moved += r.advisor.noteCallerBuffer(buffer, bytes) ? 1 : 0;
+  EXPECT_EQ(moved, HugePageAdvisor::kMaxMoves - 1);  // one move was spent above
+  EXPECT_EQ(r.callsFor(buffer), 1u + 1u + 1u + 1u + (HugePageAdvisor::kMaxMoves - 1));
+}
+
+// Memory the kernel will not move (pinned, an old kernel) costs no further calls.
+TEST(HugePages, ABufferTheKernelRefusedIsNotAskedAgain) {
+  RecordingAdvisor r;
+  const char* buffer = fakeAddress(64u << 20);
+  const size_t bytes = 8u << 20;
+  r.outcomes = {CollapseOutcome::Refused};
+  r.advisor.noteCallerBuffer(buffer, bytes);
+  EXPECT_TRUE(r.advisor.noteCallerBuffer(buffer, bytes));  // asked, refused
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(r.advisor.noteCallerBuffer(buffer, bytes));
   EXPECT_EQ(r.calls.size(), 1u);
 }
@@ -84,8 +133,12 @@ TEST(HugePages, AtMostMaxBuffersAreEverCollapsed) {
   }
   EXPECT_EQ(r.advisor.buffersSeen(), tried);  // the last 10 wait as candidates
   EXPECT_EQ(r.advisor.buffersCollapsed(), HugePageAdvisor::kMaxBuffers);
-  ASSERT_EQ(r.calls.size(), HugePageAdvisor::kMaxBuffers);
-  for (size_t i = 0; i < r.calls.size(); ++i) EXPECT_EQ(r.calls[i].data, address(i));
+  // Pass 2 collapsed the first kMaxBuffers, pass 3 asked them again; the
+  // rest were never asked.
+  ASSERT_EQ(r.calls.size(), 2 * HugePageAdvisor::kMaxBuffers);
+  for (size_t i = 0; i < tried; ++i) {
+    EXPECT_EQ(r.callsFor(address(i)), i < HugePageAdvisor::kMaxBuffers ? 2u : 0u) << i;
+  }
 }
 
 // A model's broadcast at start or an evaluation pass hands over many large
@@ -178,8 +231,9 @@ TEST(HugePages, TheKernelMovesABufferThatCameBackOntoHugePagesAndKeepsItsBytes) 
   ASSERT_EQ(before, 0u) << "the buffer started on huge pages";
   bool moved = false;
   HugePageAdvisor advisor([&](const void* data, size_t bytes) {
-    moved = collapseIntoHugePages(data, bytes);
-    return moved;
+    const CollapseOutcome outcome = collapseIntoHugePages(data, bytes);
+    moved = outcome != CollapseOutcome::Refused;
+    return outcome;
   });
   advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
   EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u) << "collapsed on its first sight";
@@ -192,6 +246,35 @@ TEST(HugePages, TheKernelMovesABufferThatCameBackOntoHugePagesAndKeepsItsBytes) 
   } else {
     EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u);
   }
+}
+
+// The scenario the re-asking is for: the buffer is collapsed, then its
+// memory is replaced by new memory at the same address (torch freed the
+// tensor; the next of its size came back there), which starts on 4 KiB pages.
+TEST(HugePages, NewMemoryAtTheSameAddressGoesOntoHugePagesToo) {
+  SmallPagedBuffer buffer;
+  HugePageAdvisor advisor;  // the real kernel
+  advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
+  advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
+  if (anonHugeKilobytes(buffer.data) == 0) {
+    GTEST_SKIP() << "this kernel does not collapse (MADV_COLLAPSE needs Linux 6.1)";
+  }
+  // New memory in place: a fresh mapping at the same address, touched.
+  void* fresh = mmap(buffer.data, SmallPagedBuffer::kBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  ASSERT_EQ(fresh, static_cast<void*>(buffer.data));
+  const bool always = hugePagesForAll();
+  if (always) madvise(buffer.data, SmallPagedBuffer::kBytes, MADV_NOHUGEPAGE);
+  for (size_t i = 0; i < SmallPagedBuffer::kBytes; ++i) {
+    buffer.data[i] = static_cast<char>(i * 7 + 3);
+  }
+  if (always) madvise(buffer.data, SmallPagedBuffer::kBytes, MADV_HUGEPAGE);
+  ASSERT_EQ(anonHugeKilobytes(buffer.data), 0u) << "the new memory started on huge pages";
+  EXPECT_TRUE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
+  EXPECT_EQ(anonHugeKilobytes(buffer.data), SmallPagedBuffer::kBytes / 1024);
+  EXPECT_TRUE(buffer.unchanged());
+  // Now huge: later sightings find it so and report nothing moved.
+  EXPECT_FALSE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
 }
 
 // The host collectives hand the advisor their caller buffers, and
