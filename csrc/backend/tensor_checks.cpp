@@ -313,7 +313,13 @@ int checkedReduceOp(const Reduction& red) {
 }
 
 at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red) {
-  return red.premul ? tensor.mul(*red.premul) : tensor;
+  if (!red.premul) return tensor;
+  // Contiguous whatever the input's strides (mul would keep a transposed
+  // view's): the algorithms read the values in memory order.
+  at::Tensor scaled = at::empty(tensor.sizes(), tensor.options().memory_format(
+                                                    at::MemoryFormat::Contiguous));
+  at::mul_out(scaled, tensor, at::scalar_tensor(*red.premul, at::kDouble));
+  return scaled;
 }
 
 Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,

@@ -58,7 +58,8 @@ std::string reductionName(const Reduction& red);
 constexpr int kPremulSumCode = 100;
 int checkedReduceOp(const Reduction& red);
 // The tensor a reduction reads: `tensor` itself, or for PREMUL_SUM a new
-// tensor of its values times the factor (so the caller's stays as it was).
+// contiguous tensor of its values times the factor (so the caller's stays
+// as it was).
 at::Tensor premultiplied(const at::Tensor& tensor, const Reduction& red);
 // `tensor` can be reduced with `op`: returns the core's types, or raises
 // TypeError/ValueError naming the op, rank, dtype and operator.

@@ -59,6 +59,14 @@ def _premul_everywhere(rank, world, init_method, count):
                 check(f"reduce {label}", t, total, exact)
             else:
                 check(f"reduce leaves a non-root input {label}", t, kept, True)
+            # The same on a transposed view (dense, not contiguous).
+            t = values(rank, count * world, dtype).view(world, count).t()
+            kept = t.clone()
+            dist.reduce(t, dst=root, op=op)
+            if rank == root:
+                check(f"reduce of a view {label}", t, total.view(world, count).t(), exact)
+            else:
+                check(f"reduce leaves a non-root view {label}", t, kept, True)
             # reduce_scatter_tensor and the list form: inputs stay as they were.
             want = total.view(world, count)[rank]
             x = values(rank, count * world, dtype)
