@@ -78,13 +78,14 @@ E readChoice(const Sources& sources, const char* name, E fallback) {
                         "' must be one of: " + listNames<E>());
 }
 
-// torchrun's LOCAL_WORLD_SIZE against the cores this process may run on.
-bool ranksOutnumberCores() {
+// torchrun's LOCAL_WORLD_SIZE less the cores this process may run on;
+// nothing outside torchrun.
+std::optional<int> ranksBeyondCores() {
   const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  if (local == nullptr) return false;
+  if (local == nullptr) return std::nullopt;
   cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
-  return std::atoi(local) > CPU_COUNT(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return std::nullopt;
+  return std::atoi(local) - CPU_COUNT(&cpus);
 }
 
 Config readConfig(const Sources& sources) {
@@ -101,12 +102,21 @@ Config readConfig(const Sources& sources) {
   // none, 5.3 s with 300 us. A caller's wait that yields the core at every
   // turn beats both for the waits; the worker still does not spin
   // (benchmarks/RESULTS.md, "Oversubscribed ranks yield").
-  if (ranksOutnumberCores()) {
+  const std::optional<int> beyondCores = ranksBeyondCores();
+  if (beyondCores && *beyondCores > 0) {
     config.spinYields = true;
     config.spinMicroseconds = 0;
     config.waitSpinMicroseconds = kOversubscribedWaitSpinMicroseconds;
   }
   config.spinYields = readFlag(sources, "RINGREDUCE_SPIN_YIELD", config.spinYields);
+  // One core per rank: each rank's worker stays beside its own caller. Not
+  // with more ranks than cores, where the callers themselves move between
+  // cores: the three-group load at world 3 on two cores was 0.48-0.49 s
+  // following against 0.45-0.49 s not (benchmarks/RESULTS.md, "The worker
+  // beside its own rank").
+  config.workerFollowsCaller = beyondCores && *beyondCores == 0;
+  config.workerFollowsCaller =
+      readFlag(sources, "RINGREDUCE_WORKER_FOLLOWS_CALLER", config.workerFollowsCaller);
   config.spinMicroseconds =
       static_cast<int>(readPositive(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
   config.waitSpinMicroseconds = static_cast<int>(
@@ -173,6 +183,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_WAIT_SPIN_US", number(waitSpinMicroseconds)},
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},
       {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
+      {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},

@@ -58,6 +58,15 @@ struct Config {
   // an asynchronous one by at most this. RINGREDUCE_CALLER_GRACE_US.
   int callerGraceMicroseconds = 100;
 
+  // Whether each group's worker thread runs on the CPU of the thread that
+  // last handed it a collective (engine/caller_core.h). On when this
+  // machine's ranks have one core each: torchrun's LOCAL_WORLD_SIZE equal to
+  // the cores this process may use (world 2 on two cores). There a worker
+  // the scheduler puts beside another rank's training thread slows that
+  // rank, and every step waits for the slowest rank.
+  // RINGREDUCE_WORKER_FOLLOWS_CALLER=0|1.
+  bool workerFollowsCaller = false;
+
   // Put caller buffers of 4 MiB and up that come back collective after
   // collective on 2 MiB pages, so peers on this machine copying from them
   // pin 512x fewer pages (core/huge_pages.h). RINGREDUCE_HUGE_PAGES=0 turns

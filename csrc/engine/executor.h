@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/caller_core.h"
 #include "engine/runner.h"
 #include "transport/transport.h"
 
@@ -101,6 +102,7 @@ class Executor {
   const std::chrono::microseconds grace_;     // RINGREDUCE_CALLER_GRACE_US
   const bool yields_;                         // RINGREDUCE_SPIN_YIELD
   int timerFd_ = -1;                          // the worker's alarm clock
+  CallerCore callerCore_;                     // RINGREDUCE_WORKER_FOLLOWS_CALLER
 
   std::mutex mutex_;  // guards the queue, the flags and the alarm below
   std::deque<Queued> queue_;

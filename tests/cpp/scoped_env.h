@@ -1,4 +1,5 @@
-// Sets an environment variable for one test and restores it after.
+// Sets an environment variable (or, given nullptr, unsets it) for one test
+// and restores it after.
 #pragma once
 
 #include <cstdlib>
@@ -10,7 +11,11 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
   }
   ~ScopedEnv() {
     if (old_.empty()) {

@@ -4,6 +4,7 @@
 // and the same choice on every rank.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -225,6 +226,37 @@ TEST(ConfigSpins, OversubscribedRanksYieldWhileTheyWait) {
     EXPECT_EQ(read.waitSpinMicroseconds, Config().waitSpinMicroseconds);
     ScopedEnv on("RINGREDUCE_SPIN_YIELD", "1");
     EXPECT_TRUE(Config::fromEnvironment().spinYields);
+  }
+}
+
+// Where this machine's ranks have one core each (torchrun's LOCAL_WORLD_SIZE
+// equal to the cores this process may use) each group's worker follows its
+// caller's core; with cores to spare or short, or outside torchrun, it does
+// not.
+// RINGREDUCE_WORKER_FOLLOWS_CALLER overrides either way.
+TEST(ConfigSpins, WorkersFollowTheirCallersWhereRanksFillTheCores) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cores = CPU_COUNT(&set);
+  {
+    ScopedEnv ranks("LOCAL_WORLD_SIZE", std::to_string(cores).c_str());
+    EXPECT_TRUE(Config::fromEnvironment().workerFollowsCaller);
+    ScopedEnv off("RINGREDUCE_WORKER_FOLLOWS_CALLER", "0");
+    EXPECT_FALSE(Config::fromEnvironment().workerFollowsCaller);
+  }
+  {
+    ScopedEnv ranks("LOCAL_WORLD_SIZE", std::to_string(cores + 1).c_str());
+    EXPECT_FALSE(Config::fromEnvironment().workerFollowsCaller);
+  }
+  if (cores > 1) {
+    ScopedEnv ranks("LOCAL_WORLD_SIZE", std::to_string(cores - 1).c_str());
+    EXPECT_FALSE(Config::fromEnvironment().workerFollowsCaller);
+    ScopedEnv on("RINGREDUCE_WORKER_FOLLOWS_CALLER", "1");
+    EXPECT_TRUE(Config::fromEnvironment().workerFollowsCaller);
+  }
+  {
+    ScopedEnv outside("LOCAL_WORLD_SIZE", nullptr);
+    EXPECT_FALSE(Config::fromEnvironment().workerFollowsCaller);
   }
 }
 

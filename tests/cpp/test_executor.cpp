@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -11,6 +13,7 @@
 
 using namespace ringreduce;
 using ringreduce::testing::runRanks;
+using ringreduce::testing::TransportKind;
 
 TEST(Executor, RunsTasksInSubmissionOrderFromSeveralThreads) {
   runRanks(1, [](Transport& t, int) {
@@ -271,4 +274,113 @@ TEST(Executor, ATaskOnlyTheWorkerRunsIsNotHeldForTheGracePeriod) {
         EXPECT_NE(result.get(), std::this_thread::get_id());
       },
       withGrace(std::chrono::hours(1)));
+}
+
+namespace {
+std::vector<int> cpusIn(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+std::vector<int> thisThreadsCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  return cpusIn(set);
+}
+
+void bindThisThreadTo(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+struct WhereItRan {
+  int cpu = -1;
+  std::vector<int> workerCpus;  // the worker's mask while it ran the task
+};
+
+// Submits a task only the worker runs, from a thread bound to `cpu`.
+WhereItRan runOnWorkerFrom(Executor& executor, int cpu) {
+  std::promise<WhereItRan> ran;
+  std::thread caller([&] {
+    bindThisThreadTo(cpu);
+    executor.submit([&] { ran.set_value({sched_getcpu(), thisThreadsCpus()}); }, Runner::Worker);
+  });
+  caller.join();
+  auto result = ran.get_future();
+  EXPECT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  return result.get();
+}
+
+Config following(bool follow) {
+  Config config = ringreduce::testing::smallSegments();
+  config.workerFollowsCaller = follow;
+  return config;
+}
+}  // namespace
+
+// RINGREDUCE_WORKER_FOLLOWS_CALLER: the worker moves to the core of the
+// thread that submitted its task, whichever core that is, and back again.
+TEST(Executor, TheWorkerRunsOnItsCallersCoreWhenItFollows) {
+  std::vector<int> cpus = thisThreadsCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs to tell the caller's core from another";
+  if (cpus.size() > 4) cpus.resize(4);
+  runRanks(
+      1,
+      [&](Transport& t, int) {
+        Executor executor(t);
+        for (int round = 0; round < 2; ++round) {
+          for (int cpu : cpus) {
+            const WhereItRan ran = runOnWorkerFrom(executor, cpu);
+            EXPECT_EQ(ran.cpu, cpu);
+            EXPECT_EQ(ran.workerCpus, std::vector<int>{cpu});
+          }
+        }
+      },
+      following(true), TransportKind::Loopback);
+}
+
+TEST(Executor, TheWorkerKeepsItsCoresWhenItDoesNotFollow) {
+  const std::vector<int> cpus = thisThreadsCpus();
+  runRanks(
+      1,
+      [&](Transport& t, int) {
+        Executor executor(t);
+        for (int cpu : cpus) EXPECT_EQ(runOnWorkerFrom(executor, cpu).workerCpus, cpus);
+      },
+      following(false), TransportKind::Loopback);
+}
+
+// A caller bound to a core the worker was never allowed (the user's own
+// binding of one thread) does not widen the worker's mask.
+TEST(CallerCore, ACoreOutsideTheWorkersMaskIsNotTaken) {
+  const std::vector<int> cpus = thisThreadsCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  CallerCore core(true);
+  std::thread worker([&] {
+    bindThisThreadTo(cpus[0]);
+    std::thread caller([&] {
+      bindThisThreadTo(cpus[1]);
+      core.noteCaller();
+    });
+    caller.join();
+    EXPECT_EQ(core.follow(), -1);
+    EXPECT_EQ(thisThreadsCpus(), std::vector<int>{cpus[0]});
+    core.noteCaller();  // a caller on the worker's own core
+    EXPECT_EQ(core.follow(), cpus[0]);
+  });
+  worker.join();
+}
+
+TEST(CallerCore, OffItNeverMovesTheWorker) {
+  const std::vector<int> before = thisThreadsCpus();
+  CallerCore core(false);
+  core.noteCaller();
+  EXPECT_EQ(core.follow(), -1);
+  EXPECT_EQ(thisThreadsCpus(), before);
 }
