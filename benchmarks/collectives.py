@@ -24,6 +24,10 @@ import torch.distributed as dist
 
 import torch_ringreduce  # noqa: F401  (registers "ringreduce")
 
+# torch 2.13 renamed these (the old names warn); older torch has only the old.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
 
@@ -44,14 +48,14 @@ def make_op(name, nbytes, dtype, world, rank):
     factor = (world - 1) / world
     if name == "reduce_scatter_tensor":
         inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank, dtype=dtype)
-        return (lambda g: dist.reduce_scatter_tensor(out, inp, group=g)), factor
+        return (lambda g: _reduce_scatter_single(out, inp, group=g)), factor
     if name == "reduce_scatter":
         blocks = [torch.ones(per_rank, dtype=dtype) for _ in range(world)]
         out = torch.empty(per_rank, dtype=dtype)
         return (lambda g: dist.reduce_scatter(out, blocks, group=g)), factor
     if name == "all_gather_into_tensor":
         inp, out = torch.ones(per_rank, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
-        return (lambda g: dist.all_gather_into_tensor(out, inp, group=g)), factor
+        return (lambda g: _all_gather_single(out, inp, group=g)), factor
     if name == "all_to_all_single":
         inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
         return (lambda g: dist.all_to_all_single(out, inp, group=g)), factor

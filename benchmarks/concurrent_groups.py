@@ -30,6 +30,10 @@ import torch.distributed as dist
 
 import torch_ringreduce  # noqa: F401  registers "ringreduce"
 
+# torch 2.13 renamed these (the old names warn); older torch has only the old.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
 OPS = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
        "all_to_all_single"]
 
@@ -84,9 +88,9 @@ class Case:
         if self.op == "broadcast":
             return dist.broadcast(self.out, src=self.root, group=group, async_op=True)
         if self.op == "all_gather_into_tensor":
-            return dist.all_gather_into_tensor(self.out, self.mine, group=group, async_op=True)
+            return _all_gather_single(self.out, self.mine, group=group, async_op=True)
         if self.op == "reduce_scatter_tensor":
-            return dist.reduce_scatter_tensor(self.out, self.inp, group=group, async_op=True)
+            return _reduce_scatter_single(self.out, self.inp, group=group, async_op=True)
         return dist.all_to_all_single(self.out, self.inp, group=group, async_op=True)
 
     def right(self):

@@ -24,6 +24,10 @@ import torch.distributed as dist
 
 import torch_ringreduce  # noqa: F401  registers "ringreduce"
 
+# torch 2.13 renamed these (the old names warn); older torch has only the old.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int8": torch.int8, "uint8": torch.uint8,
           "int32": torch.int32, "int64": torch.int64, "bool": torch.bool,
@@ -54,7 +58,7 @@ def make(collective, nbytes, dtype, world):
     if collective == "reduce":
         return lambda g, op: dist.reduce(data, dst=0, op=op, group=g)
     out = torch.empty(count // world, dtype=dtype)
-    return lambda g, op: dist.reduce_scatter_tensor(out, data, op=op, group=g)
+    return lambda g, op: _reduce_scatter_single(out, data, op=op, group=g)
 
 
 def time_cell(fn, group, op, iters):
