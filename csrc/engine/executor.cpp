@@ -229,13 +229,14 @@ void Executor::sleep(bool watchTransport, int timeoutMs) {
 }
 
 void Executor::run() {
+  // Named for top -H, py-spy and perf (15 characters at most).
+  pthread_setname_np(pthread_self(), "ringreduce-work");
+
   // Right after a task the next one usually follows within microseconds
   // (DDP's buckets): poll for a short while before sleeping, and take new
   // tasks at once while hot, except one whose caller is about to run it:
   // taking that costs the caller a hand-off to this thread and back, and
   // the worker, hot again after it, would go on taking every later one.
-  // Named for top -H, py-spy and perf (15 characters at most).
-  pthread_setname_np(pthread_self(), "ringreduce-work");
   auto hotUntil = Clock::now();
   while (true) {
     std::unique_lock<std::mutex> drive(driveMutex_);
