@@ -32,8 +32,6 @@ class CallerCore {
   // started with) allows it. Returns the CPU it is bound to, or -1.
   int follow();
 
-  bool enabled() const { return enabled_; }
-
  private:
   const bool enabled_;
   std::atomic<int> callerCpu_{-1};
