@@ -7,6 +7,11 @@ With --kill-at-step, one worker SIGKILLs itself at that step in the first
 attempt. ringreduce reports the death to the other workers within
 milliseconds (instead of a hang until the timeout), they exit with the error,
 torchrun restarts the group, and the new workers resume from the checkpoint.
+
+torchrun stops the surviving workers with SIGTERM as soon as it notices a
+death, which may be before they have heard of it. A SIGTERM here lets the
+step in progress end first (a collective with a dead peer fails within
+milliseconds, naming it; a preempted job ends its step), then the worker exits.
 """
 import argparse
 import os
@@ -32,6 +37,8 @@ def parse_args():
 
 def main():
     args = parse_args()
+    stop_requested = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.append(signum))
     dist.init_process_group("ringreduce")
     rank = dist.get_rank()
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
@@ -48,6 +55,9 @@ def main():
             print(f"attempt {attempt}: resumed from step {start}", flush=True)
     ddp = DistributedDataParallel(model)  # broadcasts rank 0's (restored) weights
     for step in range(start, args.steps):
+        if stop_requested:
+            print(f"rank {rank}: SIGTERM, stopping before step {step}", flush=True)
+            raise SystemExit(128 + signal.SIGTERM)
         if attempt == 0 and step == args.kill_at_step and rank == args.kill_rank:
             print(f"rank {rank}: killing myself at step {step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

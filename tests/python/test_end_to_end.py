@@ -94,10 +94,12 @@ def test_broken_install_does_not_break_import_torch(tmp_path):
 def test_torchrun_restarts_a_killed_worker_and_resumes_from_checkpoint(tmp_path):
     checkpoint = tmp_path / "ckpt.pt"
     # torchrun checks its workers every 0.1 s by default and SIGTERMs the
-    # survivor as soon as it sees the death: on a loaded machine that can
-    # come before the survivor has printed the error it got within
-    # milliseconds. A 2 s interval leaves it time to report (a timeout-based
-    # detection would still take the group's 30 minutes).
+    # survivor as soon as it sees the death, which can come before the
+    # survivor has heard of it (30-40 ms here; with a 2 s interval CI still
+    # lost that race about once in fifty runs). The example ends its step on
+    # SIGTERM, so the survivor's report never depends on that race, while a
+    # survivor that only a timeout would free is still SIGKILLed by torchrun
+    # with nothing reported.
     proc = _run(TORCHRUN + ["--standalone", "--nproc-per-node", "2", "--max-restarts", "2",
                             "--monitor-interval", "2",
                             os.path.join(REPO, "examples", "train_resilient.py"),
