@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithms/autotune.h"
+#include "algorithms/cross_memory_allreduce.h"
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/link_probe.h"
@@ -19,24 +20,42 @@
 
 namespace ringreduce {
 
-AllreduceSelector::AllreduceSelector(Topology topology) : topology_(std::move(topology)) {}
+AllreduceSelector::AllreduceSelector(Topology topology) : topology_(std::move(topology)) {
+  peers_.why = "the selector was given its nodes (a test or the simulator)";
+}
 
 const Topology& AllreduceSelector::topology(const Comm& comm, const OpContext& op) {
   if (!topology_) {
-    // The last slot of this operation: the algorithms count theirs from 0.
-    const uint64_t mine = hostIdentityHash();
-    std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
+    // The last slots of this operation: the algorithms count theirs from 0.
+    const ProcessRecord mine = thisProcess();
+    std::vector<ProcessRecord> all(static_cast<size_t>(comm.size()));
     exchangeRecords(comm, op, kMaxSlot, &mine, all.data(), sizeof(mine));
-    topology_ = Topology::fromHostHashes(all);
+    std::vector<uint64_t> hosts;
+    for (const ProcessRecord& record : all) hosts.push_back(record.hostHash);
+    topology_ = Topology::fromHostHashes(hosts);
     RR_LOG(Info, comm.rank(),
            "host identities: " << topology_->nodes() << " node(s), at most "
                                << topology_->maxRanksPerNode() << " rank(s) per node");
+    if (topology_->nodes() == 1 && comm.size() > 1 && !comm.config.payloadFree) {
+      peers_ = agreePeerProcesses(comm, op, all, kMaxSlot - 1);
+      RR_LOG(Info, comm.rank(),
+             "cross-memory attach: " << (peers_.usable ? "every rank in reach" : peers_.why));
+    } else {
+      peers_.why = topology_->nodes() > 1 ? "the group spans " + std::to_string(topology_->nodes()) +
+                                                " hosts"
+                                          : "not available in a simulated run";
+    }
   }
   if (topology_->size() != comm.size()) {
     throw InvalidArgument("ringreduce: the topology has " + std::to_string(topology_->size()) +
                           " ranks, the group " + std::to_string(comm.size()));
   }
   return *topology_;
+}
+
+const PeerProcesses& AllreduceSelector::peerProcesses(const Comm& comm, const OpContext& op) {
+  topology(comm, op);
+  return peers_;
 }
 
 const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpContext& op) {
@@ -54,7 +73,11 @@ const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpCon
 AllreduceAlgorithm AllreduceSelector::choose(const Comm& comm, const OpContext& op, size_t bytes) {
   const AllreduceCostModel& costs = model(comm, op);
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
-  return forced == AllreduceAlgorithm::Auto ? costs.cheapest(bytes) : forced;
+  if (forced != AllreduceAlgorithm::Auto) return forced;
+  if (bytes >= kCrossMemoryFromBytes && peerProcesses(comm, op).usable) {
+    return AllreduceAlgorithm::CrossMemory;
+  }
+  return costs.cheapest(bytes);
 }
 
 void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, const Comm& comm,
@@ -73,6 +96,9 @@ void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, con
     case AllreduceAlgorithm::Direct:
       trace(nameOf(algorithm), nullptr);
       return directAllreduce(comm, op, args);
+    case AllreduceAlgorithm::CrossMemory:
+      trace(nameOf(algorithm), nullptr);
+      return crossMemoryAllreduce(comm, op, args, selector.peerProcesses(comm, op));
     case AllreduceAlgorithm::TwoLevel: {
       const Topology& topology = selector.topology(comm, op);
       const AllreduceAlgorithm across = selector.model(comm, op).crossNodeAlgorithm(bytes);

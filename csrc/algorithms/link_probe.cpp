@@ -188,7 +188,9 @@ void probeLinks(const Comm& comm, const OpContext& op, const Topology& topology,
                 LinkCost* inter, size_t largeBytes, MessageCpu* intraCpu,
                 MessageCpu* interCpu) {
   const auto byNode = topology.ranksByNode();
-  const uint32_t top = kMaxSlot - 1;  // kMaxSlot itself: the host-identity exchange
+  // kMaxSlot and kMaxSlot - 1: the host identities and the cross-memory
+  // verdicts (AllreduceSelector::topology), possibly in the same operation.
+  const uint32_t top = kMaxSlot - 2;
   if (byNode[topology.nodeOf[0]].size() > 1) {
     *intra = probeLink(comm, op, 0, byNode[topology.nodeOf[0]][1], *intra, top - 4096, largeBytes,
                        intraCpu);

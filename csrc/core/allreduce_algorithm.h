@@ -10,8 +10,10 @@
 namespace ringreduce {
 
 // Auto: the cheapest by the cost model (core/allreduce_cost.h), the same on
-// every rank. The others force that algorithm (tests, benchmarks).
-enum class AllreduceAlgorithm : uint8_t { Auto, Ring, HalvingDoubling, TwoLevel, Direct };
+// every rank, or CrossMemory where the group allows it. The others force
+// that algorithm (tests, benchmarks). CrossMemory: every rank on one host,
+// reading and writing the others' memory (algorithms/cross_memory_allreduce.h).
+enum class AllreduceAlgorithm : uint8_t { Auto, Ring, HalvingDoubling, TwoLevel, Direct, CrossMemory };
 
 template <>
 struct NameTable<AllreduceAlgorithm> {
@@ -21,6 +23,7 @@ struct NameTable<AllreduceAlgorithm> {
       {AllreduceAlgorithm::HalvingDoubling, "halving_doubling"},
       {AllreduceAlgorithm::TwoLevel, "two_level"},
       {AllreduceAlgorithm::Direct, "direct"},
+      {AllreduceAlgorithm::CrossMemory, "cma"},
   };
 };
 

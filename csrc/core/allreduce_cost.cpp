@@ -198,6 +198,10 @@ double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) c
       return timeOf(halving_, b);
     case AllreduceAlgorithm::Direct:
       return timeOf(direct_, b);
+    case AllreduceAlgorithm::CrossMemory:
+      // Not priced: the selector takes it where the group allows it
+      // (algorithms/allreduce.h), never in a model's comparison.
+      return std::numeric_limits<double>::infinity();
     case AllreduceAlgorithm::TwoLevel:
       if (!twoLevel_) return std::numeric_limits<double>::infinity();
       return 2 * slowestNodePhase(allreduceNodePhases_, b) +

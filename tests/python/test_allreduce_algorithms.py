@@ -4,13 +4,13 @@ RINGREDUCE_ALGORITHM forced to each algorithm, and with auto, on worlds of 3
 and 4 ranks; reduce_scatter and allgather (halving/doubling on powers of
 two) through the second sweep. All ranks share this host, so the selector's
 exchange of host identities finds one node and two_level runs its one-node
-form."""
+form, and cma finds every rank's memory within reach."""
 import pytest
 
 from collective_cases import run_sweep, run_sweep_more
 from multiproc import TRANSPORTS, run_world
 
-ALGORITHMS = ["auto", "ring", "halving_doubling", "two_level", "direct"]
+ALGORITHMS = ["auto", "ring", "halving_doubling", "two_level", "direct", "cma"]
 
 
 def _sweep(world_size, algorithm, sweep, checked, gloo_checked):

@@ -1,0 +1,81 @@
+"""The cma allreduce through the backend (algorithms/cross_memory_allreduce.h):
+what auto picks by size (RINGREDUCE_DEBUG=TRACE names each choice on
+stderr), exact results for float32, bfloat16 AVG and a non-contiguous
+tensor, and ranks that pass different sizes: each gets a clear error
+instead of a peer writing past its tensor. The whole dtype x op sweep with
+cma forced is in test_allreduce_algorithms.py; a rank killed mid-allreduce,
+which at 4 MiB now runs cma, in test_failures.py."""
+from multiproc import TRANSPORTS, run_world
+
+
+def _allreduces_of_each_size(rank, world, init_method):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    wrong = []
+    for numel in (4096, 16384, (1 << 20) + 3):  # 16 KiB, 64 KiB, 4 MiB and 12 B
+        t = torch.arange(numel, dtype=torch.float32) % 97 + rank
+        dist.all_reduce(t)
+        want = (torch.arange(numel, dtype=torch.float32) % 97) * world + sum(range(world))
+        if not torch.equal(t, want):
+            wrong.append(f"float32 SUM of {numel}")
+    # AVG of bfloat16 whose sums and quotients are exact in 8 bits of mantissa.
+    b = torch.full(((1 << 19) + 1,), float(2 * (rank + 1)), dtype=torch.bfloat16)
+    dist.all_reduce(b, op=dist.ReduceOp.AVG)
+    if not torch.equal(b, torch.full_like(b, float(world + 1))):
+        wrong.append(f"bfloat16 AVG: {b[:4].tolist()}")
+    # A transposed matrix: the backend reduces a contiguous copy and writes it back.
+    m = (torch.arange(512 * 300, dtype=torch.float64).view(512, 300) + rank).t()
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    if not torch.equal(m, (torch.arange(512 * 300, dtype=torch.float64).view(512, 300) + world - 1).t()):
+        wrong.append("float64 MAX of a transposed view")
+    dist.destroy_process_group()
+    return wrong
+
+
+def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd):
+    env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
+    reports = run_world(2, _allreduces_of_each_size, env=env, timeout=120)
+    for rank, wrong in enumerate(reports):
+        assert wrong == [], f"rank {rank}: {wrong}"
+    err = capfd.readouterr().err
+    assert err.count("cross-memory attach: every rank in reach") == 2, err[-3000:]
+    ran = {}
+    for line in err.splitlines():
+        if "allreduce #" in line and " B: " in line:
+            nbytes = int(line.split(" of ")[1].split(" B: ")[0])
+            ran.setdefault(nbytes, set()).add(line.split(" B: ")[1].strip())
+    assert ran[16384] != {"cma"}, ran
+    for nbytes in (65536, 4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
+        assert ran[nbytes] == {"cma"}, ran
+
+
+def _different_sizes(rank, world, init_method):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    t = torch.ones(100000 if rank == 0 else 50000)
+    try:
+        dist.all_reduce(t)
+        outcome = ("ok", None)
+    except Exception as error:
+        outcome = (type(error).__name__, str(error))
+    untouched = bool(torch.all(t == 1))
+    dist.destroy_process_group()
+    return {"outcome": outcome, "untouched": untouched}
+
+
+def test_ranks_that_pass_different_sizes_all_get_a_clear_error_and_keep_their_tensors():
+    """The collective's fingerprint in every message tag catches it first
+    here; cma's own check of every rank's size (the C++ test
+    CrossMemoryAllreduce.RanksWithDifferentSizesAllFailBeforeTouchingAnyBuffer)
+    is there for the fingerprints that collide (1 in 256)."""
+    reports = run_world(2, _different_sizes, env=TRANSPORTS["shm"], timeout=120)
+    for rank, report in enumerate(reports):
+        kind, message = report["outcome"]
+        assert kind in ("DistBackendError", "ValueError"), report
+        assert "different collective" in message or (
+            "the ranks' tensors differ" in message), message
+        assert report["untouched"], f"rank {rank}'s tensor was written"
