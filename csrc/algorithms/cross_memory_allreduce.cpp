@@ -5,12 +5,13 @@
 #include <cstring>
 #include <vector>
 
-#include "algorithms/record_allgather.h"
+#include "algorithms/stop_words.h"
 #include "core/errors.h"
 #include "core/host_reduce.h"
 #include "core/partition.h"
 #include "core/phase_recorder.h"
 #include "transport/cross_memory.h"
+#include "transport/tag.h"
 
 namespace ringreduce {
 
@@ -22,9 +23,12 @@ namespace {
 // AMD EPYC, 1 MiB of L2 per core; benchmarks/RESULTS.md).
 constexpr size_t kSegmentBytes = size_t{1} << 20;
 
-// Exchange rounds of this algorithm (record_allgather.h).
-constexpr uint32_t kAddressRound = 0;
-constexpr uint32_t kDoneRound = 1;
+// Tag slots of this algorithm.
+constexpr uint32_t kBufferRound = 0;
+constexpr uint32_t kStopRound = 1;
+// How long a failed rank still waits, past the deadline, for the peers that
+// entered the collective to finish the segment they may be copying.
+constexpr auto kStopGrace = std::chrono::milliseconds(100);
 
 // What each rank tells the others at the start.
 struct BufferRecord {
@@ -42,26 +46,69 @@ class CrossMemoryAllreduce {
         esize_(elementSize(args.type)) {}
 
   void run() {
-    // Each rank's buffer. Its arrival also says that the peer has entered
-    // this collective, so its buffer holds its input.
+    StopWords words(comm_.transport, op_, kStopRound);
+    try {
+      exchangeBuffers();
+      reduceMyBlock(words);
+      words.finish();
+    } catch (const std::exception& e) {
+      // Wait for the peers that entered this collective (their buffer came)
+      // and so may be copying into mine, before the caller gets it back.
+      // Past the deadline still a moment: a peer finishing its segment.
+      words.stopAfterFailure(entered_, std::max(op_.deadline, Clock::now() + kStopGrace),
+                             e.what());
+      throw;
+    }
+  }
+
+ private:
+  // Each rank's buffer. Its arrival also says that the peer has entered
+  // this collective, so its buffer holds its input.
+  void exchangeBuffers() {
+    Transport& t = comm_.transport;
     const BufferRecord mine{reinterpret_cast<uintptr_t>(args_.data), args_.count,
                             static_cast<uint32_t>(args_.type), static_cast<uint32_t>(args_.op)};
-    buffers_.resize(static_cast<size_t>(n_));
-    exchangeRecords(comm_, op_, kAddressRound, &mine, buffers_.data(), sizeof(mine));
+    buffers_.assign(static_cast<size_t>(n_), mine);
+    std::vector<Request> receives(static_cast<size_t>(n_)), sends;
+    for (int q = 0; q < n_; ++q) {
+      if (q != rank_) receives[q] = t.irecv(q, makeTag(q, op_.seq, kBufferRound), &buffers_[q],
+                                            sizeof(BufferRecord), op_);
+    }
+    for (int q = 0; q < n_; ++q) {
+      if (q != rank_) sends.push_back(t.isend(q, makeTag(rank_, op_.seq, kBufferRound), &mine,
+                                              sizeof(mine), op_));
+    }
+    try {
+      for (int q = 0; q < n_; ++q) {
+        if (q == rank_) continue;
+        t.wait(receives[q], op_);
+        entered_[q] = true;
+      }
+      t.waitAll(sends, op_);
+    } catch (const std::exception&) {
+      for (int q = 0; q < n_; ++q) {
+        if (q != rank_ && receives[q].done) entered_[q] = true;  // tested, then another failed
+        t.abandon(receives[q]);
+      }
+      for (Request& r : sends) t.abandon(r);
+      throw;
+    }
     throwUnlessAllAlike();
+  }
 
+  // Only this rank touches block r of any buffer: nobody else reads the
+  // peers' segments read here, or writes where the result goes.
+  void reduceMyBlock(StopWords& words) {
     const Range block = chunkOf(args_.count, n_, rank_);
     const size_t perSegment = std::max<size_t>(1, kSegmentBytes / esize_);
     char* scratch = static_cast<char*>(
         comm_.workspace.get(Workspace::kRecvA, std::min(block.count, perSegment) * esize_));
     const int divisor = args_.op == ReduceOp::Avg ? n_ : 0;
     for (size_t done = 0; done < block.count; done += perSegment) {
-      stopIfTheGroupFailed();
+      stopIfTheGroupFailed(words);
       const size_t offset = (block.offset + done) * esize_;
       const size_t count = std::min(perSegment, block.count - done);
       char* segment = static_cast<char*>(args_.data) + offset;
-      // Only this rank touches block r of any buffer: nobody else reads the
-      // peers' segments read here, or writes where the result goes.
       for (int i = 1; i < n_; ++i) {
         const int q = (rank_ + i) % n_;
         copy(q, /*write=*/false, offset, scratch, count * esize_);
@@ -72,24 +119,19 @@ class CrossMemoryAllreduce {
           reduceInto(args_.type, args_.op, segment, scratch, count);
         }
       }
-      for (int i = 1; i < n_; ++i) copy((rank_ + i) % n_, /*write=*/true, offset, segment, count * esize_);
+      for (int i = 1; i < n_; ++i) {
+        copy((rank_ + i) % n_, /*write=*/true, offset, segment, count * esize_);
+      }
     }
-
-    // When this returns every peer has written its block into my buffer and
-    // is done with mine: only then may the caller have its tensor back.
-    const uint8_t finished = 1;
-    std::vector<uint8_t> all(static_cast<size_t>(n_));
-    exchangeRecords(comm_, op_, kDoneRound, &finished, all.data(), sizeof(finished));
   }
 
- private:
-  // Between segments: the copies need no peer, so nothing else would notice
-  // a peer that died or gave up, or the op's deadline, until the last
-  // exchange. Stopping early keeps a rank from writing into the buffer of
-  // a peer that has already returned it to its caller.
-  void stopIfTheGroupFailed() {
+  // Before each segment: the copies need no peer, so nothing else would
+  // notice a peer that died, failed or gave up, or the op's deadline, until
+  // the last words. A peer that failed before this rank even started (it
+  // came late) has its "failed" waiting here.
+  void stopIfTheGroupFailed(StopWords& words) {
     Transport& t = comm_.transport;
-    t.progress();
+    words.throwIfAPeerFailed();  // progresses the transport too
     t.checkPeersAlive(-1, op_);
     if (t.aborted()) throw TransportError("ringreduce: " + op_.describe() + ": " + t.abortReason());
     if (Clock::now() >= op_.deadline) {
@@ -143,6 +185,7 @@ class CrossMemoryAllreduce {
   const int rank_;
   const size_t esize_;
   std::vector<BufferRecord> buffers_;  // by rank
+  std::vector<bool> entered_ = std::vector<bool>(static_cast<size_t>(n_), false);  // buffer came
 };
 
 }  // namespace

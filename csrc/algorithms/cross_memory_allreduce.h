@@ -5,7 +5,13 @@
 // reduces it into its own, and then writes the result into every peer's
 // buffer while it is still in cache. No peer's thread takes part in the
 // copies: the ranks exchange their buffers' addresses at the start and one
-// word at the end.
+// word at the end (algorithms/stop_words.h): "finished" or "failed", and no
+// rank returns its tensor, even after a failure, before every peer that
+// entered the collective has said it, or died. Between segments a rank
+// stops on a peer's "failed", a death, a rank giving up or the deadline.
+// What stays open: a rank that copies and is not scheduled for longer than
+// the 100 ms after its peer's deadline, or a peer's abort(), which does not
+// wait; torch's own advice after a timeout is to end the process.
 //
 // Why: the ring (and direct) pulls each reduced block in a second pass that
 // reads it back from memory and writes a destination the reader does not

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <thread>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -236,4 +238,39 @@ TEST(CrossMemoryAllreduce, RanksWithDifferentSizesAllFailBeforeTouchingAnyBuffer
       << errors[0];
   EXPECT_EQ(errors[1], errors[0]);
   EXPECT_EQ(errors[2], errors[0]);
+}
+
+// A rank that failed (here: its deadline had passed) has said "failed"
+// before returning its tensor. A peer that comes late finds the word
+// before its first copy and stops: neither buffer is touched, and the late
+// rank's error names the one that failed.
+TEST(CrossMemoryAllreduce, ALateRankFindsAFailedPeersWordBeforeItCopiesAnything) {
+  const size_t count = (size_t{3} << 20) / 4;
+  std::vector<std::vector<float>> buffers(2, std::vector<float>(count, 1.0f));
+  std::atomic<bool> rank1Failed{false};
+  std::vector<std::string> errors(2);
+  runComms(2, TransportKind::Loopback, [&](const Comm& comm, int rank) {
+    uint64_t seq = 1;
+    const PeerProcesses peers = learnt(comm, seq);
+    const ReductionArgs args{buffers[rank].data(), count, DataType::Float32, ReduceOp::Sum};
+    try {
+      if (rank == 1) {
+        crossMemoryAllreduce(comm, OpContext("allreduce", seq, std::chrono::milliseconds(0)),
+                             args, peers);
+      } else {
+        while (!rank1Failed.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        crossMemoryAllreduce(comm, OpContext("allreduce", seq, std::chrono::seconds(30)), args,
+                             peers);
+      }
+      ADD_FAILURE() << "rank " << rank << " finished an allreduce its peer had given up";
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+    if (rank == 1) rank1Failed = true;
+  });
+  EXPECT_NE(errors[1].find("timed out"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0].find("rank 1 failed in it"), std::string::npos) << errors[0];
+  for (const auto& buffer : buffers) {
+    for (float x : buffer) ASSERT_EQ(x, 1.0f);
+  }
 }

@@ -8,16 +8,26 @@ import torch
 import torch.distributed as dist
 
 
-def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes):
-    """Every rank loops over allreduces; `victim` SIGKILLs itself mid-loop."""
+def _die(kill_file):
+    with open(kill_file, "w") as f:
+        f.write(repr(time.time()))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thread=False):
+    """Every rank loops over allreduces; `victim` SIGKILLs itself mid-loop:
+    between two allreduces, or `from_thread` from a timer while its main
+    thread is inside one (at 64 MiB most of an allreduce is cma's copies)."""
+    import threading
+
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     tensor = torch.ones(nbytes // 4)
     for i in range(1000000):
         if rank == victim and i == 20:
-            with open(kill_file, "w") as f:
-                f.write(repr(time.time()))
-            os.kill(os.getpid(), signal.SIGKILL)
+            if not from_thread:
+                _die(kill_file)
+            threading.Timer(0.003, _die, (kill_file,)).start()
         try:
             dist.all_reduce(tensor)
         except Exception as error:

@@ -6,13 +6,16 @@ from failure_cases import killed_mid_job, monitored_barrier, stopped_or_late
 from multiproc import TRANSPORTS, run_world
 
 
-@pytest.mark.parametrize("transport", ["shm", "tcp"])
-@pytest.mark.parametrize("nbytes", [4096, 4 << 20])
-def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, tmp_path):
+@pytest.mark.parametrize("transport,nbytes,from_thread", [
+    ("shm", 4096, False), ("shm", 4 << 20, False), ("tcp", 4096, False), ("tcp", 4 << 20, False),
+    # Killed while its peers read and write its memory (cma).
+    ("shm", 64 << 20, True)])
+def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread,
+                                                            tmp_path):
     victim = 1
     kill_file = str(tmp_path / "killed_at")
-    results = run_world(3, killed_mid_job, victim, kill_file, nbytes, env=TRANSPORTS[transport],
-                        timeout=120, may_die={victim})
+    results = run_world(3, killed_mid_job, victim, kill_file, nbytes, from_thread,
+                        env=TRANSPORTS[transport], timeout=120, may_die={victim})
     assert results[victim] is None
     for rank in (0, 2):
         r = results[rank]

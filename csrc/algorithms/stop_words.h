@@ -1,0 +1,64 @@
+// The last word of each rank to every peer in a collective where peers read
+// and write each other's memory (algorithms/cross_memory_allreduce.h):
+// "finished" or "failed", meaning in both cases "I no longer touch your
+// memory". A rank may hand its buffer back to its caller only once every
+// peer that could touch it has said so, or died: on success as on failure,
+// or a peer still copying would write into memory the caller has reused.
+//
+// The receives are posted first thing in the collective, so that a rank
+// that fails anywhere, even before the buffers are exchanged, can still wait
+// for them; and a peer that comes late finds the "failed" words waiting and
+// stops before its first copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/op_context.h"
+#include "transport/transport.h"
+
+namespace ringreduce {
+
+class StopWords {
+ public:
+  // Posts a receive for every peer's word (tag slot `slot` of `op`).
+  StopWords(Transport& transport, const OpContext& op, uint32_t slot);
+  // Abandons whatever is still posted.
+  ~StopWords();
+  StopWords(const StopWords&) = delete;
+  StopWords& operator=(const StopWords&) = delete;
+
+  // Between copies: progresses the transport and throws TransportError if
+  // a peer has already said "failed".
+  void throwIfAPeerFailed();
+  // Success: says "finished" and waits (as any transport wait: to the
+  // deadline, ended by a peer's death or a rank giving up) for every peer's
+  // word; throws if one said "failed" (its part of the result is missing).
+  void finish();
+  // Failure (never throws): says "failed" (with `reason`, which a peer's
+  // error quotes) unless this rank already spoke, then waits for the word of each peer in `waitFor` (by rank) until it
+  // comes, the peer is known dead, the transport is aborted, or `until`.
+  void stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_point until,
+                        const char* reason) noexcept;
+
+ private:
+  enum Word : uint8_t { kNone = 0, kFinished = 1, kFailed = 2 };
+  // One message: the word and, for "failed", the start of the reason.
+  struct Message {
+    uint8_t word = kNone;
+    char reason[255] = {};
+  };
+  void say(Word word, const char* reason = "");
+  void throwIfFailed(int q) const;
+
+  Transport& t_;
+  const OpContext& op_;
+  const uint32_t slot_;
+  Message mine_;
+  std::vector<Message> theirs_;    // by rank
+  std::vector<Request> receives_;  // by rank; none for this rank
+  std::vector<Request> sends_;
+};
+
+}  // namespace ringreduce
