@@ -46,10 +46,12 @@ PeerProcesses agreePeerProcesses(const Comm& comm, const OpContext& op,
   const int rank = comm.rank();
   PeerProcesses result;
   for (const ProcessRecord& record : all) result.pids.push_back(static_cast<int>(record.pid));
-  // The first rank this one cannot reach, -1 if none: what it tells the others.
-  int32_t unreachable = -1;
+  // The first rank this one cannot reach, -1 if none, kTurnedOff: what it
+  // tells the others.
+  constexpr int32_t kTurnedOff = -2;
+  int32_t unreachable = comm.config.crossMemory ? -1 : kTurnedOff;
   std::string why;
-  for (int q = 0; q < n && unreachable < 0; ++q) {
+  for (int q = 0; q < n && unreachable == -1; ++q) {
     if (q == rank) continue;
     why = probePeer(all[static_cast<size_t>(rank)], all[static_cast<size_t>(q)], q);
     if (!why.empty()) unreachable = q;
@@ -58,7 +60,11 @@ PeerProcesses agreePeerProcesses(const Comm& comm, const OpContext& op,
   exchangeRecords(comm, op, round, &unreachable, verdicts.data(), sizeof(unreachable));
   for (int q = 0; q < n; ++q) {
     const int32_t theirs = verdicts[static_cast<size_t>(q)];
-    if (theirs < 0) continue;
+    if (theirs == -1) continue;
+    if (theirs == kTurnedOff) {
+      result.why = "rank " + std::to_string(q) + " turned it off (RINGREDUCE_CROSS_MEMORY=0)";
+      return result;
+    }
     result.why = q == rank ? "rank " + std::to_string(rank) + ": " + why
                            : "rank " + std::to_string(q) + " cannot reach rank " +
                                  std::to_string(theirs) + "'s memory";

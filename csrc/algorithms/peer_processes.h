@@ -34,7 +34,8 @@ struct PeerProcesses {
 // Tests reading each other rank's probe word (`all`: every rank's record,
 // by rank) and agrees on the outcome with every rank in one exchange of
 // `round`. Not usable across hosts: cross-memory attach reaches this host's
-// processes only.
+// processes only. A rank with comm.config.crossMemory off turns it off for
+// every rank, taking part in the exchange all the same.
 PeerProcesses agreePeerProcesses(const Comm& comm, const OpContext& op,
                                  const std::vector<ProcessRecord>& all, uint32_t round);
 

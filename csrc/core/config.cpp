@@ -124,6 +124,7 @@ Config readConfig(const Sources& sources) {
   config.callerGraceMicroseconds = static_cast<int>(
       readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
   config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
+  config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
       readFlag(sources, "RINGREDUCE_CHECK_COLLECTIVES", config.checkCollectives);
@@ -185,6 +186,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
       {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
+      {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
       {"RINGREDUCE_ALGORITHM", nameOf(allreduceAlgorithm)},

@@ -73,6 +73,12 @@ struct Config {
   // it off.
   bool hugePages = true;
 
+  // Allreduces from 32 KiB on one machine read and write the peers' memory
+  // (algorithms/cross_memory_allreduce.h) where the kernel allows it.
+  // RINGREDUCE_CROSS_MEMORY=0 turns it off on this rank, and so for every
+  // group it is in (the ranks agree).
+  bool crossMemory = true;
+
   // Watch peers over a TCP side channel so a dead rank is reported at once
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
   bool peerMonitor = true;

@@ -29,6 +29,7 @@ using ringreduce::testing::kindName;
 using ringreduce::testing::kOps;
 using ringreduce::testing::kTypes;
 using ringreduce::testing::runComms;
+using ringreduce::testing::runRanks;
 using ringreduce::testing::TransportKind;
 
 namespace {
@@ -273,4 +274,20 @@ TEST(CrossMemoryAllreduce, ALateRankFindsAFailedPeersWordBeforeItCopiesAnything)
   for (const auto& buffer : buffers) {
     for (float x : buffer) ASSERT_EQ(x, 1.0f);
   }
+}
+
+// RINGREDUCE_CROSS_MEMORY=0 on one rank turns cma off for the whole group,
+// with that rank named, and the group still agrees in one exchange.
+TEST(PeerProcesses, ARankThatTurnedItOffTurnsItOffForEveryRank) {
+  runRanks(3, [&](Transport& transport, int rank) {
+    Config config;
+    config.crossMemory = rank != 1;
+    Workspace workspace;
+    const Comm comm{transport, config, workspace};
+    const PeerProcesses peers = agreePeerProcesses(
+        comm, OpContext("allreduce", 1, std::chrono::seconds(30)),
+        std::vector<ProcessRecord>(3, thisProcess()), 0);
+    EXPECT_FALSE(peers.usable);
+    EXPECT_EQ(peers.why, "rank 1 turned it off (RINGREDUCE_CROSS_MEMORY=0)");
+  }, Config{}, TransportKind::Loopback);
 }

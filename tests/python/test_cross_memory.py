@@ -51,6 +51,29 @@ def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd):
         assert ran[nbytes] == {"cma"}, ran
 
 
+def test_turned_off_on_one_rank_the_group_falls_back_and_stays_exact(capfd):
+    """RINGREDUCE_CROSS_MEMORY=0 on rank 1 only: every rank learns it in the
+    first allreduce, no allreduce runs cma, and the results are the same."""
+    env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
+    reports = run_world(2, _one_rank_without_cma, env=env, timeout=120)
+    for rank, wrong in enumerate(reports):
+        assert wrong == [], f"rank {rank}: {wrong}"
+    err = capfd.readouterr().err
+    assert err.count("cross-memory attach: rank 1 turned it off (RINGREDUCE_CROSS_MEMORY=0)") == 2, (
+        err[-3000:])
+    ran = [line.split(" B: ")[1].strip() for line in err.splitlines()
+           if "allreduce #" in line and " B: " in line]
+    assert ran and "cma" not in ran, ran
+
+
+def _one_rank_without_cma(rank, world, init_method):
+    import os
+
+    if rank == 1:
+        os.environ["RINGREDUCE_CROSS_MEMORY"] = "0"  # read when the group is made
+    return _allreduces_of_each_size(rank, world, init_method)
+
+
 def _different_sizes(rank, world, init_method):
     import torch
     import torch.distributed as dist
