@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/record_allgather.h"
 #include "algorithms/stop_words.h"
 #include "core/errors.h"
 #include "core/host_reduce.h"
@@ -65,34 +66,10 @@ class CrossMemoryAllreduce {
   // Each rank's buffer. Its arrival also says that the peer has entered
   // this collective, so its buffer holds its input.
   void exchangeBuffers() {
-    Transport& t = comm_.transport;
     const BufferRecord mine{reinterpret_cast<uintptr_t>(args_.data), args_.count,
                             static_cast<uint32_t>(args_.type), static_cast<uint32_t>(args_.op)};
-    buffers_.assign(static_cast<size_t>(n_), mine);
-    std::vector<Request> receives(static_cast<size_t>(n_)), sends;
-    for (int q = 0; q < n_; ++q) {
-      if (q != rank_) receives[q] = t.irecv(q, makeTag(q, op_.seq, kBufferRound), &buffers_[q],
-                                            sizeof(BufferRecord), op_);
-    }
-    for (int q = 0; q < n_; ++q) {
-      if (q != rank_) sends.push_back(t.isend(q, makeTag(rank_, op_.seq, kBufferRound), &mine,
-                                              sizeof(mine), op_));
-    }
-    try {
-      for (int q = 0; q < n_; ++q) {
-        if (q == rank_) continue;
-        t.wait(receives[q], op_);
-        entered_[q] = true;
-      }
-      t.waitAll(sends, op_);
-    } catch (const std::exception&) {
-      for (int q = 0; q < n_; ++q) {
-        if (q != rank_ && receives[q].done) entered_[q] = true;  // tested, then another failed
-        t.abandon(receives[q]);
-      }
-      for (Request& r : sends) t.abandon(r);
-      throw;
-    }
+    buffers_.resize(static_cast<size_t>(n_));
+    exchangeRecords(comm_, op_, kBufferRound, &mine, buffers_.data(), sizeof(mine), &entered_);
     throwUnlessAllAlike();
   }
 

@@ -9,7 +9,7 @@
 namespace ringreduce {
 
 void exchangeRecords(const Comm& comm, const OpContext& op, uint32_t round,
-                     const void* mine, void* all, size_t bytes) {
+                     const void* mine, void* all, size_t bytes, std::vector<bool>* arrived) {
   Transport& transport = comm.transport;
   if (round > kMaxSlot) throw Error("ringreduce: " + op.describe() + ": too many exchange rounds");
   const int n = transport.size();
@@ -29,7 +29,28 @@ void exchangeRecords(const Comm& comm, const OpContext& op, uint32_t round,
     if (q == rank) continue;
     requests.push_back(transport.isend(q, makeTag(rank, op.seq, round), mine, bytes, op));
   }
-  transport.waitAll(requests, op);
+  // The receives come first in `requests`, in rank order without mine.
+  const auto noteArrivals = [&] {
+    if (arrived == nullptr) return;
+    arrived->assign(static_cast<size_t>(n), false);
+    for (int q = 0, i = 0; q < n; ++q) {
+      if (q == rank) continue;
+      Request& receive = requests[static_cast<size_t>(i++)];
+      try {
+        transport.test(receive, op);  // a record that came behind the failed wait
+      } catch (const std::exception&) {
+        // It came, but wrong: the peer entered something all the same.
+      }
+      (*arrived)[static_cast<size_t>(q)] = receive.done;
+    }
+  };
+  try {
+    transport.waitAll(requests, op);
+  } catch (const std::exception&) {
+    noteArrivals();
+    throw;
+  }
+  noteArrivals();
 }
 
 }  // namespace ringreduce

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/op_context.h"
 #include "algorithms/comm.h"
@@ -13,7 +14,10 @@
 namespace ringreduce {
 
 // Rank q's record lands at q * bytes of `all` (mine included).
+// `arrived`, when given, says by rank whose record came, also when the
+// exchange throws (which peers entered the operation).
 void exchangeRecords(const Comm& comm, const OpContext& op, uint32_t round,
-                     const void* mine, void* all, size_t bytes);
+                     const void* mine, void* all, size_t bytes,
+                     std::vector<bool>* arrived = nullptr);
 
 }  // namespace ringreduce

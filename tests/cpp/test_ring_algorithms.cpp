@@ -307,6 +307,27 @@ TEST_P(OnEachTransport, RecordExchangeEveryRoundDeliversEveryRanksRecord) {
   }
 }
 
+// Which peers entered: a record that came before the exchange timed out
+// counts, one from a rank that never called does not (cma waits only for
+// the peers that may be copying into this rank's buffer).
+TEST_P(OnEachTransport, RecordExchangeSaysWhoseRecordCameWhenItTimesOut) {
+  runComms(3, GetParam(), [](const Comm& c, int rank) {
+    if (rank == 2) return;  // never enters
+    OpContext op("exchange", 3, std::chrono::seconds(1));
+    const uint64_t mine = 10u + static_cast<uint64_t>(rank);
+    std::vector<uint64_t> all(3, 0);
+    std::vector<bool> arrived;
+    EXPECT_THROW(exchangeRecords(c, op, 0, &mine, all.data(), sizeof(mine), &arrived),
+                 TimeoutError);
+    const int peer = 1 - rank;
+    ASSERT_EQ(arrived.size(), 3u);
+    EXPECT_TRUE(arrived[static_cast<size_t>(peer)]);
+    EXPECT_FALSE(arrived[2]);
+    EXPECT_EQ(all[static_cast<size_t>(peer)], 10u + static_cast<uint64_t>(peer));
+    c.transport.abandonOutstanding(op);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, OnEachTransport,
                          ::testing::Values(TransportKind::Ucx, TransportKind::Loopback),
                          transportName);
