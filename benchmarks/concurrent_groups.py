@@ -173,25 +173,31 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--idle-groups", type=int, default=8)
     p.add_argument("--idle-seconds", type=float, default=5.0)
+    p.add_argument("--backends", default="ringreduce,gloo,none",
+                   help="which loads to run, in this order each round (e.g. ringreduce "
+                        "alone, under a profiler)")
     args = p.parse_args()
     dist.init_process_group("gloo")  # the control plane; the measured groups are new ones
     rank, world = dist.get_rank(), dist.get_world_size()
     assert world == 3, "three overlapping groups need world 3"
     torch.set_num_threads(1)
-    results = {"ringreduce": [], "gloo": [], "none": []}
+    backends = args.backends.split(",")
+    unknown = set(backends) - {"ringreduce", "gloo", "none"}
+    assert not unknown, f"unknown --backends {sorted(unknown)}"
+    results = {backend: [] for backend in backends}
     if rank == 0:
         print(f"# 3 overlapping groups (world, {{0,1}}, {{1,2}}), a thread per group and rank, "
               f"{args.ops_per_thread} ops per thread, {args.depth} in flight, 1..{args.max_elements}"
               f" float32 elements; slowest rank")
         print(f"# {'backend':>10} | {'wall s':>7} {'cpu s':>7} {'ctx sw':>8} | failures")
     for _ in range(args.rounds):
-        for backend in ("ringreduce", "gloo", "none"):
+        for backend in backends:
             (wall, cpu, switches, failed), failures = run_load(backend, args, rank)
             results[backend].append(wall)
             if rank == 0:
                 print(f"  {backend:>10} | {wall:7.2f} {cpu:7.2f} {switches:8.0f} | {failed:.0f} "
                       + "; ".join(failures[:3]), flush=True)
-    if rank == 0:
+    if rank == 0 and {"ringreduce", "gloo", "none"} <= set(backends):
         ring, gloo = min(results["ringreduce"]), min(results["gloo"])
         floor = min(results["none"])
         print(f"# best of {args.rounds}: ringreduce {ring:.2f} s, gloo {gloo:.2f} s: "

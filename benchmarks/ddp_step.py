@@ -3,11 +3,11 @@ against gloo in the same processes, with and without DDP's fp16 gradient
 compression hook.
 
     torchrun --standalone --nproc-per-node 2 benchmarks/ddp_step.py \
-        [--layers 6] [--d-model 512] [--steps 12] [--rounds 3]
+        [--layers 6] [--d-model 512] [--steps 30] [--warmup 3] [--configs ...]
 
 The model is a 6-layer nn.TransformerEncoder (d_model 512, 19M parameters,
 76 MB of float32 gradients), one thread per rank, a batch of `--batch`
-sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same model:
+sequences of 64 tokens. The configurations:
   none   the same step without DDP (forward, backward, optimizer): the compute
   gloo / ringreduce, and each with fp16_compress_hook ("+fp16")
   ringreduce+wire  no hook; the group sends float32 gradients as float16
@@ -17,8 +17,12 @@ sequences of 64 tokens. Each configuration is a fresh DDP wrapper of the same mo
          of "exposed" that no backend can remove
   nocomm+fp16  the same with fp16_compress_hook's own work (to float16,
          divide, back into the bucket) and no communication: the floor of "+fp16"
-The configurations alternate in rounds; a configuration's time is the median
-step of the slowest rank over all its rounds. "exposed" is its time minus the
+Every configuration has its own copy of the model (the same weights) and
+its own DDP wrapper, all built before the clock starts, and the
+configurations take turns step by step: a slow phase of the machine (they
+last seconds on shared cloud cores) lands on all of them alike instead of
+on the one that happened to be running. A configuration's time is the
+median step of the slowest rank. "exposed" is its time minus the
 compute time: the communication the step waits for. "main CPU" is the CPU
 time of the thread that runs the step (forward, backward, DDP's hooks and
 copies), "other CPU" that of the process's other threads (the backend's
@@ -27,6 +31,7 @@ core per rank, both add to the step, and "main CPU" above "none"'s is what
 DDP and the communication running beside the compute cost the compute.
 """
 import argparse
+import copy
 import os
 import statistics
 import time
@@ -47,18 +52,21 @@ def build_model(layers, d_model):
     return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
-def step_times(model, batch, steps):
-    """Per step after warm-up: (wall, this thread's CPU, other threads' CPU) seconds."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
-    times = []
-    for _ in range(steps):
+class Runner:
+    """One configuration: its own copy of the model, wrapped, and its optimizer."""
+
+    def __init__(self, base, config, groups):
+        self.model = wrap(copy.deepcopy(base), config, groups)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-4)
+
+    def step(self, batch):
+        """One training step: (wall, this thread's CPU, other threads' CPU) seconds."""
         start, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
-        optimizer.zero_grad(set_to_none=True)
-        model(batch).square().mean().backward()
-        optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model(batch).square().mean().backward()
+        self.optimizer.step()
         main = time.thread_time() - thread
-        times.append((time.perf_counter() - start, main, time.process_time() - process - main))
-    return times[2:]  # the first steps build DDP's buckets and warm caches
+        return time.perf_counter() - start, main, time.process_time() - process - main
 
 
 def no_comm_hook(state, bucket):
@@ -106,8 +114,9 @@ def main():
     p.add_argument("--batch", type=int, default=2,
                    help="sequences of 64 tokens per rank and step (2: ~120-170 ms of compute "
                         "here, the issue's step)")
-    p.add_argument("--steps", type=int, default=12, help="steps per round (2 warm-up)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30, help="timed steps per configuration")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="untimed steps per configuration first (DDP builds its buckets)")
     p.add_argument("--configs",
                    default="none,nocomm,nocomm+fp16,gloo,ringreduce,gloo+fp16,ringreduce+fp16,"
                            "ringreduce+wire")
@@ -126,11 +135,14 @@ def main():
     params = sum(p.numel() for p in base.parameters())
     batch = torch.randn(args.batch, 64, args.d_model, generator=torch.Generator().manual_seed(rank))
     configs = args.configs.split(",")
+    runners = {config: Runner(base, config, groups) for config in configs}
     samples = {c: [] for c in configs}
-    for _ in range(args.rounds):
+    for i in range(args.warmup + args.steps):
         for config in configs:
             dist.barrier(group=groups["gloo"])
-            samples[config] += step_times(wrap(base, config, groups), batch, args.steps)
+            times = runners[config].step(batch)
+            if i >= args.warmup:
+                samples[config].append(times)
     medians, cpu = {}, {}
     for config in configs:
         local = torch.tensor([statistics.median(sample[i] for sample in samples[config])
@@ -140,8 +152,8 @@ def main():
     if rank == 0:
         world = dist.get_world_size()
         print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, {params / 1e6:.1f}M "
-              f"parameters, batch {args.batch}x64 tokens, world {world}; median of the slowest rank, {args.rounds} rounds x "
-              f"{args.steps - 2} steps")
+              f"parameters, batch {args.batch}x64 tokens, world {world}; median of the slowest rank over "
+              f"{args.steps} steps per configuration, the configurations taking turns")
         print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9} | "
               f"{'main CPU ms':>11} | {'other CPU ms':>12}")
         compute = medians.get("none")
