@@ -66,6 +66,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   // shapes and dtypes but not reduce ops or roots: ours does all of them.
   const bool checkCollectives =
       config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
+  int ranksHere = 0;  // of this group, on this machine
   try {
     // A bad RINGREDUCE_HOST_ISA fails the group's creation, not its first
     // reduction on the worker thread.
@@ -74,17 +75,27 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     if (!config_.timelinePath.empty()) {
       timeline = Timeline::forProcess(config_.timelinePath, globalRank < 0 ? rank : globalRank);
     }
-    engine_ = std::make_unique<Engine>(
-        std::make_unique<UcxTransport>(rank, size, std::make_shared<C10dStoreAdapter>(store),
-                                       timeout, config_),
-        config_, groupName_, checkCollectives, describeFingerprint, std::move(timeline),
-        timelineLabel);
+    auto transport = std::make_unique<UcxTransport>(
+        rank, size, std::make_shared<C10dStoreAdapter>(store), timeout, config_);
+    // The address exchange told how many ranks share this machine, which
+    // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
+    // (Lightning's launcher, mp.spawn, srun).
+    config_ = Config::fromEnvironment(transport->ranksOnThisHost());
+    transport->adoptConfig(config_);
+    ranksHere = transport->ranksOnThisHost();
+    engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
+                                       checkCollectives, describeFingerprint,
+                                       std::move(timeline), timelineLabel);
+    if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
   RR_LOG(Info, rank,
          "group '" << groupName_ << "' created: rank " << rank << " of " << size << ", timeout "
-                   << timeout.count() << " ms, segment " << config_.segmentBytes << " B");
+                   << timeout.count() << " ms, segment " << config_.segmentBytes << " B, "
+                   << ranksHere << " of its ranks on this machine, "
+                   << (config_.spinYields ? "yielding" : "spinning") << " waits, worker "
+                   << (config_.workerFollowsCaller ? "beside its caller" : "unbound"));
 }
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }

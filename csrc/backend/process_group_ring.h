@@ -292,14 +292,15 @@ class ProcessGroupRing : public c10d::Backend {
   }
 
   const std::string groupName_;
-  const Config config_;
+  // From the environment; its defaults that depend on the ranks sharing this
+  // machine are settled once the transport has met the peers (constructor).
+  Config config_;
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<CompletionHooks> hooks_ = std::make_shared<CompletionHooks>();
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
-  // RINGREDUCE_AUTOTUNE=1 only; runs on the executor thread.
-  const std::unique_ptr<AllreduceTuner> tuner_ =
-      config_.autotune ? std::make_unique<AllreduceTuner>(config_) : nullptr;
+  // RINGREDUCE_AUTOTUNE=1 only (made in the constructor); runs on the executor thread.
+  std::unique_ptr<AllreduceTuner> tuner_;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
   std::mutex deviceMutex_;                  // guards groupDevice_
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device

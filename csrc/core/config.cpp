@@ -78,17 +78,19 @@ E readChoice(const Sources& sources, const char* name, E fallback) {
                         "' must be one of: " + listNames<E>());
 }
 
-// torchrun's LOCAL_WORLD_SIZE less the cores this process may run on;
-// nothing outside torchrun.
-std::optional<int> ranksBeyondCores() {
+// The ranks on this machine (torchrun's LOCAL_WORLD_SIZE, else the group's
+// own count, `ranksOnHost`) less the cores this process may run on; nothing
+// when neither is known.
+std::optional<int> ranksBeyondCores(int ranksOnHost) {
   const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  if (local == nullptr) return std::nullopt;
+  const int ranks = local != nullptr && *local != '\0' ? std::atoi(local) : ranksOnHost;
+  if (ranks <= 0) return std::nullopt;
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return std::nullopt;
-  return std::atoi(local) - CPU_COUNT(&cpus);
+  return ranks - CPU_COUNT(&cpus);
 }
 
-Config readConfig(const Sources& sources) {
+Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   Config config;
   config.segmentBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SEGMENT_BYTES", static_cast<long long>(config.segmentBytes), 1024));
@@ -102,7 +104,7 @@ Config readConfig(const Sources& sources) {
   // none, 5.3 s with 300 us. A caller's wait that yields the core at every
   // turn beats both for the waits; the worker still does not spin
   // (benchmarks/RESULTS.md, "Oversubscribed ranks yield").
-  const std::optional<int> beyondCores = ranksBeyondCores();
+  const std::optional<int> beyondCores = ranksBeyondCores(ranksOnHost);
   if (beyondCores && *beyondCores > 0) {
     config.spinYields = true;
     config.spinMicroseconds = 0;
@@ -238,14 +240,14 @@ std::vector<ConfigFileLine> readConfigFile(const std::string& path) {
   return lines;
 }
 
-Config Config::fromEnvironment() {
+Config Config::fromEnvironment(int ranksOnHost) {
   const char* path = std::getenv("RINGREDUCE_CONFIG");
   const std::string file = path == nullptr ? "" : path;
   const std::vector<ConfigFileLine> lines =
       file.empty() ? std::vector<ConfigFileLine>{} : readConfigFile(file);
   // Every value in the file must be good, also those the environment overrides.
   if (!lines.empty()) readConfig(Sources(false, lines, file));
-  return readConfig(Sources(true, lines, file));
+  return readConfig(Sources(true, lines, file), ranksOnHost);
 }
 
 }  // namespace ringreduce

@@ -43,8 +43,8 @@ struct Config {
   // RINGREDUCE_WAIT_SPIN_US.
   int waitSpinMicroseconds = 1000;
   // Whether a polling thread gives its core away (sched_yield) at every
-  // turn. On when torchrun's LOCAL_WORLD_SIZE exceeds the cores this process
-  // may use: a rank that merely spun would hold the core the peer it waits
+  // turn. On when this machine's ranks (fromEnvironment) exceed the cores
+  // this process may use: a rank that merely spun would hold the core the peer it waits
   // for needs, and one that slept would pay a wake-up (a context switch
   // and the sender's signal) for every message; a yielding one lets the
   // peer run and is back as soon as the core is free. The wait spin is then
@@ -60,8 +60,8 @@ struct Config {
 
   // Whether each group's worker thread runs on the CPU of the thread that
   // last handed it a collective (engine/caller_core.h). On when this
-  // machine's ranks have one core each: torchrun's LOCAL_WORLD_SIZE equal to
-  // the cores this process may use (world 2 on two cores). There a worker
+  // machine's ranks (fromEnvironment) have one core each: as many as the
+  // cores this process may use (world 2 on two cores). There a worker
   // the scheduler puts beside another rank's training thread slows that
   // rank, and every step waits for the slowest rank.
   // RINGREDUCE_WORKER_FOLLOWS_CALLER=0|1.
@@ -143,7 +143,12 @@ struct Config {
 
   // The environment, over the file named by RINGREDUCE_CONFIG when set. A bad
   // value throws InvalidArgument naming the variable, or the file, line and key.
-  static Config fromEnvironment();
+  // `ranksOnHost`: how many of the group's ranks run on this machine, as its
+  // creation found out (0: not known). The defaults that depend on ranks per
+  // core (spinYields, workerFollowsCaller) count torchrun's LOCAL_WORLD_SIZE
+  // where it is set, else these: launchers other than torchrun (Lightning's,
+  // mp.spawn, srun) set no such variable.
+  static Config fromEnvironment(int ranksOnHost = 0);
 
   // The settings as RINGREDUCE_* names and values, in the form the
   // environment and the config file take (the group's effective config).

@@ -29,6 +29,11 @@ Transport::Transport(int rank, int size, const Config& config)
   }
 }
 
+void Transport::adoptConfig(const Config& config) {
+  config_ = config;
+  spin_ = std::chrono::microseconds(config.spinMicroseconds);
+}
+
 std::string Transport::where(const OpContext& op) const {
   return "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_);
 }

@@ -61,6 +61,10 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Config& config() const { return config_; }
+  // Settings decided once the transport knew its peers (the defaults that
+  // depend on how many ranks share this machine, Config::fromEnvironment);
+  // only before the first operation, and before an Executor reads them.
+  void adoptConfig(const Config& config);
 
   Request isend(int peer, uint64_t tag, const void* data, size_t bytes, const OpContext& op);
   // `mask` selects the tag bits that must match (kTagAnySourceMask: any sender).
@@ -163,7 +167,7 @@ class Transport {
 
   const int rank_;
   const int size_;
-  const Config config_;
+  Config config_;
   std::chrono::microseconds spin_;
   std::function<void()> watch_;
   std::atomic<bool> aborted_{false};

@@ -260,6 +260,32 @@ TEST(ConfigSpins, WorkersFollowTheirCallersWhereRanksFillTheCores) {
   }
 }
 
+// Outside torchrun (Lightning's launcher, mp.spawn, srun) the group's own
+// count of the ranks on this machine stands in for LOCAL_WORLD_SIZE; where
+// torchrun set it, LOCAL_WORLD_SIZE wins.
+TEST(ConfigSpins, TheGroupsOwnCountOfRanksHereStandsInForLocalWorldSize) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cores = CPU_COUNT(&set);
+  ScopedEnv outside("LOCAL_WORLD_SIZE", nullptr);
+  EXPECT_TRUE(Config::fromEnvironment(cores).workerFollowsCaller);
+  EXPECT_FALSE(Config::fromEnvironment(cores).spinYields);
+  const Config crowded = Config::fromEnvironment(cores + 1);
+  EXPECT_TRUE(crowded.spinYields);
+  EXPECT_EQ(crowded.spinMicroseconds, 0);
+  EXPECT_EQ(crowded.waitSpinMicroseconds, kOversubscribedWaitSpinMicroseconds);
+  EXPECT_FALSE(crowded.workerFollowsCaller);
+  {
+    ScopedEnv off("RINGREDUCE_SPIN_YIELD", "0");
+    EXPECT_FALSE(Config::fromEnvironment(cores + 1).spinYields);
+  }
+  {
+    ScopedEnv torchrun("LOCAL_WORLD_SIZE", std::to_string(cores + 1).c_str());
+    EXPECT_FALSE(Config::fromEnvironment(cores).workerFollowsCaller);
+    EXPECT_TRUE(Config::fromEnvironment(cores).spinYields);
+  }
+}
+
 // RINGREDUCE_EAGER_BYTES is off (UCX's thresholds) unless set
 // (transport/ucx/eager_policy.h), from the environment or the file.
 TEST(ConfigFile, EagerLimitIsOffUnlessSet) {

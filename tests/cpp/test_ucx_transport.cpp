@@ -124,16 +124,18 @@ TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
 }
 
 TEST(AddressRecord, RoundTripsAndRejectsMalformedRecords) {
-  const AddressRecord record{{1, 2, 3}, {9, 8}};
+  const AddressRecord record{{1, 2, 3}, {9, 8}, 0x0123456789abcdefull};
   const auto blob = packAddressRecord(record);
   const AddressRecord back = unpackAddressRecord(blob.data(), blob.size(), 0);
   EXPECT_EQ(back.data, record.data);
   EXPECT_EQ(back.monitor, record.monitor);
-  const uint8_t shortRecord[] = {3, 0};
+  EXPECT_EQ(back.host, record.host);
+  const uint8_t shortRecord[] = {1, 2, 3, 4, 5, 6, 7, 8, 3, 0};
   EXPECT_THROW(unpackAddressRecord(shortRecord, sizeof(shortRecord), 2), TransportError);
-  const uint8_t emptyData[] = {0, 0, 0, 0, 7};
+  const uint8_t emptyData[] = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 7};
   EXPECT_THROW(unpackAddressRecord(emptyData, sizeof(emptyData), 2), TransportError);
-  const uint8_t overlong[] = {200, 0, 0, 0, 1, 2};  // claims 200 bytes, has 2
+  // claims 200 bytes, has 2
+  const uint8_t overlong[] = {1, 2, 3, 4, 5, 6, 7, 8, 200, 0, 0, 0, 1, 2};
   try {
     unpackAddressRecord(overlong, sizeof(overlong), 5);
     FAIL() << "expected an error";

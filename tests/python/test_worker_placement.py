@@ -60,3 +60,39 @@ def test_the_worker_runs_beside_its_caller_when_it_follows(follow):
             assert len(worker_masks) == 1, f"rank {rank}: one worker thread, named: {worker_masks}"
             want = [cpu] if follow == "1" else report["cpus"]
             assert worker_masks[0] == want, (rank, cpu, worker_masks, report["cpus"])
+
+
+def _settings_without_local_world_size(rank, world, init_method, cores):
+    import torch
+    import torch.distributed as dist
+
+    import torch_ringreduce
+
+    # As Lightning's launcher, mp.spawn or srun start a job: no torchrun, so
+    # no LOCAL_WORLD_SIZE. `cores` CPUs for the whole process.
+    assert "LOCAL_WORLD_SIZE" not in os.environ
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    t = torch.full((4096,), float(rank + 1))
+    dist.all_reduce(t)
+    right = torch.equal(t, torch.full_like(t, world * (world + 1) / 2))
+    config = torch_ringreduce.config()
+    dist.destroy_process_group()
+    return {"right": right, "yield": config["RINGREDUCE_SPIN_YIELD"],
+            "follow": config["RINGREDUCE_WORKER_FOLLOWS_CALLER"],
+            "spin": config["RINGREDUCE_SPIN_US"]}
+
+
+@pytest.mark.parametrize("world, follow, yields", [(2, "1", "0"), (3, "0", "1")],
+                         ids=["a core per rank", "more ranks than cores"])
+def test_ranks_per_core_defaults_come_from_the_group_outside_torchrun(world, follow, yields):
+    """Two cores: two ranks have one each (the worker follows its caller),
+    three share them (waits yield, the worker does not spin), as under
+    torchrun, where LOCAL_WORLD_SIZE says it."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    reports = run_world(world, _settings_without_local_world_size, 2, timeout=120)
+    for rank, report in enumerate(reports):
+        assert report["right"], f"rank {rank}: wrong sum"
+        assert (report["follow"], report["yield"]) == (follow, yields), (rank, report)
+        assert report["spin"] == ("0" if yields == "1" else "50"), (rank, report)

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "core/errors.h"
+#include "core/host_identity.h"
 #include "core/log.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
@@ -55,18 +56,22 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
   try {
     if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
     int64_t generation = 0;
+    const uint64_t myHost = hostIdentityHash();
     const auto published = exchangeAddresses(
         *store, rank, size,
-        packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{}}),
+        packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{},
+                           myHost}),
         timeout, &generation);
     setProgressBoard(std::make_unique<ProgressBoard>(
         store, "ringreduce/gen" + std::to_string(generation) + "/waiting_in/", rank, size));
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));
+    ranksOnThisHost_ = 0;
     for (int peer = 0; peer < size; ++peer) {
       AddressRecord record = unpackAddressRecord(published[peer].data(), published[peer].size(), peer);
       peerAddresses_[peer] = std::move(record.data);
       monitorAddresses[peer] = std::move(record.monitor);
+      ranksOnThisHost_ += record.host == myHost;
     }
     if (monitor_) {
       monitor_->connect(monitorAddresses);

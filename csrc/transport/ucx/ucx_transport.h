@@ -41,6 +41,9 @@ class UcxTransport : public Transport {
   void sleepArmed(int extraFd, int timeoutMs) override;
   // The transports UCX chose for the endpoint to `peer`.
   std::string describeEndpoint(int peer) override;
+  // How many of the group's ranks run on this machine, this one included
+  // (their records in the store carry the machine's identity).
+  int ranksOnThisHost() const { return ranksOnThisHost_; }
 
  protected:
   void* postSend(int peer, uint64_t tag, const void* data, size_t bytes,
@@ -57,6 +60,7 @@ class UcxTransport : public Transport {
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
+  int ranksOnThisHost_ = 1;
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
   Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
   std::vector<ucp_ep_h> endpoints_;
