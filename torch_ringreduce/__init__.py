@@ -73,6 +73,9 @@ def _create_backend(dist_backend_opts, backend_options):
     # The default group's creator gets no list of global ranks: its ranks are.
     ranks = list(dist_backend_opts.global_ranks_in_group or [])
     group_rank = dist_backend_opts.group_rank
+    # A subgroup's own members are not all the processes sharing this
+    # machine's cores; the live groups (the world among them) know more.
+    known = [b._ranks_on_this_host() for b in list(_live_backends) + _groups_torch_knows()]
     backend = _C.ProcessGroupRing(
         dist_backend_opts.store,
         group_rank,
@@ -80,6 +83,7 @@ def _create_backend(dist_backend_opts, backend_options):
         dist_backend_opts.timeout,
         dist_backend_opts.group_id,
         ranks[group_rank] if group_rank < len(ranks) else group_rank,
+        max(known, default=0),
     )
     _live_backends.add(backend)
     return backend

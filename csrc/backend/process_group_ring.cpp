@@ -56,7 +56,7 @@ Engine::Label timelineLabel(const CollectiveFingerprint& fp) {
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout, std::string groupName,
-                                   int globalRank)
+                                   int globalRank, int ranksOnHostHint)
     : c10d::Backend(rank, size),
       groupName_(std::move(groupName)),
       config_(configFromEnvironment()),
@@ -66,7 +66,6 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   // shapes and dtypes but not reduce ops or roots: ours does all of them.
   const bool checkCollectives =
       config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
-  int ranksHere = 0;  // of this group, on this machine
   try {
     // A bad RINGREDUCE_HOST_ISA fails the group's creation, not its first
     // reduction on the worker thread.
@@ -80,9 +79,9 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     // The address exchange told how many ranks share this machine, which
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
-    config_ = Config::fromEnvironment(transport->ranksOnThisHost());
+    ranksOnThisHost_ = std::max(transport->ranksOnThisHost(), ranksOnHostHint);
+    config_ = Config::fromEnvironment(ranksOnThisHost_);
     transport->adoptConfig(config_);
-    ranksHere = transport->ranksOnThisHost();
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
                                        std::move(timeline), timelineLabel);
@@ -93,7 +92,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
   RR_LOG(Info, rank,
          "group '" << groupName_ << "' created: rank " << rank << " of " << size << ", timeout "
                    << timeout.count() << " ms, segment " << config_.segmentBytes << " B, "
-                   << ranksHere << " of its ranks on this machine, "
+                   << ranksOnThisHost_ << " ranks on this machine, "
                    << (config_.spinYields ? "yielding" : "spinning") << " waits, worker "
                    << (config_.workerFollowsCaller ? "beside its caller" : "unbound"));
 }
@@ -123,7 +122,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::split(
                               : groupName_ + ":split:" + std::to_string(members.front());
   return c10::make_intrusive<ProcessGroupRing>(store, static_cast<int>(me - members.begin()),
                                                static_cast<int>(members.size()), childTimeout,
-                                               std::move(childName));
+                                               std::move(childName), -1, ranksOnThisHost_);
 }
 
 void ProcessGroupRing::abort() {

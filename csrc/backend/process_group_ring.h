@@ -49,10 +49,14 @@ struct CheckedArgs {
 class ProcessGroupRing : public c10d::Backend {
  public:
   // globalRank: this process's rank in the default group (names its
-  // RINGREDUCE_TIMELINE file); -1: `rank`.
+  // RINGREDUCE_TIMELINE file); -1: `rank`. ranksOnHostHint: the most ranks
+  // on this machine that another live group of this process counted (a
+  // subgroup's members are not all the processes that share the cores);
+  // the defaults that depend on it take the larger of it and this group's
+  // own count where torchrun's LOCAL_WORLD_SIZE is not set.
   ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, std::string groupName,
-                   int globalRank = -1);
+                   int globalRank = -1, int ranksOnHostHint = 0);
   ~ProcessGroupRing() override;
 
   const std::string getBackendName() const override { return "ringreduce"; }
@@ -158,6 +162,9 @@ class ProcessGroupRing : public c10d::Backend {
   // The flight recorder (engine/op_trace.h) as JSON, and written to
   // RINGREDUCE_TRACE_DIR (the path, or "" when unset).
   std::string traceJson() const { return engine_->traceJson("requested"); }
+  // The ranks on this machine its defaults went by: this group's own count,
+  // or ranksOnHostHint where larger (LOCAL_WORLD_SIZE aside).
+  int ranksOnThisHost() const { return ranksOnThisHost_; }
   // The settings the group was created with (RINGREDUCE_* names and values).
   std::vector<std::pair<std::string, std::string>> effectiveConfig() const {
     return config_.describe();
@@ -295,6 +302,7 @@ class ProcessGroupRing : public c10d::Backend {
   // From the environment; its defaults that depend on the ranks sharing this
   // machine are settled once the transport has met the peers (constructor).
   Config config_;
+  int ranksOnThisHost_ = 0;
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<CompletionHooks> hooks_ = std::make_shared<CompletionHooks>();

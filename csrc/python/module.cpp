@@ -23,15 +23,19 @@ PYBIND11_MODULE(_C, m) {
   py::class_<ringreduce::ProcessGroupRing, c10d::Backend,
              c10::intrusive_ptr<ringreduce::ProcessGroupRing>>(m, "ProcessGroupRing")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string groupName, int globalRank) {
+                       std::chrono::milliseconds timeout, std::string groupName, int globalRank,
+                       int ranksOnHostHint) {
              return c10::make_intrusive<ringreduce::ProcessGroupRing>(
-                 store, rank, size, timeout, std::move(groupName), globalRank);
+                 store, rank, size, timeout, std::move(groupName), globalRank, ranksOnHostHint);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("group_name") = "", py::arg("global_rank") = -1,
+           py::arg("ranks_on_host_hint") = 0,
            // Bootstrap waits on the store for the other ranks.
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
+      .def("_ranks_on_this_host", &ringreduce::ProcessGroupRing::ranksOnThisHost,
+           "The ranks on this machine the group's defaults went by (LOCAL_WORLD_SIZE aside).")
       .def("_trace_json", &ringreduce::ProcessGroupRing::traceJson,
            "The group's flight recorder (its last operations) as JSON.")
       .def("_shutdown_at_exit", &ringreduce::ProcessGroupRing::shutdownAtExit,

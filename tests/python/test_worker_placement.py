@@ -76,23 +76,28 @@ def _settings_without_local_world_size(rank, world, init_method, cores):
     t = torch.full((4096,), float(rank + 1))
     dist.all_reduce(t)
     right = torch.equal(t, torch.full_like(t, world * (world + 1) / 2))
-    config = torch_ringreduce.config()
+    # A subgroup of two: its members alone do not fill the cores, the
+    # processes sharing them do.
+    pair = dist.new_group([0, 1])
+    configs = [torch_ringreduce.config()] + ([torch_ringreduce.config(pair)] if rank < 2 else [])
     dist.destroy_process_group()
-    return {"right": right, "yield": config["RINGREDUCE_SPIN_YIELD"],
-            "follow": config["RINGREDUCE_WORKER_FOLLOWS_CALLER"],
-            "spin": config["RINGREDUCE_SPIN_US"]}
+    return {"right": right,
+            "settings": [(c["RINGREDUCE_WORKER_FOLLOWS_CALLER"], c["RINGREDUCE_SPIN_YIELD"],
+                          c["RINGREDUCE_SPIN_US"]) for c in configs]}
 
 
 @pytest.mark.parametrize("world, follow, yields", [(2, "1", "0"), (3, "0", "1")],
                          ids=["a core per rank", "more ranks than cores"])
 def test_ranks_per_core_defaults_come_from_the_group_outside_torchrun(world, follow, yields):
     """Two cores: two ranks have one each (the worker follows its caller),
-    three share them (waits yield, the worker does not spin), as under
-    torchrun, where LOCAL_WORLD_SIZE says it."""
+    three share them (waits yield, the worker does not spin), in the world
+    and in a subgroup of two, as under torchrun, where LOCAL_WORLD_SIZE says
+    it."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
     reports = run_world(world, _settings_without_local_world_size, 2, timeout=120)
+    want = (follow, yields, "0" if yields == "1" else "50")
     for rank, report in enumerate(reports):
         assert report["right"], f"rank {rank}: wrong sum"
-        assert (report["follow"], report["yield"]) == (follow, yields), (rank, report)
-        assert report["spin"] == ("0" if yields == "1" else "50"), (rank, report)
+        groups = 2 if rank < 2 else 1  # the world, and the pair where a member
+        assert report["settings"] == [want] * groups, (rank, report)
