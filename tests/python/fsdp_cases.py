@@ -3,13 +3,35 @@ import torch
 import torch.distributed as dist
 
 
+def small_model(dtype):
+    """The same weights on every rank."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
+                               torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(dtype)
+
+
+def train_steps(model, rank, steps, dtype, same_batch=False):
+    """Adam steps on random batches, each rank its own (or, with
+    `same_batch`, all the same: tensor parallelism splits one batch's work);
+    returns the final parameters, whole."""
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(100 + (0 if same_batch else rank))
+    for _ in range(steps):
+        x = torch.randn(6, 8, generator=gen, dtype=dtype)
+        loss = (model(x) - x[:, :1]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    # Parameters left unsharded or unparallelised are plain tensors.
+    return [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
+            for p in model.parameters()]
+
+
 def _train(backend, rank, world, init_method, steps, dtype=torch.float64, divide_by=None):
     from torch.distributed.fsdp import fully_shard
 
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
-                                torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(dtype)
+    model = small_model(dtype)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
@@ -22,15 +44,7 @@ def _train(backend, rank, world, init_method, steps, dtype=torch.float64, divide
             if hasattr(module, "set_gradient_divide_factor"):
                 module.set_gradient_divide_factor(divide_by)
                 module.set_force_sum_reduction_for_comms(backend == "gloo")
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    gen = torch.Generator().manual_seed(100 + rank)
-    for _ in range(steps):
-        x = torch.randn(6, 8, generator=gen, dtype=dtype)
-        loss = (model(x) - x[:, :1]).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    params = [p.full_tensor().detach().clone() for p in model.parameters()]
+    params = train_steps(model, rank, steps, dtype)
     dist.destroy_process_group()
     return params
 
