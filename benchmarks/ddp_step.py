@@ -151,9 +151,10 @@ def main():
         medians[config], cpu[config] = local[0].item(), (local[1].item(), local[2].item())
     if rank == 0:
         world = dist.get_world_size()
-        print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, {params / 1e6:.1f}M "
-              f"parameters, batch {args.batch}x64 tokens, world {world}; median of the slowest rank over "
-              f"{args.steps} steps per configuration, the configurations taking turns")
+        print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, "
+              f"{params / 1e6:.1f}M parameters, batch {args.batch}x64 tokens, world {world}; "
+              f"median of the slowest rank over {args.steps} steps per configuration, "
+              f"the configurations taking turns")
         print(f"# {'config':>16} | {'step ms':>8} | {'exposed ms':>10} | {'gloo/this':>9} | "
               f"{'main CPU ms':>11} | {'other CPU ms':>12}")
         compute = medians.get("none")

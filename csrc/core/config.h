@@ -44,10 +44,10 @@ struct Config {
   int waitSpinMicroseconds = 1000;
   // Whether a polling thread gives its core away (sched_yield) at every
   // turn. On when this machine's ranks (fromEnvironment) exceed the cores
-  // this process may use: a rank that merely spun would hold the core the peer it waits
-  // for needs, and one that slept would pay a wake-up (a context switch
-  // and the sender's signal) for every message; a yielding one lets the
-  // peer run and is back as soon as the core is free. The wait spin is then
+  // this process may use: a rank that merely spun would hold the core the
+  // peer it waits for needs, and one that slept would pay a wake-up (a
+  // context switch and the sender's signal) for every message; a yielding
+  // one lets the peer run and is back as soon as the core is free. The wait spin is then
   // kOversubscribedWaitSpinMicroseconds and the worker's spin 0 (a worker
   // spinning for work that may come competes with the callers, even
   // yielding: measured slower). RINGREDUCE_SPIN_YIELD=0|1.

@@ -44,7 +44,8 @@ def _run(cmd, timeout=240):
 
 
 def _ranks(out):
-    """{rank: (backend, wrapper, first loss, last loss, weights digest)} from the example's lines."""
+    """{rank: (backend, wrapper, first loss, last loss, weights digest)},
+    from the example's lines."""
     found = {int(m[1]): (m[2], m[3], float(m[4]), float(m[5]), m[6]) for m in LINE.finditer(out)}
     assert sorted(found) == [0, 1], out
     return found
@@ -61,7 +62,7 @@ def _trains_like_gloo(ring, gloo):
 
 
 def _both_backends(cmd):
-    return _ranks(_run(cmd + ["--backend", "ringreduce"])), _ranks(_run(cmd + ["--backend", "gloo"]))
+    return tuple(_ranks(_run(cmd + ["--backend", backend])) for backend in ("ringreduce", "gloo"))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,8 @@ def test_lightning_starts_its_own_processes_on_ringreduce(lightning_launched):
 def test_lightning_under_torchrun_on_ringreduce(lightning_launched):
     ring = _ranks(_run(TORCHRUN + ["examples/lightning_ddp.py"]))
     assert {r: v[0] for r, v in ring.items()} == {0: "ringreduce", 1: "ringreduce"}
-    assert ring == lightning_launched[0], (ring, lightning_launched[0])  # the launcher changes nothing
+    # The launcher changes nothing.
+    assert ring == lightning_launched[0], (ring, lightning_launched[0])
 
 
 def test_accelerate_uses_the_group_it_finds():
