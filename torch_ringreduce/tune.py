@@ -90,7 +90,7 @@ def ddp_bucket_sizes(bucket_mb, model_params=None):
 
 
 def read_config(path):
-    """The KEY=VALUE lines of a config file as a dict (the rules csrc/core/config.cpp
+    """The KEY=VALUE lines of a config file as a dict (the rules csrc/core/config/config.cpp
     applies: '#' comments and blank lines skipped, spaces trimmed)."""
     settings = {}
     with open(path) as lines:

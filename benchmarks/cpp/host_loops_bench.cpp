@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/data_type.h"
-#include "core/host_loops.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/math/host_loops.h"
+#include "core/base/reduce_op.h"
 
 using namespace ringreduce;
 

@@ -12,10 +12,10 @@
 #include "algorithms/link_probe.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/two_level_allreduce.h"
-#include "core/errors.h"
-#include "core/host_identity.h"
-#include "core/log.h"
-#include "core/two_level_plan.h"
+#include "core/base/errors.h"
+#include "core/base/host_identity.h"
+#include "core/observe/log.h"
+#include "core/plan/two_level_plan.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -2,7 +2,7 @@
 // cma for each call and runs it. The choice is RINGREDUCE_ALGORITHM when
 // set; else cma from kCrossMemoryFromBytes where every rank can reach every
 // other's memory (algorithms/peer_processes.h), else the cost model's
-// cheapest (core/allreduce_cost.h) for the size, the nodes and the link
+// cheapest (core/plan/allreduce_cost.h) for the size, the nodes and the link
 // costs in the Config: a pure function of what every rank holds alike, so
 // all ranks choose the same without talking.
 #pragma once
@@ -13,10 +13,10 @@
 #include "algorithms/comm.h"
 #include "algorithms/peer_processes.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/allreduce_algorithm.h"
-#include "core/allreduce_cost.h"
-#include "core/op_context.h"
-#include "core/topology.h"
+#include "core/plan/allreduce_algorithm.h"
+#include "core/plan/allreduce_cost.h"
+#include "core/base/op_context.h"
+#include "core/plan/topology.h"
 
 namespace ringreduce {
 
@@ -30,7 +30,7 @@ constexpr size_t kCrossMemoryFromBytes = size_t{32} << 10;
 class AllreduceSelector {
  public:
   // Learns the nodes on first use: the ranks exchange host identities
-  // (core/host_identity.h) inside the first allreduce, whatever algorithm
+  // (core/base/host_identity.h) inside the first allreduce, whatever algorithm
   // it runs, so every rank does it in the same operation. On one host they
   // also learn whether they can reach each other's memory.
   AllreduceSelector() = default;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "algorithms/record_allgather.h"
-#include "core/log.h"
+#include "core/observe/log.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "algorithms/comm.h"
-#include "core/config.h"
-#include "core/op_context.h"
+#include "core/config/config.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

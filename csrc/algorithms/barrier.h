@@ -2,7 +2,7 @@
 // returns on any rank, every rank has entered it.
 #pragma once
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 #include "algorithms/comm.h"
 
 namespace ringreduce {

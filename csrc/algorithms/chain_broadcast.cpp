@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "core/partition.h"
+#include "core/plan/partition.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

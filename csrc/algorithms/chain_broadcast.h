@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "algorithms/comm.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

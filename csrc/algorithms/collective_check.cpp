@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "algorithms/ring_allgather.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce {
 

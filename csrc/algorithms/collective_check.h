@@ -10,7 +10,7 @@
 #include <string>
 
 #include "algorithms/comm.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

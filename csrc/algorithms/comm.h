@@ -4,7 +4,7 @@
 #pragma once
 
 #include "algorithms/workspace.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -28,7 +28,7 @@ struct Comm {
 };
 
 // A collective is about to move the caller's [data, data + bytes): a large
-// buffer that comes back goes on huge pages (core/huge_pages.h).
+// buffer that comes back goes on huge pages (core/base/huge_pages.h).
 inline void noteCallerBuffer(const Comm& comm, const void* data, size_t bytes) {
   if (comm.config.hugePages) comm.workspace.callerBuffers().noteCallerBuffer(data, bytes);
 }

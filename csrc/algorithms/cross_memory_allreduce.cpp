@@ -7,10 +7,10 @@
 
 #include "algorithms/record_allgather.h"
 #include "algorithms/stop_words.h"
-#include "core/errors.h"
-#include "core/host_reduce.h"
-#include "core/partition.h"
-#include "core/phase_recorder.h"
+#include "core/base/errors.h"
+#include "core/math/host_reduce.h"
+#include "core/plan/partition.h"
+#include "core/observe/phase_recorder.h"
 #include "transport/cross_memory.h"
 #include "transport/tag.h"
 

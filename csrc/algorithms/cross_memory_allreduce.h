@@ -31,7 +31,7 @@
 #include "algorithms/comm.h"
 #include "algorithms/peer_processes.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/host_reduce.h"
-#include "core/partition.h"
-#include "core/phase_recorder.h"
+#include "core/math/host_reduce.h"
+#include "core/plan/partition.h"
+#include "core/observe/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

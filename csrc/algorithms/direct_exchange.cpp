@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

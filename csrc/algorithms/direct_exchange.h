@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "algorithms/comm.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/errors.h"
-#include "core/host_reduce.h"
-#include "core/phase_recorder.h"
+#include "core/base/errors.h"
+#include "core/math/host_reduce.h"
+#include "core/observe/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -1,5 +1,5 @@
 // Rabenseifner's allreduce: reduce-scatter by recursive halving, then
-// allgather by recursive doubling (core/halving_plan.h: the pairing, the
+// allgather by recursive doubling (core/plan/halving_plan.h: the pairing, the
 // fold for sizes that are not powers of two, the blocks each rank owns).
 // 2*log2(p) steps instead of the ring's 2(p-1), moving the same 2(p-1)/p of
 // the buffer per rank (plus the fold's whole buffer, twice, when p is not a
@@ -12,10 +12,10 @@
 
 #include "algorithms/comm.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/chunk_layout.h"
-#include "core/halving_plan.h"
-#include "core/op_context.h"
-#include "core/partition.h"
+#include "core/plan/chunk_layout.h"
+#include "core/plan/halving_plan.h"
+#include "core/base/op_context.h"
+#include "core/plan/partition.h"
 
 namespace ringreduce {
 
@@ -41,7 +41,7 @@ void doublingAllgather(const Comm& comm, const OpContext& op, const ReductionArg
 // rank hands its whole buffer over first and gets back its own reduced
 // chunk at the end; for the allgather it hands over its own chunk first and
 // gets the whole buffer back at the end. That costs one step and one whole
-// buffer more than a power of two (priced in core/allreduce_cost.h), and
+// buffer more than a power of two (priced in core/plan/allreduce_cost.h), and
 // keeps the allreduce's plan, so the steps that remain are the usual
 // log2 p' exchanges. Schemes without a fold (Bruck's dissemination, or
 // halving with groups split unevenly) avoid the whole-buffer hand-over but

@@ -1,7 +1,7 @@
-// Measuring the links the cost model prices (core/allreduce_cost.h): the
+// Measuring the links the cost model prices (core/plan/allreduce_cost.h): the
 // latency and per-byte time from ping-pongs of 8 bytes and 1 MiB, and the
 // sender's per-message cost from a burst of small messages; and, for the
-// virtual-time transport's CPU model (core/host_cpu.h), the CPU time both
+// virtual-time transport's CPU model (core/plan/host_cpu.h), the CPU time both
 // ends spent on those messages (process CPU time, kernel included). Every rank calls
 // these with the same arguments inside one operation; ranks not measured
 // only wait for the figures, which all ranks then share (the choice that
@@ -11,10 +11,10 @@
 #include <cstdint>
 
 #include "algorithms/comm.h"
-#include "core/host_cpu.h"
-#include "core/link_cost.h"
-#include "core/op_context.h"
-#include "core/topology.h"
+#include "core/plan/host_cpu.h"
+#include "core/plan/link_cost.h"
+#include "core/base/op_context.h"
+#include "core/plan/topology.h"
 
 namespace ringreduce {
 

@@ -2,7 +2,7 @@
 // timeout and, when some do not come, says which ones; then releases the rest.
 #pragma once
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 #include "algorithms/comm.h"
 
 namespace ringreduce {

@@ -1,6 +1,6 @@
 #include "algorithms/neighbour_check.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "algorithms/record_allgather.h"
-#include "core/host_identity.h"
+#include "core/base/host_identity.h"
 #include "transport/cross_memory.h"
 
 namespace ringreduce {

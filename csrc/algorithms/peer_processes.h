@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "algorithms/comm.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 
 // What a rank tells the others about its process. Fixed size, plain data.
 struct ProcessRecord {
-  uint64_t hostHash = 0;      // core/host_identity.h
+  uint64_t hostHash = 0;      // core/base/host_identity.h
   uint64_t pid = 0;
   uint64_t probeAddress = 0;  // crossMemoryProbeWord()
   uint64_t probeValue = 0;    // what is there

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 #include "algorithms/comm.h"
 
 namespace ringreduce {

@@ -5,7 +5,7 @@
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/direct_exchange.h"
 #include "algorithms/scatter_gather.h"
-#include "core/partition.h"
+#include "core/plan/partition.h"
 
 namespace ringreduce {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/chunk_layout.h"
-#include "core/partition.h"
+#include "core/plan/chunk_layout.h"
+#include "core/plan/partition.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

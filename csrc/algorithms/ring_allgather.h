@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "algorithms/comm.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 
@@ -20,7 +20,7 @@ void ringAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& a
 
 class ChunkLayout;
 
-// The same on chunks of any sizes (core/chunk_layout.h, in bytes), in place:
+// The same on chunks of any sizes (core/plan/chunk_layout.h, in bytes), in place:
 // rank r's chunk is already at chunks.chunk(r) of `data`, and every rank
 // ends with all of them. The phases of the two-level allgather use it.
 void ringAllgatherInPlace(const Comm& comm, const OpContext& op, void* data,

@@ -6,11 +6,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/chunk_layout.h"
-#include "core/errors.h"
-#include "core/host_reduce.h"
-#include "core/partition.h"
-#include "core/phase_recorder.h"
+#include "core/plan/chunk_layout.h"
+#include "core/base/errors.h"
+#include "core/math/host_reduce.h"
+#include "core/plan/partition.h"
+#include "core/observe/phase_recorder.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -153,7 +153,7 @@ class RingReduction {
 };
 
 // Runs `mode` on `data`. float16 and bfloat16 stay 16-bit on the wire; each
-// step combines in float32 and rounds once (core/host_loops.h). AVG divides
+// step combines in float32 and rounds once (core/math/host_loops.h). AVG divides
 // by the ring's size unless `avgDivisor` says otherwise.
 void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op, void* data,
              size_t count, DataType type, ReduceOp reduceOp, const Config& config,

@@ -8,9 +8,9 @@
 #include <cstddef>
 
 #include "algorithms/comm.h"
-#include "core/data_type.h"
-#include "core/op_context.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/base/op_context.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce {
 
@@ -26,7 +26,7 @@ struct ReductionArgs {
 
 // In place: every rank ends with the reduction of all ranks' buffers.
 // float16 and bfloat16 travel as 16 bits: each step combines in float32 and
-// rounds once (error bound in core/host_loops.h). AVG divides once, fused
+// rounds once (error bound in core/math/host_loops.h). AVG divides once, fused
 // into the last reduce step.
 void ringAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
@@ -39,7 +39,7 @@ void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArg
 // two_level_scatter_gather.h) divides by the whole group's size, once.
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
                        int avgDivisor);
-// The same with rank r's chunk given by `chunks` (core/chunk_layout.h; in
+// The same with rank r's chunk given by `chunks` (core/plan/chunk_layout.h; in
 // elements, covering the buffer), for the phases of the two-level form.
 void ringReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& args,
                        int avgDivisor, const ChunkLayout& chunks);

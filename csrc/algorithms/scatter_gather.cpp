@@ -7,9 +7,9 @@
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/two_level_scatter_gather.h"
-#include "core/chunk_layout.h"
-#include "core/errors.h"
-#include "core/log.h"
+#include "core/plan/chunk_layout.h"
+#include "core/base/errors.h"
+#include "core/observe/log.h"
 
 namespace ringreduce {
 

@@ -17,7 +17,7 @@
 #include "algorithms/comm.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

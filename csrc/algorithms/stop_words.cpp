@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

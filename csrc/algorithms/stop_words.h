@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 #include "transport/transport.h"
 
 namespace ringreduce {

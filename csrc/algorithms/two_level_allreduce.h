@@ -4,7 +4,7 @@
 // direct, all of a node's holders through its one NIC at once), and an
 // allgather inside each node.
 //
-// Who holds what is core/two_level_plan.h, as for the two-level
+// Who holds what is core/plan/two_level_plan.h, as for the two-level
 // reduce-scatter and allgather: the buffer is cut into P even parts, P =
 // the smallest node's ranks, so every node has a holder (local rank l < P)
 // for every part and no rank crosses the network twice; the other ranks of
@@ -28,9 +28,9 @@
 
 #include "algorithms/comm.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/allreduce_algorithm.h"
-#include "core/op_context.h"
-#include "core/topology.h"
+#include "core/plan/allreduce_algorithm.h"
+#include "core/base/op_context.h"
+#include "core/plan/topology.h"
 
 namespace ringreduce {
 

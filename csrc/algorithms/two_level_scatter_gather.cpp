@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "algorithms/halving_doubling.h"
-#include "core/chunk_layout.h"
-#include "core/errors.h"
-#include "core/partition.h"
-#include "core/two_level_plan.h"
+#include "core/plan/chunk_layout.h"
+#include "core/base/errors.h"
+#include "core/plan/partition.h"
+#include "core/plan/two_level_plan.h"
 #include "transport/subgroup_transport.h"
 #include "transport/tag.h"
 

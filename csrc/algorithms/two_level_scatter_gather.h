@@ -3,7 +3,7 @@
 // the placement of the flat forms (rank r ends with chunk r, chunkOf(count,
 // p, r); rank r's block lands at r * blockBytes), on nodes of any sizes.
 //
-// Who carries which part across the nodes is core/two_level_plan.h: P
+// Who carries which part across the nodes is core/plan/two_level_plan.h: P
 // parts (P = the smallest node's ranks); on each node one rank per part
 // (its holder) crosses, the node's other ranks hand their chunks to their
 // part's holder and get them from it. Reduce-scatter: inside each node the
@@ -18,7 +18,7 @@
 // A part's chunks are not contiguous in the caller's buffer, so both forms
 // work on a copy in part order (Workspace::kReorder) whose phases are
 // ordinary reduce-scatters and allgathers with chunks of given sizes
-// (core/chunk_layout.h); they skip the copy when part order is rank order
+// (core/plan/chunk_layout.h); they skip the copy when part order is rank order
 // (equal nodes with ranks dealt round robin, rank r on node r % N).
 //
 // Needs more than one node and a node with more than one rank
@@ -31,9 +31,9 @@
 #include "algorithms/comm.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/allreduce_algorithm.h"
-#include "core/op_context.h"
-#include "core/topology.h"
+#include "core/plan/allreduce_algorithm.h"
+#include "core/base/op_context.h"
+#include "core/plan/topology.h"
 
 namespace ringreduce {
 

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "core/half_conversion.h"
+#include "core/math/half_conversion.h"
 
 namespace ringreduce {
 

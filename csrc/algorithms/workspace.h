@@ -1,14 +1,14 @@
 // Scratch memory reused across the collectives of one group, so a training
 // loop does not pay for allocation and page faults on every call; and which
 // caller buffers the group has seen, to put the ones that come back on huge
-// pages (core/huge_pages.h).
+// pages (core/base/huge_pages.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 
-#include "core/huge_pages.h"
+#include "core/base/huge_pages.h"
 
 namespace ringreduce {
 

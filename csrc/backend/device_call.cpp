@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

@@ -6,7 +6,7 @@
 #include "backend/dtype_mapping.h"
 
 #ifdef RINGREDUCE_WITH_CUDA
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/nccl/nccl_library.h"

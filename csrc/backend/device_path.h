@@ -12,11 +12,11 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include "core/config.h"
-#include "core/cuda_choices.h"
-#include "core/data_type.h"
-#include "core/record_exchange.h"
-#include "core/reduce_op.h"
+#include "core/config/config.h"
+#include "core/config/cuda_choices.h"
+#include "core/base/data_type.h"
+#include "core/base/record_exchange.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce {
 

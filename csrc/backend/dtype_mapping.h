@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include "core/data_type.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce {
 

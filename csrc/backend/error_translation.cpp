@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce {
 

@@ -13,9 +13,9 @@
 #include "backend/store_adapter.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
-#include "core/host_loops.h"
-#include "core/log.h"
-#include "core/timeline.h"
+#include "core/math/host_loops.h"
+#include "core/observe/log.h"
+#include "core/observe/timeline.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace ringreduce {

@@ -28,10 +28,10 @@
 #include "backend/host_staging.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_ring.h"
-#include "core/config.h"
-#include "core/data_type.h"
-#include "core/reduce_op.h"
-#include "core/op_context.h"
+#include "core/config/config.h"
+#include "core/base/data_type.h"
+#include "core/base/reduce_op.h"
+#include "core/base/op_context.h"
 #include "engine/engine.h"
 
 namespace ringreduce {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/data_type.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce::cuda {
 

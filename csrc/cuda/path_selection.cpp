@@ -3,9 +3,9 @@
 #include <set>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/host_identity.h"
-#include "core/log.h"
+#include "core/base/errors.h"
+#include "core/base/host_identity.h"
+#include "core/observe/log.h"
 #include "cuda/device_info.h"
 
 namespace ringreduce::cuda {

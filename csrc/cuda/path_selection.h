@@ -16,11 +16,11 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
-#include "core/cuda_choices.h"
-#include "core/data_type.h"
-#include "core/record_exchange.h"
-#include "core/reduce_op.h"
+#include "core/config/config.h"
+#include "core/config/cuda_choices.h"
+#include "core/base/data_type.h"
+#include "core/base/record_exchange.h"
+#include "core/base/reduce_op.h"
 #include "cuda/ipc/ipc_collectives.h"
 #include "cuda/nccl/nccl_communicator.h"
 

@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "algorithms/neighbour_check.h"
-#include "core/errors.h"
-#include "core/log.h"
+#include "core/base/errors.h"
+#include "core/observe/log.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -27,7 +27,7 @@
 #include "algorithms/collective_check.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "engine/executor.h"
 #include "engine/op_trace.h"
 #include "engine/operation.h"
@@ -49,7 +49,7 @@ class Engine {
   // `describe` names a collective in mismatch errors, `label` its dtype and
   // size in the timeline (the backend knows the names and sizes of torch's
   // op types and dtypes). `timeline`: where every collective is recorded
-  // (core/timeline.h), or null (then nothing is timed).
+  // (core/observe/timeline.h), or null (then nothing is timed).
   Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
          bool checkCollectives, Describe describe, std::shared_ptr<Timeline> timeline = nullptr,
          MakeLabel label = nullptr);

@@ -10,7 +10,7 @@
 #include <ctime>
 #include <exception>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/core_yield.h"
 
 namespace ringreduce {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/json_text.h"
+#include "core/observe/json_text.h"
 
 namespace ringreduce {
 

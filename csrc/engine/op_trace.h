@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/op_context.h"
+#include "core/base/op_context.h"
 
 namespace ringreduce {
 

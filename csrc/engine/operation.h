@@ -15,8 +15,8 @@
 #include <memory>
 
 #include "algorithms/collective_check.h"
-#include "core/op_context.h"
-#include "core/timeline.h"
+#include "core/base/op_context.h"
+#include "core/observe/timeline.h"
 #include "engine/runner.h"
 #include "transport/transport.h"
 

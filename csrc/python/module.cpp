@@ -6,7 +6,7 @@
 
 #include "backend/device_path.h"
 #include "backend/process_group_ring.h"
-#include "core/host_loops.h"
+#include "core/math/host_loops.h"
 #include "transport/ucx/ucx_info.h"
 
 namespace py = pybind11;

@@ -10,11 +10,11 @@
 #include <string>
 #include <utility>
 
-#include "core/allreduce_algorithm.h"
-#include "core/config.h"
-#include "core/host_cpu.h"
-#include "core/link_cost.h"
-#include "core/topology.h"
+#include "core/plan/allreduce_algorithm.h"
+#include "core/config/config.h"
+#include "core/plan/host_cpu.h"
+#include "core/plan/link_cost.h"
+#include "core/plan/topology.h"
 
 namespace ringreduce {
 

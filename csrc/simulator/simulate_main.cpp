@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/allreduce_cost.h"
-#include "core/name_table.h"
-#include "core/two_level_plan.h"
+#include "core/base/errors.h"
+#include "core/plan/allreduce_cost.h"
+#include "core/base/name_table.h"
+#include "core/plan/two_level_plan.h"
 #include "simulator/allreduce_simulation.h"
 
 using namespace ringreduce;

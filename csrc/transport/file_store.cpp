@@ -9,7 +9,7 @@
 #include <iterator>
 #include <thread>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce {
 

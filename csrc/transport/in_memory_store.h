@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/key_value_store.h"
 
 namespace ringreduce {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/errors.h"
-#include "core/phase_recorder.h"
+#include "core/base/errors.h"
+#include "core/observe/phase_recorder.h"
 #include "transport/core_yield.h"
 #include "transport/tag.h"
 

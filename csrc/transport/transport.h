@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/config.h"
-#include "core/op_context.h"
+#include "core/config/config.h"
+#include "core/base/op_context.h"
 #include "transport/progress_board.h"
 
 namespace ringreduce {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "core/data_type.h"
-#include "core/half_conversion.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/math/half_conversion.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce::testing {
 

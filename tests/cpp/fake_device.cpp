@@ -6,7 +6,7 @@
 #include <mutex>
 #include <set>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"

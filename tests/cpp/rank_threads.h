@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/comm.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "transport/in_memory_store.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/ucx/ucx_transport.h"

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/allreduce_cost.h"
-#include "core/config.h"
-#include "core/errors.h"
-#include "core/link_cost.h"
-#include "core/topology.h"
+#include "core/plan/allreduce_cost.h"
+#include "core/config/config.h"
+#include "core/base/errors.h"
+#include "core/plan/link_cost.h"
+#include "core/plan/topology.h"
 
 using namespace ringreduce;
 
@@ -91,7 +91,7 @@ TEST(AllreduceChoice, CheapestIsTheMinimumAndLatencyBoundSizesLeaveTheRing) {
 
 // Bandwidth-bound, the ring and direct move the same bytes through each
 // link and are priced within a hair of each other; the tie goes by what was
-// measured (core/allreduce_cost.h): across nodes the ring (one flow per
+// measured (core/plan/allreduce_cost.h): across nodes the ring (one flow per
 // rank, where direct opens p-1 at once; priced by whole chunks, the ring
 // lost every size up to 256 MiB to direct on one rank per node), on one
 // node of more than two ranks direct, on two ranks the ring.

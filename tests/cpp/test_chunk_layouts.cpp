@@ -17,9 +17,9 @@
 #include "algorithms/halving_doubling.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/chunk_layout.h"
-#include "core/halving_plan.h"
-#include "core/two_level_plan.h"
+#include "core/plan/chunk_layout.h"
+#include "core/plan/halving_plan.h"
+#include "core/plan/two_level_plan.h"
 #include "rank_threads.h"
 #include "transport/simulated/simulated_network.h"
 

@@ -15,8 +15,8 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/autotune.h"
-#include "core/config.h"
-#include "core/errors.h"
+#include "core/config/config.h"
+#include "core/base/errors.h"
 #include "rank_threads.h"
 #include "scoped_env.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/nccl/nccl_communicator.h"

@@ -12,7 +12,7 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/link_probe.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "rank_threads.h"
 #include "transport/delayed_transport.h"
 #include "transport/file_store.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/half_conversion.h"
+#include "core/math/half_conversion.h"
 
 using namespace ringreduce;
 

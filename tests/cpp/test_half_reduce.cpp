@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "core/half_conversion.h"
-#include "core/host_loops.h"
-#include "core/host_reduce.h"
+#include "core/math/half_conversion.h"
+#include "core/math/host_loops.h"
+#include "core/math/host_reduce.h"
 
 using namespace ringreduce;
 

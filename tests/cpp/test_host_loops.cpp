@@ -1,4 +1,4 @@
-// The host loops are compiled once per instruction set (core/host_loops.h)
+// The host loops are compiled once per instruction set (core/math/host_loops.h)
 // and must give the same bits on every one: each set this CPU runs is
 // checked against the baseline set (itself checked against float64 and
 // integer references in test_host_reduce.cpp and test_half_reduce.cpp), for
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/data_type.h"
-#include "core/half_conversion.h"
-#include "core/host_loops.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/math/half_conversion.h"
+#include "core/math/host_loops.h"
+#include "core/base/reduce_op.h"
 #include "exact_inputs.h"
 
 using namespace ringreduce;

@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/half_conversion.h"
-#include "core/host_reduce.h"
+#include "core/base/errors.h"
+#include "core/math/half_conversion.h"
+#include "core/math/host_reduce.h"
 
 using namespace ringreduce;
 
@@ -222,7 +222,7 @@ TEST(HostReduce, UnsupportedPairsExplainThemselves) {
   EXPECT_EQ(unsupportedReason(DataType::Int8, ReduceOp::BXor), "");
   float x = 1, y = 2;
   EXPECT_THROW(reduceInto(DataType::Float32, ReduceOp::BOr, &x, &y, 1), InvalidArgument);
-  // 16-bit floats reduce in place (core/host_loops.h), bitwise ops refused.
+  // 16-bit floats reduce in place (core/math/host_loops.h), bitwise ops refused.
   uint16_t a = floatToHalf(1.0f), b = floatToHalf(2.0f);
   reduceInto(DataType::Float16, ReduceOp::Sum, &a, &b, 1);
   EXPECT_EQ(halfToFloat(a), 3.0f);

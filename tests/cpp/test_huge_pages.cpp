@@ -1,4 +1,4 @@
-// Caller buffers on 2 MiB pages (core/huge_pages.h): which buffers the
+// Caller buffers on 2 MiB pages (core/base/huge_pages.h): which buffers the
 // advisor collapses and when, what the kernel then holds, and that the host
 // collectives hand it their buffers.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/scatter_gather.h"
-#include "core/huge_pages.h"
+#include "core/base/huge_pages.h"
 #include "rank_threads.h"
 
 namespace ringreduce {

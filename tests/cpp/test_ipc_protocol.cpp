@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algorithms/record_allgather.h"
-#include "core/half_conversion.h"
+#include "core/math/half_conversion.h"
 #include "cuda/ipc/ipc_collectives.h"
 #include "fake_device.h"
 #include "rank_threads.h"

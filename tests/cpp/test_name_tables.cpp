@@ -1,4 +1,4 @@
-// The enums' name tables (core/name_table.h): every value prints as the name
+// The enums' name tables (core/base/name_table.h): every value prints as the name
 // it parses from, the names are the values the environment variables take
 // (and, for the path taken, the strings the trace log printed before), and a
 // bad value is refused with the list of choices.
@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/config.h"
-#include "core/cuda_choices.h"
-#include "core/errors.h"
+#include "core/config/config.h"
+#include "core/config/cuda_choices.h"
+#include "core/base/errors.h"
 #include "scoped_env.h"
 
 using namespace ringreduce;

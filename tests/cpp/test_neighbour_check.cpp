@@ -4,7 +4,7 @@
 #include <string>
 
 #include "algorithms/neighbour_check.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "rank_threads.h"
 
 using namespace ringreduce;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "core/partition.h"
+#include "core/plan/partition.h"
 
 using namespace ringreduce;
 

@@ -1,6 +1,6 @@
 // The device kernels' element math (cuda/kernels/reduce_element.cuh on top of
-// core/element_math.h), instantiated on the host: it must give what the host
-// loops give (core/host_reduce.cpp), so CPU and GPU tensors reduce alike.
+// core/math/element_math.h), instantiated on the host: it must give what the host
+// loops give (core/math/host_reduce.cpp), so CPU and GPU tensors reduce alike.
 // Runs without a GPU.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "core/half_conversion.h"
-#include "core/host_reduce.h"
+#include "core/math/half_conversion.h"
+#include "core/math/host_reduce.h"
 #include "cuda/kernels/reduce_element.cuh"
 
 using namespace ringreduce;
@@ -132,7 +132,7 @@ TEST(ReduceMath, HalfPrecisionAccumulatesInFloat32AndRoundsOnce) {
   EXPECT_EQ(__half2float(deviceMath<__half, SumOp>(a, 2)[0]), 1.5f);
 }
 
-// The device conversions round like the host's (core/half_conversion.h),
+// The device conversions round like the host's (core/math/half_conversion.h),
 // which round like torch: a float32 tensor sent on a 16-bit wire and a
 // float16 tensor reduced on the host get the same bits.
 TEST(ReduceMath, WireCastsRoundLikeTheHostConversions) {

@@ -11,9 +11,9 @@
 #include "algorithms/direct_exchange.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allreduce.h"
-#include "core/partition.h"
-#include "core/errors.h"
-#include "core/half_conversion.h"
+#include "core/plan/partition.h"
+#include "core/base/errors.h"
+#include "core/math/half_conversion.h"
 #include "rank_threads.h"
 
 using namespace ringreduce;

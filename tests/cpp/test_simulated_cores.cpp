@@ -1,4 +1,4 @@
-// The virtual-time transport's CPU model (core/host_cpu.h): messages cost
+// The virtual-time transport's CPU model (core/plan/host_cpu.h): messages cost
 // their ends CPU time, run on a limited number of cores shared by all ranks.
 // Hand-computed times on small cases, the model without cores unchanged,
 // and exact results when ranks wait for cores.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/allreduce.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "simulator/allreduce_simulation.h"
 #include "transport/simulated/simulated_network.h"
 #include "transport/tag.h"

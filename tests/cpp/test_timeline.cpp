@@ -1,4 +1,4 @@
-// The timeline (core/timeline.h, core/phase_recorder.h): phases nest and are
+// The timeline (core/observe/timeline.h, core/observe/phase_recorder.h): phases nest and are
 // capped, the writer keeps its file complete JSON after every write, rows
 // keep overlapping operations apart, and the ring marks its waits and
 // reductions.
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "algorithms/ring_allreduce.h"
-#include "core/phase_recorder.h"
-#include "core/timeline.h"
+#include "core/observe/phase_recorder.h"
+#include "core/observe/timeline.h"
 #include "rank_threads.h"
 
 using namespace ringreduce;

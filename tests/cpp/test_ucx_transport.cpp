@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "rank_threads.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"

@@ -18,7 +18,10 @@ OPS = {"SUM": dist.ReduceOp.SUM, "AVG": dist.ReduceOp.AVG, "PRODUCT": dist.Reduc
 
 
 def supported(dtype, op):
-    """The (dtype, op) pairs ringreduce promises (the foundation issue's table)."""
+    """The (dtype, op) pairs ringreduce reduces, the same rules as
+    unsupportedReason() in csrc/core/base/reduce_op.cpp: bitwise ops on
+    integers and bool only, complex numbers with SUM and AVG only, bool with
+    everything but AVG (a logical OR cannot be divided)."""
     if op in ("BAND", "BOR", "BXOR"):
         return not dtype.is_floating_point and not dtype.is_complex
     if dtype.is_complex:
@@ -81,7 +84,7 @@ def reference_allreduce(inputs, op):
 
 
 # float16/bfloat16 round once per ring step: over n ranks the error is at
-# most (n-1) * u * sum|x| (core/host_loops.h; u = 2^-11 and 2^-8). The
+# most (n-1) * u * sum|x| (core/math/host_loops.h; u = 2^-11 and 2^-8). The
 # tolerances below are about 4u, which covers the worlds the tests run (n <= 5).
 HALF_TYPES = (torch.float16, torch.bfloat16)
 

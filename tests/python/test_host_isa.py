@@ -1,4 +1,4 @@
-"""The host reduction loops exist once per instruction set (core/host_loops.h):
+"""The host reduction loops exist once per instruction set (core/math/host_loops.h):
 every set this CPU runs, forced with RINGREDUCE_HOST_ISA, gives the same bits
 through real collectives, and `torch_ringreduce.info` names the choice."""
 import subprocess

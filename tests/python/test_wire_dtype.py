@@ -33,7 +33,7 @@ def test_float32_allreduce_travels_as_16_bits(wire, dtype):
     low = getattr(torch, dtype)
     rounded = inputs.to(low).double()  # each rank rounds its own values once
     # Each of the world-1 steps rounds once to the wire type: the bound of
-    # core/host_loops.h, (n-1) * u * sum|x|, plus the final widening (exact).
+    # core/math/host_loops.h, (n-1) * u * sum|x|, plus the final widening (exact).
     unit = torch.finfo(low).eps / 2
     bound = (world - 1) * unit * rounded.abs().sum(0) + 1e-30
     for rank, result in enumerate(results):

@@ -16,7 +16,7 @@
 #include "backend/process_group_ring.h"
 #include "backend/contiguous_buffers.h"
 #include "backend/tensor_checks.h"
-#include "core/log.h"
+#include "core/observe/log.h"
 
 namespace ringreduce {
 

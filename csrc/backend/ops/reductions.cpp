@@ -13,7 +13,7 @@
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/contiguous_buffers.h"
-#include "core/partition.h"
+#include "core/plan/partition.h"
 
 namespace ringreduce {
 

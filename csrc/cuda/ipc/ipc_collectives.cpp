@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "core/errors.h"
-#include "core/partition.h"
+#include "core/base/errors.h"
+#include "core/plan/partition.h"
 
 namespace ringreduce::cuda {
 

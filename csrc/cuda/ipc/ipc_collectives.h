@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda_choices.h"
-#include "core/data_type.h"
-#include "core/record_exchange.h"
-#include "core/reduce_op.h"
+#include "core/config/cuda_choices.h"
+#include "core/base/data_type.h"
+#include "core/base/record_exchange.h"
+#include "core/base/reduce_op.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/kernels/reduce_copy.h"
 

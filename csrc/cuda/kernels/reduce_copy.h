@@ -14,8 +14,8 @@
 #include <cstddef>
 #include <string>
 
-#include "core/data_type.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/base/reduce_op.h"
 
 namespace ringreduce::cuda {
 

@@ -1,5 +1,5 @@
 // One element of the fused reduce-copy kernel: widen each source to the
-// accumulation type, combine with the rules of core/element_math.h (the ones
+// accumulation type, combine with the rules of core/math/element_math.h (the ones
 // the host loops use), finish AVG, narrow to the destination type. Shared by
 // the device code and its host unit tests (the same templates, so a GPU-less
 // CI still checks the arithmetic: float32 accumulation of float16/bfloat16,
@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "core/element_math.h"
+#include "core/math/element_math.h"
 
 namespace ringreduce::cuda {
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "core/element_math.h"
-#include "core/errors.h"
+#include "core/math/element_math.h"
+#include "core/base/errors.h"
 #include "cuda/cuda_error.h"
 
 namespace ringreduce::cuda {

@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "core/data_type.h"
-#include "core/record_exchange.h"
-#include "core/reduce_op.h"
+#include "core/base/data_type.h"
+#include "core/base/record_exchange.h"
+#include "core/base/reduce_op.h"
 #include "cuda/nccl/nccl_library.h"
 
 namespace ringreduce::cuda {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <new>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 #if defined(__x86_64__)
 // switchStacks(save, load): pushes the callee-saved registers and the SSE

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "transport/simulated/simulated_transport.h"
 #include "transport/tag.h"
 

@@ -12,7 +12,7 @@
 //   the node share, travels alpha, and queues for the receiving node's NIC;
 // - sends complete when posted (eager, like the loopback); receives when the
 //   last byte is in. Reductions and copies take no virtual time.
-// With a HostCpu (core/host_cpu.h), each message also costs its sender CPU
+// With a HostCpu (core/plan/host_cpu.h), each message also costs its sender CPU
 // time (per message before it leaves, per byte while it streams out) and its
 // receiver CPU time once it is in, and with a
 // limited number of cores that work runs on cores shared by all ranks. A
@@ -47,10 +47,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/config.h"
-#include "core/host_cpu.h"
-#include "core/link_cost.h"
-#include "core/topology.h"
+#include "core/config/config.h"
+#include "core/plan/host_cpu.h"
+#include "core/plan/link_cost.h"
+#include "core/plan/topology.h"
 #include "transport/simulated/fibers.h"
 #include "transport/transport.h"
 

@@ -14,7 +14,7 @@ namespace ringreduce {
 struct AddressRecord {
   std::vector<uint8_t> data;     // never empty in a valid record
   std::vector<uint8_t> monitor;  // empty when the peer monitor is off
-  uint64_t host = 0;             // hostIdentityHash() (core/host_identity.h)
+  uint64_t host = 0;             // hostIdentityHash() (core/base/host_identity.h)
 };
 
 // [host : 8][data length : 4][data address][monitor address], numbers little endian

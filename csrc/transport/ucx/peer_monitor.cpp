@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/errors.h"
-#include "core/log.h"
+#include "core/base/errors.h"
+#include "core/observe/log.h"
 #include "transport/ucx/ucx_worker.h"
 
 namespace ringreduce {

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/errors.h"
-#include "core/host_identity.h"
-#include "core/log.h"
+#include "core/base/errors.h"
+#include "core/base/host_identity.h"
+#include "core/observe/log.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
 #include "transport/tag.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/op_context.h"
+#include "core/config/config.h"
+#include "core/base/op_context.h"
 #include "transport/key_value_store.h"
 #include "transport/transport.h"
 #include "transport/ucx/eager_policy.h"

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace ringreduce {
 

@@ -1,0 +1,57 @@
+// What one collective call carries down to every wait: its name and sequence
+// number (for error messages) and the deadline that bounds it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ringreduce {
+
+class PhaseRecorder;  // core/observe/phase_recorder.h
+
+using Clock = std::chrono::steady_clock;
+
+struct OpContext {
+  const char* opName = "collective";
+  uint64_t seq = 0;
+  std::chrono::milliseconds timeout{30 * 60 * 1000};
+  Clock::time_point deadline = Clock::time_point::max();
+  // Send/recv count their own sequence, apart from the collectives'.
+  bool pointToPoint = false;
+  // A point-to-point message that serves a collective (the neighbour check):
+  // its own tag space and sequence, but the collective's fate, so a peer
+  // that gave up on the group or died ends it as it ends the collective.
+  bool partOfCollective = false;
+  // A hash of what the collective is (op, dtype, size, reduce op, root),
+  // carried in every message tag of the collective (transport/tag.h).
+  uint8_t fingerprint = 0;
+  // Where the phases of the operation (waits, reductions) are timed for the
+  // timeline (RINGREDUCE_TIMELINE); null when it is off, and then marking a
+  // phase is one test of this pointer (core/observe/phase_recorder.h: PhaseScope).
+  PhaseRecorder* phases = nullptr;
+
+  OpContext() = default;
+  OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)
+      : opName(name), seq(sequence), timeout(limit), deadline(Clock::now() + limit) {}
+
+  // The i-th of several collectives fused into one queued operation (the
+  // caller reserved consecutive sequence numbers for them).
+  OpContext part(uint64_t i) const {
+    OpContext c = *this;
+    c.seq = seq + i;
+    return c;
+  }
+
+  // "allreduce #12", "send p2p#3"
+  std::string describe() const {
+    return std::string(opName) + (groupWide() ? " #" : " p2p#") + std::to_string(seq);
+  }
+  // Whether the whole group's news (any death, any rank giving up) ends this
+  // operation, or only its own peer's death (a plain send/recv).
+  bool groupWide() const { return !pointToPoint || partOfCollective; }
+  // Identifies the operation a UCX request belongs to.
+  uint64_t owner() const { return seq | (pointToPoint ? (1ull << 63) : 0); }
+};
+
+}  // namespace ringreduce

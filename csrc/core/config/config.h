@@ -1,0 +1,170 @@
+// Tunables read from the environment once per process group, and from the
+// file RINGREDUCE_CONFIG names (KEY=VALUE lines; a variable set in the
+// environment wins over the file's line).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/plan/allreduce_algorithm.h"
+#include "core/config/cuda_choices.h"
+#include "core/plan/chunk_layout.h"
+#include "core/plan/link_cost.h"
+
+namespace ringreduce {
+
+// The wait spin when ranks outnumber cores (it then yields at every turn):
+// long enough for the other ranks on the core to take their turns.
+constexpr int kOversubscribedWaitSpinMicroseconds = 200;
+// ... for messages up to this size; a wait for a bigger one sleeps at once.
+constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
+
+struct Config {
+  // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
+  // segment k. RINGREDUCE_SEGMENT_BYTES.
+  size_t segmentBytes = kDefaultSegmentBytes;
+  // Messages below this size go eagerly (copied through UCX's queue or
+  // socket) instead of by rendezvous (a handshake, then one copy from the
+  // peer's memory on shared memory), on shared memory and TCP; RDMA keeps
+  // UCX's thresholds. Faster when both ranks are in the collective, costly
+  // in CPU when the receiver is busy elsewhere (DDP): off by default
+  // (transport/ucx/eager_policy.h). RINGREDUCE_EAGER_BYTES; 0: UCX's.
+  size_t eagerBytes = 0;
+  // How long the group's worker thread polls before it sleeps on the event
+  // fd, after a task and inside one it runs for an asynchronous caller.
+  // Short: the caller is computing meanwhile and may need every core. 0 when
+  // ranks outnumber cores (see spinYields). RINGREDUCE_SPIN_US.
+  int spinMicroseconds = 50;
+  // How long a thread polls before it sleeps when its caller is blocked on
+  // the result anyway (wait() running the collective, or waiting for it).
+  // Long enough to cover the usual skew between ranks: waking a sleeping
+  // thread costs 50-200 us on a virtual machine whose idle cores halt.
+  // RINGREDUCE_WAIT_SPIN_US.
+  int waitSpinMicroseconds = 1000;
+  // Whether a polling thread gives its core away (sched_yield) at every
+  // turn. On when this machine's ranks (fromEnvironment) exceed the cores
+  // this process may use: a rank that merely spun would hold the core the
+  // peer it waits for needs, and one that slept would pay a wake-up (a
+  // context switch and the sender's signal) for every message; a yielding
+  // one lets the peer run and is back as soon as the core is free. The wait spin is then
+  // kOversubscribedWaitSpinMicroseconds and the worker's spin 0 (a worker
+  // spinning for work that may come competes with the callers, even
+  // yielding: measured slower). RINGREDUCE_SPIN_YIELD=0|1.
+  bool spinYields = false;
+  // How long a collective that arrives while the worker thread sleeps waits
+  // for its caller to run it (wait() does, on the calling thread) before the
+  // worker starts it. Saves a synchronous call two thread hand-offs; delays
+  // an asynchronous one by at most this. RINGREDUCE_CALLER_GRACE_US.
+  int callerGraceMicroseconds = 100;
+
+  // Whether each group's worker thread runs on the CPU of the thread that
+  // last handed it a collective (engine/caller_core.h). On when this
+  // machine's ranks (fromEnvironment) have one core each: as many as the
+  // cores this process may use (world 2 on two cores). There a worker
+  // the scheduler puts beside another rank's training thread slows that
+  // rank, and every step waits for the slowest rank.
+  // RINGREDUCE_WORKER_FOLLOWS_CALLER=0|1.
+  bool workerFollowsCaller = false;
+
+  // Put caller buffers of 4 MiB and up that come back collective after
+  // collective on 2 MiB pages, so peers on this machine copying from them
+  // pin 512x fewer pages (core/base/huge_pages.h). RINGREDUCE_HUGE_PAGES=0 turns
+  // it off.
+  bool hugePages = true;
+
+  // Allreduces from 32 KiB on one machine read and write the peers' memory
+  // (algorithms/cross_memory_allreduce.h) where the kernel allows it.
+  // RINGREDUCE_CROSS_MEMORY=0 turns it off on this rank, and so for every
+  // group it is in (the ranks agree).
+  bool crossMemory = true;
+
+  // Watch peers over a TCP side channel so a dead rank is reported at once
+  // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.
+  bool peerMonitor = true;
+
+  // Compare every collective's fingerprint across ranks before running it
+  // (also on with TORCH_DISTRIBUTED_DEBUG=DETAIL). RINGREDUCE_CHECK_COLLECTIVES=1.
+  bool checkCollectives = false;
+
+  // Host allreduce algorithm: auto (the cost model's cheapest for the size
+  // and the nodes, core/plan/allreduce_cost.h), ring, halving_doubling, two_level
+  // or direct. RINGREDUCE_ALGORITHM; like the link costs below it must be
+  // the same on every rank.
+  AllreduceAlgorithm allreduceAlgorithm = AllreduceAlgorithm::Auto;
+  // The cost model's links ("10GB/s,1us[,0.2us]": bandwidth, latency,
+  // per-message overhead). RINGREDUCE_LINK_INTRA, RINGREDUCE_LINK_INTER.
+  LinkCost intraNode = defaultIntraNode();
+  LinkCost interNode = defaultInterNode();
+  // Measure both links inside the group's first allreduce instead
+  // (algorithms/link_probe.h: a few ms; rank 0's figures, shared).
+  // RINGREDUCE_LINK_MEASURE=1.
+  bool measureLinks = false;
+  // Set only by the simulator (transport/simulated/): messages carry sizes
+  // and no data, and the algorithms skip every copy and reduction.
+  bool payloadFree = false;
+
+  // CUDA tensors. RINGREDUCE_CUDA_ALGO picks the allreduce path:
+  //   auto     our IPC kernels among ranks of one node (one-shot up to
+  //            cudaOneShotBytes, two-shot above), NCCL across nodes, host
+  //            staging over UCX when neither applies
+  //   oneshot, twoshot, staged   that IPC algorithm (cuda/ipc/ipc_collectives.h)
+  //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
+  //   host     pinned host staging over UCX
+  CudaAlgorithm cudaAlgorithm = CudaAlgorithm::Auto;
+  size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
+  // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
+  size_t cudaScratchBytes = 32u << 20;
+  // fp16 or bf16: float32 SUM/AVG travel as 16-bit floats through the
+  // IPC scratch buffers (one-shot and staged forms; Horovod's compression),
+  // accumulated in float32. RINGREDUCE_CUDA_WIRE_DTYPE.
+  WireDtype cudaWireDtype = WireDtype::None;
+  // The same for host (CPU) allreduces over the ring: float32 SUM/AVG travel
+  // as 16-bit floats (algorithms/wire_dtype.h). RINGREDUCE_WIRE_DTYPE.
+  WireDtype hostWireDtype = WireDtype::None;
+
+  // Operations the flight recorder keeps per group (engine/op_trace.h); 0
+  // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
+  size_t traceBufferSize = 2000;
+  // Chrome trace of every collective and its phases, one file per process
+  // ({rank} becomes its global rank; core/observe/timeline.h); empty: off.
+  // RINGREDUCE_TIMELINE.
+  std::string timelinePath;
+
+  // Try candidate host allreduce settings (algorithm, segment size) on the
+  // first allreduces of each size class and keep the fastest, the same on
+  // every rank (algorithms/autotune.h). RINGREDUCE_AUTOTUNE=1.
+  bool autotune = false;
+  // Allreduces per candidate and size class. RINGREDUCE_AUTOTUNE_STEPS.
+  int autotuneSteps = 3;
+  // Let the autotuner also try 16-bit wire dtypes for float32 SUM/AVG (lossy).
+  // RINGREDUCE_AUTOTUNE_LOSSY_WIRE=1.
+  bool autotuneLossyWire = false;
+
+  // The environment, over the file named by RINGREDUCE_CONFIG when set. A bad
+  // value throws InvalidArgument naming the variable, or the file, line and key.
+  // `ranksOnHost`: how many of the group's ranks run on this machine, as its
+  // creation found out (0: not known). The defaults that depend on ranks per
+  // core (spinYields, workerFollowsCaller) count torchrun's LOCAL_WORLD_SIZE
+  // where it is set, else these: launchers other than torchrun (Lightning's,
+  // mp.spawn, srun) set no such variable.
+  static Config fromEnvironment(int ranksOnHost = 0);
+
+  // The settings as RINGREDUCE_* names and values, in the form the
+  // environment and the config file take (the group's effective config).
+  std::vector<std::pair<std::string, std::string>> describe() const;
+};
+
+// The KEY=VALUE lines of a config file: blank lines and lines starting with
+// '#' skipped, spaces around key and value trimmed. Throws InvalidArgument
+// naming the file and line for a line without '=', an unknown key (every key
+// must be a RINGREDUCE_* name Config reads) or a repeated one.
+struct ConfigFileLine {
+  std::string key;
+  std::string value;
+  int line = 0;
+};
+std::vector<ConfigFileLine> readConfigFile(const std::string& path);
+
+}  // namespace ringreduce

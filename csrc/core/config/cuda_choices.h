@@ -1,0 +1,60 @@
+// What can be chosen for CUDA tensors and what was, each enum with its one
+// name table (core/base/name_table.h). The names of what the user asks for are
+// the values the environment variables take.
+#pragma once
+
+#include <cstdint>
+
+#include "core/base/name_table.h"
+
+namespace ringreduce {
+
+// RINGREDUCE_CUDA_ALGO: which path runs a CUDA allreduce (core/config/config.h).
+enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host };
+
+template <>
+struct NameTable<CudaAlgorithm> {
+  static constexpr NamedValue<CudaAlgorithm> entries[] = {
+      {CudaAlgorithm::Auto, "auto"},
+      {CudaAlgorithm::OneShot, "oneshot"},
+      {CudaAlgorithm::TwoShot, "twoshot"},
+      {CudaAlgorithm::Staged, "staged"},
+      {CudaAlgorithm::Nccl, "nccl"},
+      {CudaAlgorithm::Host, "host"},
+  };
+};
+
+// RINGREDUCE_CUDA_WIRE_DTYPE: the 16-bit float that float32 SUM/AVG may
+// travel as through the IPC scratch buffers.
+enum class WireDtype : uint8_t { None, Fp16, Bf16 };
+
+template <>
+struct NameTable<WireDtype> {
+  static constexpr NamedValue<WireDtype> entries[] = {
+      {WireDtype::None, "none"},
+      {WireDtype::Fp16, "fp16"},
+      {WireDtype::Bf16, "bf16"},
+  };
+};
+
+// The path a CUDA collective took. HostStaging: no device path applied, and
+// the caller stages the data through pinned host memory over UCX. OneShot,
+// TwoShot and Staged are the IPC allreduce algorithms (cuda/ipc/); Ipc is
+// how the other collectives run among the ranks of one node.
+enum class DevicePathTaken : uint8_t { HostStaging, OneShot, TwoShot, Staged, Ipc, Nccl };
+
+template <>
+struct NameTable<DevicePathTaken> {
+  static constexpr NamedValue<DevicePathTaken> entries[] = {
+      {DevicePathTaken::HostStaging, "host staging"},
+      {DevicePathTaken::OneShot, "one-shot"},
+      {DevicePathTaken::TwoShot, "two-shot"},
+      {DevicePathTaken::Staged, "staged two-shot"},
+      {DevicePathTaken::Ipc, "ipc"},
+      {DevicePathTaken::Nccl, "nccl"},
+  };
+};
+
+inline bool ranOnDevice(DevicePathTaken path) { return path != DevicePathTaken::HostStaging; }
+
+}  // namespace ringreduce

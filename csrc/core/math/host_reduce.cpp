@@ -1,0 +1,24 @@
+#include "core/math/host_reduce.h"
+
+#include <string>
+
+#include "core/base/errors.h"
+#include "core/math/host_loops.h"
+
+namespace ringreduce {
+
+void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
+  const std::string reason = unsupportedReason(type, op);
+  if (!reason.empty()) throw InvalidArgument(reason);
+  hostLoops().reduce(type, op, dst, src, count);
+}
+
+void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, int divisor) {
+  hostLoops().reduceAndAverage(type, dst, src, count, divisor);
+}
+
+void finishAverage(DataType type, void* data, size_t count, int divisor) {
+  hostLoops().finishAverage(type, data, count, divisor);
+}
+
+}  // namespace ringreduce
