@@ -8,16 +8,12 @@
 #include "cuda/cuda_error.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"
+#include "cuda/kernels/vector_pack.h"
 
 namespace ringreduce::cuda {
 
 constexpr int kReduceThreads = 512;
 
-// V elements loaded or stored at once: 16 bytes of the source type.
-template <typename T, int V>
-struct alignas(sizeof(T) * V >= 16 ? 16 : sizeof(T) * V) Pack {
-  T v[V];
-};
 
 template <typename S, typename D>
 struct KernelParams {
