@@ -8,6 +8,7 @@
 
 #include "core/base/errors.h"
 #include "cuda/ipc/ipc_memory.h"
+#include "cuda/kernels/operator_dispatch.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"
 
@@ -112,15 +113,9 @@ void run(const ReduceCopyArgs& a, size_t count) {
 
 template <typename T>
 void sameType(const ReduceCopyArgs& a, size_t count) {
-  switch (a.op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg: return run<T, T, SumOp>(a, count);
-    case ReduceOp::Product: return run<T, T, ProductOp>(a, count);
-    case ReduceOp::Min: return run<T, T, MinOp>(a, count);
-    case ReduceOp::Max: return run<T, T, MaxOp>(a, count);
-    default: break;
-  }
-  throw InvalidArgument("fake reduce-copy: operator not covered by the fake");
+  const bool known =
+      withOperator<T>(a.op, [&](auto functor) { run<T, T, decltype(functor)>(a, count); });
+  if (!known) throw InvalidArgument("fake reduce-copy: operator not covered by the fake");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_error.h"
+#include "cuda/kernels/operator_dispatch.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"
 #include "cuda/kernels/vector_pack.h"
@@ -99,32 +100,13 @@ void launchTyped(const ReduceCopyArgs& args, int device, cudaStream_t stream) {
 // Picks the operator functor for a same-type reduction.
 template <typename T>
 void launchSameType(const ReduceCopyArgs& args, int device, cudaStream_t stream) {
-  switch (args.op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return launchTyped<T, T, SumOp>(args, device, stream);
-    case ReduceOp::Product:
-      return launchTyped<T, T, ProductOp>(args, device, stream);
-    case ReduceOp::Min:
-      return launchTyped<T, T, MinOp>(args, device, stream);
-    case ReduceOp::Max:
-      return launchTyped<T, T, MaxOp>(args, device, stream);
-    default:
-      break;
+  const bool known = withOperator<T>(args.op, [&](auto functor) {
+    launchTyped<T, T, decltype(functor)>(args, device, stream);
+  });
+  if (!known) {
+    throw InvalidArgument(std::string("ringreduce: no device kernel for ") +
+                          reduceOpName(args.op));
   }
-  if constexpr (std::is_integral_v<T>) {
-    switch (args.op) {
-      case ReduceOp::BAnd:
-        return launchTyped<T, T, BAndOp>(args, device, stream);
-      case ReduceOp::BOr:
-        return launchTyped<T, T, BOrOp>(args, device, stream);
-      case ReduceOp::BXor:
-        return launchTyped<T, T, BXorOp>(args, device, stream);
-      default:
-        break;
-    }
-  }
-  throw InvalidArgument(std::string("ringreduce: no device kernel for ") + reduceOpName(args.op));
 }
 
 // Per-family entry points (reduce_copy_float.cu, reduce_copy_int.cu).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/base/errors.h"
+#include "cuda/kernels/operator_dispatch.h"
 #include "cuda/signal/device_signal_memory.cuh"
 #include "cuda/signal/signal_collectives.h"
 #include "cuda/signal/signal_launch.h"
@@ -29,33 +30,13 @@ void launchSignalTyped(const SignalView& view, const SignalOp& op, cudaStream_t 
 template <typename T, typename A>
 void launchSignalForOp(const SignalView& view, const SignalOp& op, ReduceOp reduceOp,
                        cudaStream_t stream) {
-  switch (reduceOp) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return launchSignalTyped<T, A, SumOp>(view, op, stream);
-    case ReduceOp::Product:
-      return launchSignalTyped<T, A, ProductOp>(view, op, stream);
-    case ReduceOp::Min:
-      return launchSignalTyped<T, A, MinOp>(view, op, stream);
-    case ReduceOp::Max:
-      return launchSignalTyped<T, A, MaxOp>(view, op, stream);
-    default:
-      break;
+  const bool known = withOperator<T>(reduceOp, [&](auto functor) {
+    launchSignalTyped<T, A, decltype(functor)>(view, op, stream);
+  });
+  if (!known) {
+    throw InvalidArgument(std::string("ringreduce: no device-flags kernel for ") +
+                          reduceOpName(reduceOp));
   }
-  if constexpr (std::is_integral_v<T>) {
-    switch (reduceOp) {
-      case ReduceOp::BAnd:
-        return launchSignalTyped<T, A, BAndOp>(view, op, stream);
-      case ReduceOp::BOr:
-        return launchSignalTyped<T, A, BOrOp>(view, op, stream);
-      case ReduceOp::BXor:
-        return launchSignalTyped<T, A, BXorOp>(view, op, stream);
-      default:
-        break;
-    }
-  }
-  throw InvalidArgument(std::string("ringreduce: no device-flags kernel for ") +
-                        reduceOpName(reduceOp));
 }
 
 // Per-family entry points (signal_kernels_float.cu, signal_kernels_int.cu).
