@@ -2,7 +2,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "cuda/cuda_error.h"
 
@@ -43,6 +48,43 @@ std::string runtimeDescription() {
   text += ", " + std::to_string(count) + " device(s)";
   if (count == 0) text += " (" + why + ")";
   return text;
+}
+
+bool mpsActive(std::string* how) {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string pipes = dir != nullptr && *dir != '\0' ? dir : "/tmp/nvidia-mps";
+  struct stat info {};
+  if (stat((pipes + "/control").c_str(), &info) != 0) {
+    if (how) *how = "no MPS control pipe in " + pipes;
+    return false;
+  }
+  // A pipe left behind by a daemon that has quit would mislead: look for
+  // the daemon itself (its name, as /proc shows it, is cut to 15 bytes).
+  bool running = false;
+  if (DIR* proc = opendir("/proc")) {
+    while (dirent* entry = readdir(proc)) {
+      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+      std::ifstream comm(std::string("/proc/") + entry->d_name + "/comm");
+      std::string name;
+      if (std::getline(comm, name) && name.rfind("nvidia-cuda-mps", 0) == 0) {
+        running = true;
+        break;
+      }
+    }
+    closedir(proc);
+  }
+  if (how) {
+    *how = running ? "MPS daemon running, pipes in " + pipes
+                   : "an MPS pipe in " + pipes + " but no MPS daemon process visible";
+  }
+  return running;
+}
+
+int multiprocessors(int device) {
+  int count = 0;
+  checkCuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device),
+            "cudaDeviceGetAttribute(multiprocessor count)");
+  return count > 0 ? count : 1;
 }
 
 std::array<uint8_t, 16> deviceUuid(int device) {

@@ -1,5 +1,7 @@
 #include "cuda/path_selection.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -7,6 +9,8 @@
 #include "core/base/host_identity.h"
 #include "core/observe/log.h"
 #include "cuda/device_info.h"
+#include "cuda/kernels/vector_pack.h"
+#include "cuda/signal/stream_memops.h"
 
 namespace ringreduce::cuda {
 
@@ -15,6 +19,10 @@ namespace {
 struct IdentityRecord {
   uint64_t host = 0;
   std::array<uint8_t, 16> gpu{};
+  uint8_t mps = 0;      // this process's contexts are MPS clients
+  uint8_t memOps = 0;   // the driver has stream memory operations
+  uint8_t pad[2] = {};
+  int32_t sms = 0;      // multiprocessors of the rank's GPU
 };
 
 DataType wireOf(const Config& config, DataType type, ReduceOp op) {
@@ -42,18 +50,57 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   IdentityRecord mine;
   mine.host = hostIdentityHash();
   mine.gpu = deviceUuid(device);
+  std::string mpsHow;
+  mine.mps = mpsActive(&mpsHow) ? 1 : 0;
+  mine.memOps = streamMemOpsAvailable(nullptr) ? 1 : 0;
+  mine.sms = multiprocessors(device);
   std::vector<IdentityRecord> all(size);
   exchange(&mine, all.data(), sizeof(IdentityRecord));
   std::set<uint64_t> hosts;
-  std::set<std::pair<uint64_t, std::array<uint8_t, 16>>> gpus;
+  std::map<std::pair<uint64_t, std::array<uint8_t, 16>>, int> ranksOnGpu;
+  bool allMps = true, allMemOps = true;
   for (const IdentityRecord& r : all) {
     hosts.insert(r.host);
-    gpus.insert({r.host, r.gpu});
+    ++ranksOnGpu[{r.host, r.gpu}];
+    allMps = allMps && r.mps;
+    allMemOps = allMemOps && r.memOps;
   }
   sameNode_ = hosts.size() == 1;
-  gpuShared_ = gpus.size() < static_cast<size_t>(size);
+  gpuShared_ = ranksOnGpu.size() < static_cast<size_t>(size);
   topology_ = std::to_string(size) + " rank(s) on " + std::to_string(hosts.size()) +
-              " node(s), " + std::to_string(gpus.size()) + " GPU(s)";
+              " node(s), " + std::to_string(ranksOnGpu.size()) + " GPU(s)";
+
+  // How the device-flags path's ranks would meet, the same on every rank.
+  const CudaSync asked = config.cudaSync;
+  if (!sameNode_ || size > kSignalRanks) {
+    syncReason_ = "it needs every rank on one node, at most " + std::to_string(kSignalRanks) +
+                  " ranks (" + topology_ + ")";
+  } else if (asked == CudaSync::Flags) {
+    sync_ = CudaSync::Flags;
+    syncReason_ = "flags (RINGREDUCE_CUDA_SYNC=flags)";
+  } else if (asked == CudaSync::StreamMemOps || (gpuShared_ && !allMps)) {
+    if (allMemOps) {
+      sync_ = CudaSync::StreamMemOps;
+      syncReason_ = asked == CudaSync::StreamMemOps
+                        ? "stream memory operations (RINGREDUCE_CUDA_SYNC=memops)"
+                        : "stream memory operations: ranks share a GPU without MPS (" + mpsHow +
+                              "), so their kernels are time-sliced";
+    } else {
+      syncReason_ = "ranks share a GPU without MPS and some rank's driver lacks stream "
+                    "memory operations";
+    }
+  } else {
+    sync_ = CudaSync::Flags;
+    syncReason_ = gpuShared_ ? "flags: ranks share a GPU under MPS (" + mpsHow + ")"
+                             : "flags: one GPU per rank";
+  }
+  // Every rank's blocks must be resident together where ranks share a GPU.
+  int blocks = kSignalBlocks;
+  for (const IdentityRecord& r : all) {
+    blocks = std::min(blocks, std::max(1, r.sms / ranksOnGpu[{r.host, r.gpu}]));
+  }
+  if (config.cudaBlocks > 0) blocks = std::min(blocks, config.cudaBlocks);
+  maxBlocks_ = blocks;
 }
 
 PathSelection::~PathSelection() = default;
@@ -63,6 +110,7 @@ bool PathSelection::ipcUsable(const RecordExchange& exchange) {
     ipcTried_ = true;
     ipc_ = IpcCollectives::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
                                  &ipcFailure_);
+    if (ipc_ && exportGuard_) ipc_->setExportGuard(exportGuard_);
     if (!ipc_) RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
   }
   return ipc_ != nullptr;
@@ -90,6 +138,56 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
     }
   }
   return nccl_ != nullptr;
+}
+
+bool PathSelection::signalUsable(const RecordExchange& exchange) {
+  if (!signalTried_) {
+    signalTried_ = true;
+    if (sync_ == CudaSync::Auto) {
+      signalFailure_ = syncReason_;  // the same on every rank: none sets up
+    } else {
+      SignalGroupOptions options;
+      options.bufferBytes = config_.cudaBufferBytes;
+      options.sync = sync_;
+      options.maxBlocks = maxBlocks_;
+      options.oneShotBytes = config_.cudaOneShotBytes;
+      signal_ = SignalGroup::setUp(rank_, size_, device_, options, exchange, &signalFailure_);
+    }
+    if (signal_) {
+      RR_LOG(Info, rank_, "device-flags path: " << syncReason_ << ", up to " << maxBlocks_
+                                                << " blocks, " << config_.cudaBufferBytes
+                                                << "-byte buffers");
+    } else {
+      RR_LOG(Warn, rank_, "device-flags path unavailable: " << signalFailure_);
+    }
+  }
+  return signal_ != nullptr;
+}
+
+bool PathSelection::capturable(std::string* why) const {
+  if (signal_ && signal_->capturable()) return true;
+  if (why) {
+    *why = !signal_ ? "CUDA graphs capture ringreduce collectives on the device-flags path "
+                      "only (RINGREDUCE_CUDA_ALGO=flags, set up by one collective before "
+                      "capture)"
+                    : "ranks sharing a GPU without MPS synchronise with stream memory "
+                      "operations, whose values the host counts: a replay would reuse "
+                      "them (start MPS, or give each rank its own GPU)";
+  }
+  return false;
+}
+
+void PathSelection::setExportGuard(IpcCollectives::ExportGuard guard) {
+  exportGuard_ = guard;
+  if (ipc_) ipc_->setExportGuard(std::move(guard));
+}
+
+SignalGroup::Call PathSelection::signalCall(void* stream, const CollectiveCall& call) const {
+  SignalGroup::Call c;
+  c.fingerprint = call.fingerprint;
+  c.timeout = call.timeout;
+  c.stream = stream;
+  return c;
 }
 
 DevicePathTaken PathSelection::choose(const Request& request, const RecordExchange& exchange) {
@@ -130,7 +228,20 @@ DevicePathTaken PathSelection::choose(const Request& request, const RecordExchan
 }
 
 DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
-                                         void* stream, const RecordExchange& exchange) {
+                                         void* stream, const RecordExchange& exchange,
+                                         const CollectiveCall& call) {
+  if (config_.cudaAlgorithm == CudaAlgorithm::Flags) {
+    if (!signalUsable(exchange)) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=flags cannot run: " +
+                            signalFailure_);
+    }
+    const std::string reason = kernelUnsupportedReason(type, type, op);
+    if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+    if (count * elementSize(type) <= signal_->bufferBytes()) {
+      return signal_->allreduce(data, data, count, type, op, signalCall(stream, call));
+    }
+    return allreduceLarge(data, count, type, op, stream, exchange, call);
+  }
   Request request;
   request.allreduce = true;
   request.bytes = count * elementSize(type);
@@ -150,11 +261,102 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
   }
 }
 
+// Larger than the buffers: in place on the ranks' own tensors, each mapped
+// by every peer (and held by its owner until the group closes); through the
+// buffers, a buffer at a time, when some rank's tensor cannot be shared.
+DevicePathTaken PathSelection::allreduceLarge(void* data, size_t count, DataType type,
+                                              ReduceOp op, void* stream,
+                                              const RecordExchange& exchange,
+                                              const CollectiveCall& call) {
+  struct Record {
+    ExportedRange range;
+    uint8_t aligned = 0;
+  };
+  Record mine;
+  std::string why;
+  mine.range = exportRange(device_, data, &why);
+  if (mine.range.ok && exportGuard_ && !exportGuard_(data)) mine.range.ok = 0;
+  mine.aligned = packAligned(data) ? 1 : 0;
+  std::vector<Record> all(size_);
+  exchange(&mine, all.data(), sizeof(Record));
+  bool shareable = true, aligned = true;
+  for (const Record& r : all) {
+    shareable = shareable && r.range.ok;
+    aligned = aligned && r.aligned;
+  }
+  const SignalGroup::Call c = signalCall(stream, call);
+  if (shareable) {
+    void* tensors[kSignalRanks] = {};
+    for (int p = 0; p < size_; ++p) {
+      tensors[p] = p == rank_ ? data : signal_->mappings().map(all[p].range);
+    }
+    signal_->allreduceInPlace(tensors, count, type, op, aligned, c);
+    return DevicePathTaken::FlagsInPlace;
+  }
+  const size_t esize = elementSize(type);
+  const size_t chunk = signal_->bufferBytes() / esize / 16 * 16;
+  for (size_t done = 0; done < count; done += chunk) {
+    void* part = static_cast<uint8_t*>(data) + done * esize;
+    signal_->allreduce(part, part, std::min(chunk, count - done), type, op, c);
+  }
+  return DevicePathTaken::FlagsTwoShot;
+}
+
+DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, size_t count,
+                                               DataType type, ReduceOp op, void* stream,
+                                               const CollectiveCall& call) {
+  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+      count * elementSize(type) > signal_->bufferBytes() ||
+      !kernelUnsupportedReason(type, type, op).empty()) {
+    return DevicePathTaken::HostStaging;
+  }
+  return signal_->allreduce(input, output, count, type, op, signalCall(stream, call));
+}
+
+DevicePathTaken PathSelection::allgatherDirect(const void* input, void* output,
+                                               size_t countPerRank, DataType type, void* stream,
+                                               const CollectiveCall& call) {
+  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+      countPerRank * elementSize(type) > signal_->bufferBytes()) {
+    return DevicePathTaken::HostStaging;
+  }
+  signal_->allgather(input, output, countPerRank, type, signalCall(stream, call));
+  return DevicePathTaken::Flags;
+}
+
+DevicePathTaken PathSelection::reduceScatterDirect(const void* input, void* output,
+                                                   size_t countPerRank, DataType type,
+                                                   ReduceOp op, void* stream,
+                                                   const CollectiveCall& call) {
+  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+      countPerRank * elementSize(type) * size_ > signal_->bufferBytes() ||
+      !kernelUnsupportedReason(type, type, op).empty()) {
+    return DevicePathTaken::HostStaging;
+  }
+  signal_->reduceScatter(input, output, countPerRank, type, op, signalCall(stream, call));
+  return DevicePathTaken::Flags;
+}
+
+bool PathSelection::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
+  bool ok = true;
+  // The same paths exist on every rank (their set-ups agree), so every rank
+  // runs the same exchanges in the same order.
+  if (signal_) ok = signal_->close(exchange, limit) && ok;
+  if (ipc_) ok = ipc_->close(exchange, limit) && ok;
+  return ok;
+}
+
 // The others need NCCL only to move `type`; a reduce-scatter whose op NCCL
 // lacks is staged through the host after the choice.
 DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
                                              size_t countPerRank, DataType type, ReduceOp op,
-                                             void* stream, const RecordExchange& exchange) {
+                                             void* stream, const RecordExchange& exchange,
+                                             const CollectiveCall& call) {
+  if (config_.cudaAlgorithm == CudaAlgorithm::Flags && signalUsable(exchange)) {
+    const DevicePathTaken ran =
+        reduceScatterDirect(input, output, countPerRank, type, op, stream, call);
+    if (ran != DevicePathTaken::HostStaging) return ran;
+  }
   Request request;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
@@ -169,7 +371,12 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
 
 DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t countPerRank,
                                          DataType type, void* stream,
-                                         const RecordExchange& exchange) {
+                                         const RecordExchange& exchange,
+                                         const CollectiveCall& call) {
+  if (config_.cudaAlgorithm == CudaAlgorithm::Flags && signalUsable(exchange)) {
+    const DevicePathTaken ran = allgatherDirect(input, output, countPerRank, type, stream, call);
+    if (ran != DevicePathTaken::HostStaging) return ran;
+  }
   Request request;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(

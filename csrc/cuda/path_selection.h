@@ -4,54 +4,101 @@
 // collective. Paths, in the order RINGREDUCE_CUDA_ALGO=auto tries them:
 //   IPC           all ranks on one node (any number of them per GPU): our
 //                 kernels (ipc/ipc_collectives.h), one-shot up to
-//                 cudaOneShotBytes, two-shot above
+//                 cudaOneShotBytes, two-shot above, ranks ordered by
+//                 interprocess events and host messages
 //   NCCL          ranks on several nodes, one GPU each, NCCL loadable
 //                 everywhere (nccl/nccl_communicator.h)
 //   host staging  the caller stages through pinned host memory over UCX
+// RINGREDUCE_CUDA_ALGO=flags asks for the device-flags path instead
+// (signal/signal_group.h): ranks of one node synchronised on the device,
+// launched from the caller's thread (allreduceDirect) when nothing is
+// queued ahead, and capturable in CUDA graphs.
 // Every rank makes the same choice from the same facts (exchanged once, at
 // set-up), so no rank waits in a path the others did not take.
-// Executor thread only.
+// Executor thread, or the caller's while the executor is idle (the backend
+// serialises them).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include "core/config/config.h"
-#include "core/config/cuda_choices.h"
 #include "core/base/data_type.h"
 #include "core/base/record_exchange.h"
 #include "core/base/reduce_op.h"
+#include "core/config/config.h"
+#include "core/config/cuda_choices.h"
 #include "cuda/ipc/ipc_collectives.h"
 #include "cuda/nccl/nccl_communicator.h"
+#include "cuda/signal/signal_group.h"
 
 namespace ringreduce::cuda {
 
+// What a collective brings besides its data: the same on every rank.
+struct CollectiveCall {
+  uint32_t fingerprint = 0;  // op, dtype, size, reduce op, root
+  std::chrono::milliseconds timeout{30 * 60 * 1000};
+};
+
 class PathSelection {
  public:
-  // Collective: every rank of the group, on its first CUDA allreduce.
+  // Collective: every rank of the group, on its first CUDA collective.
   PathSelection(int rank, int size, int device, const Config& config,
                 const RecordExchange& exchange);
   ~PathSelection();
 
   // Runs the allreduce in place on the device when a device path applies
-  // and returns the path that ran (OneShot, TwoShot, Staged or Nccl);
-  // HostStaging when the caller must stage through the host. Throws
-  // InvalidArgument when the configured path cannot run here.
+  // and returns the path that ran; HostStaging when the caller must stage
+  // through the host. Throws InvalidArgument when the configured path
+  // cannot run here.
   DevicePathTaken allreduce(void* data, size_t count, DataType type, ReduceOp op, void* stream,
-                            const RecordExchange& exchange);
-  // The same contract for the others, which run as Ipc or Nccl
+                            const RecordExchange& exchange, const CollectiveCall& call);
+  // The same contract for the others, which run as Ipc, Flags or Nccl
   // (RINGREDUCE_CUDA_ALGO=host or nccl applies to them too; the IPC
   // algorithm names do not).
   DevicePathTaken reduceScatter(const void* input, void* output, size_t countPerRank,
                                 DataType type, ReduceOp op, void* stream,
-                                const RecordExchange& exchange);
+                                const RecordExchange& exchange, const CollectiveCall& call);
   DevicePathTaken allgather(const void* input, void* output, size_t countPerRank, DataType type,
-                            void* stream, const RecordExchange& exchange);
+                            void* stream, const RecordExchange& exchange,
+                            const CollectiveCall& call);
   DevicePathTaken broadcast(void* data, size_t count, DataType type, int root, void* stream,
                             const RecordExchange& exchange);
 
+  // The device-flags path with no host step, for the caller's thread: runs
+  // the collective when the path is set up and it fits the buffers, and
+  // returns what ran; HostStaging (nothing ran) otherwise.
+  DevicePathTaken allreduceDirect(const void* input, void* output, size_t count, DataType type,
+                                  ReduceOp op, void* stream, const CollectiveCall& call);
+  DevicePathTaken allgatherDirect(const void* input, void* output, size_t countPerRank,
+                                  DataType type, void* stream, const CollectiveCall& call);
+  DevicePathTaken reduceScatterDirect(const void* input, void* output, size_t countPerRank,
+                                      DataType type, ReduceOp op, void* stream,
+                                      const CollectiveCall& call);
+  // Whether the device-flags path is set up, and whether its collectives
+  // can be captured in a CUDA graph (and if not, why).
+  bool flagsReady() const { return signal_ != nullptr; }
+  bool capturable(std::string* why) const;
+  // The device-flags group, for the backend's watchdog (failure, stop);
+  // null until set up.
+  SignalGroup* signalGroup() const { return signal_.get(); }
+
+  // Asked before a caller's tensor is shared with the peers (see
+  // IpcCollectives::setExportGuard); applies to every path.
+  void setExportGuard(IpcCollectives::ExportGuard guard);
+
+  // Collective, at shutdown: every path closes its cross-rank memory
+  // (waits for its work, closes mappings, meets the peers, frees). False
+  // when a path could not: its memory is kept.
+  bool close(const RecordExchange& exchange, std::chrono::milliseconds limit);
+
   // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
+  // How the device-flags path would synchronise, and why.
+  CudaSync flagsSync() const { return sync_; }
+  const std::string& flagsSyncReason() const { return syncReason_; }
 
  private:
   // What a collective brings to the choice.
@@ -62,14 +109,15 @@ class PathSelection {
     size_t bytes = 0;  // of the allreduce: one-shot up to cudaOneShotBytes
     std::string ncclCannot;  // why NCCL cannot run it; empty when it can
   };
-  // The path a collective takes: for allreduce OneShot, TwoShot or Staged
-  // (what the IPC path is asked for; it may fall back to Staged), for the
-  // others Ipc; Nccl or HostStaging for both. Sets up IPC or NCCL on first
-  // need (a collective step: every rank reaches it alike). Throws
-  // InvalidArgument when the configured path cannot run.
   DevicePathTaken choose(const Request& request, const RecordExchange& exchange);
   bool ipcUsable(const RecordExchange& exchange);
   bool ncclUsable(const RecordExchange& exchange);
+  bool signalUsable(const RecordExchange& exchange);
+  // The device-flags path for an allreduce larger than the buffers.
+  DevicePathTaken allreduceLarge(void* data, size_t count, DataType type, ReduceOp op,
+                                 void* stream, const RecordExchange& exchange,
+                                 const CollectiveCall& call);
+  SignalGroup::Call signalCall(void* stream, const CollectiveCall& call) const;
 
   const int rank_;
   const int size_;
@@ -78,6 +126,10 @@ class PathSelection {
   bool sameNode_ = false;
   bool gpuShared_ = false;
   std::string topology_;
+  CudaSync sync_ = CudaSync::Auto;  // Auto here: the flags path cannot run
+  std::string syncReason_;
+  int maxBlocks_ = kSignalBlocks;
+  IpcCollectives::ExportGuard exportGuard_;
   // Set up on first use; "tried" keeps a failed set-up from being retried.
   bool ipcTried_ = false;
   std::string ipcFailure_;
@@ -85,6 +137,9 @@ class PathSelection {
   bool ncclTried_ = false;
   std::string ncclFailure_;
   std::unique_ptr<NcclCommunicator> nccl_;
+  bool signalTried_ = false;
+  std::string signalFailure_;
+  std::unique_ptr<SignalGroup> signal_;
 };
 
 }  // namespace ringreduce::cuda

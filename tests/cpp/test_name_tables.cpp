@@ -42,21 +42,25 @@ TEST(NameTables, EveryValuePrintsAsTheNameItParsesFrom) {
   expectRoundTrip<CudaAlgorithm>();
   expectRoundTrip<WireDtype>();
   expectRoundTrip<DevicePathTaken>();
+  expectRoundTrip<CudaSync>();
 }
 
 TEST(NameTables, NamesAreTheEnvironmentSpellings) {
-  EXPECT_EQ(listNames<CudaAlgorithm>(), "auto, oneshot, twoshot, staged, nccl, host");
+  EXPECT_EQ(listNames<CudaAlgorithm>(), "auto, oneshot, twoshot, staged, nccl, host, flags");
+  EXPECT_EQ(listNames<CudaSync>(), "auto, flags, memops");
   EXPECT_EQ(listNames<WireDtype>(), "none, fp16, bf16");
 }
 
 // The device paths keep the names they had as strings ("" meant host staging).
 TEST(NameTables, PathsTakenPrintAsTheLogNamesThem) {
   EXPECT_EQ(listNames<DevicePathTaken>(),
-            "host staging, one-shot, two-shot, staged two-shot, ipc, nccl");
+            "host staging, one-shot, two-shot, staged two-shot, ipc, nccl, device-flags "
+            "one-shot, device-flags two-shot, device-flags in-place two-shot, device-flags");
   EXPECT_FALSE(ranOnDevice(DevicePathTaken::HostStaging));
-  for (DevicePathTaken path : {DevicePathTaken::OneShot, DevicePathTaken::TwoShot,
-                               DevicePathTaken::Staged, DevicePathTaken::Ipc,
-                               DevicePathTaken::Nccl}) {
+  for (DevicePathTaken path :
+       {DevicePathTaken::OneShot, DevicePathTaken::TwoShot, DevicePathTaken::Staged,
+        DevicePathTaken::Ipc, DevicePathTaken::Nccl, DevicePathTaken::FlagsOneShot,
+        DevicePathTaken::FlagsTwoShot, DevicePathTaken::FlagsInPlace, DevicePathTaken::Flags}) {
     EXPECT_TRUE(ranOnDevice(path)) << nameOf(path);
   }
 }
@@ -88,10 +92,38 @@ TEST(NameTables, ConfigReadsTheChoices) {
   }
 }
 
+TEST(NameTables, ConfigReadsTheDeviceFlagsSettings) {
+  {
+    ScopedEnv algo("RINGREDUCE_CUDA_ALGO", "flags");
+    ScopedEnv sync("RINGREDUCE_CUDA_SYNC", "memops");
+    ScopedEnv buffer("RINGREDUCE_CUDA_BUFFER_BYTES", "65536");
+    ScopedEnv blocks("RINGREDUCE_CUDA_BLOCKS", "4");
+    const Config config = Config::fromEnvironment();
+    EXPECT_EQ(config.cudaAlgorithm, CudaAlgorithm::Flags);
+    EXPECT_EQ(config.cudaSync, CudaSync::StreamMemOps);
+    EXPECT_EQ(config.cudaBufferBytes, 65536u);
+    EXPECT_EQ(config.cudaBlocks, 4);
+  }
+  const Config defaults = Config::fromEnvironment();
+  EXPECT_EQ(defaults.cudaAlgorithm, CudaAlgorithm::Auto);  // not the default until measured
+  EXPECT_EQ(defaults.cudaSync, CudaSync::Auto);
+  {
+    ScopedEnv buffer("RINGREDUCE_CUDA_BUFFER_BYTES", "5000");
+    EXPECT_THROW(Config::fromEnvironment(), InvalidArgument);
+  }
+  {
+    ScopedEnv blocks("RINGREDUCE_CUDA_BLOCKS", "65");
+    EXPECT_THROW(Config::fromEnvironment(), InvalidArgument);
+  }
+}
+
 TEST(NameTables, BadValueListsTheChoices) {
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_ALGO", "fast"),
             "ringreduce: environment variable RINGREDUCE_CUDA_ALGO='fast' must be one of: "
-            "auto, oneshot, twoshot, staged, nccl, host");
+            "auto, oneshot, twoshot, staged, nccl, host, flags");
+  EXPECT_EQ(errorOf("RINGREDUCE_CUDA_SYNC", "spin"),
+            "ringreduce: environment variable RINGREDUCE_CUDA_SYNC='spin' must be one of: "
+            "auto, flags, memops");
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_WIRE_DTYPE", "fp8"),
             "ringreduce: environment variable RINGREDUCE_CUDA_WIRE_DTYPE='fp8' must be one of: "
             "none, fp16, bf16");

@@ -138,6 +138,21 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
       readPositive(sources, "RINGREDUCE_CUDA_SCRATCH_BYTES",
                    static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice(sources, "RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
+  config.cudaSync = readChoice(sources, "RINGREDUCE_CUDA_SYNC", config.cudaSync);
+  config.cudaBufferBytes = static_cast<size_t>(
+      readPositive(sources, "RINGREDUCE_CUDA_BUFFER_BYTES",
+                   static_cast<long long>(config.cudaBufferBytes), 4096));
+  if (config.cudaBufferBytes % 4096 != 0) {
+    throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_BUFFER_BYTES=" +
+                          std::to_string(config.cudaBufferBytes) +
+                          " is not a multiple of 4096");
+  }
+  config.cudaBlocks = static_cast<int>(
+      readPositive(sources, "RINGREDUCE_CUDA_BLOCKS", config.cudaBlocks, 0));
+  if (config.cudaBlocks > 64) {
+    throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_BLOCKS=" +
+                          std::to_string(config.cudaBlocks) + " is above 64");
+  }
   config.hostWireDtype = readChoice(sources, "RINGREDUCE_WIRE_DTYPE", config.hostWireDtype);
   config.traceBufferSize = static_cast<size_t>(
       readPositive(sources, "RINGREDUCE_TRACE_BUFFER_SIZE",
@@ -199,6 +214,9 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_CUDA_ONESHOT_BYTES", number(cudaOneShotBytes)},
       {"RINGREDUCE_CUDA_SCRATCH_BYTES", number(cudaScratchBytes)},
       {"RINGREDUCE_CUDA_WIRE_DTYPE", nameOf(cudaWireDtype)},
+      {"RINGREDUCE_CUDA_SYNC", nameOf(cudaSync)},
+      {"RINGREDUCE_CUDA_BUFFER_BYTES", number(cudaBufferBytes)},
+      {"RINGREDUCE_CUDA_BLOCKS", number(cudaBlocks)},
       {"RINGREDUCE_WIRE_DTYPE", nameOf(hostWireDtype)},
       {"RINGREDUCE_TRACE_BUFFER_SIZE", number(traceBufferSize)},
       {"RINGREDUCE_AUTOTUNE", number(int(autotune))},

@@ -112,7 +112,23 @@ struct Config {
   //   oneshot, twoshot, staged   that IPC algorithm (cuda/ipc/ipc_collectives.h)
   //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
   //   host     pinned host staging over UCX
+  //   flags    the device-flags path (cuda/signal/): every rank on one node,
+  //            collectives synchronised on the device, launched from the
+  //            caller's thread on its stream when nothing is queued ahead,
+  //            capturable in CUDA graphs. Not the default until a GPU run
+  //            has measured it.
   CudaAlgorithm cudaAlgorithm = CudaAlgorithm::Auto;
+  // flags: how ranks meet on the device. auto: kernels spinning on flags
+  // where the ranks' kernels run at once (one GPU per rank, or MPS), stream
+  // memory operations where ranks share a GPU time-sliced. RINGREDUCE_CUDA_SYNC.
+  CudaSync cudaSync = CudaSync::Auto;
+  // flags: each of a rank's four buffers (in and out, two parities);
+  // larger allreduces run in place on the ranks' tensors.
+  // RINGREDUCE_CUDA_BUFFER_BYTES (a multiple of 4096).
+  size_t cudaBufferBytes = 8u << 20;
+  // flags: the most blocks one collective launches (0: from the GPU's SMs
+  // and the ranks sharing it). RINGREDUCE_CUDA_BLOCKS.
+  int cudaBlocks = 0;
   size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
   // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
   size_t cudaScratchBytes = 32u << 20;

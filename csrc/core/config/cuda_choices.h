@@ -10,7 +10,9 @@
 namespace ringreduce {
 
 // RINGREDUCE_CUDA_ALGO: which path runs a CUDA allreduce (core/config/config.h).
-enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host };
+// Flags: the device-flags path (cuda/signal/): collectives synchronised on
+// the device, from the caller's thread, capturable in CUDA graphs.
+enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host, Flags };
 
 template <>
 struct NameTable<CudaAlgorithm> {
@@ -21,6 +23,20 @@ struct NameTable<CudaAlgorithm> {
       {CudaAlgorithm::Staged, "staged"},
       {CudaAlgorithm::Nccl, "nccl"},
       {CudaAlgorithm::Host, "host"},
+      {CudaAlgorithm::Flags, "flags"},
+  };
+};
+
+// RINGREDUCE_CUDA_SYNC: how the device-flags path's ranks meet on the
+// device. Auto decides at set-up from the GPUs and MPS (cuda/path_selection.h).
+enum class CudaSync : uint8_t { Auto, Flags, StreamMemOps };
+
+template <>
+struct NameTable<CudaSync> {
+  static constexpr NamedValue<CudaSync> entries[] = {
+      {CudaSync::Auto, "auto"},
+      {CudaSync::Flags, "flags"},
+      {CudaSync::StreamMemOps, "memops"},
   };
 };
 
@@ -41,7 +57,21 @@ struct NameTable<WireDtype> {
 // the caller stages the data through pinned host memory over UCX. OneShot,
 // TwoShot and Staged are the IPC allreduce algorithms (cuda/ipc/); Ipc is
 // how the other collectives run among the ranks of one node.
-enum class DevicePathTaken : uint8_t { HostStaging, OneShot, TwoShot, Staged, Ipc, Nccl };
+// Flags*: the device-flags path (cuda/signal/): FlagsOneShot and
+// FlagsTwoShot through the registered buffers, FlagsInPlace on the ranks'
+// own tensors, Flags for the other collectives.
+enum class DevicePathTaken : uint8_t {
+  HostStaging,
+  OneShot,
+  TwoShot,
+  Staged,
+  Ipc,
+  Nccl,
+  FlagsOneShot,
+  FlagsTwoShot,
+  FlagsInPlace,
+  Flags,
+};
 
 template <>
 struct NameTable<DevicePathTaken> {
@@ -52,6 +82,10 @@ struct NameTable<DevicePathTaken> {
       {DevicePathTaken::Staged, "staged two-shot"},
       {DevicePathTaken::Ipc, "ipc"},
       {DevicePathTaken::Nccl, "nccl"},
+      {DevicePathTaken::FlagsOneShot, "device-flags one-shot"},
+      {DevicePathTaken::FlagsTwoShot, "device-flags two-shot"},
+      {DevicePathTaken::FlagsInPlace, "device-flags in-place two-shot"},
+      {DevicePathTaken::Flags, "device-flags"},
   };
 };
 

@@ -169,6 +169,7 @@ DevicePathTaken IpcCollectives::allreduce(void* data, size_t count, DataType typ
 
 void IpcCollectives::oneShot(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
                            void* stream, const RecordExchange& exchange) {
+  streams_.note(stream);
   copyCast(data, type, scratch_.data(), wire, count, 0, stream);
   ExportedRange token, all[kMaxFanout];
   barrier(before_, peersBefore_, stream, exchange, &token, all, sizeof(token));
@@ -185,8 +186,10 @@ void IpcCollectives::oneShot(void* data, size_t count, DataType type, ReduceOp o
 
 bool IpcCollectives::shareBefore(const void* ptr, void* stream, const RecordExchange& exchange,
                                 std::vector<void*>& peers) {
+  streams_.note(stream);
   std::string why;
-  const ExportedRange mine = exportRange(device_, ptr, &why);
+  ExportedRange mine = exportRange(device_, ptr, &why);
+  if (mine.ok && exportGuard_ && !exportGuard_(ptr)) mine.ok = 0;
   ExportedRange all[kMaxFanout];
   before_.record(stream);
   exchange(&mine, all, sizeof(ExportedRange));
@@ -281,6 +284,7 @@ bool IpcCollectives::broadcast(void* data, size_t count, DataType type, int root
 
 void IpcCollectives::staged(void* data, size_t count, DataType type, ReduceOp op, DataType wire,
                           void* stream, const RecordExchange& exchange) {
+  streams_.note(stream);
   const size_t capacity = stagedCapacity(wire);
   if (capacity == 0) throw Error("ringreduce: the CUDA scratch buffer is too small");
   const size_t esize = elementSize(type);
@@ -303,6 +307,34 @@ void IpcCollectives::staged(void* data, size_t count, DataType type, ReduceOp op
     copyCast(advance(scratch_.data(), outputHalf), wire, advance(data, done * esize), type, n, 0,
              stream);
   }
+}
+
+}  // namespace ringreduce::cuda
+
+namespace ringreduce::cuda {
+
+bool IpcCollectives::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
+  bool ok = false;
+  try {
+    ok = streams_.waitAll(limit);
+    if (ok) mappings_.closeAll();
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  // Every rank takes part whatever happened here: a rank frees its scratch
+  // only once every rank has said it no longer maps it.
+  const uint8_t closedHere = ok ? 1 : 0;
+  std::vector<uint8_t> all(size_);
+  try {
+    exchange(&closedHere, all.data(), 1);
+  } catch (const std::exception&) {
+    return false;
+  }
+  for (uint8_t closed : all) {
+    if (!closed) return false;
+  }
+  scratch_.release();  // freed with this object
+  return true;
 }
 
 }  // namespace ringreduce::cuda

@@ -27,7 +27,9 @@
 // cast on the copy in, float32 accumulation, cast back with AVG fused.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,7 @@
 #include "core/base/reduce_op.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/kernels/reduce_copy.h"
+#include "cuda/stream_tracker.h"
 
 namespace ringreduce::cuda {
 
@@ -78,6 +81,19 @@ class IpcCollectives {
   // Elements of `type` one staged round can carry.
   size_t stagedCapacity(DataType wire) const;
 
+  // Asked before a caller's tensor is exported to the peers: true when the
+  // caller holds that memory until close() (torch's caching allocator
+  // could otherwise free a segment peers still map). False makes every
+  // rank stage that collective instead. Unset: every tensor may be shared.
+  using ExportGuard = std::function<bool(const void* ptr)>;
+  void setExportGuard(ExportGuard guard) { exportGuard_ = std::move(guard); }
+
+  // Collective (every rank, at shutdown): waits (to `limit`) for the work
+  // this group queued, closes its mappings of the peers' memory, meets the
+  // peers, and only then frees its scratch. False when that could not be
+  // done safely: the scratch is then kept for the life of the process.
+  bool close(const RecordExchange& exchange, std::chrono::milliseconds limit);
+
  private:
   IpcCollectives(int rank, int size, int device, size_t scratchBytes);
   void openPeers(const void* setupRecords);
@@ -108,6 +124,8 @@ class IpcCollectives {
   std::vector<std::unique_ptr<PeerEvent>> peersBefore_;  // null at my own index
   std::vector<std::unique_ptr<PeerEvent>> peersAfter_;
   PeerMappings mappings_;
+  StreamTracker streams_;
+  ExportGuard exportGuard_;
 };
 
 }  // namespace ringreduce::cuda

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cuda/cuda_error.h"
+#include "cuda/device_scope.h"
 
 namespace ringreduce::cuda {
 
@@ -33,7 +34,7 @@ GetAddressRange addressRangeFunction() {
 }  // namespace
 
 ExportedRange exportRange(int device, const void* ptr, std::string* why) {
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   ExportedRange range;
   CUdeviceptr base = 0;
   size_t size = 0;
@@ -62,24 +63,16 @@ ExportedRange exportRange(int device, const void* ptr, std::string* why) {
 
 void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0 || dst == src) return;
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
                             static_cast<cudaStream_t>(stream)),
             "cudaMemcpyAsync (device to device)");
 }
 
-PeerMappings::~PeerMappings() {
-  try {
-    closeAll();
-  } catch (...) {
-    // A destructor must not throw; the process keeps the mappings.
-  }
-}
-
 void* PeerMappings::map(const ExportedRange& range) {
   auto it = open_.find(range.handle);
   if (it == open_.end()) {
-    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    DeviceScope scope(device_);
     cudaIpcMemHandle_t handle;
     std::memcpy(&handle, range.handle.data(), kIpcHandleBytes);
     void* base = nullptr;
@@ -92,33 +85,32 @@ void* PeerMappings::map(const ExportedRange& range) {
 
 void PeerMappings::closeAll() {
   if (open_.empty()) return;
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
-  // Kernels queued earlier may still read or write these mappings.
-  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before closing peer mappings)");
+  DeviceScope scope(device_);
   for (auto& [handle, base] : open_) (void)cudaIpcCloseMemHandle(base);
   open_.clear();
 }
 
 DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   checkCuda(cudaMalloc(&data_, bytes), "cudaMalloc (ringreduce scratch buffer)");
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_ == nullptr) return;
-  (void)cudaSetDevice(device_);
+  if (data_ == nullptr || shared_) return;
+  DeviceScope scope(device_);
   (void)cudaFree(data_);
 }
 
-ExportedRange DeviceBuffer::exported() const {
+ExportedRange DeviceBuffer::exported() {
   std::string why;
   ExportedRange range = exportRange(device_, data_, &why);
   if (!range.ok) throw Error("ringreduce: cannot share the scratch buffer: " + why);
+  shared_ = true;
   return range;
 }
 
 SharedEvent::SharedEvent(int device) : device_(device) {
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   cudaEvent_t event;
   checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventInterprocess),
             "cudaEventCreateWithFlags(interprocess)");
@@ -137,13 +129,13 @@ SharedEvent::SharedEvent(int device) : device_(device) {
 SharedEvent::~SharedEvent() = default;
 
 void SharedEvent::record(void* stream) {
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   checkCuda(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)),
             "cudaEventRecord(interprocess event)");
 }
 
 PeerEvent::PeerEvent(int device, const IpcHandle& handle) : device_(device) {
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   cudaIpcEventHandle_t h;
   std::memcpy(&h, handle.data(), kIpcHandleBytes);
   cudaEvent_t event;
@@ -152,12 +144,12 @@ PeerEvent::PeerEvent(int device, const IpcHandle& handle) : device_(device) {
 }
 
 PeerEvent::~PeerEvent() {
-  (void)cudaSetDevice(device_);
+  DeviceScope scope(device_);
   (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }
 
 void PeerEvent::waitOn(void* stream) {
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   checkCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
                                 static_cast<cudaEvent_t>(event_), 0),
             "cudaStreamWaitEvent(a peer's event)");

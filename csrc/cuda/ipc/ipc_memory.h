@@ -31,19 +31,22 @@ ExportedRange exportRange(int device, const void* ptr, std::string* why);
 // The peers' allocations this process has opened, by handle. Opening costs
 // tens of microseconds, so mappings are kept until the group ends: the
 // caching allocator hands out the same few segments again and again, so the
-// cache stays small (a segment a peer frees stays mapped, and allocated,
-// until then).
+// cache stays small. A peer never frees what it exported while it is
+// mapped here: it holds the memory until every rank has closed its
+// mappings (the groups' close()).
 class PeerMappings {
  public:
   explicit PeerMappings(int device) : device_(device) {}
-  ~PeerMappings();
+  // Leaves open what closeAll() did not close: a kernel may still use it,
+  // and closing under it is undefined.
+  ~PeerMappings() = default;
   PeerMappings(const PeerMappings&) = delete;
   PeerMappings& operator=(const PeerMappings&) = delete;
 
   // The peer's pointer (allocation base + offset) in this process.
   void* map(const ExportedRange& range);
   size_t size() const { return open_.size(); }
-  // Waits for the device's queued work first (it may use the mappings).
+  // The caller has waited for every kernel and copy that may use them.
   void closeAll();
 
  private:
@@ -55,7 +58,10 @@ class PeerMappings {
 // included), queued on `stream`.
 void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* stream);
 
-// A device buffer of our own (cudaMalloc, so always shareable).
+// A device buffer of our own (cudaMalloc, so always shareable). Once
+// exported it is freed only after release(): peers may map it, and freeing
+// mapped memory is undefined; a buffer never released stays allocated for
+// the life of the process.
 class DeviceBuffer {
  public:
   DeviceBuffer(int device, size_t bytes);
@@ -64,12 +70,15 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
-  ExportedRange exported() const;
+  ExportedRange exported();
+  // Every rank that mapped it has closed its mapping (a cross-rank close).
+  void release() { shared_ = false; }
 
  private:
   int device_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool shared_ = false;
 };
 
 // An interprocess event this process records; peers open it by handle. Not

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/base/data_type.h"
@@ -33,6 +34,9 @@ struct ReduceCopyArgs {
   DataType dstType = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;
   int avgDivisor = 0;  // > 1: divide the result (AVG); integers truncate
+  // Device memory: when nonzero as the kernel starts, it does nothing (a
+  // group whose host gave up; its peers' memory may be gone).
+  const uint32_t* stop = nullptr;
 };
 
 // Empty when the kernels reduce `type` with `op`; otherwise why not (the

@@ -25,12 +25,14 @@ struct KernelParams {
   size_t count;
   int avgDivisor;
   bool vectorized;
+  const uint32_t* stop;
 };
 
 template <typename S, typename D, typename Op>
 __global__ void __launch_bounds__(kReduceThreads) reduceCopyKernel(KernelParams<S, D> p) {
   using A = typename AccumOf<S>::type;
   constexpr int V = 16 / sizeof(S);
+  if (p.stop != nullptr && *reinterpret_cast<const volatile uint32_t*>(p.stop) != 0) return;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t done = 0;
@@ -87,6 +89,7 @@ void launchTyped(const ReduceCopyArgs& args, int device, cudaStream_t stream) {
   p.count = args.count;
   p.avgDivisor = args.avgDivisor;
   p.vectorized = aligned;
+  p.stop = args.stop;
   const size_t work = aligned ? args.count / V + args.count % V : args.count;
   // Enough blocks to fill every SM a few times over; the grid-stride loop
   // covers the rest. More would only add scheduling overhead.

@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "cuda/device_scope.h"
 #include "cuda/kernels/reduce_copy_kernel.cuh"
 
 namespace ringreduce::cuda {
@@ -31,7 +32,7 @@ void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
   const std::string reason = kernelUnsupportedReason(given.srcType, given.dstType, given.op);
   if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
   if (given.count == 0 || given.ndst == 0) return;
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   ReduceCopyArgs args = given;
   // Complex SUM/AVG: interleaved (re, im) pairs reduce as twice as many reals.
   if (args.srcType == DataType::Complex64 || args.srcType == DataType::Complex128) {

@@ -7,6 +7,7 @@
 #include "core/math/element_math.h"
 #include "core/base/errors.h"
 #include "cuda/cuda_error.h"
+#include "cuda/device_scope.h"
 
 namespace ringreduce::cuda {
 
@@ -80,7 +81,7 @@ NcclCommunicator::NcclCommunicator(const NcclLibrary& nccl, int rank, int size, 
   if (rank == 0) check(nccl.getUniqueId(&mine), "ncclGetUniqueId");
   std::vector<NcclUniqueId> all(size);
   exchange(&mine, all.data(), sizeof(NcclUniqueId));
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DeviceScope scope(device);
   // Every rank has just answered the exchange, so none is missing here; a
   // rank that dies inside the init still blocks it (NCCL's blocking init).
   check(nccl.commInitRank(&comm_, size, all[0], rank), "ncclCommInitRank");
@@ -106,7 +107,7 @@ void NcclCommunicator::allreduce(const void* in, void* out, size_t count, DataTy
                                  ReduceOp op, void* stream) {
   if (comm_ == nullptr) throw Error("ringreduce: the NCCL communicator was aborted");
   const NcclType t = ncclType(type);
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   check(nccl_.allReduce(in, out, count * t.scale, t.type, ncclOp(type, op), comm_, stream),
         "ncclAllReduce");
 }
@@ -115,7 +116,7 @@ void NcclCommunicator::broadcast(void* data, size_t count, DataType type, int ro
                                  void* stream) {
   if (comm_ == nullptr) throw Error("ringreduce: the NCCL communicator was aborted");
   const NcclType t = ncclType(type);
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   check(nccl_.broadcast(data, data, count * t.scale, t.type, root, comm_, stream),
         "ncclBroadcast");
 }
@@ -124,7 +125,7 @@ void NcclCommunicator::allgather(const void* in, void* out, size_t countPerRank,
                                  void* stream) {
   if (comm_ == nullptr) throw Error("ringreduce: the NCCL communicator was aborted");
   const NcclType t = ncclType(type);
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   check(nccl_.allGather(in, out, countPerRank * t.scale, t.type, comm_, stream),
         "ncclAllGather");
 }
@@ -133,7 +134,7 @@ void NcclCommunicator::reduceScatter(const void* in, void* out, size_t countPerR
                                      DataType type, ReduceOp op, void* stream) {
   if (comm_ == nullptr) throw Error("ringreduce: the NCCL communicator was aborted");
   const NcclType t = ncclType(type);
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope(device_);
   check(nccl_.reduceScatter(in, out, countPerRank * t.scale, t.type, ncclOp(type, op), comm_,
                             stream),
         "ncclReduceScatter");

@@ -17,7 +17,10 @@ bool streamMemOpsAvailable(std::string* why);
 // After all earlier work on `stream` (and with its writes visible), stores
 // `value` at `address` (device memory, a peer's mapped memory included).
 void streamWriteValue32(void* stream, uint32_t* address, uint32_t value);
-// Later work on `stream` waits until the word at `address` equals `value`.
+// Later work on `stream` waits until the word at `address` has reached
+// `value` in cyclic order ((int32_t)(word - value) >= 0), so a count that
+// wraps still compares, and a value far ahead releases any wait for an
+// earlier one (how a failed group frees its stuck stream).
 void streamWaitValue32(void* stream, const uint32_t* address, uint32_t value);
 
 }  // namespace ringreduce::cuda

@@ -1,0 +1,46 @@
+#include "cuda/stream_tracker.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace ringreduce::cuda {
+
+bool StreamTracker::waitAll(std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<cudaEvent_t> events;
+  bool ok = true;
+  for (void* stream : streams_) {
+    cudaEvent_t event;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+      (void)cudaGetLastError();
+      ok = false;
+      break;
+    }
+    events.push_back(event);
+    if (cudaEventRecord(event, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      ok = false;
+      break;
+    }
+  }
+  for (cudaEvent_t event : events) {
+    auto pause = std::chrono::microseconds(10);
+    while (ok && cudaEventQuery(event) != cudaSuccess) {
+      (void)cudaGetLastError();  // cudaErrorNotReady
+      if (std::chrono::steady_clock::now() > deadline) {
+        ok = false;
+        break;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    }
+  }
+  // An event still pending is destroyed safely: CUDA releases it once done.
+  for (cudaEvent_t event : events) (void)cudaEventDestroy(event);
+  return ok;
+}
+
+}  // namespace ringreduce::cuda
