@@ -24,4 +24,16 @@ void verifySameCollective(const Comm& comm, const OpContext& op,
                         describe(all[0]) + differences);
 }
 
+uint32_t fingerprintWord(const CollectiveFingerprint& fp) {
+  const int64_t fields[] = {fp.opType, fp.dtype, fp.numel, fp.root, fp.reduceOp};
+  uint32_t hash = 2166136261u;
+  for (int64_t field : fields) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= static_cast<uint8_t>(static_cast<uint64_t>(field) >> (8 * i));
+      hash *= 16777619u;
+    }
+  }
+  return hash;
+}
+
 }  // namespace ringreduce

@@ -28,6 +28,11 @@ struct CollectiveFingerprint {
   }
 };
 
+// The fingerprint as one 32-bit word (FNV-1a of its fields): what a device
+// collective carries in its flags, so that a rank running a different
+// collective is seen by its peers on the device (cuda/signal/).
+uint32_t fingerprintWord(const CollectiveFingerprint& fp);
+
 // Throws InvalidArgument on every rank when fingerprints differ; `describe`
 // renders one fingerprint for the message.
 void verifySameCollective(const Comm& comm, const OpContext& op,

@@ -3,22 +3,89 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <map>
+#include <mutex>
+
 #include "backend/dtype_mapping.h"
+#include "core/observe/log.h"
 
 #ifdef RINGREDUCE_WITH_CUDA
 #include "core/base/errors.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/nccl/nccl_library.h"
+#include "cuda/own_stream.h"
 #include "cuda/path_selection.h"
+#include "cuda/signal/signal_watchdog.h"
 #endif
 
 namespace ringreduce {
 
+namespace {
+
+c10::Stream poolStream(c10::Device device) {
+  return c10::impl::getDeviceGuardImpl(device.type())->getStreamFromGlobalPool(device, false);
+}
+
+}  // namespace
+
 #ifdef RINGREDUCE_WITH_CUDA
 
+namespace {
+
+cuda::CollectiveCall collectiveCall(const DevicePath::Call& call) {
+  cuda::CollectiveCall c;
+  c.fingerprint = call.fingerprint;
+  c.timeout = call.timeout;
+  return c;
+}
+
+}  // namespace
+
 struct DevicePath::State {
+  int rank = 0;
+  DevicePath::Hooks hooks;
   std::unique_ptr<cuda::PathSelection> paths;
+  std::unique_ptr<cuda::SignalWatchdog> watchdog;
+  // Tensors whose memory peers may map, by storage: held until close().
+  std::map<const void*, at::Tensor> held;
+  size_t heldBytes = 0;
+  size_t holdLimit = 0;
+  bool warnedHoldLimit = false;
+  // The tensors of the collective being run, for the export guard.
+  std::vector<at::Tensor> exportable;
+
+  // The caching allocator may free a segment peers still map, so a tensor
+  // is exported only while the group holds it; over the limit, the
+  // collective is staged through the group's own buffers instead.
+  bool mayExport(const void* ptr) {
+    for (const at::Tensor& t : exportable) {
+      if (t.data_ptr() != ptr || !t.has_storage()) continue;
+      const void* key = t.storage().data_ptr().get();
+      if (held.count(key)) return true;
+      const size_t bytes = t.storage().nbytes();
+      if (heldBytes + bytes > holdLimit) {
+        if (!warnedHoldLimit) {
+          warnedHoldLimit = true;
+          RR_LOG(Warn, rank, "CUDA tensors shared with peers reached "
+                                 << holdLimit << " bytes (RINGREDUCE_CUDA_HOLD_BYTES): larger "
+                                 << "collectives on new tensors are staged from now on");
+        }
+        return false;
+      }
+      held.emplace(key, t);
+      heldBytes += bytes;
+      return true;
+    }
+    return false;  // not a tensor of this collective: never exported
+  }
+
+  // From the first collective that set up the device-flags path.
+  void watchIfReady() {
+    if (watchdog || !paths->signalGroup()) return;
+    watchdog = std::make_unique<cuda::SignalWatchdog>(*paths->signalGroup(), hooks.fail,
+                                                      hooks.givenUp);
+  }
 };
 
 bool DevicePath::compiled() { return true; }
@@ -38,11 +105,38 @@ bool DevicePath::ncclAvailable(std::string* detail) {
   return true;
 }
 
+c10::Stream DevicePath::ownStream(c10::Device device) {
+  // torch reads an external stream's id as the cudaStream_t itself (what
+  // torch.cuda.ExternalStream relies on); the round trip checks that this
+  // torch still does, else the pool serves.
+  void* raw = cuda::createOwnStream(device.index());
+  const c10::Stream stream(c10::Stream::UNSAFE, device,
+                           static_cast<c10::StreamId>(reinterpret_cast<intptr_t>(raw)));
+  bool roundTrip = false;
+  try {
+    roundTrip = stream.native_handle() == raw;
+  } catch (const std::exception&) {
+    roundTrip = false;
+  }
+  if (roundTrip) return stream;
+  cuda::destroyOwnStream(device.index(), raw);
+  RR_LOG(Warn, -1, "this torch does not take an external CUDA stream: using one of its pool");
+  return poolStream(device);
+}
+
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
-                       const RecordExchange& exchange)
+                       const RecordExchange& exchange, Hooks hooks)
     : device_(device), state_(std::make_unique<State>()) {
+  state_->rank = rank;
+  state_->hooks = std::move(hooks);
+  state_->holdLimit = config.cudaHoldBytes;
   state_->paths =
       std::make_unique<cuda::PathSelection>(rank, size, device.index(), config, exchange);
+  State* state = state_.get();
+  state_->paths->setExportGuard([state](const void* ptr) { return state->mayExport(ptr); });
+  if (config.cudaAlgorithm == CudaAlgorithm::Flags) {
+    RR_LOG(Info, rank, "device-flags path: " << state_->paths->flagsSyncReason());
+  }
 }
 
 void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
@@ -51,28 +145,48 @@ void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
   const char* name = "reduce_copy";
   TORCH_CHECK_VALUE(!srcs.empty() && srcs.size() <= static_cast<size_t>(cuda::kMaxFanout) &&
                         dsts.size() <= static_cast<size_t>(cuda::kMaxFanout),
-                    "reduce_copy: 1 to ", cuda::kMaxFanout, " sources and up to ",
-                    cuda::kMaxFanout, " destinations");
+                    "reduce_copy: 1 to ", cuda::kMaxFanout, " sources and 0 to ",
+                    cuda::kMaxFanout, " destinations, got ", srcs.size(), " and ", dsts.size());
   const at::Tensor& first = srcs[0];
-  cuda::ReduceCopyArgs args;
   for (const auto* list : {&srcs, &dsts}) {
     for (const at::Tensor& t : *list) {
-      TORCH_CHECK_VALUE(t.is_cuda() && t.device() == first.device() && t.is_contiguous() &&
-                            t.numel() == first.numel(),
+      TORCH_CHECK_VALUE(t.defined() && t.is_cuda() && t.device() == first.device() &&
+                            t.is_contiguous() && t.numel() == first.numel(),
                         "reduce_copy: tensors must be contiguous, on one CUDA device, with "
                         "the same number of elements");
+      TORCH_CHECK_VALUE(!t.is_conj() && !t.is_neg(),
+                        "reduce_copy: conjugate and negative views are not plain memory; "
+                        "resolve them first (resolve_conj(), resolve_neg())");
     }
   }
   for (const at::Tensor& t : srcs) {
-    TORCH_CHECK_VALUE(t.scalar_type() == first.scalar_type(), "reduce_copy: sources differ in dtype");
-    args.srcs[args.nsrc++] = t.data_ptr();
+    TORCH_CHECK_VALUE(t.scalar_type() == first.scalar_type(), "reduce_copy: sources differ in ",
+                      "dtype (", first.scalar_type(), " and ", t.scalar_type(), ")");
   }
+  for (const at::Tensor& t : dsts) {
+    TORCH_CHECK_VALUE(t.scalar_type() == dsts[0].scalar_type(),
+                      "reduce_copy: destinations differ in dtype (", dsts[0].scalar_type(),
+                      " and ", t.scalar_type(), ")");
+    // A destination is written element by element while sources are read:
+    // the same memory is fine (in place), a shifted overlap is not.
+    const auto* d = static_cast<const uint8_t*>(t.data_ptr());
+    for (const at::Tensor& s : srcs) {
+      const auto* p = static_cast<const uint8_t*>(s.data_ptr());
+      const bool overlap = d < p + s.nbytes() && p < d + t.nbytes();
+      TORCH_CHECK_VALUE(!overlap || d == p,
+                        "reduce_copy: a destination partly overlaps a source");
+    }
+  }
+  cuda::ReduceCopyArgs args;
+  for (const at::Tensor& t : srcs) args.srcs[args.nsrc++] = t.data_ptr();
   for (const at::Tensor& t : dsts) args.dsts[args.ndst++] = t.data_ptr();
   args.count = static_cast<size_t>(first.numel());
   args.srcType = toDataType(first.scalar_type(), name);
   args.dstType = dsts.empty() ? args.srcType : toDataType(dsts[0].scalar_type(), name);
   args.op = toReduceOp(op, name);
   args.avgDivisor = avgDivisor;
+  const std::string problem = cuda::reduceCopyArgsProblem(args);
+  TORCH_CHECK_VALUE(problem.empty(), "reduce_copy: ", problem);
   const c10::Stream stream =
       c10::impl::getDeviceGuardImpl(first.device().type())->getStream(first.device());
   try {
@@ -83,30 +197,104 @@ void DevicePath::reduceCopy(const std::vector<at::Tensor>& srcs,
 }
 
 DevicePathTaken DevicePath::allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
-                                      const c10::Stream& stream, const RecordExchange& exchange) {
-  return state_->paths->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type,
-                                  op, stream.native_handle(), exchange);
+                                      const c10::Stream& stream, const RecordExchange& exchange,
+                                      const Call& call) {
+  state_->exportable = {tensor};
+  const DevicePathTaken ran =
+      state_->paths->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type, op,
+                               stream.native_handle(), exchange, collectiveCall(call));
+  state_->exportable.clear();
+  state_->watchIfReady();
+  return ran;
 }
 
 DevicePathTaken DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
                                           DataType type, ReduceOp op, const c10::Stream& stream,
-                                          const RecordExchange& exchange) {
-  return state_->paths->reduceScatter(input.data_ptr(), output.data_ptr(),
-                                      static_cast<size_t>(output.numel()), type, op,
-                                      stream.native_handle(), exchange);
+                                          const RecordExchange& exchange, const Call& call) {
+  state_->exportable = {input, output};
+  const DevicePathTaken ran = state_->paths->reduceScatter(
+      input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), type, op,
+      stream.native_handle(), exchange, collectiveCall(call));
+  state_->exportable.clear();
+  state_->watchIfReady();
+  return ran;
 }
 
 DevicePathTaken DevicePath::allgather(const at::Tensor& input, const at::Tensor& output,
-                                      const c10::Stream& stream, const RecordExchange& exchange) {
+                                      const c10::Stream& stream, const RecordExchange& exchange,
+                                      const Call& call) {
+  state_->exportable = {input, output};
   // Data movement: bytes, whatever the dtype.
-  return state_->paths->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
-                                  DataType::UInt8, stream.native_handle(), exchange);
+  const DevicePathTaken ran =
+      state_->paths->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                               DataType::UInt8, stream.native_handle(), exchange,
+                               collectiveCall(call));
+  state_->exportable.clear();
+  state_->watchIfReady();
+  return ran;
 }
 
 DevicePathTaken DevicePath::broadcast(const at::Tensor& tensor, int root,
                                       const c10::Stream& stream, const RecordExchange& exchange) {
-  return state_->paths->broadcast(tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root,
-                                  stream.native_handle(), exchange);
+  state_->exportable = {tensor};
+  const DevicePathTaken ran = state_->paths->broadcast(
+      tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root, stream.native_handle(), exchange);
+  state_->exportable.clear();
+  return ran;
+}
+
+bool DevicePath::directApplies(Direct kind, size_t bytes, DataType type, ReduceOp op) const {
+  const cuda::PathSelection& paths = *state_->paths;
+  const cuda::SignalGroup* group = paths.signalGroup();
+  if (group == nullptr) return false;
+  switch (kind) {
+    case Direct::Allreduce:
+      return bytes <= group->bufferBytes() && cuda::kernelUnsupportedReason(type, type, op).empty();
+    case Direct::Allgather:
+      return bytes <= group->bufferBytes();
+    case Direct::ReduceScatter:
+      return bytes * static_cast<size_t>(group->size()) <= group->bufferBytes() &&
+             cuda::kernelUnsupportedReason(type, type, op).empty();
+  }
+  return false;
+}
+
+DevicePathTaken DevicePath::allreduceDirect(const at::Tensor& tensor, DataType type, ReduceOp op,
+                                            const c10::Stream& stream, const Call& call) {
+  return state_->paths->allreduceDirect(tensor.data_ptr(), tensor.data_ptr(),
+                                        static_cast<size_t>(tensor.numel()), type, op,
+                                        stream.native_handle(), collectiveCall(call));
+}
+
+DevicePathTaken DevicePath::allgatherDirect(const at::Tensor& input, const at::Tensor& output,
+                                            const c10::Stream& stream, const Call& call) {
+  return state_->paths->allgatherDirect(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                        DataType::UInt8, stream.native_handle(),
+                                        collectiveCall(call));
+}
+
+DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor& input, const at::Tensor& output,
+                                                DataType type, ReduceOp op,
+                                                const c10::Stream& stream, const Call& call) {
+  return state_->paths->reduceScatterDirect(input.data_ptr(), output.data_ptr(),
+                                            static_cast<size_t>(output.numel()), type, op,
+                                            stream.native_handle(), collectiveCall(call));
+}
+
+bool DevicePath::capturable(std::string* why) const { return state_->paths->capturable(why); }
+
+bool DevicePath::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
+  if (!state_) return false;
+  state_->watchdog.reset();  // joins: nothing reads the group from here on
+  const bool closed = state_->paths->close(exchange, limit);
+  if (closed) {
+    state_->held.clear();  // no peer maps them any more
+  } else {
+    RR_LOG(Warn, state_->rank, "CUDA memory shared with peers is kept for the life of the "
+                               "process: the group could not close it with every rank");
+    (void)state_.release();
+  }
+  return closed;
 }
 
 #else
@@ -122,21 +310,24 @@ bool DevicePath::ncclAvailable(std::string* detail) {
   return false;
 }
 
-DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&)
+c10::Stream DevicePath::ownStream(c10::Device device) { return poolStream(device); }
+
+DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&, Hooks)
     : device_(device), state_(std::make_unique<State>()) {}
 
 DevicePathTaken DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
-                                      const RecordExchange&) {
+                                      const RecordExchange&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 
 DevicePathTaken DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, DataType,
-                                          ReduceOp, const c10::Stream&, const RecordExchange&) {
+                                          ReduceOp, const c10::Stream&, const RecordExchange&,
+                                          const Call&) {
   return DevicePathTaken::HostStaging;
 }
 
 DevicePathTaken DevicePath::allgather(const at::Tensor&, const at::Tensor&, const c10::Stream&,
-                                      const RecordExchange&) {
+                                      const RecordExchange&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 
@@ -145,15 +336,46 @@ DevicePathTaken DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&
   return DevicePathTaken::HostStaging;
 }
 
+bool DevicePath::directApplies(Direct, size_t, DataType, ReduceOp) const { return false; }
+
+DevicePathTaken DevicePath::allreduceDirect(const at::Tensor&, DataType, ReduceOp,
+                                            const c10::Stream&, const Call&) {
+  return DevicePathTaken::HostStaging;
+}
+
+DevicePathTaken DevicePath::allgatherDirect(const at::Tensor&, const at::Tensor&,
+                                            const c10::Stream&, const Call&) {
+  return DevicePathTaken::HostStaging;
+}
+
+DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor&, const at::Tensor&, DataType,
+                                                ReduceOp, const c10::Stream&, const Call&) {
+  return DevicePathTaken::HostStaging;
+}
+
+bool DevicePath::capturable(std::string* why) const {
+  if (why) *why = "the CUDA path was not compiled (no nvcc at build time)";
+  return false;
+}
+
 void DevicePath::reduceCopy(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&,
                             const c10d::ReduceOp&, int) {
   TORCH_CHECK(false, "reduce_copy: the CUDA path was not compiled (no nvcc at build time)");
 }
 
+bool DevicePath::close(const RecordExchange&, std::chrono::milliseconds) { return true; }
+
 #endif
 
 DevicePath::~DevicePath() = default;
 
-void DevicePath::abandon() { (void)state_.release(); }
+void DevicePath::abandon() {
+#ifdef RINGREDUCE_WITH_CUDA
+  // The watchdog goes (its hooks reach the group, which is going); the
+  // memory and mappings stay.
+  if (state_) state_->watchdog.reset();
+#endif
+  (void)state_.release();
+}
 
 }  // namespace ringreduce

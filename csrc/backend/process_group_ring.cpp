@@ -151,10 +151,24 @@ void ProcessGroupRing::waitForPendingWorks() {
 
 void ProcessGroupRing::shutdown() {
   // The device path goes after the executor (its last tasks may use it) and
-  // before the transport; after a failure its resources are kept, since
-  // freeing them could block on a peer that never comes.
+  // before the transport, which its cross-rank close still uses: every rank
+  // closes its mappings of the peers' memory before any rank frees its own.
+  // After a failure its resources are kept, since freeing them could block
+  // on a peer that never comes.
   const bool stopped = engine_->shutdown([this] {
-    if (devicePath_ && engine_->failed()) devicePath_->abandon();
+    if (!devicePath_) return;
+    devicePathMade_ = nullptr;
+    if (engine_->failed() || engine_->givenUp()) {
+      devicePath_->abandon();
+    } else {
+      const auto limit = std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(60));
+      try {
+        devicePath_->close(engine_->closingExchange(limit), limit);
+      } catch (const std::exception& e) {
+        RR_LOG(Warn, rank_, "closing the CUDA paths: " << e.what());
+        devicePath_->abandon();
+      }
+    }
     devicePath_.reset();
   });
   hooks_->stop();
@@ -169,18 +183,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                                                          CheckedArgs checked, uint64_t seqCount) {
   const std::chrono::milliseconds timeout =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
-  CollectiveFingerprint fp;
-  fp.opType = static_cast<int32_t>(type);
-  fp.dtype = checked.dtype >= 0 ? checked.dtype
-             : outputs.empty()  ? -1
-                                : static_cast<int32_t>(outputs[0].scalar_type());
-  fp.numel = checked.numel;
-  if (fp.numel < 0) {
-    fp.numel = 0;
-    for (const at::Tensor& t : outputs) fp.numel += t.numel();
-  }
-  fp.root = checked.root;
-  fp.reduceOp = checked.reduceOp;
+  const CollectiveFingerprint fp = fingerprintOf(type, outputs, checked);
   const Staged& device = staged;
   if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
   c10::intrusive_ptr<WorkRing> work;
@@ -202,6 +205,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
     std::rethrow_exception(translateCurrentException());
   }
   return work;
+}
+
+CollectiveFingerprint ProcessGroupRing::fingerprintOf(c10d::OpType type,
+                                                      const std::vector<at::Tensor>& outputs,
+                                                      const CheckedArgs& checked) const {
+  CollectiveFingerprint fp;
+  fp.opType = static_cast<int32_t>(type);
+  fp.dtype = checked.dtype >= 0 ? checked.dtype
+             : outputs.empty()  ? -1
+                                : static_cast<int32_t>(outputs[0].scalar_type());
+  fp.numel = checked.numel;
+  if (fp.numel < 0) {
+    fp.numel = 0;
+    for (const at::Tensor& t : outputs) fp.numel += t.numel();
+  }
+  fp.root = checked.root;
+  fp.reduceOp = checked.reduceOp;
+  return fp;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
@@ -229,9 +250,10 @@ c10::Stream ProcessGroupRing::internalStream(c10::Device device) {
   for (const auto& [d, stream] : internalStreams_) {
     if (d == device) return stream;
   }
-  // One stream per device for the group's life, as ProcessGroupNCCL keeps.
-  const c10::Stream stream =
-      c10::impl::getDeviceGuardImpl(device.type())->getStreamFromGlobalPool(device, false);
+  // One stream per device for the group's life, as ProcessGroupNCCL keeps,
+  // and its own: two groups drawing the same pooled stream could queue
+  // their cross-rank barriers in different orders on different ranks.
+  const c10::Stream stream = DevicePath::ownStream(device);
   internalStreams_.emplace_back(device, stream);
   return stream;
 }

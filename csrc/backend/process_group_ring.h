@@ -246,7 +246,12 @@ class ProcessGroupRing : public c10d::Backend {
   // Caller's thread: the group's internal stream for a CUDA device, and a
   // host staging of a call on that device (host_staging.h).
   c10::Stream internalStream(c10::Device device);
-  HostStaging stagingFor(c10::Device device) { return HostStaging(device, internalStream(device)); }
+  // `name`: the op, for the error when its stream is being captured into a
+  // CUDA graph (host-staged work cannot be captured).
+  HostStaging stagingFor(c10::Device device, const char* name) {
+    refuseCapture(name, device);
+    return HostStaging(device, internalStream(device));
+  }
   // CUDA ops with a device path (ops/device_ops.cpp). The body gets the
   // group's DevicePath (null when not compiled), the internal stream and a
   // record exchange; it falls back to host staging itself.
@@ -254,6 +259,7 @@ class ProcessGroupRing : public c10d::Backend {
     DevicePath* path;
     c10::Stream stream;
     RecordExchange exchange;
+    DevicePath::Call call;  // fingerprint and timeout, for the device-flags path
   };
   using DeviceBody = std::function<void(const OpContext&, const DeviceStep&)>;
   c10::intrusive_ptr<c10d::Work> enqueueOnDevice(c10d::OpType type, const char* name,
@@ -262,6 +268,33 @@ class ProcessGroupRing : public c10d::Backend {
                                                  std::vector<at::Tensor> touched,
                                                  const std::string& summary, DeviceBody body,
                                                  CheckedArgs checked = {});
+  // The device-flags path from the caller's thread (ops/device_direct.cpp):
+  // when the group is idle and the path set up, the collective goes on the
+  // caller's current stream at once and its Work completes at once, as
+  // NCCL's does; null when it cannot (the caller then queues it). Under
+  // CUDA graph capture it must run so, or raise saying why not.
+  using DirectLaunch =
+      std::function<DevicePathTaken(DevicePath&, const c10::Stream&, const DevicePath::Call&)>;
+  c10::intrusive_ptr<c10d::Work> runDirectOnDevice(c10d::OpType type, const char* name,
+                                                   std::chrono::milliseconds timeout,
+                                                   const at::Tensor& output,
+                                                   const std::string& summary,
+                                                   const CollectiveFingerprint& fingerprint,
+                                                   DevicePath::Direct kind, size_t bytes,
+                                                   DataType dtype, ReduceOp op,
+                                                   const DirectLaunch& launch);
+  // Raises when the caller's stream on `device` is being captured into a
+  // CUDA graph: `name` cannot be (it would run outside the graph).
+  void refuseCapture(const char* name, c10::Device device);
+  // Caller's thread, as device work is issued: work on `issuedOn` follows
+  // the group's previous device collective, whichever stream it ran on;
+  // this one will run on `runsOn`.
+  void orderAfterLastDeviceOp(const c10::Stream& issuedOn, const c10::Stream& runsOn,
+                              bool capturing);
+  // What enqueue() fingerprints a collective as (it must be the same for
+  // a collective run directly).
+  CollectiveFingerprint fingerprintOf(c10d::OpType type, const std::vector<at::Tensor>& outputs,
+                                      const CheckedArgs& checked) const;
   c10::intrusive_ptr<c10d::Work> allreduceOnDevice(const at::Tensor& tensor, const Reduction& red,
                                                    const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> broadcastOnDevice(const at::Tensor& tensor, int root,
@@ -309,9 +342,12 @@ class ProcessGroupRing : public c10d::Backend {
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
   // RINGREDUCE_AUTOTUNE=1 only (made in the constructor); runs on the executor thread.
   std::unique_ptr<AllreduceTuner> tuner_;
-  std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA allreduce
-  std::mutex deviceMutex_;                  // guards groupDevice_
+  std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA collective
+  // devicePath_ for the caller's thread, once made (the direct path reads it).
+  std::atomic<DevicePath*> devicePathMade_{nullptr};
+  std::mutex deviceMutex_;                  // guards the two below
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device
+  std::optional<c10::Stream> lastDeviceStream_;  // where the latest device collective runs
   std::mutex streamMutex_;
   std::vector<std::pair<c10::Device, c10::Stream>> internalStreams_;
 };

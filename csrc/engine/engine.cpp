@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "algorithms/neighbour_check.h"
+#include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
 #include "core/observe/log.h"
 #include "transport/tag.h"
@@ -12,16 +13,9 @@ namespace ringreduce {
 
 namespace {
 
-// The 8 bits of a fingerprint that travel in every message tag (FNV-1a).
+// The 8 bits of a fingerprint that travel in every message tag.
 uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
-  const int64_t fields[] = {fp.opType, fp.dtype, fp.numel, fp.root, fp.reduceOp};
-  uint32_t hash = 2166136261u;
-  for (int64_t field : fields) {
-    for (int i = 0; i < 8; ++i) {
-      hash ^= static_cast<uint8_t>(static_cast<uint64_t>(field) >> (8 * i));
-      hash *= 16777619u;
-    }
-  }
+  const uint32_t hash = fingerprintWord(fp);
   return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
 }
 
@@ -156,6 +150,59 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   return seq;
 }
 
+bool Engine::canRunDirect() const {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return accepting_ && executor_ != nullptr && !coalescing_ && !checkCollectives_ &&
+         !unusable_ && !transport_->aborted() && !executor_->busy();
+}
+
+bool Engine::givenUp() const {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return unusable_ || (transport_ != nullptr && transport_->aborted());
+}
+
+uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
+                           const CollectiveFingerprint& fingerprint, const std::string& summary,
+                           const std::function<void(const OpContext&)>& launch) {
+  // Held throughout: no collective can be queued (and start) meanwhile.
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  refuseIfShutDown(name);
+  if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
+      executor_->busy()) {
+    return 0;
+  }
+  const uint64_t seq = ++nextSeq_;
+  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary << " (direct)");
+  const uint64_t traceId = trace_.enabled() ? trace_.queued(seq, false, name, summary) : 0;
+  if (trace_.enabled()) trace_.started(traceId);
+  OpContext op(name, seq, timeout);
+  op.fingerprint = fingerprintByte(fingerprint);
+  try {
+    launch(op);
+  } catch (const std::exception& e) {
+    if (trace_.enabled()) trace_.failed(traceId, e.what());
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) {
+      // The ranks are out of step now: as markUnusable, from this thread.
+      transport_->abort(e.what());
+    }
+    throw;
+  }
+  if (trace_.enabled()) trace_.completed(traceId);
+  if (timeline_) {
+    std::shared_ptr<TimelineOp> line = timelineOp(name, seq, fingerprint);
+    timeline_->record(*line, Clock::now(), "");
+  }
+  return seq;
+}
+
+RecordExchange Engine::closingExchange(std::chrono::milliseconds limit) {
+  const OpContext op("shutdown", nextSeq_ + 1, limit);
+  auto round = std::make_shared<uint32_t>(0);
+  return [this, op, round](const void* mine, void* all, size_t bytes) {
+    exchangeRecords(comm(), op, (*round)++, mine, all, bytes);
+  };
+}
+
 uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
                                     Runner runner, const std::string& summary, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
@@ -197,6 +244,7 @@ std::string Engine::dumpTrace(const std::string& reason) const {
 void Engine::markUnusable(const std::string& reason) {
   if (!failure_.empty()) return;
   failure_ = reason;
+  unusable_ = true;
   // The peers may be waiting on this rank: let them fail now too.
   transport_->announceFailure(failure_);
   dumpTrace(failure_);

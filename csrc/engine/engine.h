@@ -17,6 +17,7 @@
 //   every rank.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "algorithms/collective_check.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
+#include "core/base/record_exchange.h"
 #include "core/config/config.h"
 #include "engine/executor.h"
 #include "engine/op_trace.h"
@@ -75,6 +77,29 @@ class Engine {
   uint64_t submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
                               Runner runner, const std::string& summary, Operation::Post post,
                               const MakeCallbacks& makeCallbacks);
+
+  // Caller's thread: runs a collective on this thread at once, past the
+  // queue, when nothing is queued or running, nothing is being coalesced,
+  // the full collective check is off and the group is usable. `launch`
+  // only enqueues device work on the caller's stream (it never waits for a
+  // peer: the device does). It is numbered like a queued collective, so
+  // every rank numbers alike whichever way each ran it. Returns its
+  // sequence number, or 0 when it cannot run now (the caller queues it).
+  // What `launch` throws reaches the caller and, unless InvalidArgument,
+  // makes the group unusable.
+  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
+                     const CollectiveFingerprint& fingerprint, const std::string& summary,
+                     const std::function<void(const OpContext&)>& launch);
+  // Whether runDirect would run now.
+  bool canRunDirect() const;
+  // Any thread: the group has failed or was aborted.
+  bool givenUp() const;
+
+  // Only inside shutdown()'s `beforeRelease` (the executor has stopped, the
+  // transport is still up): an exchange of records among the ranks, for
+  // the device paths' cross-rank close. Each call is one round; each
+  // round is bounded by `limit`.
+  RecordExchange closingExchange(std::chrono::milliseconds limit);
 
   // Caller's thread: hold operations back, then run them as one operation;
   // `combine` makes the callbacks of the whole from those of its parts.
@@ -148,6 +173,7 @@ class Engine {
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
   std::string failure_;      // executor thread only: why the group is unusable
+  std::atomic<bool> unusable_{false};  // any thread: failure_ is set
   mutable std::mutex submitMutex_;  // orders sequence numbers with queue order; guards below
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks

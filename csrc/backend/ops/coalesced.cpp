@@ -16,7 +16,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const CallSite site{"allreduce_coalesced", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> host = staging.readWrite(tensors);
     return staging.run(
         [&](const Staged& staged) { return allreduce_coalesced(host, opts, staged); });
@@ -67,7 +67,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_coalesced", rank_};
   if (auto device = deviceOfCall(site, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputLists);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run([&](const Staged& staged) {
@@ -116,7 +116,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_into_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run([&](const Staged& staged) {
@@ -156,7 +156,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run([&](const Staged& staged) {

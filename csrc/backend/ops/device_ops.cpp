@@ -4,9 +4,11 @@
 // DDP's start-up and FSDP use). Where no device path applies, each falls
 // back inside its body to pinned host staging over UCX. The other ops are
 // staged from the start (host_staging.h). Stream semantics: device_call.h.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include "algorithms/chain_broadcast.h"
+#include "algorithms/collective_check.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
@@ -38,6 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
     const at::Tensor& output, std::vector<at::Tensor> touched, const std::string& summary,
     DeviceBody body, CheckedArgs checked) {
   const c10::Device device = output.device();
+  refuseCapture(name, device);
   {
     // The device path binds the group to one GPU, as a NCCL communicator does.
     std::lock_guard<std::mutex> lock(deviceMutex_);
@@ -49,12 +52,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
                       "local_rank) before init_process_group)");
   }
   const c10::Stream stream = internalStream(device);
+  const std::chrono::milliseconds limit =
+      timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
+  const DevicePath::Call call{fingerprintWord(fingerprintOf(type, {output}, checked)), limit};
+  const c10::Stream current = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+  orderAfterLastDeviceOp(current, stream, false);
   HostStaging staging(device, stream);
   for (const at::Tensor& t : touched) staging.onDevice(t);
   return staging.run([&](const Staged& staged) {
     return enqueue(
         staged, type, name, timeout, {output}, summary,
-        [this, device, stream, body = std::move(body)](const OpContext& ctx) {
+        [this, device, stream, call, body = std::move(body)](const OpContext& ctx) {
           // Part 0's message slots carry the device path's exchanges; part 1
           // is the host fallback's own sequence number, so no ring message
           // can meet an exchange record.
@@ -65,11 +73,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
           DevicePath* path = nullptr;
           if (DevicePath::compiled()) {
             if (!devicePath_) {
-              devicePath_ = std::make_unique<DevicePath>(rank_, size_, device, config_, exchange);
+              DevicePath::Hooks hooks;
+              hooks.fail = [this](const std::string& reason) {
+                engine_->abort("ringreduce: process group '" + groupName_ + "': " + reason);
+              };
+              hooks.givenUp = [this] { return engine_->givenUp(); };
+              devicePath_ = std::make_unique<DevicePath>(rank_, size_, device, config_, exchange,
+                                                         std::move(hooks));
+              devicePathMade_ = devicePath_.get();
             }
             path = devicePath_.get();
           }
-          body(ctx, DeviceStep{path, stream, exchange});
+          body(ctx, DeviceStep{path, stream, exchange, call});
         },
         checked, 2);
   });
@@ -77,15 +92,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
+  const std::string summary = describeTensor(tensor) + " " + reductionName(red);
+  const CheckedArgs checked{-1, checkedReduceOp(red)};
+  if (usableInPlace(tensor)) {
+    auto work = runDirectOnDevice(
+        c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, summary,
+        fingerprintOf(c10d::OpType::ALLREDUCE, {tensor}, checked), DevicePath::Direct::Allreduce,
+        tensor.nbytes(), red.type, red.op,
+        [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
+          return path.allreduceDirect(tensor, red.type, red.op, stream, call);
+        });
+    if (work) return work;
+  }
   return enqueueOnDevice(
-      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor},
-      describeTensor(tensor) + " " + reductionName(red),
+      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor}, summary,
       [this, tensor, red](const OpContext& ctx, const DeviceStep& step) {
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
         if (step.path) {
           const DevicePathTaken ran =
-              step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange);
+              step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange, step.call);
           if (ranOnDevice(ran)) {
             if (!direct) tensor.copy_(flat);
             RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << nameOf(ran));
@@ -98,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
                       {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      checked);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
@@ -124,6 +150,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
     const at::Tensor& output, const at::Tensor& input, std::chrono::milliseconds timeout) {
+  if (usableInPlace(output) && usableInPlace(input)) {
+    auto work = runDirectOnDevice(
+        c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
+        describeTensor(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, {output}, {}),
+        DevicePath::Direct::Allgather, input.nbytes(), DataType::UInt8, ReduceOp::Sum,
+        [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
+          return path.allgatherDirect(input, output, stream, call);
+        });
+    if (work) return work;
+  }
   return enqueueOnDevice(
       c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output, {output, input},
       describeTensor(input), [this, output, input](const OpContext& ctx, const DeviceStep& step) {
@@ -131,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         const bool direct = usableInPlace(output);
         const at::Tensor out =
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-        if (step.path && ranOnDevice(step.path->allgather(in, out, step.stream, step.exchange))) {
+        if (step.path && ranOnDevice(step.path->allgather(in, out, step.stream, step.exchange, step.call))) {
           if (!direct) output.copy_(out);
           return;
         }
@@ -147,6 +183,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     const at::Tensor& output, const at::Tensor& input, const Reduction& red,
     std::chrono::milliseconds timeout) {
+  if (usableInPlace(output) && usableInPlace(input)) {
+    const CheckedArgs checked{-1, checkedReduceOp(red)};
+    auto work = runDirectOnDevice(
+        c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
+        describeTensor(output) + " " + reductionName(red),
+        fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, checked),
+        DevicePath::Direct::ReduceScatter, output.nbytes(), red.type, red.op,
+        [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
+          return path.reduceScatterDirect(input, output, red.type, red.op, stream, call);
+        });
+    if (work) return work;
+  }
   return enqueueOnDevice(
       c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output, {output, input},
       describeTensor(output) + " " + reductionName(red),
@@ -157,7 +205,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
         if (step.path &&
             ranOnDevice(
-                step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange))) {
+                step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange,
+                                         step.call))) {
           if (!direct) output.copy_(out);
           return;
         }

@@ -20,7 +20,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
     const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather", rank_};
   if (auto device = deviceOfCall(site, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run(
@@ -90,7 +90,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     const c10d::GatherOptions& opts) {
   const CallSite site{"gather", rank_};
   if (auto device = deviceOfCall(site, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<std::vector<at::Tensor>> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run(
@@ -139,7 +139,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     const c10d::ScatterOptions& opts) {
   const CallSite site{"scatter", rank_};
   if (auto device = deviceOfCall(site, outputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
     return staging.run(
@@ -228,7 +228,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(at::Tensor& outpu
                                                                const c10d::AllToAllOptions& opts) {
   const CallSite site{"all_to_all_single", rank_};
   if (auto device = deviceOfCall(site, {output, input})) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     at::Tensor hostOutput = staging.write(output);
     at::Tensor hostInput = staging.read(input);
     return staging.run([&](const Staged& staged) {
@@ -265,7 +265,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
                                                           const c10d::AllToAllOptions& opts) {
   const CallSite site{"all_to_all", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<at::Tensor> hostInputs = staging.read(inputs);
     return staging.run(

@@ -42,7 +42,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& t
                                                       int tag) {
   const CallSite site{"send", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> host = staging.read(tensors);
     return staging.run([&](const Staged& staged) { return send(host, dstRank, tag, staged); });
   }
@@ -91,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::
                                                                 int srcRank, int tag,
                                                                 const CallSite& site) {
   if (auto device = deviceOfCall(site, tensors)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> host = staging.write(tensors);
     return staging.run(
         [&](const Staged& staged) { return enqueueReceive(host, srcRank, tag, site, staged); });

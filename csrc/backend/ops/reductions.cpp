@@ -102,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                                                         const c10d::ReduceOptions& opts) {
   const CallSite site{"reduce", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> host = staging.readWrite(tensors);
     return staging.run([&](const Staged& staged) { return reduce(host, opts, staged); });
   }
@@ -176,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter", rank_};
   if (auto device = deviceOfCall(site, outputs)) {
-    HostStaging staging = stagingFor(*device);
+    HostStaging staging = stagingFor(*device, site.op);
     std::vector<at::Tensor> hostOutputs = staging.write(outputs);
     std::vector<std::vector<at::Tensor>> hostInputs = staging.read(inputs);
     return staging.run([&](const Staged& staged) {

@@ -147,6 +147,9 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
                           std::to_string(config.cudaBufferBytes) +
                           " is not a multiple of 4096");
   }
+  config.cudaHoldBytes = static_cast<size_t>(
+      readPositive(sources, "RINGREDUCE_CUDA_HOLD_BYTES",
+                   static_cast<long long>(config.cudaHoldBytes), 0));
   config.cudaBlocks = static_cast<int>(
       readPositive(sources, "RINGREDUCE_CUDA_BLOCKS", config.cudaBlocks, 0));
   if (config.cudaBlocks > 64) {
@@ -217,6 +220,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_CUDA_SYNC", nameOf(cudaSync)},
       {"RINGREDUCE_CUDA_BUFFER_BYTES", number(cudaBufferBytes)},
       {"RINGREDUCE_CUDA_BLOCKS", number(cudaBlocks)},
+      {"RINGREDUCE_CUDA_HOLD_BYTES", number(cudaHoldBytes)},
       {"RINGREDUCE_WIRE_DTYPE", nameOf(hostWireDtype)},
       {"RINGREDUCE_TRACE_BUFFER_SIZE", number(traceBufferSize)},
       {"RINGREDUCE_AUTOTUNE", number(int(autotune))},

@@ -129,6 +129,11 @@ struct Config {
   // flags: the most blocks one collective launches (0: from the GPU's SMs
   // and the ranks sharing it). RINGREDUCE_CUDA_BLOCKS.
   int cudaBlocks = 0;
+  // CUDA tensors whose memory peers map (the in-place two-shot forms) are
+  // held by the group until it closes, so torch cannot free memory a peer
+  // still maps; past this many bytes, collectives on new tensors are staged
+  // through the group's buffers instead. RINGREDUCE_CUDA_HOLD_BYTES.
+  size_t cudaHoldBytes = size_t{4} << 30;
   size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
   // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
   size_t cudaScratchBytes = 32u << 20;

@@ -44,8 +44,16 @@ struct ReduceCopyArgs {
 // reduced by the caller as twice as many reals.
 std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp op);
 
-// Enqueues the kernel on `stream` for device `device`. Throws InvalidArgument
-// for an unsupported combination and Error for a CUDA failure.
+// Empty when `args` can be launched; otherwise what is wrong, for the
+// caller's error: the fan-in and fan-out, the (source, destination, op)
+// combination, and AVG's divisor (only AVG has one, it is at least 1, and
+// it fits the destination's integer type: 256 as an int8 is 0, a division
+// by zero on the device).
+std::string reduceCopyArgsProblem(const ReduceCopyArgs& args);
+
+// Enqueues the kernel on `stream` for device `device` (the caller's current
+// device is left as it was). Throws InvalidArgument for anything
+// reduceCopyArgsProblem names and Error for a CUDA failure.
 void launchReduceCopy(const ReduceCopyArgs& args, int device, void* stream);
 
 }  // namespace ringreduce::cuda

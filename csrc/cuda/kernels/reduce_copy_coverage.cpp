@@ -35,4 +35,44 @@ std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp
   return "";
 }
 
+namespace {
+
+// The largest divisor an integer destination can hold.
+long long largestDivisor(DataType type) {
+  switch (type) {
+    case DataType::Int8: return 127;
+    case DataType::UInt8: return 255;
+    case DataType::Int16: return 32767;
+    default: return 2147483647;
+  }
+}
+
+}  // namespace
+
+std::string reduceCopyArgsProblem(const ReduceCopyArgs& args) {
+  if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
+    return "reduce-copy takes 1 to " + std::to_string(kMaxFanout) + " sources and 0 to " +
+           std::to_string(kMaxFanout) + " destinations, got " + std::to_string(args.nsrc) +
+           " and " + std::to_string(args.ndst);
+  }
+  const std::string reason = kernelUnsupportedReason(args.srcType, args.dstType, args.op);
+  if (!reason.empty()) return reason;
+  if (args.op != ReduceOp::Avg) {
+    if (args.avgDivisor != 0) {
+      return std::string("avg_divisor ") + std::to_string(args.avgDivisor) +
+             " is for AVG only, not " + reduceOpName(args.op);
+    }
+    return "";
+  }
+  if (args.avgDivisor < 1) {
+    return "AVG needs avg_divisor >= 1 (the number of ranks), got " +
+           std::to_string(args.avgDivisor);
+  }
+  if (isIntegral(args.dstType) && args.avgDivisor > largestDivisor(args.dstType)) {
+    return "avg_divisor " + std::to_string(args.avgDivisor) + " does not fit " +
+           dataTypeName(args.dstType);
+  }
+  return "";
+}
+
 }  // namespace ringreduce::cuda

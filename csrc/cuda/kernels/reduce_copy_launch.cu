@@ -23,14 +23,8 @@ int multiprocessorCount(int device) {
 }
 
 void launchReduceCopy(const ReduceCopyArgs& given, int device, void* stream) {
-  if (given.nsrc < 1 || given.nsrc > kMaxFanout || given.ndst < 0 || given.ndst > kMaxFanout) {
-    throw InvalidArgument("ringreduce: reduce-copy takes 1 to " + std::to_string(kMaxFanout) +
-                          " sources and 0 to " + std::to_string(kMaxFanout) +
-                          " destinations, got " + std::to_string(given.nsrc) + " and " +
-                          std::to_string(given.ndst));
-  }
-  const std::string reason = kernelUnsupportedReason(given.srcType, given.dstType, given.op);
-  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+  const std::string problem = reduceCopyArgsProblem(given);
+  if (!problem.empty()) throw InvalidArgument("ringreduce: " + problem);
   if (given.count == 0 || given.ndst == 0) return;
   DeviceScope scope(device);
   ReduceCopyArgs args = given;

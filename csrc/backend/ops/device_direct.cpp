@@ -1,0 +1,125 @@
+// CUDA collectives from the caller's thread, on the caller's stream, with
+// no host step (RINGREDUCE_CUDA_ALGO=flags, once the device-flags path is
+// set up): what makes a small allreduce cost a kernel launch instead of
+// two thread hand-offs, four event records and three host message rounds,
+// and what lets a CUDA graph capture it. The Work completes at once, as
+// NCCL's does: its future carries the caller's stream, so wait() orders
+// the caller's later work after the collective, on the device.
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "backend/error_translation.h"
+#include "backend/process_group_ring.h"
+#include "backend/work_callbacks.h"
+#include "core/base/errors.h"
+
+namespace ringreduce {
+
+namespace {
+
+const c10::impl::DeviceGuardImplInterface* cudaImpl() {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+}
+
+}  // namespace
+
+void ProcessGroupRing::refuseCapture(const char* name, c10::Device device) {
+  if (!device.is_cuda()) return;
+  const c10::Stream current = cudaImpl()->getStream(device);
+  if (!cudaImpl()->isStreamCapturing(current)) return;
+  TORCH_CHECK(false, "ringreduce: ", name, " on rank ", rank_,
+              " cannot be captured in a CUDA graph: only allreduce, all_gather_into_tensor "
+              "and reduce_scatter_tensor on the device-flags path can be "
+              "(RINGREDUCE_CUDA_ALGO=flags, tensors within RINGREDUCE_CUDA_BUFFER_BYTES, one "
+              "collective run before capture to set it up); this one would run outside the "
+              "graph and never on replay");
+}
+
+void ProcessGroupRing::orderAfterLastDeviceOp(const c10::Stream& issuedOn,
+                                              const c10::Stream& runsOn, bool capturing) {
+  std::lock_guard<std::mutex> lock(deviceMutex_);
+  // The device collectives of a group share its counters and buffers, so
+  // they must run one after another. On one stream they do; across streams
+  // the new one waits for the previous one's stream. (Not while capturing:
+  // a graph cannot wait on work outside it, and torch.cuda.graph
+  // synchronises the device before capture.)
+  if (lastDeviceStream_ && *lastDeviceStream_ != issuedOn && !capturing) {
+    c10::Event previous(c10::DeviceType::CUDA);
+    previous.record(*lastDeviceStream_);
+    previous.block(issuedOn);
+  }
+  lastDeviceStream_ = runsOn;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
+    c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
+    const at::Tensor& output, const std::string& summary,
+    const CollectiveFingerprint& fingerprint, DevicePath::Direct kind, size_t bytes,
+    DataType dtype, ReduceOp op, const DirectLaunch& launch) {
+  const c10::Device device = output.device();
+  const c10::Stream stream = cudaImpl()->getStream(device);
+  const bool capturing = cudaImpl()->isStreamCapturing(stream);
+  DevicePath* path = devicePathMade_.load();
+  const bool flags = config_.cudaAlgorithm == CudaAlgorithm::Flags;
+  const bool applies = flags && path != nullptr && path->device() == device &&
+                       path->directApplies(kind, bytes, dtype, op);
+  if (capturing) {
+    std::string why;
+    if (!flags) {
+      why = "CUDA graphs capture ringreduce collectives on the device-flags path only "
+            "(RINGREDUCE_CUDA_ALGO=flags)";
+    } else if (path == nullptr) {
+      why = "the device-flags path is set up by the group's first CUDA collective: run one "
+            "before capture";
+    } else if (!path->capturable(&why)) {
+      // `why` says it
+    } else if (!applies) {
+      why = "its " + std::to_string(bytes) + " bytes do not fit the group's buffers "
+            "(RINGREDUCE_CUDA_BUFFER_BYTES), or its dtype and op have no device kernel";
+    } else if (!engine_->canRunDirect()) {
+      why = "earlier collectives of the group are still queued or running; wait for them "
+            "before capture";
+    }
+    TORCH_CHECK(why.empty(), "ringreduce: ", name, " on rank ", rank_,
+                " cannot be captured in a CUDA graph: ", why);
+  }
+  if (!applies) return nullptr;
+  const std::chrono::milliseconds limit =
+      timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
+  const DevicePath::Call call{fingerprintWord(fingerprint), limit};
+  uint64_t seq = 0;
+  try {
+    seq = engine_->runDirect(name, limit, fingerprint, summary + " on " + device.str(),
+                             [&](const OpContext&) {
+                               orderAfterLastDeviceOp(stream, stream, capturing);
+                               const DevicePathTaken ran = launch(*path, stream, call);
+                               if (!ranOnDevice(ran)) {
+                                 throw Error("ringreduce: the device-flags path did not run " +
+                                             std::string(name) + " after accepting it");
+                               }
+                             });
+  } catch (...) {
+    std::rethrow_exception(translateCurrentException());
+  }
+  if (seq == 0) {
+    // Something is queued ahead (or the group is failing): queue it too.
+    TORCH_CHECK(!capturing, "ringreduce: ", name, " on rank ", rank_,
+                " cannot be captured in a CUDA graph: earlier collectives of the group are "
+                "still queued or running");
+    return nullptr;
+  }
+  // Complete at once. Outside capture its future records the caller's
+  // stream (wait() then orders later work after the kernel, on the
+  // device); a captured one completes on the host only, since no event may
+  // be recorded into the graph for it.
+  std::optional<DeviceCall> onStream;
+  if (!capturing) onStream.emplace(device, stream);
+  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::vector<at::Tensor>{output},
+                                            onStream ? &*onStream : nullptr,
+                                            engine_->executor());
+  WorkCallbacks(work, nullptr, hooks_).succeeded(-1);
+  return work;
+}
+
+}  // namespace ringreduce
