@@ -79,7 +79,13 @@ def run(nodes, command, rate=None, timeout=600, env=None, log_dir=None, pin=Fals
                          *argv],
                         cwd=REPO, env=base_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         text=True, start_new_session=True))
-                outputs = [p.communicate(timeout=timeout) for p in procs]
+                try:
+                    outputs = [p.communicate(timeout=timeout) for p in procs]
+                except subprocess.TimeoutExpired:
+                    for p in procs:  # what they printed until now comes back with the kill
+                        if p.poll() is None:
+                            os.killpg(p.pid, signal.SIGKILL)
+                    outputs = [p.communicate() for p in procs]
             finally:
                 for p in procs:
                     if p.poll() is None:
