@@ -10,10 +10,20 @@ broadcast, the whole (world-sized) buffer of the others. Time is the median
 over iterations of the slowest rank. algbw = bytes / time; busbw = algbw x
 the nccl-tests factor: 2(n-1)/n for all_reduce, (n-1)/n for reduce-scatter,
 all-gather and all-to-all, 1 for broadcast. ratio = gloo time / ringreduce
-time (above 1: ringreduce is faster). With --plot FILE.png (matplotlib),
-rank 0 also draws bus bandwidth and latency against message size.
+time (above 1: ringreduce is faster), at the median (p50) and at the 90th
+percentile (p90, each rank's, the slowest rank's taken). With --plot
+FILE.png (matplotlib), rank 0 also draws bus bandwidth and latency against
+message size.
+
+Two ways to time, both ops on the same tensors: lockstep (the default), one
+collective right after the other on a tensor nobody touches in between; and
+--written, where each collective's input is first written whole (a fill,
+not timed), as backward writes the gradients before DDP reduces them: the
+data then comes from the writer's cache or memory, not from the last
+collective's.
 """
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -36,43 +46,54 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 
 
 def make_op(name, nbytes, dtype, world, rank):
-    """Returns (callable(group), bus factor) for a collective over `nbytes`."""
+    """Returns (callable(group), bus factor, the input tensors) for a collective
+    over `nbytes`."""
     esize = torch.empty((), dtype=dtype).element_size()
     if name == "all_reduce":
         t = torch.ones(nbytes // esize, dtype=dtype)
-        return (lambda g: dist.all_reduce(t, group=g)), 2 * (world - 1) / world
+        return (lambda g: dist.all_reduce(t, group=g)), 2 * (world - 1) / world, [t]
     if name == "broadcast":
         t = torch.ones(nbytes // esize, dtype=dtype)
-        return (lambda g: dist.broadcast(t, src=0, group=g)), 1.0
+        return (lambda g: dist.broadcast(t, src=0, group=g)), 1.0, [t]
     per_rank = max(1, nbytes // esize // world)
     factor = (world - 1) / world
     if name == "reduce_scatter_tensor":
         inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank, dtype=dtype)
-        return (lambda g: _reduce_scatter_single(out, inp, group=g)), factor
+        return (lambda g: _reduce_scatter_single(out, inp, group=g)), factor, [inp]
     if name == "reduce_scatter":
         blocks = [torch.ones(per_rank, dtype=dtype) for _ in range(world)]
         out = torch.empty(per_rank, dtype=dtype)
-        return (lambda g: dist.reduce_scatter(out, blocks, group=g)), factor
+        return (lambda g: dist.reduce_scatter(out, blocks, group=g)), factor, blocks
     if name == "all_gather_into_tensor":
         inp, out = torch.ones(per_rank, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
-        return (lambda g: _all_gather_single(out, inp, group=g)), factor
+        return (lambda g: _all_gather_single(out, inp, group=g)), factor, [inp]
     if name == "all_to_all_single":
         inp, out = torch.ones(per_rank * world, dtype=dtype), torch.empty(per_rank * world, dtype=dtype)
-        return (lambda g: dist.all_to_all_single(out, inp, group=g)), factor
+        return (lambda g: dist.all_to_all_single(out, inp, group=g)), factor, [inp]
     raise ValueError(name)
 
 
-def timed(fn, group, warmup, iters):
+def timed(fn, group, warmup, iters, inputs=None):
+    """(p50, p90) in seconds, each the slowest rank's; with `inputs`, every op's
+    input tensors are written whole first (not timed)."""
+    def write():
+        for t in inputs or ():
+            t.fill_(1)
+
     for _ in range(warmup):
+        write()
         fn(group)
     samples = []
     for _ in range(iters):
+        write()
         start = time.perf_counter()
         fn(group)
         samples.append(time.perf_counter() - start)
-    local = torch.tensor([statistics.median(samples)], dtype=torch.float64)
-    dist.all_reduce(local, op=dist.ReduceOp.MAX, group=group)  # slowest rank's median
-    return local.item()
+    samples.sort()
+    p90 = samples[min(len(samples) - 1, math.ceil(0.9 * len(samples)) - 1)]
+    local = torch.tensor([statistics.median(samples), p90], dtype=torch.float64)
+    dist.all_reduce(local, op=dist.ReduceOp.MAX, group=group)  # the slowest rank's
+    return local[0].item(), local[1].item()
 
 
 def settle(fn, ring, gloo, seconds):
@@ -131,6 +152,9 @@ def parse_args(default_op=None):
                    help="before the first size, alternate both backends at it for this long: "
                         "the first few hundred ops after start-up run up to 3x slower on a "
                         "loaded or oversubscribed machine, for both backends")
+    p.add_argument("--written", action="store_true",
+                   help="write each op's input whole before it (not timed), as backward "
+                        "writes gradients; default: lockstep, back to back on untouched tensors")
     p.add_argument("--iters", type=int, default=20,
                    help="timed iterations per size (fewer for the largest sizes)")
     p.add_argument("--plot", metavar="FILE.png",
@@ -160,24 +184,27 @@ def main(default_op=None):
     dtype = DTYPES[args.dtype]
     esize = torch.empty((), dtype=dtype).element_size()
     if rank == 0:
-        print(f"# {args.op}, {args.dtype}, world {world}, median of {args.iters} iterations after "
-              f"{args.warmup} warm-up; times in us, bandwidths in GB/s")
-        print(f"# {'bytes':>10} | {'ring us':>9} {'algbw':>7} {'busbw':>7} | "
-              f"{'gloo us':>9} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
+        mode = "each input written first" if args.written else "lockstep"
+        print(f"# {args.op}, {args.dtype}, world {world}, {mode}, p50 and p90 of {args.iters} "
+              f"iterations after {args.warmup} warm-up; times in us, bandwidths (of p50) in GB/s")
+        print(f"# {'bytes':>10} | {'ring us':>9} {'p90':>9} {'algbw':>7} {'busbw':>7} | "
+              f"{'gloo us':>9} {'p90':>9} {'algbw':>7} {'busbw':>7} | {'ratio':>6} {'p90':>6}")
     size = max(args.min_bytes, esize * (1 if args.op in ("all_reduce", "broadcast") else world))
-    rows = []  # (bytes, ringreduce time, gloo time)
+    rows = []  # (bytes, ringreduce time, gloo time): p50s
     settle(make_op(args.op, size, dtype, world, rank)[0], ring, gloo, args.settle_seconds)
     while size <= args.max_bytes:
-        fn, factor = make_op(args.op, size, dtype, world, rank)
+        fn, factor, inputs = make_op(args.op, size, dtype, world, rank)
+        inputs = inputs if args.written else None
         iters = max(3, min(args.iters, int(args.iters * (4 << 20) / size) or 3))
-        ring_t = timed(fn, ring, args.warmup, iters)
-        gloo_t = timed(fn, gloo, args.warmup, iters)
+        ring_t, ring_90 = timed(fn, ring, args.warmup, iters, inputs)
+        gloo_t, gloo_90 = timed(fn, gloo, args.warmup, iters, inputs)
         rows.append((size, ring_t, gloo_t))
         if rank == 0:
             ring_bw, gloo_bw = size / ring_t / 1e9, size / gloo_t / 1e9
-            print(f"  {size:>10} | {ring_t * 1e6:>9.1f} {ring_bw:>7.2f} {ring_bw * factor:>7.2f} | "
-                  f"{gloo_t * 1e6:>9.1f} {gloo_bw:>7.2f} {gloo_bw * factor:>7.2f} | "
-                  f"{gloo_t / ring_t:>6.2f}", flush=True)
+            print(f"  {size:>10} | {ring_t * 1e6:>9.1f} {ring_90 * 1e6:>9.1f} {ring_bw:>7.2f} "
+                  f"{ring_bw * factor:>7.2f} | {gloo_t * 1e6:>9.1f} {gloo_90 * 1e6:>9.1f} "
+                  f"{gloo_bw:>7.2f} {gloo_bw * factor:>7.2f} | {gloo_t / ring_t:>6.2f} "
+                  f"{gloo_90 / ring_90:>6.2f}", flush=True)
         size *= args.step_factor
     if rank == 0 and args.plot and rows:
         sizes = [r[0] for r in rows]

@@ -61,8 +61,10 @@ class Unavailable(Exception):
 
 
 @contextlib.contextmanager
-def cluster(nodes, rate=None):
-    """Yields [(namespace, device, address)] per node; removes everything after."""
+def cluster(nodes, rate=None, device_name=None):
+    """Yields [(namespace, device, address)] per node; removes everything after.
+    `device_name` (e.g. "eth1") names every node's link alike inside its namespace,
+    as on real machines, so that one command line serves every node."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         raise Unavailable("needs root and iproute2 to create network namespaces")
     tag = f"rre{os.getpid() % 10000}"
@@ -84,6 +86,9 @@ def cluster(nodes, rate=None):
             _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
             _ip("link", "set", inside, "netns", name)
             _ip("link", "set", outside, "netns", switch)
+            if device_name:
+                _ip("-n", name, "link", "set", inside, "name", device_name)
+                inside = device_name
             _ip("-n", name, "addr", "add", f"{address}/24", "dev", inside)
             _ip("-n", name, "link", "set", inside, "up")
             _ip("-n", name, "link", "set", "lo", "up")

@@ -93,3 +93,39 @@ def test_ddp_across_two_namespaces_with_delay_and_loss():
             if added.returncode != 0:
                 pytest.skip(f"tc netem unavailable here: {added.stderr.strip()}")
         _check_training(_train_on_two_nodes(names, devices, steps=20), devices)
+
+
+def _emulated_torchrun():
+    import importlib.util
+    path = os.path.join(REPO, "benchmarks", "emulated_torchrun.py")
+    spec = importlib.util.spec_from_file_location("emulated_torchrun", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_multi_node_command_on_emulated_nodes():
+    """The README's "Past one machine" command as written: torchrun with the
+    c10d rendezvous on each of two emulated nodes (own hostname, boot id and
+    /etc/hosts, a 1 Gbit/s link), two processes each. ringreduce must see two
+    nodes, use TCP over eth1 between them, and train."""
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        pytest.skip("needs util-linux's unshare and iproute2's tc")
+    nodes = _emulated_torchrun()
+    env = dict(os.environ, UCX_NET_DEVICES="eth1", GLOO_SOCKET_IFNAME="eth1",
+               RINGREDUCE_DEBUG="INFO")
+    command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "node0:29400", "--rdzv-id", "readme",
+               os.path.join(REPO, "examples", "train_ddp.py"), "--steps", "30"]
+    try:
+        results = nodes.run(2, command, rate="1gbit", timeout=300, env=env)
+    except nodes.Unavailable as why:
+        pytest.skip(str(why))
+    for node, (code, out, err) in enumerate(results):
+        assert code == 0, f"node {node} exited {code}:\n{err[-3000:]}"
+        assert "host identities: 2 node(s), at most 2 rank(s) per node" in err, err[-3000:]
+        assert "tcp/eth1" in err, err[-3000:]
+        assert f"node{node}:" in err  # RINGREDUCE_DEBUG's lines carry the node's own hostname
+    match = re.search(r"world 4: loss ([\d.]+) -> ([\d.]+)", results[0][1])
+    assert match, results[0][1]
+    assert float(match.group(2)) < float(match.group(1)) / 2
