@@ -1,8 +1,6 @@
 #include "cuda/path_selection.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -10,19 +8,21 @@
 #include "core/observe/log.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/vector_pack.h"
+#include "cuda/signal/flags_plan.h"
 #include "cuda/signal/stream_memops.h"
 
 namespace ringreduce::cuda {
 
 namespace {
 
+// What every rank tells the others at set-up (RankDevice, as plain bytes).
 struct IdentityRecord {
   uint64_t host = 0;
   std::array<uint8_t, 16> gpu{};
-  uint8_t mps = 0;      // this process's contexts are MPS clients
-  uint8_t memOps = 0;   // the driver has stream memory operations
+  uint8_t mps = 0;
+  uint8_t memOps = 0;
   uint8_t pad[2] = {};
-  int32_t sms = 0;      // multiprocessors of the rank's GPU
+  int32_t sms = 0;
 };
 
 DataType wireOf(const Config& config, DataType type, ReduceOp op) {
@@ -54,53 +54,19 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   mine.mps = mpsActive(&mpsHow) ? 1 : 0;
   mine.memOps = streamMemOpsAvailable(nullptr) ? 1 : 0;
   mine.sms = multiprocessors(device);
-  std::vector<IdentityRecord> all(size);
-  exchange(&mine, all.data(), sizeof(IdentityRecord));
-  std::set<uint64_t> hosts;
-  std::map<std::pair<uint64_t, std::array<uint8_t, 16>>, int> ranksOnGpu;
-  bool allMps = true, allMemOps = true;
-  for (const IdentityRecord& r : all) {
-    hosts.insert(r.host);
-    ++ranksOnGpu[{r.host, r.gpu}];
-    allMps = allMps && r.mps;
-    allMemOps = allMemOps && r.memOps;
+  std::vector<IdentityRecord> records(size);
+  exchange(&mine, records.data(), sizeof(IdentityRecord));
+  std::vector<RankDevice> ranks;
+  for (const IdentityRecord& r : records) {
+    ranks.push_back(RankDevice{r.host, r.gpu, r.mps != 0, r.memOps != 0, r.sms});
   }
-  sameNode_ = hosts.size() == 1;
-  gpuShared_ = ranksOnGpu.size() < static_cast<size_t>(size);
-  topology_ = std::to_string(size) + " rank(s) on " + std::to_string(hosts.size()) +
-              " node(s), " + std::to_string(ranksOnGpu.size()) + " GPU(s)";
-
-  // How the device-flags path's ranks would meet, the same on every rank.
-  const CudaSync asked = config.cudaSync;
-  if (!sameNode_ || size > kSignalRanks) {
-    syncReason_ = "it needs every rank on one node, at most " + std::to_string(kSignalRanks) +
-                  " ranks (" + topology_ + ")";
-  } else if (asked == CudaSync::Flags) {
-    sync_ = CudaSync::Flags;
-    syncReason_ = "flags (RINGREDUCE_CUDA_SYNC=flags)";
-  } else if (asked == CudaSync::StreamMemOps || (gpuShared_ && !allMps)) {
-    if (allMemOps) {
-      sync_ = CudaSync::StreamMemOps;
-      syncReason_ = asked == CudaSync::StreamMemOps
-                        ? "stream memory operations (RINGREDUCE_CUDA_SYNC=memops)"
-                        : "stream memory operations: ranks share a GPU without MPS (" + mpsHow +
-                              "), so their kernels are time-sliced";
-    } else {
-      syncReason_ = "ranks share a GPU without MPS and some rank's driver lacks stream "
-                    "memory operations";
-    }
-  } else {
-    sync_ = CudaSync::Flags;
-    syncReason_ = gpuShared_ ? "flags: ranks share a GPU under MPS (" + mpsHow + ")"
-                             : "flags: one GPU per rank";
-  }
-  // Every rank's blocks must be resident together where ranks share a GPU.
-  int blocks = kSignalBlocks;
-  for (const IdentityRecord& r : all) {
-    blocks = std::min(blocks, std::max(1, r.sms / ranksOnGpu[{r.host, r.gpu}]));
-  }
-  if (config.cudaBlocks > 0) blocks = std::min(blocks, config.cudaBlocks);
-  maxBlocks_ = blocks;
+  const FlagsPlan plan = planFlags(ranks, config.cudaSync, config.cudaBlocks, mpsHow);
+  sameNode_ = plan.sameNode;
+  gpuShared_ = plan.gpuShared;
+  topology_ = plan.topology;
+  sync_ = plan.sync;
+  syncReason_ = plan.reason;
+  maxBlocks_ = plan.maxBlocks;
 }
 
 PathSelection::~PathSelection() = default;

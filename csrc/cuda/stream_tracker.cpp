@@ -6,9 +6,29 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/cuda_error.h"
+#include "cuda/device_scope.h"
+
 namespace ringreduce::cuda {
 
-bool StreamTracker::waitAll(std::chrono::milliseconds limit) const {
+void* recordMark(int device, void* stream) {
+  DeviceScope scope(device);
+  cudaEvent_t event;
+  checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  checkCuda(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  return event;
+}
+
+bool markReached(void* mark) {
+  if (cudaEventQuery(static_cast<cudaEvent_t>(mark)) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // cudaErrorNotReady
+  return false;
+}
+
+void freeMark(void* mark) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(mark)); }
+
+bool StreamTracker::waitAll(int device, std::chrono::milliseconds limit) const {
+  DeviceScope scope(device);
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::vector<cudaEvent_t> events;
   bool ok = true;

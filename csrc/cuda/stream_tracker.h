@@ -9,12 +9,19 @@
 
 namespace ringreduce::cuda {
 
+// A mark after the work queued so far on a stream, and whether the device
+// has passed it (a cudaEvent): how a host thread watches for work that is
+// overdue without waiting for it. Any thread.
+void* recordMark(int device, void* stream);
+bool markReached(void* mark);
+void freeMark(void* mark);
+
 class StreamTracker {
  public:
   void note(void* stream) { streams_.insert(stream); }
-  // True once every noted stream has finished what it was given before the
-  // call; false when `limit` passed first.
-  bool waitAll(std::chrono::milliseconds limit) const;
+  // True once every noted stream (of `device`) has finished what it was
+  // given before the call; false when `limit` passed first.
+  bool waitAll(int device, std::chrono::milliseconds limit) const;
 
  private:
   std::set<void*> streams_;

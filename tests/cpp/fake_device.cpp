@@ -62,7 +62,7 @@ void* PeerMappings::map(const ExportedRange& range) {
 void PeerMappings::closeAll() { open_.clear(); }
 
 // Host "work" runs at once: nothing is ever pending.
-bool StreamTracker::waitAll(std::chrono::milliseconds) const { return true; }
+bool StreamTracker::waitAll(int, std::chrono::milliseconds) const { return true; }
 
 DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
   data_ = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -143,7 +143,108 @@ void launchReduceCopy(const ReduceCopyArgs& args, int, void*) {
   if (s == DataType::Float32 && d == DataType::Float16) return run<float, __half, SumOp>(args, args.count);
   if (s == DataType::Float16 && d == DataType::Float32) return run<__half, float, SumOp>(args, args.count);
   if (s == d && s == DataType::Float16) return sameType<__half>(args, args.count);
+  if (s == d && s == DataType::UInt8) return sameType<uint8_t>(args, args.count);
   throw InvalidArgument("fake reduce-copy: dtype not covered by the fake");
+}
+
+}  // namespace ringreduce::cuda
+
+// --- what the device-flags group (cuda/signal/signal_group.h) needs ------
+//
+// Streams run at once on the calling thread, so a kernel is its blocks as
+// threads, joined before the call returns (the host model of
+// test_signal_protocol.cpp), and a stream wait spins on the calling thread
+// until the peer's write lands.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "cuda/own_stream.h"
+#include "cuda/signal/signal_collectives.h"
+#include "cuda/signal/signal_launch.h"
+#include "cuda/signal/stream_memops.h"
+#include "host_signal_memory.h"
+
+namespace ringreduce::cuda {
+
+void fillOnStream(int, void* dst, int value, size_t bytes, void*) {
+  // Byte by byte through atomics: a peer's kernel may be polling the word.
+  for (size_t i = 0; i < bytes; ++i) {
+    std::atomic_ref<uint8_t>(static_cast<uint8_t*>(dst)[i]).store(static_cast<uint8_t>(value));
+  }
+}
+
+void synchronizeStream(int, void*) {}
+
+PinnedMirror::PinnedMirror(int, size_t bytes) {
+  host_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  std::memset(host_, 0, bytes);
+  device_ = host_;
+}
+
+PinnedMirror::~PinnedMirror() { std::free(host_); }
+
+void* recordMark(int, void*) { return new int(0); }
+bool markReached(void*) { return true; }
+void freeMark(void* mark) { delete static_cast<int*>(mark); }
+
+void* createOwnStream(int) { return new int(0); }
+void destroyOwnStream(int, void* stream) { delete static_cast<int*>(stream); }
+
+bool streamMemOpsAvailable(std::string*) { return true; }
+
+void streamWriteValue32(void*, uint32_t* address, uint32_t value) {
+  std::atomic_ref<uint32_t>(*address).store(value, std::memory_order_release);
+}
+
+void streamWaitValue32(void*, const uint32_t* address, uint32_t value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::atomic_ref<uint32_t> word(*const_cast<uint32_t*>(address));
+  while (static_cast<int32_t>(word.load(std::memory_order_acquire) - value) < 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw Error("fake stream wait: no peer wrote " + std::to_string(value));
+    }
+    std::this_thread::yield();
+  }
+}
+
+namespace {
+
+template <typename T, class Op>
+void runBlocks(const SignalView& view, const SignalOp& op) {
+  std::vector<std::thread> blocks;
+  for (int b = 0; b < op.nblocks; ++b) {
+    blocks.emplace_back([=] {
+      testing::HostSignalMemory m(static_cast<uint32_t>(view.rank * 977 + b), 20);
+      runSignalBlock<testing::HostSignalMemory, T, T, Op>(m, view, op, b);
+    });
+  }
+  for (auto& t : blocks) t.join();
+}
+
+template <typename T>
+void runTyped(const SignalView& view, const SignalOp& op, ReduceOp reduceOp) {
+  const bool known =
+      withOperator<T>(reduceOp, [&](auto functor) { runBlocks<T, decltype(functor)>(view, op); });
+  if (!known) throw InvalidArgument("fake device-flags kernel: operator not covered");
+}
+
+}  // namespace
+
+// The fake covers float32, int64 and (for allgather) bytes.
+void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp, int,
+                    void*) {
+  if (op.kind == SignalKind::Allgather) {
+    op.count *= elementSize(type);
+    return runTyped<uint8_t>(view, op, ReduceOp::Sum);
+  }
+  const std::string reason = kernelUnsupportedReason(type, type, reduceOp);
+  if (!reason.empty()) throw InvalidArgument(reason);
+  if (type == DataType::Float32) return runTyped<float>(view, op, reduceOp);
+  if (type == DataType::Int64) return runTyped<int64_t>(view, op, reduceOp);
+  throw InvalidArgument("fake device-flags kernel: dtype not covered by the fake");
 }
 
 }  // namespace ringreduce::cuda

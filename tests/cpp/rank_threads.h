@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/comm.h"
+#include "algorithms/record_allgather.h"
+#include "core/base/record_exchange.h"
 #include "core/config/config.h"
 #include "transport/in_memory_store.h"
 #include "transport/loopback/loopback_transport.h"
@@ -81,6 +83,17 @@ inline void runComms(int n, TransportKind kind,
         body(comm, rank);
       },
       config, kind);
+}
+
+// A record exchange for the device paths' tests (one operation, rounds
+// numbered from 0 within it), over rank `t`'s transport.
+inline RecordExchange exchangeFor(Transport& t, uint64_t seq) {
+  OpContext op("device path", seq, std::chrono::seconds(20));
+  auto round = std::make_shared<uint32_t>(0);
+  return [&t, op, round](const void* mine, void* all, size_t bytes) {
+    Workspace unused;  // a record exchange needs no scratch memory
+    exchangeRecords(Comm{t, t.config(), unused}, op, (*round)++, mine, all, bytes);
+  };
 }
 
 }  // namespace ringreduce::testing

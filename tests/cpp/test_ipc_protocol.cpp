@@ -20,19 +20,10 @@
 
 using namespace ringreduce;
 using namespace ringreduce::cuda;
+using ringreduce::testing::exchangeFor;
 using ringreduce::testing::runRanks;
 
 namespace {
-
-// One record exchange per operation: rounds numbered from 0 within it.
-RecordExchange exchangeFor(Transport& t, uint64_t seq) {
-  OpContext op("ipc", seq, std::chrono::seconds(20));
-  auto round = std::make_shared<uint32_t>(0);
-  return [&t, op, round](const void* mine, void* all, size_t bytes) {
-    Workspace unused;  // a record exchange needs no scratch memory
-    exchangeRecords(Comm{t, t.config(), unused}, op, (*round)++, mine, all, bytes);
-  };
-}
 
 std::unique_ptr<IpcCollectives> setUp(Transport& t, int rank, int n, size_t scratch) {
   std::string why;

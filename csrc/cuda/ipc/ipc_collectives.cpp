@@ -316,7 +316,7 @@ namespace ringreduce::cuda {
 bool IpcCollectives::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
   bool ok = false;
   try {
-    ok = streams_.waitAll(limit);
+    ok = streams_.waitAll(device_, limit);
     if (ok) mappings_.closeAll();
   } catch (const std::exception&) {
     ok = false;

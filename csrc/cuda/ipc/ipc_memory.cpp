@@ -69,6 +69,29 @@ void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* st
             "cudaMemcpyAsync (device to device)");
 }
 
+void fillOnStream(int device, void* dst, int value, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  DeviceScope scope(device);
+  checkCuda(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)),
+            "cudaMemsetAsync");
+}
+
+void synchronizeStream(int device, void* stream) {
+  DeviceScope scope(device);
+  checkCuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+
+PinnedMirror::PinnedMirror(int device, size_t bytes) {
+  DeviceScope scope(device);
+  checkCuda(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped), "cudaHostAlloc (mapped)");
+  std::memset(host_, 0, bytes);
+  checkCuda(cudaHostGetDevicePointer(&device_, host_, 0), "cudaHostGetDevicePointer");
+}
+
+PinnedMirror::~PinnedMirror() {
+  if (host_ != nullptr) (void)cudaFreeHost(host_);
+}
+
 void* PeerMappings::map(const ExportedRange& range) {
   auto it = open_.find(range.handle);
   if (it == open_.end()) {

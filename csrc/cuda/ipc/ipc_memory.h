@@ -58,6 +58,29 @@ class PeerMappings {
 // included), queued on `stream`.
 void copyOnStream(int device, void* dst, const void* src, size_t bytes, void* stream);
 
+// Sets `bytes` bytes at `dst` (device memory of `device`) to `value`,
+// queued on `stream`.
+void fillOnStream(int device, void* dst, int value, size_t bytes, void* stream);
+// Waits (on the host) for what is queued on `stream`: only for streams of
+// our own whose work cannot wait on a peer (set-up).
+void synchronizeStream(int device, void* stream);
+
+// Pinned host memory the device writes and the host reads (cudaHostAlloc,
+// mapped): where kernels report to a host thread without any copy.
+class PinnedMirror {
+ public:
+  PinnedMirror(int device, size_t bytes);  // zeroed
+  ~PinnedMirror();
+  PinnedMirror(const PinnedMirror&) = delete;
+  PinnedMirror& operator=(const PinnedMirror&) = delete;
+  void* host() const { return host_; }
+  void* device() const { return device_; }
+
+ private:
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+};
+
 // A device buffer of our own (cudaMalloc, so always shareable). Once
 // exported it is freed only after release(): peers may map it, and freeing
 // mapped memory is undefined; a buffer never released stays allocated for

@@ -1,13 +1,10 @@
 #include "cuda/signal/signal_group.h"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 
 #include "core/base/errors.h"
-#include "cuda/cuda_error.h"
-#include "cuda/device_scope.h"
 #include "cuda/kernels/reduce_copy.h"
+#include "cuda/own_stream.h"
 #include "cuda/signal/signal_launch.h"
 #include "cuda/signal/stream_memops.h"
 
@@ -56,25 +53,13 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
   } else {
     try {
       self.reset(new SignalGroup(rank, size, device, options));
-      DeviceScope scope(device);
-      const size_t bytes = signalRegionBytes(options.bufferBytes);
-      checkCuda(cudaMalloc(&self->region_, bytes), "cudaMalloc (device-flags region)");
-      cudaStream_t side;
-      checkCuda(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking),
-                "cudaStreamCreateWithFlags");
-      self->sideStream_ = side;
-      checkCuda(cudaMemsetAsync(self->region_, 0, bytes, side), "cudaMemsetAsync");
-      checkCuda(cudaStreamSynchronize(side), "cudaStreamSynchronize");
-      checkCuda(cudaHostAlloc(reinterpret_cast<void**>(&self->status_),
-                              sizeof(SignalStatus) * kSignalBlocks, cudaHostAllocMapped),
-                "cudaHostAlloc (device-flags status)");
-      std::fill(self->status_, self->status_ + kSignalBlocks, SignalStatus{0, 0});
-      checkCuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&self->statusOnDevice_),
-                                         self->status_, 0),
-                "cudaHostGetDevicePointer");
-      std::string exportWhy;
-      mine.region = exportRange(device, self->region_, &exportWhy);
-      if (!mine.region.ok) failure = "cannot share the device-flags region: " + exportWhy;
+      self->region_ =
+          std::make_unique<DeviceBuffer>(device, signalRegionBytes(options.bufferBytes));
+      self->sideStream_ = createOwnStream(device);
+      fillOnStream(device, self->region_->data(), 0, self->region_->bytes(), self->sideStream_);
+      synchronizeStream(device, self->sideStream_);
+      self->status_ = std::make_unique<PinnedMirror>(device, sizeof(SignalStatus) * kSignalBlocks);
+      mine.region = self->region_->exported();
     } catch (const std::exception& e) {
       failure = e.what();
       mine.region.ok = 0;
@@ -90,7 +75,7 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
     try {
       self->regions_.resize(size);
       for (int q = 0; q < size; ++q) {
-        self->regions_[q] = q == rank ? self->region_ : self->mappings_.map(all[q].region);
+        self->regions_[q] = q == rank ? self->region_->data() : self->mappings_.map(all[q].region);
       }
     } catch (const std::exception& e) {
       failure = e.what();
@@ -112,15 +97,15 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
   return self;
 }
 
-SignalGroup::~SignalGroup() {
-  // Only a closed group frees its memory (close()); otherwise a peer may
-  // still map it or a kernel still use it, and it is left to the process.
-}
+// A region that was shared is freed only after close() released it (its
+// DeviceBuffer keeps it otherwise): a peer may still map it or a kernel
+// still use it. The side stream goes with the process too, unless closed.
+SignalGroup::~SignalGroup() = default;
 
 SignalView SignalGroup::view(const Call& call) const {
   SignalView v;
   for (int p = 0; p < size_; ++p) v.regions[p] = regions_[p];
-  v.status = statusOnDevice_;
+  v.status = static_cast<SignalStatus*>(status_->device());
   v.bufferBytes = options_.bufferBytes;
   v.timeoutNs = static_cast<uint64_t>(call.timeout.count()) * 1000 * 1000;
   v.fingerprint = call.fingerprint;
@@ -245,7 +230,7 @@ void SignalGroup::memOpsBarrier(void* stream, int barrier, uint32_t collective) 
     auto* pad = static_cast<SignalPad*>(regions_[p]);
     streamWriteValue32(stream, &pad->streamArrivals[barrier][parity][rank_], collective);
   }
-  auto* mine = static_cast<SignalPad*>(region_);
+  auto* mine = static_cast<SignalPad*>(region_->data());
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) streamWaitValue32(stream, &mine->streamArrivals[barrier][parity][p], collective);
   }
@@ -253,7 +238,6 @@ void SignalGroup::memOpsBarrier(void* stream, int barrier, uint32_t collective) 
 
 void SignalGroup::memOpsAllreduce(const void* input, void* output, size_t count, DataType type,
                                   ReduceOp op, bool twoShot, const Call& call) {
-  DeviceScope scope(device_);
   noteStream(call.stream);
   const uint32_t collective = ++hostCollectives_;
   const uint32_t parity = collective & 1;
@@ -265,7 +249,7 @@ void SignalGroup::memOpsAllreduce(const void* input, void* output, size_t count,
   args.srcType = args.dstType = type;
   args.op = op;
   args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
-  args.stop = &static_cast<SignalPad*>(region_)->stop;
+  args.stop = &static_cast<SignalPad*>(region_->data())->stop;
   args.nsrc = size_;
   if (!twoShot) {
     for (int p = 0; p < size_; ++p) args.srcs[p] = bufferOf(p, SignalBuffer::In, parity);
@@ -291,7 +275,6 @@ void SignalGroup::memOpsAllreduce(const void* input, void* output, size_t count,
 
 void SignalGroup::memOpsInPlace(void* const* tensors, size_t count, DataType type, ReduceOp op,
                                 const Call& call) {
-  DeviceScope scope(device_);
   noteStream(call.stream);
   const uint32_t collective = ++hostCollectives_;
   const size_t esize = elementSize(type);
@@ -301,7 +284,7 @@ void SignalGroup::memOpsInPlace(void* const* tensors, size_t count, DataType typ
   args.srcType = args.dstType = type;
   args.op = op;
   args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
-  args.stop = &static_cast<SignalPad*>(region_)->stop;
+  args.stop = &static_cast<SignalPad*>(region_->data())->stop;
   args.count = slice.end - slice.begin;
   for (int p = 0; p < size_; ++p) {
     args.srcs[p] = advance(tensors[p], slice.begin * esize);
@@ -315,7 +298,6 @@ void SignalGroup::memOpsInPlace(void* const* tensors, size_t count, DataType typ
 
 void SignalGroup::memOpsAllgather(const void* input, void* output, size_t countPerRank,
                                   DataType type, const Call& call) {
-  DeviceScope scope(device_);
   noteStream(call.stream);
   const uint32_t collective = ++hostCollectives_;
   const uint32_t parity = collective & 1;
@@ -326,7 +308,7 @@ void SignalGroup::memOpsAllgather(const void* input, void* output, size_t countP
   // once `stop` is set, so a released wait never reads a dead peer.
   ReduceCopyArgs args;
   args.srcType = args.dstType = DataType::UInt8;
-  args.stop = &static_cast<SignalPad*>(region_)->stop;
+  args.stop = &static_cast<SignalPad*>(region_->data())->stop;
   args.count = bytes;
   args.nsrc = args.ndst = 1;
   for (int p = 0; p < size_; ++p) {
@@ -339,7 +321,6 @@ void SignalGroup::memOpsAllgather(const void* input, void* output, size_t countP
 
 void SignalGroup::memOpsReduceScatter(const void* input, void* output, size_t countPerRank,
                                       DataType type, ReduceOp op, const Call& call) {
-  DeviceScope scope(device_);
   noteStream(call.stream);
   const uint32_t collective = ++hostCollectives_;
   const uint32_t parity = collective & 1;
@@ -351,7 +332,7 @@ void SignalGroup::memOpsReduceScatter(const void* input, void* output, size_t co
   args.srcType = args.dstType = type;
   args.op = op;
   args.avgDivisor = op == ReduceOp::Avg ? size_ : 0;
-  args.stop = &static_cast<SignalPad*>(region_)->stop;
+  args.stop = &static_cast<SignalPad*>(region_->data())->stop;
   args.count = countPerRank;
   for (int p = 0; p < size_; ++p) {
     args.srcs[p] = advance(bufferOf(p, SignalBuffer::In, parity), rank_ * bytes);
@@ -367,32 +348,21 @@ void SignalGroup::memOpsReduceScatter(const void* input, void* output, size_t co
 // no deadline of its own, so failure() reports one that is overdue.
 void SignalGroup::watchMemOps(const Call& call) {
   std::lock_guard<std::mutex> lock(watchMutex_);
-  while (!pending_.empty() && cudaEventQuery(static_cast<cudaEvent_t>(pending_.front().event)) ==
-                                  cudaSuccess) {
-    freeEvents_.push_back(pending_.front().event);
+  while (!pending_.empty() && markReached(pending_.front().mark)) {
+    freeMark(pending_.front().mark);
     pending_.pop_front();
   }
-  (void)cudaGetLastError();  // cudaErrorNotReady is not an error
-  void* event = nullptr;
-  if (!freeEvents_.empty()) {
-    event = freeEvents_.back();
-    freeEvents_.pop_back();
-  } else {
-    cudaEvent_t created;
-    checkCuda(cudaEventCreateWithFlags(&created, cudaEventDisableTiming), "cudaEventCreate");
-    event = created;
-  }
-  checkCuda(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(call.stream)),
-            "cudaEventRecord");
-  pending_.push_back({event, std::chrono::steady_clock::now() + call.timeout, hostCollectives_});
+  pending_.push_back({recordMark(device_, call.stream),
+                      std::chrono::steady_clock::now() + call.timeout, hostCollectives_});
 }
 
 std::string SignalGroup::failure() {
+  const auto* status = static_cast<volatile SignalStatus*>(status_->host());
   for (int b = 0; b < kSignalBlocks; ++b) {
-    const uint64_t word = reinterpret_cast<volatile SignalStatus*>(status_)[b].word;
+    const uint64_t word = status[b].word;
     const SignalFailure what = statusFailure(word);
     if (what == SignalFailure::None) continue;
-    const uint64_t seen = reinterpret_cast<volatile SignalStatus*>(status_)[b].seen;
+    const uint64_t seen = status[b].seen;
     std::string text = "rank " + std::to_string(rank_) + "'s device collective #" +
                        std::to_string(statusCollective(word)) + " " + failureName(what);
     switch (what) {
@@ -418,13 +388,11 @@ std::string SignalGroup::failure() {
   if (!memOpsFailure_.empty()) return memOpsFailure_;
   while (!pending_.empty()) {
     const Pending& oldest = pending_.front();
-    const cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(oldest.event));
-    if (state == cudaSuccess) {
-      freeEvents_.push_back(oldest.event);
+    if (markReached(oldest.mark)) {
+      freeMark(oldest.mark);
       pending_.pop_front();
       continue;
     }
-    (void)cudaGetLastError();
     if (std::chrono::steady_clock::now() > oldest.deadline) {
       memOpsFailure_ = "rank " + std::to_string(rank_) + "'s device collective #" +
                        std::to_string(oldest.collective) +
@@ -437,18 +405,15 @@ std::string SignalGroup::failure() {
 
 void SignalGroup::stop() {
   std::lock_guard<std::mutex> lock(watchMutex_);
-  if (stopped_ || region_ == nullptr) return;
+  if (stopped_ || !region_) return;
   stopped_ = true;
   try {
-    DeviceScope scope(device_);
-    auto* pad = static_cast<SignalPad*>(region_);
+    auto* pad = static_cast<SignalPad*>(region_->data());
     // Nonzero bytes make nonzero words: `stop` ends this rank's waits and
     // kernels, `failed` the peers' waits for this rank.
-    const auto side = static_cast<cudaStream_t>(sideStream_);
-    checkCuda(cudaMemsetAsync(&pad->stop, 1, sizeof(uint32_t), side), "cudaMemsetAsync (stop)");
-    checkCuda(cudaMemsetAsync(&pad->failed, 1, sizeof(uint32_t), side),
-              "cudaMemsetAsync (failed)");
-    if (options_.sync == CudaSync::StreamMemOps && streamMemOpsAvailable(nullptr)) {
+    fillOnStream(device_, &pad->stop, 1, sizeof(uint32_t), sideStream_);
+    fillOnStream(device_, &pad->failed, 1, sizeof(uint32_t), sideStream_);
+    if (options_.sync == CudaSync::StreamMemOps) {
       // Release this rank's stuck waits: a count far ahead of any it waits
       // for, in every slot of its own pad (the waits compare cyclically).
       // The kernels behind them see `stop` first (same side stream, in
@@ -470,8 +435,7 @@ void SignalGroup::stop() {
 bool SignalGroup::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
   bool ok = false;
   try {
-    DeviceScope scope(device_);
-    ok = streams_.waitAll(limit);
+      ok = streams_.waitAll(device_, limit);
     if (ok) mappings_.closeAll();
   } catch (const std::exception&) {
     ok = false;
@@ -488,17 +452,13 @@ bool SignalGroup::close(const RecordExchange& exchange, std::chrono::millisecond
   for (uint8_t closed : all) {
     if (!closed) return false;
   }
-  DeviceScope scope(device_);
   std::lock_guard<std::mutex> lock(watchMutex_);
-  for (const Pending& p : pending_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(p.event));
-  for (void* e : freeEvents_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  for (const Pending& p : pending_) freeMark(p.mark);
   pending_.clear();
-  freeEvents_.clear();
-  (void)cudaFree(region_);
-  (void)cudaFreeHost(status_);
-  (void)cudaStreamDestroy(static_cast<cudaStream_t>(sideStream_));
-  region_ = nullptr;
-  closed_ = true;
+  region_->release();  // no rank maps it any more: freed with the object
+  region_.reset();
+  destroyOwnStream(device_, sideStream_);
+  sideStream_ = nullptr;
   return true;
 }
 

@@ -139,26 +139,23 @@ class SignalGroup {
   const int size_;
   const int device_;
   const SignalGroupOptions options_;
-  void* region_ = nullptr;                 // mine (cudaMalloc)
-  SignalStatus* status_ = nullptr;         // pinned, mapped: the kernels' reports
-  SignalStatus* statusOnDevice_ = nullptr;
+  std::unique_ptr<DeviceBuffer> region_;   // mine
+  std::unique_ptr<PinnedMirror> status_;   // the kernels' reports (SignalStatus x blocks)
   void* sideStream_ = nullptr;             // for stop(): beside a stream that may be stuck
   std::vector<void*> regions_;             // every rank's, mapped (mine: region_)
   PeerMappings mappings_;
   uint32_t hostCollectives_ = 0;           // stream memops: collectives so far
   StreamTracker streams_;                  // every stream a collective ran on
 
-  std::mutex watchMutex_;  // guards the two below (failure() runs on the watchdog)
+  std::mutex watchMutex_;  // guards what follows (failure() runs on the watchdog)
   struct Pending {
-    void* event;
+    void* mark;
     std::chrono::steady_clock::time_point deadline;
     uint32_t collective;
   };
   std::deque<Pending> pending_;            // stream memops collectives not known finished
-  std::vector<void*> freeEvents_;
   std::string memOpsFailure_;
   bool stopped_ = false;
-  bool closed_ = false;
 };
 
 }  // namespace ringreduce::cuda
