@@ -66,6 +66,38 @@ TEST(CudaLayer, BadLaunchArgumentsFailBeforeAnyCudaCall) {
   EXPECT_NO_THROW(launchReduceCopy(args, 0, nullptr));
 }
 
+// What _reduce_copy and every internal launch are refused for, before the
+// device sees them: AVG's divisor (a 0 returns the sum; a divisor on MAX
+// divides it; 256 in an int8 divides by zero on the device).
+TEST(CudaLayer, ReduceCopyArgumentsAreCheckedBeforeTheLaunch) {
+  ReduceCopyArgs args;
+  args.nsrc = 2;
+  args.ndst = 1;
+  args.count = 16;
+  EXPECT_EQ(reduceCopyArgsProblem(args), "");
+  args.op = ReduceOp::Max;
+  args.avgDivisor = 4;
+  EXPECT_NE(reduceCopyArgsProblem(args).find("for AVG only"), std::string::npos);
+  args.op = ReduceOp::Avg;
+  args.avgDivisor = 0;
+  EXPECT_NE(reduceCopyArgsProblem(args).find("avg_divisor >= 1"), std::string::npos);
+  args.avgDivisor = 1;
+  EXPECT_EQ(reduceCopyArgsProblem(args), "");
+  args.srcType = args.dstType = DataType::Int8;
+  args.avgDivisor = 256;
+  EXPECT_NE(reduceCopyArgsProblem(args).find("does not fit int8"), std::string::npos);
+  args.avgDivisor = 127;
+  EXPECT_EQ(reduceCopyArgsProblem(args), "");
+  args.srcType = args.dstType = DataType::UInt8;
+  args.avgDivisor = 255;
+  EXPECT_EQ(reduceCopyArgsProblem(args), "");
+  args.avgDivisor = 8;
+  args.ndst = kMaxFanout + 1;
+  EXPECT_NE(reduceCopyArgsProblem(args).find("destinations"), std::string::npos);
+  // Every problem is an InvalidArgument from the launcher, before any CUDA call.
+  EXPECT_THROW(launchReduceCopy(args, 0, nullptr), InvalidArgument);
+}
+
 TEST(CudaLayer, RuntimeProbeNeverThrows) {
   std::string why;
   const int count = visibleDeviceCount(&why);

@@ -63,3 +63,36 @@ def test_bad_arguments_raise_value_error():
     with pytest.raises(ValueError, match="MIN"):
         _C._reduce_copy([torch.ones(4, dtype=torch.complex64, device="cuda")],
                         [torch.ones(4, dtype=torch.complex64, device="cuda")], OPS["MIN"])
+
+
+def test_every_argument_is_checked_before_the_launch():
+    from torch_ringreduce import _C
+    f32 = torch.ones(8, device="cuda")
+    bad = {
+        # a float32 source into a float16 second destination would write
+        # past its end on the device
+        "destinations differ in dtype": ([f32], [torch.empty(8, device="cuda"),
+                                                 torch.empty(8, dtype=torch.float16,
+                                                             device="cuda")],
+                                         OPS["SUM"], 0),
+        "for AVG only": ([f32], [torch.empty(8, device="cuda")], OPS["MAX"], 4),
+        "AVG needs avg_divisor >= 1": ([f32], [torch.empty(8, device="cuda")], OPS["AVG"], 0),
+        "does not fit int8": ([torch.ones(8, dtype=torch.int8, device="cuda")],
+                              [torch.empty(8, dtype=torch.int8, device="cuda")], OPS["AVG"],
+                              256),
+        "conjugate and negative views": ([torch.ones(8, dtype=torch.complex64,
+                                                     device="cuda").conj()],
+                                         [torch.empty(8, dtype=torch.complex64, device="cuda")],
+                                         OPS["SUM"], 0),
+    }
+    base = torch.ones(16, device="cuda")
+    bad["partly overlaps a source"] = ([base[:8]], [base[4:12]], OPS["SUM"], 0)
+    device_before = torch.cuda.current_device()
+    for message, (srcs, dsts, op, divisor) in bad.items():
+        with pytest.raises(ValueError, match=message):
+            _C._reduce_copy(srcs, dsts, op, divisor)
+    # In place is fine, and the caller's device is where it was.
+    _C._reduce_copy([base[:8], base[8:]], [base[:8]], OPS["SUM"], 0)
+    torch.cuda.synchronize()
+    assert torch.equal(base[:8].cpu(), torch.full((8,), 2.0))
+    assert torch.cuda.current_device() == device_before

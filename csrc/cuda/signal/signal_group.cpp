@@ -139,7 +139,11 @@ DevicePathTaken SignalGroup::allreduce(const void* input, void* output, size_t c
                           "-byte buffers");
   }
   const bool twoShot = bytes > options_.oneShotBytes && size_ > 1;
-  if (count == 0) return twoShot ? DevicePathTaken::FlagsTwoShot : DevicePathTaken::FlagsOneShot;
+  // Nothing to move: no elements, or one rank in place (any reduction of
+  // one value, AVG's division by one included, is the value).
+  if (count == 0 || (size_ == 1 && input == output)) {
+    return twoShot ? DevicePathTaken::FlagsTwoShot : DevicePathTaken::FlagsOneShot;
+  }
   if (options_.sync == CudaSync::StreamMemOps) {
     memOpsAllreduce(input, output, count, type, op, twoShot, call);
   } else {
