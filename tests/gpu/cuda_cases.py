@@ -33,13 +33,8 @@ def _init(rank, world, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
 
 
-def sweep_allreduce(rank, world, init_method):
-    """Every dtype x op x shape, on the path RINGREDUCE_CUDA_ALGO selects."""
-    _init(rank, world, init_method)
-    report = Report()
-    cases = list(reduction_cases(SHAPES, 0))
-    cases += [c for c in reduction_cases(LARGE, 50000)
-              if c[1] in LARGE_DTYPES and c[2] in ("SUM", "AVG", "MAX")]
+def check_allreduces(report, rank, world, cases):
+    """all_reduce of every case of oracle.reduction_cases on CUDA tensors."""
     for case, dtype, op_name, op, shape in cases:
         inputs = [make_input(dtype, shape, r, case) for r in range(world)]
         expected = reference_allreduce(inputs, op_name)
@@ -47,6 +42,16 @@ def sweep_allreduce(rank, world, init_method):
         dist.all_reduce(mine, op=op)
         report.check(f"all_reduce {op_name} {dtype} {shape}", mine, expected,
                      exact=(op_name != "AVG"))
+
+
+def sweep_allreduce(rank, world, init_method):
+    """Every dtype x op x shape, on the path RINGREDUCE_CUDA_ALGO selects."""
+    _init(rank, world, init_method)
+    report = Report()
+    cases = list(reduction_cases(SHAPES, 0))
+    cases += [c for c in reduction_cases(LARGE, 50000)
+              if c[1] in LARGE_DTYPES and c[2] in ("SUM", "AVG", "MAX")]
+    check_allreduces(report, rank, world, cases)
     # A non-contiguous view: the result lands in the view, the rest stays.
     base = make_input(torch.float32, (64, 10), rank, 777).cuda()
     untouched = base[:, 1::2].clone()

@@ -9,7 +9,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from cuda_cases import Report, _init
+from cuda_cases import Report, _init, check_allreduces
 from oracle import make_input, reduction_cases, reference_allreduce
 
 # Within 64 KiB buffers (the tests set RINGREDUCE_CUDA_BUFFER_BYTES), past
@@ -22,13 +22,7 @@ def sweep(rank, world, init_method):
     """Every dtype x op x shape, then the other collectives, then views."""
     _init(rank, world, init_method)
     report = Report()
-    for case, dtype, op_name, op, shape in reduction_cases(SHAPES, 0):
-        inputs = [make_input(dtype, shape, r, case) for r in range(world)]
-        expected = reference_allreduce(inputs, op_name)
-        mine = inputs[rank].cuda()
-        dist.all_reduce(mine, op=op)
-        report.check(f"all_reduce {op_name} {dtype} {shape}", mine, expected,
-                     exact=(op_name != "AVG"))
+    check_allreduces(report, rank, world, reduction_cases(SHAPES, 0))
     for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8):
         for per in (1, 13, 4096, 20000):
             inputs = [make_input(dtype, (per,), r, 900 + per) for r in range(world)]
