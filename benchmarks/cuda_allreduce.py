@@ -141,7 +141,13 @@ def main():
     parser.add_argument("--min-bytes", default="4K")
     parser.add_argument("--max-bytes", default="1G")
     parser.add_argument("--gloo-max-bytes", default="256M")
+    # Each a set of RINGREDUCE_* settings: "flags" is the device-flags path,
+    # "auto" the default (event barriers and host messages).
+    parser.add_argument("--variants", default="auto",
+                        help="comma-separated: auto, flags")
+    parser.add_argument("--no-gloo", action="store_true")
     args = parser.parse_args()
+    variants = {"auto": {}, "flags": {"RINGREDUCE_CUDA_ALGO": "flags"}}
     worlds = [int(w) for w in args.worlds.split(",")]
     sizes, n = [], _parse_bytes(args.min_bytes)
     while n <= _parse_bytes(args.max_bytes):
@@ -153,17 +159,18 @@ def main():
     copy_bw, rows = copy_and_kernel_bandwidth(1 << 30, worlds)
     tables = []
     for world in worlds:
-        ring = allreduce_times("ringreduce", world, sizes)
-        gloo = allreduce_times("gloo", world, gloo_sizes)
+        gloo = "not run" if args.no_gloo else allreduce_times("gloo", world, gloo_sizes)
         nccl = allreduce_times("nccl", world, sizes, env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
-        tables.append((world, ring, gloo, nccl))
+        for name in args.variants.split(","):
+            ring = allreduce_times("ringreduce", world, sizes, env=variants[name])
+            tables.append((f"{world} ranks, ringreduce {name}", world, ring, gloo, nccl))
 
     print("\n## Device bandwidth (1 GiB buffers)")
     print(f"{'kernel':<28}{'GB/s':>10}{'of copy':>10}")
     for name, bw, ratio in rows:
         print(f"{name:<28}{bw / 1e9:>10.1f}{ratio:>9.0%}")
-    for world, ring, gloo, nccl in tables:
-        print(f"\n## allreduce float32, {world} ranks on one GPU (effective bw = 2NS/t)")
+    for title, world, ring, gloo, nccl in tables:
+        print(f"\n## allreduce float32, {title} on one GPU (effective bw = 2NS/t)")
         if isinstance(nccl, str):
             print(f"NCCL: {nccl}")
         if isinstance(gloo, str):

@@ -2,11 +2,14 @@
 # On a GPU machine: build against that machine's torch, run tests/gpu, print
 # the benchmark table last. Needs .gpu/ from scripts/gpu_prepare.sh (UCX and
 # pytest wheels, which the GPU machine lacks).
-#   bash scripts/gpu_check.sh [all|build|test|bench] [arguments for pytest or the benchmark]
-# `all` (the default) does the three in order. Where one command may run for
-# 10 minutes at most (the device tool), run `build`, then `test` (pytest's -k
-# can split it), then `bench`, in calls on the same warm machine: the build
-# stays in the tree. Results also go to $OUT when it is set.
+#   bash scripts/gpu_check.sh [quick|all|build|test|bench] [arguments for pytest or the benchmark]
+# `quick` fits one 8-minute call on a 16-core H100, build included: each
+# phase under its own `timeout`, so one hang costs that phase, not the call
+# (bash scripts/gpu_check.sh quick; timings: its last table). `all` does
+# build, test and bench in order. Where one command may run for 10 minutes
+# at most (the device tool), run `build`, then `test` (pytest's -k can split
+# it), then `bench`, in calls on the same warm machine: the build stays in
+# the tree. Results also go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -28,6 +31,10 @@ export PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.gpu/wheels
 phase=${1:-all}
 [ $# -gt 0 ] && shift
 status=0
+
+if [ "$phase" = quick ]; then
+  exec bash scripts/gpu_quick.sh
+fi
 
 if [ "$phase" = all ] || [ "$phase" = build ]; then
   nvidia-smi -L || true

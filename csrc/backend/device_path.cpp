@@ -124,6 +124,10 @@ c10::Stream DevicePath::ownStream(c10::Device device) {
   return poolStream(device);
 }
 
+bool DevicePath::capturing(const c10::Stream& stream) {
+  return cuda::streamCapturing(stream.native_handle());
+}
+
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
                        const RecordExchange& exchange, Hooks hooks)
     : device_(device), state_(std::make_unique<State>()) {
@@ -311,6 +315,8 @@ bool DevicePath::ncclAvailable(std::string* detail) {
 }
 
 c10::Stream DevicePath::ownStream(c10::Device device) { return poolStream(device); }
+
+bool DevicePath::capturing(const c10::Stream&) { return false; }
 
 DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&, Hooks)
     : device_(device), state_(std::make_unique<State>()) {}

@@ -39,6 +39,9 @@ class DevicePath {
   // ones, which two groups could share); torch's pool where the path is
   // not compiled or torch cannot take an external stream.
   static c10::Stream ownStream(c10::Device device);
+  // Whether `stream` is being captured into a CUDA graph (false where the
+  // path is not compiled: then nothing of ours can be captured anyway).
+  static bool capturing(const c10::Stream& stream);
 
   // What a collective carries to the device besides its data, the same on
   // every rank: its fingerprint and its timeout.

@@ -20,4 +20,13 @@ void destroyOwnStream(int device, void* stream) {
   (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
 }
 
+bool streamCapturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace ringreduce::cuda

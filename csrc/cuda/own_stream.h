@@ -10,4 +10,8 @@ void* createOwnStream(int device);
 // After everything queued on it has finished (the caller has waited).
 void destroyOwnStream(int device, void* stream);
 
+// Whether `stream` (any, torch's included) is being captured into a CUDA
+// graph. Never throws: false when the runtime cannot say.
+bool streamCapturing(void* stream);
+
 }  // namespace ringreduce::cuda

@@ -19,10 +19,15 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device on this machine")
 
 UNDER_MPS = os.environ.get("RINGREDUCE_TEST_MPS") == "1"
+# scripts/gpu_check.sh quick: fewer combinations, to fit its time.
+QUICK = os.environ.get("RINGREDUCE_TEST_QUICK") == "1"
 FLAGS = {"RINGREDUCE_CUDA_ALGO": "flags", "RINGREDUCE_CUDA_BUFFER_BYTES": str(64 << 10)}
 # Without MPS the automatic choice is stream memory operations; flags in
 # the kernels only where MPS runs them at once.
 SYNCS = ["auto", "memops"] + (["flags"] if UNDER_MPS else [])
+WORLDS = [2, 4] if QUICK else [1, 2, 4]
+if QUICK:
+    SYNCS = ["flags"] if UNDER_MPS else ["auto"]
 
 
 def _env(sync, **more):
@@ -35,19 +40,19 @@ def _no_failures(results):
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
 
 
-@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("world", WORLDS)
 @pytest.mark.parametrize("sync", SYNCS)
 def test_every_collective_against_the_oracle(world, sync):
     _no_failures(run_world(world, flags_cases.sweep, env=_env(sync), timeout=600))
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2] if QUICK else [2, 4])
 def test_tensors_that_cannot_be_shared_go_through_the_buffers(world):
     env = _env("auto", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
     _no_failures(run_world(world, flags_cases.sweep, env=env, timeout=600))
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2] if QUICK else [2, 4])
 def test_direct_collectives_complete_at_once_in_stream_order(world):
     _no_failures(run_world(world, flags_cases.direct_and_streams, env=_env("auto"),
                            timeout=300))

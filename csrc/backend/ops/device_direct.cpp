@@ -27,7 +27,7 @@ const c10::impl::DeviceGuardImplInterface* cudaImpl() {
 void ProcessGroupRing::refuseCapture(const char* name, c10::Device device) {
   if (!device.is_cuda()) return;
   const c10::Stream current = cudaImpl()->getStream(device);
-  if (!cudaImpl()->isStreamCapturing(current)) return;
+  if (!DevicePath::capturing(current)) return;
   TORCH_CHECK(false, "ringreduce: ", name, " on rank ", rank_,
               " cannot be captured in a CUDA graph: only allreduce, all_gather_into_tensor "
               "and reduce_scatter_tensor on the device-flags path can be "
@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
     DataType dtype, ReduceOp op, const DirectLaunch& launch) {
   const c10::Device device = output.device();
   const c10::Stream stream = cudaImpl()->getStream(device);
-  const bool capturing = cudaImpl()->isStreamCapturing(stream);
+  const bool capturing = DevicePath::capturing(stream);
   DevicePath* path = devicePathMade_.load();
   const bool flags = config_.cudaAlgorithm == CudaAlgorithm::Flags;
   const bool applies = flags && path != nullptr && path->device() == device &&

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `bash scripts/gpu_check.sh quick`: the GPU check that fits one 8-minute
+# call of the device tool (a 16-core H100 or H200 with no package index;
+# .gpu/ prepared here by scripts/gpu_prepare.sh). Every phase runs under its
+# own `timeout`, so a hang costs that phase and the rest still report; the
+# build folder (build/py) is kept between calls. What the phases print goes
+# to $OUT/log.txt (the benchmarks' tables to $OUT/bench.txt), one line per
+# phase to $OUT/summary.txt.
+#
+#   build      the extension against the machine's torch, sm_90 only
+#   kernels    the fused kernel and its bad arguments; compute-sanitizer
+#              memcheck on them
+#   flags      the device-flags path without MPS (stream memory operations)
+#   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
+#              user-space daemon of our own, stopped afterwards
+#   paths      the older paths: stream semantics, DDP at world 2
+#   bench      the world-1 and event ping-pong floors, latency to 256 KiB
+#              with and without MPS, bandwidth to 64 MiB
+# Never changes the GPU's settings (no nvidia-smi -c, no clocks).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-/tmp/ringreduce-gpu}
+mkdir -p "$OUT"
+ROOT=$PWD/.gpu/root
+export LD_LIBRARY_PATH=$ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export UCX_NET_DEVICES=lo UCX_LOG_LEVEL=error PYTHONUNBUFFERED=1
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.gpu/wheels RINGREDUCE_TEST_QUICK=1
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+started=$(date +%s)
+
+# The whole check's budget: a phase gets what is left of it at most, and
+# is skipped (and says so) when too little is left.
+BUDGET=${RINGREDUCE_GPU_BUDGET_S:-460}
+
+# run NAME SECONDS COMMAND...: one phase, bounded, its output kept.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 rc left
+  left=$(( BUDGET - ($(date +%s) - started) ))
+  if [ "$left" -lt 20 ]; then
+    echo "$name: skipped (the ${BUDGET}s budget is spent)" | tee -a "$SUMMARY"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  t0=$(date +%s)
+  local file=$OUT/log.txt
+  case $name in bench*) file=$OUT/bench.txt ;; esac
+  echo "=== $name (limit ${limit}s) ===" | tee -a "$file"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$file"
+  rc=${PIPESTATUS[0]}
+  local line="$name: rc $rc in $(( $(date +%s) - t0 ))s"
+  [ $rc -eq 124 ] && line="$line (TIMED OUT)"
+  echo "$line" | tee -a "$SUMMARY"
+  return $rc
+}
+
+mps_start() {
+  command -v nvidia-cuda-mps-control >/dev/null || { echo "no nvidia-cuda-mps-control"; return 1; }
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/rr-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rr-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && sleep 1 && export RINGREDUCE_TEST_MPS=1
+}
+mps_stop() {
+  echo quit | nvidia-cuda-mps-control 2>/dev/null
+  sleep 1
+  unset RINGREDUCE_TEST_MPS CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+
+"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+nvidia-smi -L | tee -a "$OUT/log.txt"
+echo "CXX=${CXX:-unset} c++: $(c++ --version | head -1)" | tee -a "$OUT/log.txt"
+
+export TORCH_CUDA_ARCH_LIST=9.0 CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
+export MAX_JOBS=${MAX_JOBS:-16} CMAKE_BUILD_PARALLEL_LEVEL=${MAX_JOBS:-16}
+run build 240 bash -c "'$PYTHON' -m pip install -q --no-build-isolation --no-deps -e . &&
+  '$PYTHON' -m torch_ringreduce.info --require cuda,gpu" ||
+  { echo "BUILD FAILED"; cat "$SUMMARY"; exit 1; }
+
+PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
+run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
+if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+  SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run memcheck 60 "$SANITIZER" --tool memcheck --error-exitcode 3 \
+    "${PYTEST[@]}" tests/gpu/test_fused_kernel.py -k "wire or every_argument"
+fi
+run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
+if mps_start; then
+  run mps 90 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "oracle or graph or captured" \
+    --maxfail 5
+  run bench-mps 45 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50 \
+    --variants flags --no-nccl
+  mps_stop
+else
+  echo "mps: skipped (no MPS control daemon on this image)" | tee -a "$SUMMARY"
+fi
+run paths 60 "${PYTEST[@]}" tests/gpu/test_cuda_tensors.py \
+  -k "stream_semantics or ddp_on_cuda_matches_gloo"
+run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
+run bench-bw 60 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
+  --max-bytes 64M --variants flags,auto --no-gloo
+echo "total $(( $(date +%s) - started ))s" | tee -a "$SUMMARY"
+cat "$SUMMARY"
