@@ -119,6 +119,7 @@ bool PathSelection::signalUsable(const RecordExchange& exchange) {
       options.oneShotBytes = config_.cudaOneShotBytes;
       signal_ = SignalGroup::setUp(rank_, size_, device_, options, exchange, &signalFailure_);
     }
+    signalReady_.store(signal_.get(), std::memory_order_release);
     if (signal_) {
       RR_LOG(Info, rank_, "device-flags path: " << syncReason_ << ", up to " << maxBlocks_
                                                 << " blocks, " << config_.cudaBufferBytes
@@ -131,9 +132,10 @@ bool PathSelection::signalUsable(const RecordExchange& exchange) {
 }
 
 bool PathSelection::capturable(std::string* why) const {
-  if (signal_ && signal_->capturable()) return true;
+  const SignalGroup* group = signalGroup();
+  if (group && group->capturable()) return true;
   if (why) {
-    *why = !signal_ ? "CUDA graphs capture ringreduce collectives on the device-flags path "
+    *why = !group ? "CUDA graphs capture ringreduce collectives on the device-flags path "
                       "only (RINGREDUCE_CUDA_ALGO=flags, set up by one collective before "
                       "capture)"
                     : "ranks sharing a GPU without MPS synchronise with stream memory "

@@ -19,6 +19,7 @@
 // serialises them).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -79,11 +80,12 @@ class PathSelection {
                                       const CollectiveCall& call);
   // Whether the device-flags path is set up, and whether its collectives
   // can be captured in a CUDA graph (and if not, why).
-  bool flagsReady() const { return signal_ != nullptr; }
+  bool flagsReady() const { return signalGroup() != nullptr; }
   bool capturable(std::string* why) const;
-  // The device-flags group, for the backend's watchdog (failure, stop);
-  // null until set up.
-  SignalGroup* signalGroup() const { return signal_.get(); }
+  // The device-flags group, once set up (null before): any thread, since
+  // the caller's thread asks whether a collective may go direct while the
+  // executor may be setting it up.
+  SignalGroup* signalGroup() const { return signalReady_.load(std::memory_order_acquire); }
 
   // Asked before a caller's tensor is shared with the peers (see
   // IpcCollectives::setExportGuard); applies to every path.
@@ -140,6 +142,7 @@ class PathSelection {
   bool signalTried_ = false;
   std::string signalFailure_;
   std::unique_ptr<SignalGroup> signal_;
+  std::atomic<SignalGroup*> signalReady_{nullptr};  // signal_, published once set up
 };
 
 }  // namespace ringreduce::cuda

@@ -112,8 +112,14 @@ template <class M>
 RR_HOST_DEVICE uint64_t beginSignalCollective(M& m, const SignalView& v, int block) {
   SignalPad* self = padOf(v, v.rank);
   const uint64_t collective = m.loadPlain64(&self->collectives) + 1;
-  // Silently: the failure or the host's stop that caused it is on record.
-  if (m.loadRelaxed32(&self->failed) != 0 || m.loadRelaxed32(&padOf(v, v.rank)->stop) != 0) return 0;
+  // One lane decides for the block (the host may set `stop` while the
+  // block's threads read it; all must take the same branch). Silently: the
+  // failure or the host's stop that caused it is on record.
+  int refused = 0;
+  if (m.lane() == 0) {
+    refused = m.loadRelaxed32(&self->failed) != 0 || m.loadRelaxed32(&self->stop) != 0;
+  }
+  if (m.syncBlockOr(refused) != 0) return 0;
   return collective;
 }
 
