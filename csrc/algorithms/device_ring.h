@@ -1,0 +1,103 @@
+// The ring collectives on device memory, for ranks on different nodes: the
+// host schedule of the device ring. The host drives the transport (UCX
+// sends device segments directly) and the device does the arithmetic
+// through DeviceSteps, asynchronously: a received segment is reduced on the
+// device while the next ones are in flight, and a reduced segment is sent on
+// as soon as its ticket says the device has written it. The same rules as
+// the host ring (algorithms/ring_allreduce.h): chunks, segments, tags,
+// deadlines, errors; only the reduction moved to the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/comm.h"
+#include "core/base/data_type.h"
+#include "core/base/op_context.h"
+#include "core/base/reduce_op.h"
+
+namespace ringreduce {
+
+// What the device ring needs of the device, and no more, so that the CUDA
+// side (csrc/cuda) and a host fake in the tests can both provide it.
+// Pointers are device memory that the transport can send from and receive
+// into (UCX with CUDA memory support); the fake uses host memory.
+//
+// Work is enqueued in order on one queue (the group's stream) and runs in
+// that order; a ticket stands for one piece of work and, being in order,
+// for everything enqueued before it. Nothing here blocks the host: the
+// schedule polls done() while it progresses the transport.
+class DeviceSteps {
+ public:
+  using Ticket = uint64_t;
+  virtual ~DeviceSteps() = default;
+
+  // Staging slots for received segments, slotBytes() each: the schedule's
+  // receive window is at most slots(), and no segment is larger than a
+  // slot. Every rank must report the same slotBytes() (it sets the segment
+  // size, which sender and receiver must agree on).
+  virtual int slots() const = 0;
+  virtual size_t slotBytes() const = 0;
+  // The same memory every call; the schedule receives into it only while
+  // no enqueued reduction still reads it.
+  virtual void* slot(int index) = 0;
+
+  // dst[i] = op(dst[i], received[i]) for `count` elements of `type`
+  // (float16/bfloat16 combined in float32, rounded once). AVG combines as
+  // SUM; avgDivisor > 0 divides the result by it (AVG's last step, fused
+  // before the rounding), 0 does not. `alsoTo` (null: none) gets the result
+  // too: a reduce-scatter's output, written in the same pass.
+  virtual Ticket reduce(void* dst, const void* received, void* alsoTo, size_t count,
+                        DataType type, ReduceOp op, int avgDivisor) = 0;
+  // `bytes` from src to dst: an allgather's own block when the input is not
+  // already in place, a one-rank reduce-scatter's output.
+  virtual Ticket copy(void* dst, const void* src, size_t bytes) = 0;
+  // Everything enqueued so far, including what the queue itself waits for
+  // (the caller's work that wrote the tensor): the schedule sends nothing
+  // from the caller's memory before this is done.
+  virtual Ticket fence() = 0;
+  // Host poll, never blocking: the work of `ticket` and everything enqueued
+  // before it has finished, and its output is visible to the transport.
+  // May throw (a device error); the schedule lets the exception through.
+  virtual bool done(Ticket ticket) = 0;
+};
+
+// `count` elements of `type` in device memory at `data`, reduced in place.
+struct DeviceRingArgs {
+  void* data = nullptr;
+  size_t count = 0;
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  // Reduce-scatter only (null: none): rank r's result chunk is also written
+  // here, chunkOf(count, n, r).count elements (reduce_scatter_tensor's
+  // output, written by the last step's reductions themselves).
+  void* output = nullptr;
+};
+
+// In place: every rank ends with the reduction of all ranks' buffers, with
+// the host ring's order of combination (so the same bits). Reduce-scatter
+// with segment-wise pipelining through the slots, then allgather: received
+// chunks go straight into place and are forwarded once received. AVG
+// divides once, in the last reduce step. On return all device work is done.
+void deviceRingAllreduce(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
+                         DeviceSteps& steps);
+
+// In place, as ringReduceScatter: afterwards chunk r of `data`
+// (chunkOf(count, n, r)) on rank r holds the reduction of that chunk over
+// all ranks (and args.output a copy, if given); the other chunks hold
+// partial sums. To keep an input intact, run it on a copy.
+void deviceRingReduceScatter(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
+                             DeviceSteps& steps);
+
+// all_gather_into_tensor: rank r's `blockBytes` at `input` end up at offset
+// r * blockBytes of every rank's `output` (device memory). `input` may be
+// the rank's own block of `output`; otherwise the device copies it there.
+struct DeviceAllgatherArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t blockBytes = 0;
+};
+void deviceRingAllgather(const Comm& comm, const OpContext& op, const DeviceAllgatherArgs& args,
+                         DeviceSteps& steps);
+
+}  // namespace ringreduce
