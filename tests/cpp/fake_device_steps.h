@@ -1,0 +1,161 @@
+// DeviceSteps on host memory, for the device ring's schedule tests without
+// a GPU. Work runs later, not when it is enqueued: in order, each piece
+// after a number of done() polls (drawn from [minPolls, maxPolls]), and only
+// then does it read the slot and write its destination, with the host
+// loops of core/math/host_reduce.h. So a schedule that sends a segment
+// before its ticket is done sends stale data, and one that receives into a
+// slot still being read feeds the pending reduction the wrong segment;
+// both give wrong results, and the records say which rule was broken.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "algorithms/device_ring.h"
+#include "core/math/host_reduce.h"
+#include "schedule_log.h"
+
+namespace ringreduce::testing {
+
+class FakeDeviceSteps : public DeviceSteps {
+ public:
+  struct Options {
+    int slots = 3;
+    size_t slotBytes = 256;
+    int minPolls = 1;
+    int maxPolls = 3;
+    uint32_t seed = 1;
+    // > 0: the number of reduces the run will enqueue, each but the last of
+    // which finishes only once the next one was enqueued: a slow device on
+    // a fast network. A schedule that stops receiving and enqueuing while a
+    // reduction is pending then never finishes (and times out).
+    size_t overlapReduces = 0;
+  };
+
+  struct ReduceRecord {
+    Ticket ticket = 0;
+    int slot = -1;  // which staging slot it read (-1: none of ours)
+    const void* dst = nullptr;
+    void* alsoTo = nullptr;
+    size_t count = 0;
+    int avgDivisor = 0;
+    bool finished = false;
+    bool slotIntact = true;  // the slot held what arrived until the reduction read it
+  };
+
+  explicit FakeDeviceSteps(Options options, ScheduleLog* log = nullptr)
+      : options_(options), log_(log), random_(options.seed),
+        memory_(static_cast<size_t>(options.slots) * options.slotBytes) {}
+
+  int slots() const override { return options_.slots; }
+  size_t slotBytes() const override { return options_.slotBytes; }
+  void* slot(int index) override {
+    if (index < 0 || index >= options_.slots) throw std::out_of_range("fake device: no such slot");
+    return memory_.data() + static_cast<size_t>(index) * options_.slotBytes;
+  }
+
+  Ticket reduce(void* dst, const void* received, void* alsoTo, size_t count, DataType type,
+                ReduceOp op, int avgDivisor) override {
+    if (onReduce) onReduce(records_.size());
+    const size_t index = records_.size();
+    const size_t bytes = count * elementSize(type);
+    records_.push_back({0, slotIndexOf(received), dst, alsoTo, count, avgDivisor});
+    // What arrived, to compare with what the slot holds when the work runs.
+    auto arrived = std::make_shared<std::vector<uint8_t>>(
+        static_cast<const uint8_t*>(received), static_cast<const uint8_t*>(received) + bytes);
+    records_[index].ticket = enqueue(index, [=] {
+      records_[index].slotIntact = std::memcmp(arrived->data(), received, bytes) == 0;
+      if (avgDivisor != 0) {
+        reduceAndAverage(type, dst, received, count, avgDivisor);
+      } else {
+        reduceInto(type, op, dst, received, count);
+      }
+      if (alsoTo != nullptr) std::memcpy(alsoTo, dst, bytes);
+      records_[index].finished = true;
+    });
+    return records_[index].ticket;
+  }
+  Ticket copy(void* dst, const void* src, size_t bytes) override {
+    ++copies_;
+    return enqueue(npos, [=] { std::memmove(dst, src, bytes); });
+  }
+  Ticket fence() override {
+    const Ticket ticket = enqueue(npos, [] {});
+    fences_.push_back(ticket);
+    return ticket;
+  }
+  // One poll is one step of the device: the oldest piece of work moves on.
+  bool done(Ticket ticket) override {
+    if (ticket == 0 || ticket > next_) throw std::logic_error("fake device: unknown ticket");
+    step();
+    return ticket <= finished_;
+  }
+
+  // Called before each reduce with its index (0, 1, ...): a test makes the
+  // device fail there (throw) or aborts the rank's transport.
+  std::function<void(size_t)> onReduce;
+  // From reduce `index` on, nothing finishes: a kernel that hangs.
+  void stallFromReduce(size_t index) { stallFrom_ = index; }
+
+  const std::vector<ReduceRecord>& reduces() const { return records_; }
+  const std::vector<Ticket>& fences() const { return fences_; }
+  size_t copies() const { return copies_; }
+  size_t unfinished() const { return queue_.size(); }
+  int slotIndexOf(const void* p) const {
+    const auto* at = static_cast<const uint8_t*>(p);
+    if (at < memory_.data() || at >= memory_.data() + memory_.size()) return -1;
+    return static_cast<int>(static_cast<size_t>(at - memory_.data()) / options_.slotBytes);
+  }
+
+ private:
+  struct Work {
+    Ticket ticket;
+    int pollsLeft;
+    size_t reduceIndex;  // npos: not a reduce
+    std::function<void()> run;
+  };
+  static constexpr size_t npos = std::numeric_limits<size_t>::max();
+
+  Ticket enqueue(size_t reduceIndex, std::function<void()> run) {
+    const Ticket ticket = ++next_;
+    std::uniform_int_distribution<int> polls(options_.minPolls, options_.maxPolls);
+    queue_.push_back({ticket, polls(random_), reduceIndex, std::move(run)});
+    if (log_) log_->push_back({ScheduleEvent::Kind::Enqueued, nullptr, 0, ticket});
+    return ticket;
+  }
+  void step() {
+    if (queue_.empty()) return;
+    Work& work = queue_.front();
+    if (work.reduceIndex != npos) {
+      if (work.reduceIndex >= stallFrom_) return;
+      const size_t next = work.reduceIndex + 1;
+      if (next < options_.overlapReduces && records_.size() <= next) return;
+    }
+    if (--work.pollsLeft > 0) return;
+    work.run();
+    finished_ = work.ticket;
+    if (log_) log_->push_back({ScheduleEvent::Kind::Finished, nullptr, 0, work.ticket});
+    queue_.pop_front();
+  }
+
+  Options options_;
+  ScheduleLog* log_;
+  std::mt19937 random_;
+  std::vector<uint8_t> memory_;
+  std::vector<ReduceRecord> records_;
+  std::vector<Ticket> fences_;
+  size_t copies_ = 0;
+  std::deque<Work> queue_;
+  Ticket next_ = 0;      // the last ticket handed out
+  Ticket finished_ = 0;  // the last one finished (all before it too)
+  size_t stallFrom_ = npos;
+};
+
+}  // namespace ringreduce::testing

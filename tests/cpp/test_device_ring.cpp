@@ -1,0 +1,241 @@
+// The device ring's results and failures, on the fake device (host memory,
+// asynchronous tickets: fake_device_steps.h) over the loopback and UCX
+// transports. Results are compared with the host ring's bits (the same
+// order of combination) and, on exact inputs, with a local reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "algorithms/device_ring.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/base/errors.h"
+#include "core/plan/partition.h"
+#include "fake_device_steps.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::FakeDeviceSteps;
+using ringreduce::testing::kindName;
+using ringreduce::testing::runComms;
+using ringreduce::testing::TransportKind;
+
+namespace {
+
+class DeviceRing : public ::testing::TestWithParam<TransportKind> {};
+
+std::string transportName(const ::testing::TestParamInfo<TransportKind>& info) {
+  return kindName(info.param);
+}
+
+// 3 slots of 256 bytes: every size past a few dozen elements spans many
+// segments and reuses each slot several times. Each rank's tickets take
+// 1 to 4 polls, drawn from its own seed.
+FakeDeviceSteps::Options fakeFor(int rank) {
+  FakeDeviceSteps::Options options;
+  options.maxPolls = 4;
+  options.seed = 17u + static_cast<uint32_t>(rank);
+  return options;
+}
+
+// Small integers (exact sums in float32 and int64), or any floats.
+template <typename T>
+std::vector<T> inputOf(int rank, size_t count, uint32_t salt, bool exact) {
+  std::mt19937 gen(salt * 7919u + static_cast<uint32_t>(rank));
+  std::uniform_int_distribution<int> small(-50, 50);
+  std::uniform_real_distribution<float> any(-1.0f, 1.0f);
+  std::vector<T> v(count);
+  for (auto& x : v) x = exact ? static_cast<T>(small(gen)) : static_cast<T>(any(gen));
+  return v;
+}
+
+// The reduction of every rank's input: SUM, MAX, or AVG (integers truncate).
+template <typename T>
+std::vector<T> referenceOf(int n, size_t count, uint32_t salt, ReduceOp op) {
+  std::vector<T> out = inputOf<T>(0, count, salt, true);
+  for (int r = 1; r < n; ++r) {
+    const auto in = inputOf<T>(r, count, salt, true);
+    for (size_t i = 0; i < count; ++i) out[i] = op == ReduceOp::Max ? std::max(out[i], in[i])
+                                                                     : out[i] + in[i];
+  }
+  if (op == ReduceOp::Avg) {
+    for (auto& x : out) x = x / static_cast<T>(n);
+  }
+  return out;
+}
+
+template <typename T>
+bool sameBits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+constexpr size_t kCounts[] = {1, 7, 1001, 4099};
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max};
+
+OpContext opNamed(const char* name, uint64_t seq) {
+  return OpContext(name, seq, std::chrono::seconds(20));
+}
+
+// Device and host allreduce on the same input, then the reference.
+template <typename T>
+void checkAllreduce(const Comm& c, DeviceSteps& device, uint64_t& seq, size_t count,
+                    ReduceOp op, uint32_t salt, bool exact) {
+  const int n = c.size();
+  auto onDevice = inputOf<T>(c.rank(), count, salt, exact);
+  auto onHost = onDevice;
+  const DataType type = sizeof(T) == 8 ? DataType::Int64 : DataType::Float32;
+  deviceRingAllreduce(c, opNamed("allreduce", ++seq), {onDevice.data(), count, type, op}, device);
+  ringAllreduce(c, opNamed("allreduce", ++seq), {onHost.data(), count, type, op});
+  ASSERT_TRUE(sameBits(onDevice, onHost)) << "count " << count << " n " << n;
+  if (exact) {
+    ASSERT_TRUE(sameBits(onDevice, referenceOf<T>(n, count, salt, op)));
+  }
+}
+
+// Device reduce-scatter in place and with an output, host reduce-scatter:
+// the same bits everywhere (partial sums included); chunk r as the reference.
+template <typename T>
+void checkReduceScatter(const Comm& c, DeviceSteps& device, uint64_t& seq, size_t count,
+                        ReduceOp op, uint32_t salt) {
+  const int n = c.size();
+  const Range mine = chunkOf(count, n, c.rank());
+  auto inPlace = inputOf<T>(c.rank(), count, salt, true);
+  auto withOutput = inPlace;
+  auto onHost = inPlace;
+  std::vector<T> output(mine.count, T(99));
+  const DataType type = sizeof(T) == 8 ? DataType::Int64 : DataType::Float32;
+  deviceRingReduceScatter(c, opNamed("reduce_scatter", ++seq), {inPlace.data(), count, type, op},
+                          device);
+  deviceRingReduceScatter(c, opNamed("reduce_scatter", ++seq),
+                          {withOutput.data(), count, type, op, output.data()}, device);
+  ringReduceScatter(c, opNamed("reduce_scatter", ++seq), {onHost.data(), count, type, op});
+  ASSERT_TRUE(sameBits(inPlace, onHost)) << "count " << count << " n " << n;
+  ASSERT_TRUE(sameBits(withOutput, onHost)) << "count " << count << " n " << n;
+  const auto expected = referenceOf<T>(n, count, salt, op);
+  const std::vector<T> expectedMine(expected.begin() + mine.offset,
+                                    expected.begin() + mine.offset + mine.count);
+  ASSERT_TRUE(sameBits(output, expectedMine)) << "count " << count << " n " << n;
+  ASSERT_TRUE(sameBits(std::vector<T>(inPlace.begin() + mine.offset,
+                                      inPlace.begin() + mine.offset + mine.count),
+                       expectedMine));
+}
+
+}  // namespace
+
+TEST_P(DeviceRing, AllreduceMatchesTheHostRingAndTheReference) {
+  for (int n : {2, 3, 4, 5}) {
+    runComms(n, GetParam(), [&](const Comm& c, int rank) {
+      FakeDeviceSteps device(fakeFor(rank));
+      uint64_t seq = 0;
+      uint32_t salt = 0;
+      for (size_t count : kCounts) {
+        for (ReduceOp op : kOps) {
+          checkAllreduce<float>(c, device, seq, count, op, ++salt, true);
+          checkAllreduce<int64_t>(c, device, seq, count, op, ++salt, true);
+        }
+        // Any floats: the same bits as the host ring still, whatever the rounding.
+        checkAllreduce<float>(c, device, seq, count, ReduceOp::Sum, ++salt, false);
+      }
+      EXPECT_EQ(device.unfinished(), 0u);  // nothing left on the device at return
+    });
+  }
+}
+
+TEST_P(DeviceRing, ReduceScatterMatchesTheHostRingAndTheReference) {
+  for (int n : {2, 3, 4, 5}) {
+    runComms(n, GetParam(), [&](const Comm& c, int rank) {
+      FakeDeviceSteps device(fakeFor(rank));
+      uint64_t seq = 0;
+      uint32_t salt = 0;
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, 333 * static_cast<size_t>(n)}) {
+        for (ReduceOp op : kOps) {
+          checkReduceScatter<float>(c, device, seq, count, op, ++salt);
+          checkReduceScatter<int64_t>(c, device, seq, count, op, ++salt);
+        }
+      }
+      EXPECT_EQ(device.unfinished(), 0u);
+    });
+  }
+}
+
+// all_gather_into_tensor: from a separate input (the device copies the own
+// block first) and in place.
+TEST_P(DeviceRing, AllgatherPlacesEveryRanksBlock) {
+  for (int n : {2, 3, 4, 5}) {
+    runComms(n, GetParam(), [&](const Comm& c, int rank) {
+      FakeDeviceSteps device(fakeFor(rank));
+      uint64_t seq = 0;
+      auto byteOf = [](int r, size_t i) { return static_cast<uint8_t>(31 * r + i % 251); };
+      for (size_t block : {size_t{1}, size_t{7}, size_t{3001}}) {
+        std::vector<uint8_t> input(block);
+        for (size_t i = 0; i < block; ++i) input[i] = byteOf(rank, i);
+        std::vector<uint8_t> separate(block * n, 0xee);
+        std::vector<uint8_t> inPlace(block * n, 0xee);
+        std::copy(input.begin(), input.end(), inPlace.begin() + block * rank);
+        const size_t copiesBefore = device.copies();
+        deviceRingAllgather(c, opNamed("all_gather", ++seq), {input.data(), separate.data(), block},
+                            device);
+        EXPECT_EQ(device.copies(), copiesBefore + 1);
+        deviceRingAllgather(c, opNamed("all_gather", ++seq),
+                            {inPlace.data() + block * rank, inPlace.data(), block}, device);
+        EXPECT_EQ(device.copies(), copiesBefore + 1);  // in place: nothing to copy
+        for (int q = 0; q < n; ++q) {
+          for (size_t i = 0; i < block; ++i) {
+            ASSERT_EQ(separate[block * q + i], byteOf(q, i)) << "block " << q << " byte " << i;
+            ASSERT_EQ(inPlace[block * q + i], byteOf(q, i)) << "block " << q << " byte " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
+// One rank: no messages; AVG is the identity, and outputs are copies.
+TEST(DeviceRingAlone, OneRankCopiesWhatItMustAndNothingElse) {
+  runComms(1, TransportKind::Loopback, [](const Comm& c, int) {
+    FakeDeviceSteps device(fakeFor(0));
+    std::vector<float> data = {1.5f, -2.0f, 3.25f};
+    const auto before = data;
+    deviceRingAllreduce(c, opNamed("allreduce", 1), {data.data(), 3, DataType::Float32,
+                                                      ReduceOp::Avg}, device);
+    EXPECT_EQ(data, before);
+    std::vector<float> output(3, 0.0f);
+    deviceRingReduceScatter(c, opNamed("reduce_scatter", 2),
+                            {data.data(), 3, DataType::Float32, ReduceOp::Sum, output.data()},
+                            device);
+    EXPECT_EQ(output, before);
+    std::vector<float> gathered(3, 0.0f);
+    deviceRingAllgather(c, opNamed("all_gather", 3), {data.data(), gathered.data(), 12}, device);
+    EXPECT_EQ(gathered, before);
+    EXPECT_EQ(device.reduces().size(), 0u);
+  });
+}
+
+TEST(DeviceRingAlone, RefusesWhatItCannotDo) {
+  runComms(2, TransportKind::Loopback, [](const Comm& c, int rank) {
+    std::vector<int64_t> data(100, 1), output(50);
+    FakeDeviceSteps::Options tiny = fakeFor(rank);
+    tiny.slotBytes = 4;  // smaller than one int64
+    FakeDeviceSteps small(tiny);
+    EXPECT_THROW(deviceRingAllreduce(c, opNamed("allreduce", 1),
+                                     {data.data(), 100, DataType::Int64, ReduceOp::Sum}, small),
+                 InvalidArgument);
+    FakeDeviceSteps device(fakeFor(rank));
+    EXPECT_THROW(deviceRingAllreduce(c, opNamed("allreduce", 2),
+                                     {data.data(), 100, DataType::Int64, ReduceOp::Sum,
+                                      output.data()},
+                                     device),
+                 InvalidArgument);
+    EXPECT_THROW(deviceRingAllreduce(c, opNamed("allreduce", 3),
+                                     {data.data(), 100, DataType::Bool, ReduceOp::Avg}, device),
+                 InvalidArgument);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceRing,
+                         ::testing::Values(TransportKind::Ucx, TransportKind::Loopback),
+                         transportName);
