@@ -227,7 +227,8 @@ def test_device_memory_line_names_the_cuda_transports_or_why_not():
     build = types.SimpleNamespace(UCX_ORIGIN="libucx-cu13 (pip)")
     memory = {"error": "", "cuda": True, "memory_types": ["host", "cuda"], "cuda_module": True}
     transports = ["tcp/lo", "cuda_copy/cuda", "cuda_ipc/cuda", "cuda_copy/cuda"]
-    assert device_memory_over_ucx(memory, transports, "1.22.0", build) == "yes (cuda_copy, cuda_ipc)"
+    assert device_memory_over_ucx(memory, transports, "1.22.0", build) == (
+        "yes (cuda_copy, cuda_ipc)")
     memory.update(cuda=False, memory_types=["host"])
     assert device_memory_over_ucx(memory, ["tcp/lo"], "1.22.0", build) == (
         "no (UCX 1.22.0 from libucx-cu13 (pip) has CUDA transports, but they find no CUDA "
