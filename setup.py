@@ -54,8 +54,11 @@ class CMakeBuild(build_ext):
                      "`pip install --no-build-isolation .`")
         out_dir = os.path.abspath(os.path.dirname(self.get_ext_fullpath(ext.name)))
         root = os.path.dirname(os.path.abspath(__file__))
-        # A persistent build folder in the tree keeps rebuilds incremental.
-        build_dir = os.path.join(root, "build", "py")
+        # A persistent build folder in the tree keeps rebuilds incremental;
+        # RINGREDUCE_BUILD_DIR gives each torch or toolkit its own
+        # (scripts/torch_matrix.sh builds against several in turn).
+        build_dir = os.path.abspath(os.environ.get("RINGREDUCE_BUILD_DIR")
+                                    or os.path.join(root, "build", "py"))
         os.makedirs(build_dir, exist_ok=True)
         compilers = _pick_compilers(root, build_dir)
         generator = ["-G", "Ninja"] if _has("ninja") else []

@@ -8,16 +8,37 @@
 # (cmake/toolchain_check.py pick); here it is verified whatever the caller.
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+# Headers, libraries and flags from torch itself (cmake/torch_query.py says
+# why not through torch's CMake package: it demands CUDA pieces we never use).
+set(torch_facts "${CMAKE_CURRENT_BINARY_DIR}/torch_facts.cmake")
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env TORCH_DEVICE_BACKEND_AUTOLOAD=0 ${Python3_EXECUTABLE} -c
-          "import torch; print(';'.join([torch.utils.cmake_prefix_path, str(int(torch._C._GLIBCXX_USE_CXX11_ABI)), torch.__version__]))"
-  OUTPUT_VARIABLE TORCH_QUERY OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
-list(GET TORCH_QUERY 0 TORCH_CMAKE_PREFIX)
-list(GET TORCH_QUERY 1 TORCH_CXX11_ABI)
-list(GET TORCH_QUERY 2 TORCH_VERSION_STRING)
-list(APPEND CMAKE_PREFIX_PATH ${TORCH_CMAKE_PREFIX})
-message(STATUS "ringreduce: building against torch ${TORCH_VERSION_STRING} "
-               "(_GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI}) from ${Python3_EXECUTABLE}")
+  COMMAND ${CMAKE_COMMAND} -E env TORCH_DEVICE_BACKEND_AUTOLOAD=0 ${Python3_EXECUTABLE}
+          "${PROJECT_SOURCE_DIR}/cmake/torch_query.py" "${torch_facts}"
+  RESULT_VARIABLE status ERROR_VARIABLE err)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${err}")
+endif()
+include("${torch_facts}")
+if(TORCH_CUDA_VERSION)
+  set(torch_kind "a CUDA ${TORCH_CUDA_VERSION} build; none of its CUDA libraries is linked")
+else()
+  set(torch_kind "a CPU build")
+endif()
+message(STATUS "ringreduce: building against torch ${TORCH_VERSION_STRING} (${torch_kind}, "
+               "_GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI}) from ${Python3_EXECUTABLE}")
+
+# What the extension compiles and links against: c10, torch, torch_cpu and
+# torch_python with the definitions torch.utils.cpp_extension adds, so our
+# pybind11 types and std::string ABI match torch's own.
+add_library(ringreduce_torch INTERFACE)
+target_include_directories(ringreduce_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_compile_definitions(ringreduce_torch INTERFACE ${TORCH_COMPILE_DEFINITIONS}
+                           TORCH_API_INCLUDE_EXTENSION_H _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
+target_link_libraries(ringreduce_torch INTERFACE ${TORCH_LIBRARY_FILES})
+# torch 2.14's headers refuse anything older than C++20 (ATen/ATen.h), and
+# torch.utils.cpp_extension compiles extensions as C++20 since 2.13: the
+# torch-facing code does too; the torch-free layers stay C++17.
+target_compile_features(ringreduce_torch INTERFACE cxx_std_20)
 
 # Each compiler's libstdc++ must be no newer than the one the Python process
 # loads with torch, and must be libstdc++ at all.

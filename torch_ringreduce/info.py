@@ -52,6 +52,30 @@ def ucx_tls_problem(requested, transports):
     return None
 
 
+def ucx_built_against(build):
+    """Which UCX the build linked: where from, its release and library folder
+    (builds from before these were recorded say only the API version)."""
+    origin = getattr(build, "UCX_ORIGIN", "")
+    if not origin:
+        return f"UCX API {_C.ucx_built_version()}"
+    return f"{build.UCX_VERSION} from {origin} ({build.UCX_LIBRARY_DIR})"
+
+
+def device_memory_over_ucx(memory, transports, version, build):
+    """Whether UCX registers CUDA memory (ucp_context_query's memory types), so
+    that a device pointer could go to UCX itself, and why not."""
+    if memory["error"]:
+        return f"unknown ({memory['error']})"
+    if memory["cuda"]:
+        cuda = sorted({t.split("/")[0] for t in transports if t.startswith("cuda")})
+        return f"yes ({', '.join(cuda) or 'memory types: ' + ', '.join(memory['memory_types'])})"
+    origin = getattr(build, "UCX_ORIGIN", "")
+    which = f"UCX {version}" + (f" from {origin}" if origin else "")
+    if memory["cuda_module"]:
+        return f"no ({which} has CUDA transports, but they find no CUDA driver or device here)"
+    return f"no ({which} has no CUDA transports)"
+
+
 def collect(require=()):
     """(facts as an ordered dict, problems as a list of sentences)."""
     build = _C.build_info()
@@ -78,8 +102,11 @@ def collect(require=()):
         "CUDA devices (torch)": (f"{torch.cuda.device_count()}" if cuda_available
                                  else f"none (torch {'has' if torch.version.cuda else 'lacks'} CUDA)"),
         "NCCL": (nccl_detail if nccl_found else f"not found: {nccl_detail}"),
-        "UCX": _C.ucx_version(),
+        "UCX": f"{_C.ucx_version()} (loaded {_C.ucx_library() or 'from an unknown file'})",
+        "UCX (built against)": ucx_built_against(_build_info),
         "UCX transports": ", ".join(transports) or "none found",
+        "device memory over UCX": device_memory_over_ucx(_C.ucx_device_memory(), transports,
+                                                         _C.ucx_version(), _build_info),
     }
 
     problems = []

@@ -78,6 +78,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("version", [] { return std::string(RINGREDUCE_VERSION); });
   m.def("ucx_version", &ringreduce::ucxVersion);
   m.def("ucx_transports", &ringreduce::ucxTransports);
+  m.def("ucx_built_version", &ringreduce::ucxBuiltVersion);
+  m.def("ucx_library", &ringreduce::ucxLibraryPath);
+  m.def("ucx_device_memory", [] {
+    const ringreduce::UcxDeviceMemory memory = ringreduce::ucxDeviceMemory();
+    py::dict info;
+    info["cuda"] = memory.cuda;
+    info["memory_types"] = memory.memoryTypes;
+    info["cuda_module"] = memory.cudaModule;
+    info["error"] = memory.error;
+    return info;
+  });
   m.def("build_info", [] {
     py::dict info;
     info["cpu_path"] = true;

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 import torch
@@ -193,11 +194,14 @@ def info(*args, env=None):
     return run([sys.executable, "-m", "torch_ringreduce.info", *args], env=env)
 
 
-def test_info_reports_builds_runtimes_and_transports():
-    result = info()
+def info_facts(result):
     assert result.returncode == 0, result.stdout + result.stderr
     facts = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)
-    facts = {key.strip(): value.strip() for key, value in facts.items()}
+    return {key.strip(): value.strip() for key, value in facts.items()}
+
+
+def test_info_reports_builds_runtimes_and_transports():
+    facts = info_facts(info())
     assert facts["torch (running)"].startswith(torch.__version__)
     assert facts["torch (built against)"].split()[0] == torch.__version__
     assert facts["compiler"] and facts["C++ runtime (built)"].startswith("/")
@@ -205,6 +209,32 @@ def test_info_reports_builds_runtimes_and_transports():
     assert facts["UCX"].startswith("1.")
     assert "tcp/lo" in facts["UCX transports"]
     assert facts["problems"] == "none"
+
+
+def test_info_says_which_ucx_and_whether_it_registers_device_memory():
+    from torch_ringreduce import _C, _build_info
+    facts = info_facts(info())
+    assert facts["UCX"].startswith(f"{_C.ucx_version()} (loaded /")
+    assert facts["UCX (built against)"].startswith(
+        f"{_build_info.UCX_VERSION} from {_build_info.UCX_ORIGIN} (/")
+    if not _C.ucx_device_memory()["cuda_module"]:  # Debian's UCX: built without CUDA
+        assert facts["device memory over UCX"] == (
+            f"no (UCX {_C.ucx_version()} from {_build_info.UCX_ORIGIN} has no CUDA transports)")
+
+
+def test_device_memory_line_names_the_cuda_transports_or_why_not():
+    from torch_ringreduce.info import device_memory_over_ucx
+    build = types.SimpleNamespace(UCX_ORIGIN="libucx-cu13 (pip)")
+    memory = {"error": "", "cuda": True, "memory_types": ["host", "cuda"], "cuda_module": True}
+    transports = ["tcp/lo", "cuda_copy/cuda", "cuda_ipc/cuda", "cuda_copy/cuda"]
+    assert device_memory_over_ucx(memory, transports, "1.22.0", build) == (
+        "yes (cuda_copy, cuda_ipc)")
+    memory.update(cuda=False, memory_types=["host"])
+    assert device_memory_over_ucx(memory, ["tcp/lo"], "1.22.0", build) == (
+        "no (UCX 1.22.0 from libucx-cu13 (pip) has CUDA transports, but they find no CUDA "
+        "driver or device here)")
+    memory.update(error="UCX context init failed: No such device")
+    assert device_memory_over_ucx(memory, [], "1.22.0", build).startswith("unknown (UCX context")
 
 
 def test_info_fails_when_the_requested_nccl_cannot_load():

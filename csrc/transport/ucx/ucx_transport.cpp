@@ -15,6 +15,7 @@
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
 #include "transport/tag.h"
+#include "transport/ucx/ucx_info.h"
 #include "transport/ucx/ucx_worker.h"
 
 namespace ringreduce {
@@ -52,6 +53,16 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
   context_ = ucx.context;
   worker_ = ucx.worker;
   eventFd_ = ucx.eventFd;
+  // Whether UCX may ever be handed a device pointer: only where its context
+  // registers CUDA memory (Debian's UCX does not; RAPIDS' libucx-cu* wheels
+  // do where a driver is present).
+  std::string memoryTypes;
+  for (const std::string& type : ucxMemoryTypes(context_)) {
+    memoryTypes += (memoryTypes.empty() ? "" : ", ") + type;
+    registersCudaMemory_ |= type == "cuda";
+  }
+  RR_LOG(Info, rank, "UCX " << ucxVersion() << " (" << ucxLibraryPath()
+                            << ") registers memory types: " << memoryTypes);
   const std::vector<uint8_t>& myAddress = ucx.address;
   try {
     if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
