@@ -144,10 +144,11 @@ def main():
     # Each a set of RINGREDUCE_* settings: "flags" is the device-flags path,
     # "auto" the default (event barriers and host messages).
     parser.add_argument("--variants", default="auto",
-                        help="comma-separated: auto, flags")
+                        help="comma-separated: auto, flags, ring (the device ring), host")
     parser.add_argument("--no-gloo", action="store_true")
     args = parser.parse_args()
-    variants = {"auto": {}, "flags": {"RINGREDUCE_CUDA_ALGO": "flags"}}
+    variants = {"auto": {}, "flags": {"RINGREDUCE_CUDA_ALGO": "flags"},
+                "ring": {"RINGREDUCE_CUDA_ALGO": "ring"}, "host": {"RINGREDUCE_CUDA_ALGO": "host"}}
     worlds = [int(w) for w in args.worlds.split(",")]
     sizes, n = [], _parse_bytes(args.min_bytes)
     while n <= _parse_bytes(args.max_bytes):

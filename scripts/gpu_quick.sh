@@ -13,9 +13,12 @@
 #   flags      the device-flags path without MPS (stream memory operations)
 #   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
 #              user-space daemon of our own, stopped afterwards
+#   ring       the device ring (UCX moving device segments), when .gpu/
+#              carries pip's libucx-cu13
 #   paths      the older paths: stream semantics, DDP at world 2
 #   bench      the world-1 and event ping-pong floors, latency to 256 KiB
-#              with and without MPS, bandwidth to 64 MiB
+#              with and without MPS, bandwidth to 64 MiB (flags, the
+#              default, the device ring, host staging)
 # Never changes the GPU's settings (no nvidia-smi -c, no clocks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +76,18 @@ mps_stop() {
 nvidia-smi -L | tee -a "$OUT/log.txt"
 echo "CXX=${CXX:-unset} c++: $(c++ --version | head -1)" | tee -a "$OUT/log.txt"
 
-export TORCH_CUDA_ARCH_LIST=9.0 CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
+# pip's UCX that moves CUDA memory when .gpu/ carries it (the device ring),
+# else Debian's unpacked one.
+if ls .gpu/wheels/libucx_cu13-*.whl >/dev/null 2>&1 &&
+   "$PYTHON" -m pip install -q --no-deps .gpu/wheels/libucx_cu13-*.whl; then
+  UCX_PREFIX=$("$PYTHON" -c "import libucx, os; print(os.path.dirname(libucx.__file__))")
+  export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$UCX_PREFIX"
+  export LD_LIBRARY_PATH=$UCX_PREFIX/lib:$LD_LIBRARY_PATH
+else
+  export CMAKE_ARGS="-DRINGREDUCE_UCX_ROOT=$ROOT"
+fi
+echo "CMAKE_ARGS=$CMAKE_ARGS" | tee -a "$OUT/log.txt"
+export TORCH_CUDA_ARCH_LIST=9.0
 export MAX_JOBS=${MAX_JOBS:-16} CMAKE_BUILD_PARALLEL_LEVEL=${MAX_JOBS:-16}
 run build 240 bash -c "'$PYTHON' -m pip install -q --no-build-isolation --no-deps -e . &&
   '$PYTHON' -m torch_ringreduce.info --require cuda,gpu" ||
@@ -96,10 +110,11 @@ if mps_start; then
 else
   echo "mps: skipped (no MPS control daemon on this image)" | tee -a "$SUMMARY"
 fi
+run ring 90 "${PYTEST[@]}" tests/gpu/test_device_ring.py
 run paths 60 "${PYTEST[@]}" tests/gpu/test_cuda_tensors.py \
   -k "stream_semantics or ddp_on_cuda_matches_gloo"
 run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
-run bench-bw 60 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
-  --max-bytes 64M --variants flags,auto --no-gloo
+run bench-bw 75 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
+  --max-bytes 64M --variants flags,auto,ring,host --no-gloo
 echo "total $(( $(date +%s) - started ))s" | tee -a "$SUMMARY"
 cat "$SUMMARY"

@@ -21,7 +21,7 @@ _UCX_ALIASES = {"sm": ("sysv", "posix", "cma", "knem", "xpmem"),
                 "mm": ("sysv", "posix", "xpmem"), "ib": ("rc", "ud", "dc"),
                 "rc": ("rc",), "ud": ("ud",), "dc": ("dc",), "cuda": ("cuda",),
                 "rocm": ("rocm",)}
-_DEVICE_ALGORITHMS = ("oneshot", "twoshot", "staged", "nccl", "flags")
+_DEVICE_ALGORITHMS = ("oneshot", "twoshot", "staged", "nccl", "flags", "ring")
 REQUIREMENTS = ("cuda", "nccl", "gpu")
 
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "backend/device_ring_steps.h"
 #include "backend/dtype_mapping.h"
 #include "core/observe/log.h"
 
@@ -47,6 +48,7 @@ struct DevicePath::State {
   DevicePath::Hooks hooks;
   std::unique_ptr<cuda::PathSelection> paths;
   std::unique_ptr<cuda::SignalWatchdog> watchdog;
+  std::unique_ptr<CudaRingSteps> ring;  // the device ring's slots, made on first use
   // Tensors whose memory peers may map, by storage: held until close().
   std::map<const void*, at::Tensor> held;
   size_t heldBytes = 0;
@@ -129,13 +131,13 @@ bool DevicePath::capturing(const c10::Stream& stream) {
 }
 
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
-                       const RecordExchange& exchange, Hooks hooks)
+                       const RecordExchange& exchange, Hooks hooks, bool carriesDevice)
     : device_(device), state_(std::make_unique<State>()) {
   state_->rank = rank;
   state_->hooks = std::move(hooks);
   state_->holdLimit = config.cudaHoldBytes;
-  state_->paths =
-      std::make_unique<cuda::PathSelection>(rank, size, device.index(), config, exchange);
+  state_->paths = std::make_unique<cuda::PathSelection>(rank, size, device.index(), config,
+                                                        exchange, carriesDevice);
   State* state = state_.get();
   state_->paths->setExportGuard([state](const void* ptr) { return state->mayExport(ptr); });
   if (config.cudaAlgorithm == CudaAlgorithm::Flags) {
@@ -287,6 +289,12 @@ DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor& input, const a
 
 bool DevicePath::capturable(std::string* why) const { return state_->paths->capturable(why); }
 
+DeviceSteps* DevicePath::ringSteps(const c10::Stream& stream) {
+  if (!state_->ring) state_->ring = std::make_unique<CudaRingSteps>(device_.index());
+  state_->ring->bind(stream.native_handle());
+  return state_->ring.get();
+}
+
 bool DevicePath::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
   if (!state_) return false;
   state_->watchdog.reset();  // joins: nothing reads the group from here on
@@ -318,8 +326,11 @@ c10::Stream DevicePath::ownStream(c10::Device device) { return poolStream(device
 
 bool DevicePath::capturing(const c10::Stream&) { return false; }
 
-DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&, Hooks)
+DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&, Hooks,
+                       bool)
     : device_(device), state_(std::make_unique<State>()) {}
+
+DeviceSteps* DevicePath::ringSteps(const c10::Stream&) { return nullptr; }
 
 DevicePathTaken DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
                                       const RecordExchange&, const Call&) {

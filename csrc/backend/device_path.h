@@ -19,6 +19,7 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "algorithms/device_ring.h"
 #include "core/base/data_type.h"
 #include "core/base/record_exchange.h"
 #include "core/base/reduce_op.h"
@@ -59,8 +60,10 @@ class DevicePath {
   // Collective (every rank, on its first CUDA collective): learns the
   // group's topology. Executor thread, or the caller's while the group is
   // idle (the engine serialises them), like everything below.
+  // `carriesDevice`: the group's transport moves device memory (the
+  // device ring needs it on every rank).
   DevicePath(int rank, int size, c10::Device device, const Config& config,
-             const RecordExchange& exchange, Hooks hooks);
+             const RecordExchange& exchange, Hooks hooks, bool carriesDevice);
   ~DevicePath();
 
   c10::Device device() const { return device_; }
@@ -95,6 +98,11 @@ class DevicePath {
                                       const Call& call);
   // Whether a CUDA graph can capture this group's collectives, and why not.
   bool capturable(std::string* why) const;
+
+  // The device ring's device side (algorithms/device_ring.h) with its work
+  // on `stream`, for a collective the paths answered DeviceRing; made on
+  // first use. Null where the CUDA path is not compiled.
+  DeviceSteps* ringSteps(const c10::Stream& stream);
 
   // One launch of the fused reduce-copy kernel on the current stream of the
   // tensors' device: every destination gets the reduction of every source.

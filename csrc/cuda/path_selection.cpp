@@ -21,7 +21,8 @@ struct IdentityRecord {
   std::array<uint8_t, 16> gpu{};
   uint8_t mps = 0;
   uint8_t memOps = 0;
-  uint8_t pad[2] = {};
+  uint8_t carriesDevice = 0;  // the transport moves device memory (UCX with CUDA)
+  uint8_t pad = 0;
   int32_t sms = 0;
 };
 
@@ -37,6 +38,7 @@ DataType wireOf(const Config& config, DataType type, ReduceOp op) {
 // all (IPC: some rank's tensor cannot be shared, on every rank alike).
 template <typename OnIpc, typename OnNccl>
 DevicePathTaken runOn(DevicePathTaken path, OnIpc onIpc, OnNccl onNccl) {
+  if (path == DevicePathTaken::DeviceRing) return path;  // the caller runs it
   if (path == DevicePathTaken::Ipc && onIpc()) return path;
   if (path == DevicePathTaken::Nccl && onNccl()) return path;
   return DevicePathTaken::HostStaging;
@@ -45,7 +47,7 @@ DevicePathTaken runOn(DevicePathTaken path, OnIpc onIpc, OnNccl onNccl) {
 }  // namespace
 
 PathSelection::PathSelection(int rank, int size, int device, const Config& config,
-                             const RecordExchange& exchange)
+                             const RecordExchange& exchange, bool carriesDevice)
     : rank_(rank), size_(size), device_(device), config_(config) {
   IdentityRecord mine;
   mine.host = hostIdentityHash();
@@ -54,8 +56,19 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   mine.mps = mpsActive(&mpsHow) ? 1 : 0;
   mine.memOps = streamMemOpsAvailable(nullptr) ? 1 : 0;
   mine.sms = multiprocessors(device);
+  mine.carriesDevice = carriesDevice ? 1 : 0;
   std::vector<IdentityRecord> records(size);
   exchange(&mine, records.data(), sizeof(IdentityRecord));
+  ringUsable_ = true;
+  for (int q = 0; q < size && ringUsable_; ++q) {
+    if (!records[q].carriesDevice) {
+      ringUsable_ = false;
+      ringFailure_ = "rank " + std::to_string(q) +
+                     "'s UCX does not move CUDA memory (python -m torch_ringreduce.info: "
+                     "\"device memory over UCX\"; pip's libucx-cu13 or a site UCX built "
+                     "with CUDA does)";
+    }
+  }
   std::vector<RankDevice> ranks;
   for (const IdentityRecord& r : records) {
     ranks.push_back(RankDevice{r.host, r.gpu, r.mps != 0, r.memOps != 0, r.sms});
@@ -161,6 +174,12 @@ SignalGroup::Call PathSelection::signalCall(void* stream, const CollectiveCall& 
 DevicePathTaken PathSelection::choose(const Request& request, const RecordExchange& exchange) {
   const CudaAlgorithm algo = config_.cudaAlgorithm;
   if (algo == CudaAlgorithm::Host) return DevicePathTaken::HostStaging;
+  if (algo == CudaAlgorithm::Ring && request.ringable) {
+    if (!ringUsable_) {
+      throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=ring cannot run: " + ringFailure_);
+    }
+    return DevicePathTaken::DeviceRing;
+  }
   if (algo == CudaAlgorithm::Nccl) {
     if (!request.ncclCannot.empty()) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + request.ncclCannot);
@@ -191,6 +210,9 @@ DevicePathTaken PathSelection::choose(const Request& request, const RecordExchan
                             " cannot run: " + ipcFailure_);
     }
   }
+  // Across nodes: the device ring where every rank's UCX moves device
+  // memory, NCCL where it does not, the host where neither can.
+  if (!oneNode && request.ringable && ringUsable_) return DevicePathTaken::DeviceRing;
   if (request.ncclCannot.empty() && ncclUsable(exchange)) return DevicePathTaken::Nccl;
   return DevicePathTaken::HostStaging;
 }
@@ -212,10 +234,13 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
   }
   Request request;
   request.allreduce = true;
+  request.ringable = kernelUnsupportedReason(type, type, op).empty();
   request.bytes = count * elementSize(type);
   request.ncclCannot = NcclCommunicator::unsupportedReason(type, op);
   const DevicePathTaken path = choose(request, exchange);
   switch (path) {
+    case DevicePathTaken::DeviceRing:
+      return path;
     case DevicePathTaken::OneShot:
     case DevicePathTaken::TwoShot:
     case DevicePathTaken::Staged:
@@ -326,6 +351,7 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
   Request request;
+  request.ringable = kernelUnsupportedReason(type, type, op).empty();
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
       choose(request, exchange),
@@ -346,6 +372,7 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
   Request request;
+  request.ringable = true;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
       choose(request, exchange),

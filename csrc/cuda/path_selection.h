@@ -9,7 +9,10 @@
 //   NCCL          ranks on several nodes, one GPU each, NCCL loadable
 //                 everywhere (nccl/nccl_communicator.h)
 //   host staging  the caller stages through pinned host memory over UCX
-// RINGREDUCE_CUDA_ALGO=flags asks for the device-flags path instead
+// Across nodes, where every rank's UCX moves CUDA memory, the device ring
+// comes before NCCL (DeviceRing: the caller runs algorithms/device_ring.h,
+// which needs the transport). RINGREDUCE_CUDA_ALGO=flags asks for the
+// device-flags path instead
 // (signal/signal_group.h): ranks of one node synchronised on the device,
 // launched from the caller's thread (allreduceDirect) when nothing is
 // queued ahead, and capturable in CUDA graphs.
@@ -46,8 +49,10 @@ struct CollectiveCall {
 class PathSelection {
  public:
   // Collective: every rank of the group, on its first CUDA collective.
+  // `carriesDevice`: this rank's transport moves device memory (the device
+  // ring runs only where every rank's does).
   PathSelection(int rank, int size, int device, const Config& config,
-                const RecordExchange& exchange);
+                const RecordExchange& exchange, bool carriesDevice = false);
   ~PathSelection();
 
   // Runs the allreduce in place on the device when a device path applies
@@ -108,6 +113,8 @@ class PathSelection {
     // Allreduce picks among the IPC algorithms, and a forced one
     // (RINGREDUCE_CUDA_ALGO=oneshot, twoshot, staged) must run or fail.
     bool allreduce = false;
+    // The device ring runs it (allreduce, reduce-scatter, allgather).
+    bool ringable = false;
     size_t bytes = 0;  // of the allreduce: one-shot up to cudaOneShotBytes
     std::string ncclCannot;  // why NCCL cannot run it; empty when it can
   };
@@ -139,6 +146,8 @@ class PathSelection {
   bool ncclTried_ = false;
   std::string ncclFailure_;
   std::unique_ptr<NcclCommunicator> nccl_;
+  bool ringUsable_ = false;  // every rank's transport moves device memory
+  std::string ringFailure_;
   bool signalTried_ = false;
   std::string signalFailure_;
   std::unique_ptr<SignalGroup> signal_;

@@ -118,6 +118,10 @@ class Transport {
   virtual void checkPeersAlive(int peer, const OpContext& op) const {}
   // Whether `peer` said goodbye: it destroyed its group or exited, on purpose.
   virtual bool peerLeft(int peer) const { return false; }
+  // Whether sends and receives may name CUDA device memory (a UCX built
+  // with CUDA transports); host memory only otherwise. The device ring
+  // (algorithms/device_ring.h) needs it on every rank.
+  virtual bool carriesDeviceMemory() const { return false; }
 
   // One pass of progress; returns the number of events handled.
   virtual unsigned progress() = 0;

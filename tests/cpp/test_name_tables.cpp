@@ -46,7 +46,8 @@ TEST(NameTables, EveryValuePrintsAsTheNameItParsesFrom) {
 }
 
 TEST(NameTables, NamesAreTheEnvironmentSpellings) {
-  EXPECT_EQ(listNames<CudaAlgorithm>(), "auto, oneshot, twoshot, staged, nccl, host, flags");
+  EXPECT_EQ(listNames<CudaAlgorithm>(),
+            "auto, oneshot, twoshot, staged, nccl, host, flags, ring");
   EXPECT_EQ(listNames<CudaSync>(), "auto, flags, memops");
   EXPECT_EQ(listNames<WireDtype>(), "none, fp16, bf16");
 }
@@ -55,8 +56,10 @@ TEST(NameTables, NamesAreTheEnvironmentSpellings) {
 TEST(NameTables, PathsTakenPrintAsTheLogNamesThem) {
   EXPECT_EQ(listNames<DevicePathTaken>(),
             "host staging, one-shot, two-shot, staged two-shot, ipc, nccl, device-flags "
-            "one-shot, device-flags two-shot, device-flags in-place two-shot, device-flags");
+            "one-shot, device-flags two-shot, device-flags in-place two-shot, device-flags, "
+            "device ring");
   EXPECT_FALSE(ranOnDevice(DevicePathTaken::HostStaging));
+  EXPECT_FALSE(ranOnDevice(DevicePathTaken::DeviceRing));  // the caller runs it
   for (DevicePathTaken path :
        {DevicePathTaken::OneShot, DevicePathTaken::TwoShot, DevicePathTaken::Staged,
         DevicePathTaken::Ipc, DevicePathTaken::Nccl, DevicePathTaken::FlagsOneShot,
@@ -120,7 +123,7 @@ TEST(NameTables, ConfigReadsTheDeviceFlagsSettings) {
 TEST(NameTables, BadValueListsTheChoices) {
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_ALGO", "fast"),
             "ringreduce: environment variable RINGREDUCE_CUDA_ALGO='fast' must be one of: "
-            "auto, oneshot, twoshot, staged, nccl, host, flags");
+            "auto, oneshot, twoshot, staged, nccl, host, flags, ring");
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_SYNC", "spin"),
             "ringreduce: environment variable RINGREDUCE_CUDA_SYNC='spin' must be one of: "
             "auto, flags, memops");

@@ -9,6 +9,7 @@
 
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/collective_check.h"
+#include "algorithms/device_ring.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
@@ -78,8 +79,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
                 engine_->abort("ringreduce: process group '" + groupName_ + "': " + reason);
               };
               hooks.givenUp = [this] { return engine_->givenUp(); };
-              devicePath_ = std::make_unique<DevicePath>(rank_, size_, device, config_, exchange,
-                                                         std::move(hooks));
+              devicePath_ = std::make_unique<DevicePath>(
+                  rank_, size_, device, config_, exchange, std::move(hooks),
+                  engine_->comm().transport.carriesDeviceMemory());
               devicePathMade_ = devicePath_.get();
             }
             path = devicePath_.get();
@@ -112,7 +114,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         if (step.path) {
           const DevicePathTaken ran =
               step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange, step.call);
-          if (ranOnDevice(ran)) {
+          if (ran == DevicePathTaken::DeviceRing) {
+            deviceRingAllreduce(comm(), ctx.part(1),
+                                {flat.data_ptr(), static_cast<size_t>(flat.numel()), red.type,
+                                 red.op},
+                                *step.path->ringSteps(step.stream));
+          }
+          if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
             if (!direct) tensor.copy_(flat);
             RR_LOG(Trace, rank_, ctx.describe() << " ran on the device: " << nameOf(ran));
             return;
@@ -167,9 +175,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         const bool direct = usableInPlace(output);
         const at::Tensor out =
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-        if (step.path && ranOnDevice(step.path->allgather(in, out, step.stream, step.exchange, step.call))) {
-          if (!direct) output.copy_(out);
-          return;
+        if (step.path) {
+          const DevicePathTaken ran =
+              step.path->allgather(in, out, step.stream, step.exchange, step.call);
+          if (ran == DevicePathTaken::DeviceRing) {
+            deviceRingAllgather(comm(), ctx.part(1), {in.data_ptr(), out.data_ptr(), in.nbytes()},
+                                *step.path->ringSteps(step.stream));
+          }
+          if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
+            if (!direct) output.copy_(out);
+            return;
+          }
         }
         at::Tensor hostIn = toHost(in);
         at::Tensor hostOut = pinnedLike(out);
@@ -203,12 +219,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
         const bool direct = usableInPlace(output);
         const at::Tensor out =
             direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-        if (step.path &&
-            ranOnDevice(
-                step.path->reduceScatter(in, out, red.type, red.op, step.stream, step.exchange,
-                                         step.call))) {
-          if (!direct) output.copy_(out);
-          return;
+        if (step.path) {
+          const DevicePathTaken ran = step.path->reduceScatter(in, out, red.type, red.op,
+                                                               step.stream, step.exchange,
+                                                               step.call);
+          if (ran == DevicePathTaken::DeviceRing) {
+            // The ring reduces into its input: a copy, unless `in` is one
+            // already, so the caller's input stays as it was.
+            const at::Tensor scratch = in.data_ptr() == input.data_ptr() ? in.clone() : in;
+            deviceRingReduceScatter(comm(), ctx.part(1),
+                                    {scratch.data_ptr(), static_cast<size_t>(scratch.numel()),
+                                     red.type, red.op, out.data_ptr()},
+                                    *step.path->ringSteps(step.stream));
+          }
+          if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
+            if (!direct) output.copy_(out);
+            return;
+          }
         }
         at::Tensor hostIn = toHost(in);  // a copy: the caller's input stays as it was
         at::Tensor hostOut = pinnedLike(out);

@@ -11,8 +11,10 @@ namespace ringreduce {
 
 // RINGREDUCE_CUDA_ALGO: which path runs a CUDA allreduce (core/config/config.h).
 // Flags: the device-flags path (cuda/signal/): collectives synchronised on
-// the device, from the caller's thread, capturable in CUDA graphs.
-enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host, Flags };
+// the device, from the caller's thread, capturable in CUDA graphs. Ring:
+// the device ring (algorithms/device_ring.h), UCX moving device segments
+// and our kernel reducing them, on any nodes.
+enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host, Flags, Ring };
 
 template <>
 struct NameTable<CudaAlgorithm> {
@@ -24,6 +26,7 @@ struct NameTable<CudaAlgorithm> {
       {CudaAlgorithm::Nccl, "nccl"},
       {CudaAlgorithm::Host, "host"},
       {CudaAlgorithm::Flags, "flags"},
+      {CudaAlgorithm::Ring, "ring"},
   };
 };
 
@@ -59,7 +62,8 @@ struct NameTable<WireDtype> {
 // how the other collectives run among the ranks of one node.
 // Flags*: the device-flags path (cuda/signal/): FlagsOneShot and
 // FlagsTwoShot through the registered buffers, FlagsInPlace on the ranks'
-// own tensors, Flags for the other collectives.
+// own tensors, Flags for the other collectives. DeviceRing: the caller runs
+// the device ring (algorithms/device_ring.h) over the transport.
 enum class DevicePathTaken : uint8_t {
   HostStaging,
   OneShot,
@@ -71,6 +75,7 @@ enum class DevicePathTaken : uint8_t {
   FlagsTwoShot,
   FlagsInPlace,
   Flags,
+  DeviceRing,
 };
 
 template <>
@@ -86,9 +91,14 @@ struct NameTable<DevicePathTaken> {
       {DevicePathTaken::FlagsTwoShot, "device-flags two-shot"},
       {DevicePathTaken::FlagsInPlace, "device-flags in-place two-shot"},
       {DevicePathTaken::Flags, "device-flags"},
+      {DevicePathTaken::DeviceRing, "device ring"},
   };
 };
 
-inline bool ranOnDevice(DevicePathTaken path) { return path != DevicePathTaken::HostStaging; }
+// What the device path ran itself; HostStaging and DeviceRing are left to
+// the caller (over the transport).
+inline bool ranOnDevice(DevicePathTaken path) {
+  return path != DevicePathTaken::HostStaging && path != DevicePathTaken::DeviceRing;
+}
 
 }  // namespace ringreduce

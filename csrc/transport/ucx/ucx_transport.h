@@ -47,6 +47,7 @@ class UcxTransport : public Transport {
   // Whether this group's UCX context registers CUDA device memory
   // (ucp_context_query's memory types), asked when the group was created.
   bool registersCudaMemory() const { return registersCudaMemory_; }
+  bool carriesDeviceMemory() const override { return registersCudaMemory_; }
 
  protected:
   void* postSend(int peer, uint64_t tag, const void* data, size_t bytes,

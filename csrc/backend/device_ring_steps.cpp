@@ -1,0 +1,67 @@
+#include "backend/device_ring_steps.h"
+
+#ifdef RINGREDUCE_WITH_CUDA
+
+#include "cuda/ipc/ipc_memory.h"
+#include "cuda/kernels/reduce_copy.h"
+#include "cuda/stream_tracker.h"
+
+namespace ringreduce {
+
+CudaRingSteps::CudaRingSteps(int device)
+    : device_(device),
+      slots_(std::make_unique<cuda::DeviceBuffer>(device, kSlots * kSlotBytes)) {}
+
+// Tickets still pending after a failure keep their events; the slots go
+// only with a group that closed (DevicePath keeps a failed group's state).
+CudaRingSteps::~CudaRingSteps() {
+  for (auto& [ticket, event] : pending_) cuda::freeMark(event);
+}
+
+void* CudaRingSteps::slot(int index) {
+  return static_cast<uint8_t*>(slots_->data()) + static_cast<size_t>(index) * kSlotBytes;
+}
+
+DeviceSteps::Ticket CudaRingSteps::mark() {
+  pending_.emplace_back(++next_, cuda::recordMark(device_, stream_));
+  return next_;
+}
+
+DeviceSteps::Ticket CudaRingSteps::reduce(void* dst, const void* received, void* alsoTo,
+                                          size_t count, DataType type, ReduceOp op,
+                                          int avgDivisor) {
+  cuda::ReduceCopyArgs args;
+  args.srcs[0] = dst;
+  args.srcs[1] = received;
+  args.nsrc = 2;
+  args.dsts[0] = dst;
+  args.ndst = 1;
+  if (alsoTo != nullptr) args.dsts[args.ndst++] = alsoTo;
+  args.count = count;
+  args.srcType = args.dstType = type;
+  // AVG adds as SUM until its last step, which divides.
+  args.op = op == ReduceOp::Avg && avgDivisor == 0 ? ReduceOp::Sum : op;
+  args.avgDivisor = args.op == ReduceOp::Avg ? avgDivisor : 0;
+  cuda::launchReduceCopy(args, device_, stream_);
+  return mark();
+}
+
+DeviceSteps::Ticket CudaRingSteps::copy(void* dst, const void* src, size_t bytes) {
+  cuda::copyOnStream(device_, dst, src, bytes, stream_);
+  return mark();
+}
+
+DeviceSteps::Ticket CudaRingSteps::fence() { return mark(); }
+
+bool CudaRingSteps::done(Ticket ticket) {
+  while (!pending_.empty() && cuda::markReached(pending_.front().second)) {
+    reached_ = pending_.front().first;
+    cuda::freeMark(pending_.front().second);
+    pending_.pop_front();
+  }
+  return ticket <= reached_;
+}
+
+}  // namespace ringreduce
+
+#endif

@@ -1,0 +1,57 @@
+// The device ring's device side on CUDA (algorithms/device_ring.h):
+// staging slots of the group's own, reductions by the fused reduce-copy
+// kernel on the group's stream, and tickets that are events there, so the
+// host schedule polls them while it drives the transport and never waits
+// for the whole device. Defined only where the CUDA path is compiled.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "algorithms/device_ring.h"
+
+namespace ringreduce {
+
+namespace cuda {
+class DeviceBuffer;
+}
+
+class CudaRingSteps : public DeviceSteps {
+ public:
+  // Eight 1 MiB slots: the segment size of the device ring (the same on
+  // every rank, as it must be) and a receive window deep enough to keep a
+  // link of tens of GB/s busy while segments are reduced.
+  static constexpr int kSlots = 8;
+  static constexpr size_t kSlotBytes = size_t{1} << 20;
+
+  explicit CudaRingSteps(int device);
+  ~CudaRingSteps() override;
+  CudaRingSteps(const CudaRingSteps&) = delete;
+  CudaRingSteps& operator=(const CudaRingSteps&) = delete;
+
+  // Where the next collective's work goes: the group's stream, which
+  // already waits for the caller's (so fence() covers the caller's work).
+  void bind(void* stream) { stream_ = stream; }
+
+  int slots() const override { return kSlots; }
+  size_t slotBytes() const override { return kSlotBytes; }
+  void* slot(int index) override;
+  Ticket reduce(void* dst, const void* received, void* alsoTo, size_t count, DataType type,
+                ReduceOp op, int avgDivisor) override;
+  Ticket copy(void* dst, const void* src, size_t bytes) override;
+  Ticket fence() override;
+  bool done(Ticket ticket) override;
+
+ private:
+  Ticket mark();
+
+  const int device_;
+  void* stream_ = nullptr;
+  std::unique_ptr<cuda::DeviceBuffer> slots_;
+  std::deque<std::pair<Ticket, void*>> pending_;  // tickets and their events, in order
+  Ticket next_ = 0;
+  Ticket reached_ = 0;  // every ticket up to this one is done
+};
+
+}  // namespace ringreduce
