@@ -9,6 +9,8 @@ import io
 import multiprocessing
 import os
 import queue as queue_module
+import signal
+import subprocess
 import tempfile
 import traceback
 
@@ -124,3 +126,25 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
 
     return [torch.load(io.BytesIO(collected[r][1]), weights_only=False) if r in collected else None
             for r in range(world_size)]
+
+
+def run_session(cmd, env, timeout, cwd=None, preexec_fn=None):
+    """Runs the command `cmd` (torchrun, a launcher) in a session of its own
+    and kills the whole session afterwards, so that no process it started
+    outlives the caller, whether it finishes, fails or hangs. Returns
+    (exit status, stdout, stderr); raises WorldFailed past `timeout` s."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=preexec_fn)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise WorldFailed(f"{' '.join(cmd)} did not finish within {timeout} s:\n{err[-3000:]}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return proc.returncode, out, err

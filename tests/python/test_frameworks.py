@@ -8,11 +8,11 @@ installed (no package index) these tests are skipped, and say so.
 """
 import os
 import re
-import signal
-import subprocess
 import sys
 
 import pytest
+
+from multiproc import run_session
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -21,25 +21,12 @@ LINE = re.compile(r"rank (\d) of 2: backend (\w+), (?:(\w+), )?loss ([\d.]+) -> 
 
 
 def _run(cmd, timeout=240):
-    """Runs `cmd` in a session of its own and kills the whole session
-    afterwards, so that no process it started (Lightning's and torchrun's
-    workers included) outlives the test, whether it finishes, fails or hangs."""
+    """Runs `cmd`; no process it started (Lightning's and torchrun's workers
+    included) outlives the test, whether it finishes, fails or hangs."""
     env = dict(os.environ, UCX_NET_DEVICES="lo", OMP_NUM_THREADS="1",
                PYTHONWARNINGS="ignore")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s:\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-3000:]}"
+    code, out, err = run_session(cmd, env, timeout, cwd=REPO)
+    assert code == 0, f"{' '.join(cmd)} exited {code}:\n{err[-3000:]}"
     return out
 
 
