@@ -17,10 +17,11 @@ with warnings.catch_warnings(record=True) as caught:
     t = torch.ones(8)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full_like(t, dist.get_world_size()))
-print(json.dumps({"rank": dist.get_rank(), "threads": torch.get_num_threads(),
-                  "omp": os.environ.get("OMP_NUM_THREADS"),
-                  "warnings": [str(w.message) for w in caught
-                               if issubclass(w.category,
-                                             torch_ringreduce.ThreadsOversubscribedWarning)]}),
-      flush=True)
+report = json.dumps({"rank": dist.get_rank(), "threads": torch.get_num_threads(),
+                     "omp": os.environ.get("OMP_NUM_THREADS"),
+                     "warnings": [str(w.message) for w in caught
+                                  if issubclass(w.category,
+                                                torch_ringreduce.ThreadsOversubscribedWarning)]})
+# One write (under PIPE_BUF), so the ranks' lines never interleave on torchrun's stdout.
+os.write(1, (report + "\n").encode())
 dist.destroy_process_group()
