@@ -133,9 +133,10 @@ def main():
         if name not in CONFIGS:
             sys.exit(f"unknown configuration {name!r}: one of {', '.join(CONFIGS)}")
 
-    print(f"# allreduce after fill_ of the tensor{f' and {args.sleep_us:g} us of sleep' if args.sleep_us else ''}, "
-          f"float32 SUM, world {args.world}, {len(os.sched_getaffinity(0))} CPUs; per op the "
-          f"slowest rank; {args.iters} ops per cell in {args.rounds} interleaved rounds; ms")
+    pause = f" and {args.sleep_us:g} us of sleep" if args.sleep_us else ""
+    print(f"# allreduce after fill_ of the tensor{pause}, float32 SUM, world {args.world}, "
+          f"{len(os.sched_getaffinity(0))} CPUs; per op the slowest rank; {args.iters} ops "
+          f"per cell in {args.rounds} interleaved rounds; ms")
     print(f"# {'config':>8} {'threads':>7} {'warned':>6} {'bytes':>8} | {'ring p50':>8} "
           f"{'p90':>6} | {'gloo p50':>8} {'p90':>6} | {'gloo/ring p50':>13}")
     for _ in range(args.repeats):
