@@ -10,12 +10,12 @@ ringreduce_python_env || exit 1
 # The frameworks our users reach us through (tests/python/test_frameworks.py),
 # pinned so that CI runs what was checked. Only the suite needs them; without
 # a package index their tests are skipped and say so.
-"$PYTHON" -c "import lightning, accelerate" 2>/dev/null ||
-  "$PYTHON" -m pip install -q "lightning==2.6.6" "accelerate==1.15.0" 2>&1 |
+"$PYTHON" -c "import lightning, accelerate, transformers" 2>/dev/null ||
+  "$PYTHON" -m pip install -q "lightning==2.6.6" "accelerate==1.15.0" "transformers==4.57.6" 2>&1 |
     grep -v "Running pip as the 'root' user\|Location 'file:.*' is ignored" ||
   true
-"$PYTHON" -c "import lightning, accelerate" 2>/dev/null ||
-  echo "[test] lightning/accelerate unavailable: their tests will be skipped" >&2
+"$PYTHON" -c "import lightning, accelerate, transformers" 2>/dev/null ||
+  echo "[test] lightning/accelerate/transformers unavailable: their tests will be skipped" >&2
 
 # Tests use loopback only.
 export UCX_NET_DEVICES=lo

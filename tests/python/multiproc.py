@@ -9,6 +9,8 @@ import io
 import multiprocessing
 import os
 import queue as queue_module
+import signal
+import subprocess
 import tempfile
 import traceback
 
@@ -19,16 +21,23 @@ TRANSPORTS = {
 }
 
 
-def _child(rank, world_size, init_file, env, fn, args, results):
+def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1):
     try:
         os.environ.update(env)
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        if torch_threads is None:
+            # As mp.spawn leaves them: torch's default, unless the test's env
+            # names OMP_NUM_THREADS (the suite's own setting is not the user's).
+            if "OMP_NUM_THREADS" not in env:
+                os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
         import warnings
 
         warnings.filterwarnings("ignore", category=FutureWarning)  # all_gather_into_tensor
         import torch
 
-        torch.set_num_threads(1)
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
         import torch.distributed as dist
 
         import torch_ringreduce  # noqa: F401
@@ -55,11 +64,15 @@ class WorldFailed(AssertionError):
     pass
 
 
-def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
+def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_threads=1):
     """fn(rank, world_size, init_method, *args) -> picklable value, per rank.
 
     Ranks in `may_die` may end without a result (their value is None); every
-    other rank must return one and then exit by itself with status 0."""
+    other rank must return one and then exit by itself with status 0.
+    `torch_threads`: torch's intra-op threads per rank; None leaves torch's
+    default (OMP_NUM_THREADS unset unless `env` sets it), as mp.spawn does
+    (fn's module must then not import torch at its top: the children import
+    it before the thread count is settled)."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     full_env = dict(LOOPBACK_ENV)
@@ -67,7 +80,8 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
     with tempfile.TemporaryDirectory(prefix="ringreduce-test-") as tmp:
         init_file = os.path.join(tmp, "store")
         procs = [ctx.Process(target=_child,
-                             args=(r, world_size, init_file, full_env, fn, args, results),
+                             args=(r, world_size, init_file, full_env, fn, args, results,
+                                   torch_threads),
                              daemon=True)
                  for r in range(world_size)]
         # The children inherit the environment at start: variables read when a
@@ -124,3 +138,25 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=()):
 
     return [torch.load(io.BytesIO(collected[r][1]), weights_only=False) if r in collected else None
             for r in range(world_size)]
+
+
+def run_session(cmd, env, timeout, cwd=None, preexec_fn=None):
+    """Runs the command `cmd` (torchrun, a launcher) in a session of its own
+    and kills the whole session afterwards, so that no process it started
+    outlives the caller, whether it finishes, fails or hangs. Returns
+    (exit status, stdout, stderr); raises WorldFailed past `timeout` s."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=preexec_fn)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise WorldFailed(f"{' '.join(cmd)} did not finish within {timeout} s:\n{err[-3000:]}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return proc.returncode, out, err

@@ -1,18 +1,20 @@
 """The frameworks our users reach us through, run as the README shows them:
 PyTorch Lightning's DDPStrategy (Lightning starting the processes itself,
-and under torchrun) and Hugging Face Accelerate (under torchrun). Each
-example trains to the same bits over ringreduce as over gloo, on every rank.
+and under torchrun), Hugging Face Accelerate and the Hugging Face Trainer
+(under torchrun). Each example trains to the same bits over ringreduce as
+over gloo, on every rank.
 
-scripts/test.sh installs lightning and accelerate; where they cannot be
-installed (no package index) these tests are skipped, and say so.
+scripts/test.sh installs lightning, accelerate and transformers; where they
+cannot be installed (no package index) these tests are skipped, and say so.
 """
 import os
 import re
-import signal
 import subprocess
 import sys
 
 import pytest
+
+from multiproc import run_session
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -21,25 +23,12 @@ LINE = re.compile(r"rank (\d) of 2: backend (\w+), (?:(\w+), )?loss ([\d.]+) -> 
 
 
 def _run(cmd, timeout=240):
-    """Runs `cmd` in a session of its own and kills the whole session
-    afterwards, so that no process it started (Lightning's and torchrun's
-    workers included) outlives the test, whether it finishes, fails or hangs."""
+    """Runs `cmd`; no process it started (Lightning's and torchrun's workers
+    included) outlives the test, whether it finishes, fails or hangs."""
     env = dict(os.environ, UCX_NET_DEVICES="lo", OMP_NUM_THREADS="1",
                PYTHONWARNINGS="ignore")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s:\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-3000:]}"
+    code, out, err = run_session(cmd, env, timeout, cwd=REPO)
+    assert code == 0, f"{' '.join(cmd)} exited {code}:\n{err[-3000:]}"
     return out
 
 
@@ -90,3 +79,37 @@ def test_accelerate_uses_the_group_it_finds():
     ring, gloo = _both_backends(TORCHRUN + ["examples/accelerate_ddp.py"])
     _trains_like_gloo(ring, gloo)
     assert ring[0][1] == ring[1][1] == "DistributedDataParallel", ring
+
+
+def _transformers():
+    pytest.importorskip("accelerate", reason="accelerate is not installed "
+                        "(scripts/test.sh installs it where an index is reachable)")
+    pytest.importorskip("transformers", reason="transformers is not installed "
+                        "(scripts/test.sh installs it where an index is reachable)")
+
+
+def test_hf_trainer_uses_the_group_it_finds():
+    """A tiny BERT from a BertConfig, trained by the Trainer on a group
+    started before TrainingArguments: DDP, and gloo's losses and weights."""
+    _transformers()
+    ring, gloo = _both_backends(TORCHRUN + ["examples/hf_trainer.py"])
+    _trains_like_gloo(ring, gloo)
+    assert ring[0][1] == ring[1][1] == "DistributedDataParallel", ring
+
+
+def test_hf_trainer_refuses_ddp_backend_ringreduce_on_the_cpu():
+    """The trap the README names, as a torchrun rank meets it (LOCAL_RANK
+    set, use_cpu): Accelerate allows only gloo or mpi on the CPU. Where this
+    stops failing, the README's Trainer recipe is out of date."""
+    _transformers()
+    code = ("import tempfile, torch_ringreduce\n"
+            "from transformers import TrainingArguments\n"
+            "TrainingArguments(output_dir=tempfile.mkdtemp(), use_cpu=True, report_to='none',\n"
+            "                  ddp_backend='ringreduce')\n")
+    env = dict(os.environ, LOCAL_RANK="0", RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+               PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    assert ("ValueError: Your assigned backend ringreduce is not available, please use gloo"
+            in proc.stderr), proc.stderr[-3000:]
