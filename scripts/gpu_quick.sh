@@ -114,6 +114,13 @@ run ring 90 "${PYTEST[@]}" tests/gpu/test_device_ring.py
 run paths 60 "${PYTEST[@]}" tests/gpu/test_cuda_tensors.py \
   -k "stream_semantics or ddp_on_cuda_matches_gloo"
 run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
+# What UCX itself moves between two processes in device memory (the device
+# ring's ceiling times 2(N-1)/N): pip's ucx_perftest, 64 MiB, tag bandwidth.
+if [ -n "${UCX_PREFIX:-}" ] && [ -x "$UCX_PREFIX/bin/ucx_perftest" ]; then
+  run bench-ucx 40 bash -c "'$UCX_PREFIX/bin/ucx_perftest' -t tag_bw -m cuda -s 67108864 -n 20 \
+    -p 13579 & sleep 2; '$UCX_PREFIX/bin/ucx_perftest' 127.0.0.1 -t tag_bw -m cuda \
+    -s 67108864 -n 20 -p 13579; wait"
+fi
 run bench-bw 75 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
   --max-bytes 64M --variants flags,auto,ring,host --no-gloo
 echo "total $(( $(date +%s) - started ))s" | tee -a "$SUMMARY"

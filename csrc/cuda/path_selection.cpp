@@ -60,7 +60,7 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   std::vector<IdentityRecord> records(size);
   exchange(&mine, records.data(), sizeof(IdentityRecord));
   ringUsable_ = true;
-  for (int q = 0; q < size && ringUsable_; ++q) {
+  for (int q = 0; q < size && ringUsable_; ++q) {  // the same verdict on every rank
     if (!records[q].carriesDevice) {
       ringUsable_ = false;
       ringFailure_ = "rank " + std::to_string(q) +
@@ -74,6 +74,16 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
     ranks.push_back(RankDevice{r.host, r.gpu, r.mps != 0, r.memOps != 0, r.sms});
   }
   const FlagsPlan plan = planFlags(ranks, config.cudaSync, config.cudaBlocks, mpsHow);
+  // What CUDA collectives across nodes will take, said once per group.
+  if (plan.sameNode && config.cudaAlgorithm != CudaAlgorithm::Ring) {
+    RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ", one node: IPC kernels");
+  } else if (ringUsable_) {
+    RR_LOG(Info, rank, "CUDA paths: " << plan.topology
+                                      << ": the device ring (every rank's UCX moves CUDA memory)");
+  } else {
+    RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ": NCCL where it loads, else host "
+                                      << "staging; no device ring: " << ringFailure_);
+  }
   sameNode_ = plan.sameNode;
   gpuShared_ = plan.gpuShared;
   topology_ = plan.topology;
