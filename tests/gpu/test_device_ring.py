@@ -4,7 +4,9 @@ and the fused kernel reduces each received segment on the device. Needs a
 UCX that registers CUDA memory (pip's libucx-cu13: scripts/gpu_check.sh
 quick builds against it when .gpu/ carries it); skipped, saying why,
 without one or without a GPU."""
+import importlib.util
 import os
+import shutil
 import sys
 
 import pytest
@@ -37,3 +39,29 @@ def test_every_collective_against_the_oracle(world):
     for rank, result in enumerate(results):
         assert result["checked"] > 0, f"rank {rank} checked nothing"
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
+
+
+def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
+    """Two emulated nodes (network namespaces with their own hostname and
+    boot id, so neither UCX nor ringreduce takes them for one machine), one
+    rank each on the one GPU, torchrun on each, no setting: across nodes
+    with UCX moving CUDA memory, `auto` takes the device ring."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("tc") is None:
+        pytest.skip("needs root, util-linux's unshare and iproute2's tc")
+    repo = __file__.rsplit("/tests/", 1)[0]
+    spec = importlib.util.spec_from_file_location(
+        "emulated_torchrun", os.path.join(repo, "benchmarks", "emulated_torchrun.py"))
+    nodes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nodes)
+    env = dict(os.environ, UCX_NET_DEVICES="eth1", RINGREDUCE_DEBUG="INFO")
+    command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "node0:29400", "--rdzv-id", "device-ring",
+               os.path.join(repo, "tests", "gpu", "ring_nodes_script.py")]
+    try:
+        results = nodes.run(2, command, timeout=300, env=env)
+    except nodes.Unavailable as why:
+        pytest.skip(str(why))
+    for node, (code, out, err) in enumerate(results):
+        assert code == 0, f"node {node} exited {code}:\n{err[-3000:]}"
+        assert "the device ring" in err, err[-3000:]
+        assert "RESULT ok" in out, out[-3000:]
