@@ -12,9 +12,10 @@
 // and the busiest resource's total work. The simulator
 // (transport/simulated/) runs the real schedules on the same model, message
 // by message, and so checks these formulas. The ring streams each chunk in
-// segments (kDefaultSegmentBytes, RINGREDUCE_SEGMENT_BYTES), so a segment, not the whole chunk, waits
-// at each hop (priced whole, the ring came out up to 13% above its
-// schedule where a hop's latency and a chunk's transfer are alike).
+// segments (kDefaultSegmentBytes, RINGREDUCE_SEGMENT_BYTES), so a segment,
+// not the whole chunk, waits at each hop (priced whole, the ring came out up
+// to 13% above its schedule where a hop's latency and a chunk's transfer are
+// alike).
 #pragma once
 
 #include <cstddef>

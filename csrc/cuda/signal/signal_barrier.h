@@ -13,9 +13,10 @@
 //   wait    lane p loads, with acquire, pads[r]->arrivals[barrier][n % 2][b][p]
 //           until it holds collective n. With n but another fingerprint
 //           the peer runs a different collective: Mismatch. Every
-//           kSignalPollsPerCheck polls it also gives up on the peer's `failed` word (its kernel gave up and will
-//           not arrive), on its own pad's `stop` word (its host gave up)
-//           and on the op's deadline.
+//           kSignalPollsPerCheck polls it also gives up on the peer's
+//           `failed` word (its kernel gave up and will not arrive), on its
+//           own pad's `stop` word (its host gave up) and on the op's
+//           deadline.
 // A failure is written to the host's status slot of the block and to this
 // rank's `failed` word, which stops the peers waiting for it; the block
 // then returns. Nothing traps: the host fails the group with the reason.

@@ -236,7 +236,9 @@ void SignalGroup::memOpsBarrier(void* stream, int barrier, uint32_t collective) 
   }
   auto* mine = static_cast<SignalPad*>(region_->data());
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) streamWaitValue32(stream, &mine->streamArrivals[barrier][parity][p], collective);
+    if (p != rank_) {
+      streamWaitValue32(stream, &mine->streamArrivals[barrier][parity][p], collective);
+    }
   }
 }
 

@@ -99,7 +99,8 @@ enum class SignalBuffer { In = 0, Out = 1 };
 inline size_t signalRegionBytes(size_t bufferBytes) { return kSignalPadBytes + 4 * bufferBytes; }
 
 template <typename T>
-RR_HOST_DEVICE T* signalBuffer(void* region, size_t bufferBytes, SignalBuffer kind, uint32_t parity) {
+RR_HOST_DEVICE T* signalBuffer(void* region, size_t bufferBytes, SignalBuffer kind,
+                                uint32_t parity) {
   const size_t index = static_cast<size_t>(kind) * 2 + (parity & 1);
   return reinterpret_cast<T*>(static_cast<uint8_t*>(region) + kSignalPadBytes +
                               index * bufferBytes);
