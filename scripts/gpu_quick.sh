@@ -94,12 +94,9 @@ run build 240 bash -c "'$PYTHON' -m pip install -q --no-build-isolation --no-dep
   { echo "BUILD FAILED"; cat "$SUMMARY"; exit 1; }
 
 PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
+# In the order of what matters most if the budget runs out (the summary
+# then says which phases were skipped): the new path and its figures first.
 run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
-if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
-  SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  run memcheck 60 "$SANITIZER" --tool memcheck --error-exitcode 3 \
-    "${PYTEST[@]}" tests/gpu/test_fused_kernel.py -k "wire or every_argument"
-fi
 run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
 if mps_start; then
   run mps 90 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "oracle or graph or captured" \
@@ -110,10 +107,17 @@ if mps_start; then
 else
   echo "mps: skipped (no MPS control daemon on this image)" | tee -a "$SUMMARY"
 fi
-run ring 90 "${PYTEST[@]}" tests/gpu/test_device_ring.py
+run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
+run bench-bw 75 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
+  --max-bytes 64M --variants flags,auto,ring,host --no-gloo
 run paths 60 "${PYTEST[@]}" tests/gpu/test_cuda_tensors.py \
   -k "stream_semantics or ddp_on_cuda_matches_gloo"
-run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
+if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+  SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run memcheck 60 "$SANITIZER" --tool memcheck --error-exitcode 3 \
+    "${PYTEST[@]}" tests/gpu/test_fused_kernel.py -k "wire or every_argument"
+fi
+run ring 90 "${PYTEST[@]}" tests/gpu/test_device_ring.py
 # What UCX itself moves between two processes in device memory (the device
 # ring's ceiling times 2(N-1)/N): pip's ucx_perftest, 64 MiB, tag bandwidth.
 if [ -n "${UCX_PREFIX:-}" ] && [ -x "$UCX_PREFIX/bin/ucx_perftest" ]; then
@@ -121,7 +125,5 @@ if [ -n "${UCX_PREFIX:-}" ] && [ -x "$UCX_PREFIX/bin/ucx_perftest" ]; then
     -p 13579 & sleep 2; '$UCX_PREFIX/bin/ucx_perftest' 127.0.0.1 -t tag_bw -m cuda \
     -s 67108864 -n 20 -p 13579; wait"
 fi
-run bench-bw 75 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
-  --max-bytes 64M --variants flags,auto,ring,host --no-gloo
 echo "total $(( $(date +%s) - started ))s" | tee -a "$SUMMARY"
 cat "$SUMMARY"
