@@ -130,6 +130,21 @@ bool DevicePath::capturing(const c10::Stream& stream) {
   return cuda::streamCapturing(stream.native_handle());
 }
 
+bool DevicePath::flagsCheckIt(const Config& config, Direct kind, size_t bytes, int ranks,
+                              DataType type, ReduceOp op) {
+  if (config.cudaAlgorithm != CudaAlgorithm::Flags) return false;
+  switch (kind) {
+    case Direct::Allreduce:  // any size: in place beyond the buffers
+      return cuda::kernelUnsupportedReason(type, type, op).empty();
+    case Direct::Allgather:
+      return bytes <= config.cudaBufferBytes;
+    case Direct::ReduceScatter:
+      return bytes * static_cast<size_t>(ranks) <= config.cudaBufferBytes &&
+             cuda::kernelUnsupportedReason(type, type, op).empty();
+  }
+  return false;
+}
+
 DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& config,
                        const RecordExchange& exchange, Hooks hooks, bool carriesDevice)
     : device_(device), state_(std::make_unique<State>()) {
@@ -325,6 +340,10 @@ bool DevicePath::ncclAvailable(std::string* detail) {
 c10::Stream DevicePath::ownStream(c10::Device device) { return poolStream(device); }
 
 bool DevicePath::capturing(const c10::Stream&) { return false; }
+
+bool DevicePath::flagsCheckIt(const Config&, Direct, size_t, int, DataType, ReduceOp) {
+  return false;
+}
 
 DevicePath::DevicePath(int, int, c10::Device device, const Config&, const RecordExchange&, Hooks,
                        bool)

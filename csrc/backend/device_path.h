@@ -96,6 +96,13 @@ class DevicePath {
   DevicePathTaken reduceScatterDirect(const at::Tensor& input, const at::Tensor& output,
                                       DataType type, ReduceOp op, const c10::Stream& stream,
                                       const Call& call);
+  // Whether the device-flags path runs this collective and checks it on
+  // the device (its fingerprint in the flags), from the settings alone, so
+  // every rank decides alike before anything is set up: then no host
+  // neighbour check goes with it, queued or direct. `bytes`: of the
+  // tensor (allreduce), of each rank's block (the others).
+  static bool flagsCheckIt(const Config& config, Direct kind, size_t bytes, int ranks,
+                           DataType type, ReduceOp op);
   // Whether a CUDA graph can capture this group's collectives, and why not.
   bool capturable(std::string* why) const;
 

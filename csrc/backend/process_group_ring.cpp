@@ -180,7 +180,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                                                          const CallOptions& call,
                                                          std::vector<at::Tensor> outputs,
                                                          const std::string& summary, Body body,
-                                                         CheckedArgs checked, uint64_t seqCount) {
+                                                         CheckedArgs checked, uint64_t seqCount,
+                                                         bool neighbourCheck) {
   const std::chrono::milliseconds timeout =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
   const CollectiveFingerprint fp = fingerprintOf(type, outputs, checked);
@@ -200,7 +201,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                                     rank_, type, seq, std::move(outputs), device.get(),
                                     engine_->executor());
                                 return std::make_shared<WorkCallbacks>(work, device, hooks_);
-                              });
+                              },
+                              neighbourCheck);
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }

@@ -236,7 +236,8 @@ class ProcessGroupRing : public c10d::Backend {
                                          const CallOptions& call,
                                          std::vector<at::Tensor> outputs,
                                          const std::string& summary, Body body,
-                                         CheckedArgs checked = {}, uint64_t seqCount = 1);
+                                         CheckedArgs checked = {}, uint64_t seqCount = 1,
+                                         bool neighbourCheck = true);
   c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(const Staged& staged, c10d::OpType type,
                                                      const char* name,
                                                      std::vector<at::Tensor> tensors,
@@ -262,12 +263,15 @@ class ProcessGroupRing : public c10d::Backend {
     DevicePath::Call call;  // fingerprint and timeout, for the device-flags path
   };
   using DeviceBody = std::function<void(const OpContext&, const DeviceStep&)>;
+  // `onDevice`: the device-flags path will run it, fingerprint in its
+  // flags (DevicePath::flagsCheckIt), so no neighbour check is posted.
   c10::intrusive_ptr<c10d::Work> enqueueOnDevice(c10d::OpType type, const char* name,
                                                  std::chrono::milliseconds timeout,
                                                  const at::Tensor& output,
                                                  std::vector<at::Tensor> touched,
                                                  const std::string& summary, DeviceBody body,
-                                                 CheckedArgs checked = {});
+                                                 CheckedArgs checked = {},
+                                                 bool onDevice = false);
   // The device-flags path from the caller's thread (ops/device_direct.cpp):
   // when the group is idle and the path set up, the collective goes on the
   // caller's current stream at once and its Work completes at once, as

@@ -117,7 +117,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
                                   Runner runner, const CollectiveFingerprint& fingerprint,
                                   uint64_t seqCount,
                                   const std::string& summary, Operation::Body body,
-                                  const MakeCallbacks& makeCallbacks) {
+                                  const MakeCallbacks& makeCallbacks, bool neighbourCheck) {
   std::lock_guard<std::mutex> lock(submitMutex_);
   refuseIfShutDown(name);
   if (checkCollectives_) {
@@ -143,6 +143,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.runner = runner;
   operation.body = std::move(body);
   operation.seqCount = seqCount;
+  operation.neighbourCheck = neighbourCheck;
   operation.fingerprint = fingerprintByte(fingerprint);
   operation.identity = fingerprint;
   if (timeline_) operation.timeline = timelineOp(name, seq, fingerprint);
@@ -351,7 +352,9 @@ void Engine::runCollective(const Operation& operation) {
     }
     // The full check, when on, already compared everything first.
     std::optional<NeighbourCheck> check;
-    if (!checkCollectives_) check.emplace(*transport_, op, operation.identity, describe_);
+    if (!checkCollectives_ && operation.neighbourCheck) {
+      check.emplace(*transport_, op, operation.identity, describe_);
+    }
     {
       PhaseScope transfer(op.phases, Phase::Transfer);
       operation.body(op);

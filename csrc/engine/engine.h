@@ -68,11 +68,13 @@ class Engine {
   // sequence numbers; `makeCallbacks` receives the first. Throws Error once
   // the engine is shut down. `summary` is logged with the number.
   // `runner`: who is expected to run it (Executor::submit).
+  // `neighbourCheck` false: the collective checks itself on the device (see
+  // Operation::neighbourCheck), as it does when run by runDirect.
   uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
                             Runner runner, const CollectiveFingerprint& fingerprint,
                             uint64_t seqCount,
                             const std::string& summary, Operation::Body body,
-                            const MakeCallbacks& makeCallbacks);
+                            const MakeCallbacks& makeCallbacks, bool neighbourCheck = true);
   // The same for a send or recv (numbered apart from the collectives).
   uint64_t submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
                               Runner runner, const std::string& summary, Operation::Post post,
@@ -84,7 +86,8 @@ class Engine {
   // only enqueues device work on the caller's stream (it never waits for a
   // peer: the device does). It is numbered like a queued collective, so
   // every rank numbers alike whichever way each ran it. Returns its
-  // sequence number, or 0 when it cannot run now (the caller queues it).
+  // sequence number, or 0 when it cannot run now (the caller queues it,
+  // without the neighbour check: a peer that ran it directly sends none).
   // What `launch` throws reaches the caller and, unless InvalidArgument,
   // makes the group unusable.
   uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,

@@ -66,6 +66,11 @@ struct Operation {
   // Consecutive sequence numbers it uses (OpContext::part): an operation
   // may run several collectives.
   uint64_t seqCount = 1;
+  // Whether the engine posts the neighbour check around the body. Off for
+  // collectives whose ranks meet on the device with the fingerprint in the
+  // flags (cuda/signal/): one rank may run such a collective directly
+  // (Engine::runDirect, no host message) while its peer queues it.
+  bool neighbourCheck = true;
   uint8_t fingerprint = 0;          // the 8 bits in every tag
   CollectiveFingerprint identity;   // the whole, for the neighbour check
   // Its timeline event while RINGREDUCE_TIMELINE is set, else null.

@@ -1,5 +1,6 @@
 #include "fake_device.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -29,6 +30,10 @@ void clearUnshareable() {
   std::lock_guard<std::mutex> lock(unshareableMutex);
   unshareable.clear();
 }
+
+std::atomic<int64_t> streamWaitLimitMs{30000};
+
+void setFakeStreamWaitLimit(std::chrono::milliseconds limit) { streamWaitLimitMs = limit.count(); }
 
 }  // namespace ringreduce::testing
 
@@ -200,11 +205,24 @@ void streamWriteValue32(void*, uint32_t* address, uint32_t value) {
 }
 
 void streamWaitValue32(void*, const uint32_t* address, uint32_t value) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(testing::streamWaitLimitMs.load());
   std::atomic_ref<uint32_t> word(*const_cast<uint32_t*>(address));
   while (static_cast<int32_t>(word.load(std::memory_order_acquire) - value) < 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       throw Error("fake stream wait: no peer wrote " + std::to_string(value));
+    }
+    std::this_thread::yield();
+  }
+}
+
+void streamWaitValue32Equal(void*, const uint32_t* address, uint32_t value) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(testing::streamWaitLimitMs.load());
+  std::atomic_ref<uint32_t> word(*const_cast<uint32_t*>(address));
+  while (word.load(std::memory_order_acquire) != value) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw Error("fake stream wait: the word never became " + std::to_string(value));
     }
     std::this_thread::yield();
   }

@@ -7,11 +7,17 @@
 // real device sees: no rank touches a peer's data outside them.
 #pragma once
 
+#include <chrono>
+
 namespace ringreduce::testing {
 
 // Memory at `ptr` cannot be shared (as with expandable segments) until
 // clearUnshareable().
 void markUnshareable(const void* ptr);
 void clearUnshareable();
+
+// How long a fake stream wait waits before it throws (a real one waits
+// until the watchdog releases it); 30 s unless a test says otherwise.
+void setFakeStreamWaitLimit(std::chrono::milliseconds limit);
 
 }  // namespace ringreduce::testing

@@ -167,6 +167,29 @@ TEST(SignalGroupFailures, AMismatchIsReportedForTheWatchdog) {
   });
 }
 
+// Stream memory operations carry the fingerprint too: a rank running
+// another collective never satisfies its peer's wait (here the fake's wait
+// gives up; on the device the watchdog's deadline fails the group), so the
+// result is an error, never a wrong sum.
+TEST(SignalGroupFailures, AnotherCollectiveNeverPassesAStreamWait) {
+  ringreduce::testing::setFakeStreamWaitLimit(std::chrono::milliseconds(300));
+  runRanks(2, [](Transport& t, int rank) {
+    auto group = setUp(t, rank, 2, optionsFor(CudaSync::StreamMemOps));
+    std::vector<float> data(64, 1.f);
+    group->allreduce(data.data(), data.data(), 64, DataType::Float32, ReduceOp::Sum, callOf(5));
+    EXPECT_EQ(data[0], 2.f);
+    try {
+      group->allreduce(data.data(), data.data(), 64, DataType::Float32, ReduceOp::Sum,
+                       callOf(rank == 0 ? 6 : 7));
+      ADD_FAILURE() << "rank " << rank << ": a different collective passed the barrier";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("never became"), std::string::npos) << e.what();
+    }
+    group->stop();
+  });
+  ringreduce::testing::setFakeStreamWaitLimit(std::chrono::seconds(30));
+}
+
 RankDevice rankOn(uint64_t host, uint8_t gpu, bool mps, int sms = 132) {
   RankDevice r;
   r.host = host;

@@ -39,7 +39,7 @@ at::Tensor toHost(const at::Tensor& device) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
     c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
     const at::Tensor& output, std::vector<at::Tensor> touched, const std::string& summary,
-    DeviceBody body, CheckedArgs checked) {
+    DeviceBody body, CheckedArgs checked, bool onDevice) {
   const c10::Device device = output.device();
   refuseCapture(name, device);
   {
@@ -88,7 +88,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
           }
           body(ctx, DeviceStep{path, stream, exchange, call});
         },
-        checked, 2);
+        checked, 2, !onDevice);
   });
 }
 
@@ -132,7 +132,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
                       {host.data_ptr(), static_cast<size_t>(host.numel()), red.type, red.op});
         tensor.copy_(host, /*non_blocking=*/true);
       },
-      checked);
+      checked,
+      DevicePath::flagsCheckIt(config_, DevicePath::Direct::Allreduce, tensor.nbytes(), size_,
+                               red.type, red.op));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
@@ -193,7 +195,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         hostAllgather(comm(), ctx.part(1),
                       {hostIn.data_ptr(), hostOut.data_ptr(), hostIn.nbytes()});
         output.copy_(hostOut, /*non_blocking=*/true);
-      });
+      },
+      {},
+      DevicePath::flagsCheckIt(config_, DevicePath::Direct::Allgather, input.nbytes(), size_,
+                               DataType::UInt8, ReduceOp::Sum));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
@@ -243,7 +248,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
         reduceScatterFlat(ctx.part(1), hostIn.reshape({-1}), hostOut, red.type, red.op);
         output.copy_(hostOut, /*non_blocking=*/true);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)},
+      DevicePath::flagsCheckIt(config_, DevicePath::Direct::ReduceScatter, output.nbytes(), size_,
+                               red.type, red.op));
 }
 
 }  // namespace ringreduce

@@ -225,20 +225,25 @@ void SignalGroup::reduceScatter(const void* input, void* output, size_t countPer
 
 // --- stream memory operations (ranks time-sliced on one GPU) -------------
 
-// Writes my arrival into every peer's pad, then waits for theirs in mine:
-// the same parity rule as the flags (signal_pad.h), with the host's count.
-void SignalGroup::memOpsBarrier(void* stream, int barrier, uint32_t collective) {
+// Writes my fingerprint and arrival into every peer's pad, then waits for
+// theirs in mine: the same parity rule as the flags (signal_pad.h), with
+// the host's count; a peer's different fingerprint never satisfies the
+// wait, so another collective ends at the deadline (failure()), never in a
+// wrong result.
+void SignalGroup::memOpsBarrier(void* stream, int barrier, uint32_t collective,
+                                uint32_t fingerprint) {
   const uint32_t parity = collective & 1;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     auto* pad = static_cast<SignalPad*>(regions_[p]);
+    streamWriteValue32(stream, &pad->streamFingerprints[barrier][parity][rank_], fingerprint);
     streamWriteValue32(stream, &pad->streamArrivals[barrier][parity][rank_], collective);
   }
   auto* mine = static_cast<SignalPad*>(region_->data());
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) {
-      streamWaitValue32(stream, &mine->streamArrivals[barrier][parity][p], collective);
-    }
+    if (p == rank_) continue;
+    streamWaitValue32(stream, &mine->streamArrivals[barrier][parity][p], collective);
+    streamWaitValue32Equal(stream, &mine->streamFingerprints[barrier][parity][p], fingerprint);
   }
 }
 
@@ -250,7 +255,7 @@ void SignalGroup::memOpsAllreduce(const void* input, void* output, size_t count,
   const size_t esize = elementSize(type);
   copyOnStream(device_, bufferOf(rank_, SignalBuffer::In, parity), input, count * esize,
                call.stream);
-  memOpsBarrier(call.stream, 0, collective);
+  memOpsBarrier(call.stream, 0, collective, call.fingerprint);
   ReduceCopyArgs args;
   args.srcType = args.dstType = type;
   args.op = op;
@@ -272,7 +277,7 @@ void SignalGroup::memOpsAllreduce(const void* input, void* output, size_t count,
     }
     args.ndst = size_;
     launchReduceCopy(args, device_, call.stream);
-    memOpsBarrier(call.stream, 1, collective);
+    memOpsBarrier(call.stream, 1, collective, call.fingerprint);
     copyOnStream(device_, output, bufferOf(rank_, SignalBuffer::Out, parity), count * esize,
                  call.stream);
   }
@@ -284,7 +289,7 @@ void SignalGroup::memOpsInPlace(void* const* tensors, size_t count, DataType typ
   noteStream(call.stream);
   const uint32_t collective = ++hostCollectives_;
   const size_t esize = elementSize(type);
-  memOpsBarrier(call.stream, 0, collective);
+  memOpsBarrier(call.stream, 0, collective, call.fingerprint);
   const ElementRange slice = alignedPart(count, size_, rank_, std::max<size_t>(1, 16 / esize));
   ReduceCopyArgs args;
   args.srcType = args.dstType = type;
@@ -298,7 +303,7 @@ void SignalGroup::memOpsInPlace(void* const* tensors, size_t count, DataType typ
   }
   args.nsrc = args.ndst = size_;
   launchReduceCopy(args, device_, call.stream);
-  memOpsBarrier(call.stream, 1, collective);
+  memOpsBarrier(call.stream, 1, collective, call.fingerprint);
   watchMemOps(call);
 }
 
@@ -309,7 +314,7 @@ void SignalGroup::memOpsAllgather(const void* input, void* output, size_t countP
   const uint32_t parity = collective & 1;
   const size_t bytes = countPerRank * elementSize(type);
   copyOnStream(device_, bufferOf(rank_, SignalBuffer::In, parity), input, bytes, call.stream);
-  memOpsBarrier(call.stream, 0, collective);
+  memOpsBarrier(call.stream, 0, collective, call.fingerprint);
   // Through the reduce-copy kernel (one source: a copy), which does nothing
   // once `stop` is set, so a released wait never reads a dead peer.
   ReduceCopyArgs args;
@@ -333,7 +338,7 @@ void SignalGroup::memOpsReduceScatter(const void* input, void* output, size_t co
   const size_t bytes = countPerRank * elementSize(type);
   copyOnStream(device_, bufferOf(rank_, SignalBuffer::In, parity), input, bytes * size_,
                call.stream);
-  memOpsBarrier(call.stream, 0, collective);
+  memOpsBarrier(call.stream, 0, collective, call.fingerprint);
   ReduceCopyArgs args;
   args.srcType = args.dstType = type;
   args.op = op;
@@ -360,6 +365,7 @@ void SignalGroup::watchMemOps(const Call& call) {
   }
   pending_.push_back({recordMark(device_, call.stream),
                       std::chrono::steady_clock::now() + call.timeout, hostCollectives_});
+  fingerprints_[hostCollectives_ & 1] = call.fingerprint;
 }
 
 std::string SignalGroup::failure() {
@@ -402,7 +408,8 @@ std::string SignalGroup::failure() {
     if (std::chrono::steady_clock::now() > oldest.deadline) {
       memOpsFailure_ = "rank " + std::to_string(rank_) + "'s device collective #" +
                        std::to_string(oldest.collective) +
-                       " (stream memory operations) timed out: a peer did not arrive";
+                       " (stream memory operations) timed out: a peer did not arrive, or "
+                       "ran another collective there (another op, dtype, size or reduce op)";
     }
     break;
   }
@@ -424,10 +431,15 @@ void SignalGroup::stop() {
       // for, in every slot of its own pad (the waits compare cyclically).
       // The kernels behind them see `stop` first (same side stream, in
       // order) and do nothing, so no dead peer's memory is read.
+      // The fingerprint waits compare exactly: they get the fingerprints
+      // of the last collective of each parity, the only ones that can be
+      // waiting (a wait for an older one would have had to pass first).
       const uint32_t ahead = hostCollectives_ + (1u << 30);
       for (int barrier = 0; barrier < kSignalBarriers; ++barrier) {
         for (uint32_t parity = 0; parity < 2; ++parity) {
           for (int p = 0; p < size_; ++p) {
+            streamWriteValue32(sideStream_, &pad->streamFingerprints[barrier][parity][p],
+                               fingerprints_[parity]);
             streamWriteValue32(sideStream_, &pad->streamArrivals[barrier][parity][p], ahead);
           }
         }

@@ -121,7 +121,7 @@ class SignalGroup {
   int blocksFor(size_t bytes) const;
   void launch(SignalOp op, DataType type, ReduceOp reduceOp, const Call& call);
   // Stream memory operations.
-  void memOpsBarrier(void* stream, int barrier, uint32_t collective);
+  void memOpsBarrier(void* stream, int barrier, uint32_t collective, uint32_t fingerprint);
   void memOpsAllreduce(const void* input, void* output, size_t count, DataType type, ReduceOp op,
                        bool twoShot, const Call& call);
   void memOpsInPlace(void* const* tensors, size_t count, DataType type, ReduceOp op,
@@ -155,6 +155,7 @@ class SignalGroup {
   };
   std::deque<Pending> pending_;            // stream memops collectives not known finished
   std::string memOpsFailure_;
+  uint32_t fingerprints_[2] = {};  // of the last stream-memops collective of each parity
   bool stopped_ = false;
 };
 

@@ -47,8 +47,12 @@ struct SignalPad {
   // be two ahead (see the file comment).
   uint64_t arrivals[kSignalBarriers][2][kSignalBlocks][kSignalRanks];
   // The same for stream memory operations (ranks sharing a GPU without
-  // MPS): 32-bit words, the collective number as the host counts it.
+  // MPS): 32-bit words, the collective number as the host counts it, and
+  // beside it the collective's fingerprint, which the waiter must find
+  // equal to its own (a different collective waits for its deadline: an
+  // error, never a wrong result).
   uint32_t streamArrivals[kSignalBarriers][2][kSignalRanks];
+  uint32_t streamFingerprints[kSignalBarriers][2][kSignalRanks];
   // Collectives this rank has run on the device. In device memory, so a
   // replayed CUDA graph continues the count; the last block of each
   // collective increments it.

@@ -74,4 +74,12 @@ void streamWaitValue32(void* stream, const uint32_t* address, uint32_t value) {
         "cuStreamWaitValue32");
 }
 
+void streamWaitValue32Equal(void* stream, const uint32_t* address, uint32_t value) {
+  const MemOps& ops = memOps();
+  if (ops.wait == nullptr) throw Error("ringreduce: " + ops.why);
+  check(ops.wait(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(address), value,
+                 CU_STREAM_WAIT_VALUE_EQ),
+        "cuStreamWaitValue32");
+}
+
 }  // namespace ringreduce::cuda

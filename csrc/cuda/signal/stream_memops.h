@@ -22,5 +22,7 @@ void streamWriteValue32(void* stream, uint32_t* address, uint32_t value);
 // wraps still compares, and a value far ahead releases any wait for an
 // earlier one (how a failed group frees its stuck stream).
 void streamWaitValue32(void* stream, const uint32_t* address, uint32_t value);
+// Later work on `stream` waits until the word at `address` equals `value`.
+void streamWaitValue32Equal(void* stream, const uint32_t* address, uint32_t value);
 
 }  // namespace ringreduce::cuda

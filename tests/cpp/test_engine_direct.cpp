@@ -1,0 +1,187 @@
+// Engine::runDirect (a collective run on the caller's thread, past the
+// queue: the device-flags path's launches) and Engine::closingExchange (the
+// device paths' cross-rank close at shutdown), on the loopback transport.
+// What must hold: a direct collective runs only when nothing is queued or
+// running, nothing is coalescing and the group is usable; it takes the next
+// sequence number, as a queued one would, so ranks that ran it different
+// ways still agree; a launch error other than bad arguments leaves the
+// group unusable; the closing exchange reaches every rank after the
+// executors stopped.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/record_allgather.h"
+#include "core/base/errors.h"
+#include "engine/engine.h"
+#include "transport/loopback/loopback_transport.h"
+
+using namespace ringreduce;
+
+namespace {
+
+class RecordingCallbacks : public OperationCallbacks {
+ public:
+  void succeeded(int) override { done_.set_value(""); }
+  void failed(std::exception_ptr error) override {
+    error_ = error;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      done_.set_value(e.what());
+    }
+  }
+  std::exception_ptr error() const override { return error_; }
+  // "" on success, else the error's text.
+  std::string outcome() { return done_.get_future().get(); }
+
+ private:
+  std::promise<std::string> done_;
+  std::exception_ptr error_;
+};
+
+std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
+                                  bool checkCollectives = false) {
+  Config config;
+  return std::make_unique<Engine>(std::make_unique<LoopbackTransport>(fabric, rank, config),
+                                  config, "test", checkCollectives,
+                                  [](const CollectiveFingerprint&) { return std::string("op"); });
+}
+
+// Queues a collective whose body runs `body`; returns its callbacks.
+// `neighbourCheck` false: as the backend queues a collective that a peer
+// may run directly (one checked on the device).
+std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
+                                          bool neighbourCheck = true) {
+  auto callbacks = std::make_shared<RecordingCallbacks>();
+  engine.submitCollective("queued", std::chrono::seconds(20), Runner::Worker,
+                          CollectiveFingerprint{}, 1, "", std::move(body),
+                          [&](uint64_t) { return callbacks; }, neighbourCheck);
+  return callbacks;
+}
+
+void eachRank(int n, const std::function<void(int)>& body) {
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { body(r); });
+  for (auto& t : ranks) t.join();
+}
+
+// Rank 0 runs collective 2 directly, rank 1 queues it (without the
+// neighbour check, which rank 0 sends none for): both number it 2, and the
+// queued collective 3 that follows meets its peer's 3.
+TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  eachRank(2, [&](int rank) {
+    auto engine = engineFor(fabric, rank);
+    auto exchangeBody = [&](uint64_t expectedSeq) {
+      return [&engine, rank, expectedSeq](const OpContext& op) {
+        EXPECT_EQ(op.seq, expectedSeq);
+        int mine = rank, all[2] = {-1, -1};
+        exchangeRecords(engine->comm(), op, 0, &mine, all, sizeof(int));
+        EXPECT_EQ(all[0] + all[1], 1);
+      };
+    };
+    EXPECT_EQ(queue(*engine, exchangeBody(1))->outcome(), "");
+    if (rank == 0) {
+      uint64_t seen = 0;
+      const uint64_t seq = engine->runDirect("direct", std::chrono::seconds(20), {}, "",
+                                             [&](const OpContext& op) { seen = op.seq; });
+      EXPECT_EQ(seq, 2u);
+      EXPECT_EQ(seen, 2u);
+    } else {
+      EXPECT_EQ(queue(
+                    *engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); }, false)
+                    ->outcome(),
+                "");
+    }
+    EXPECT_EQ(queue(*engine, exchangeBody(3))->outcome(), "");
+    EXPECT_EQ(engine->sequenceNumber(), 3u);
+  });
+}
+
+// Nothing runs past a collective that is queued or running.
+TEST(EngineDirect, NothingRunsPastQueuedWork) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> running{false};
+  auto blocked = queue(*engine, [&](const OpContext&) {
+    running = true;
+    released.wait();
+  });
+  while (!running) std::this_thread::yield();
+  EXPECT_FALSE(engine->canRunDirect());
+  bool ran = false;
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+                              [&](const OpContext&) { ran = true; }),
+            0u);
+  EXPECT_FALSE(ran);
+  release.set_value();
+  EXPECT_EQ(blocked->outcome(), "");
+  engine->waitForQueued();
+  EXPECT_TRUE(engine->canRunDirect());
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+                              [&](const OpContext&) { ran = true; }),
+            2u);
+  EXPECT_TRUE(ran);
+}
+
+TEST(EngineDirect, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  engine->startCoalescing();
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "", [](const OpContext&) {}),
+            0u);
+  engine->endCoalescing([](const auto&) { return std::make_shared<RecordingCallbacks>(); });
+  auto checked = engineFor(std::make_shared<LoopbackFabric>(1), 0, true);
+  EXPECT_FALSE(checked->canRunDirect());
+}
+
+// Bad arguments leave the group usable; anything else (a failed launch)
+// leaves it out of step with its peers, so it refuses what follows.
+TEST(EngineDirect, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+                                 [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
+               InvalidArgument);
+  EXPECT_TRUE(engine->canRunDirect());
+  EXPECT_FALSE(engine->givenUp());
+  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+                                 [](const OpContext&) { throw Error("kernel launch failed"); }),
+               Error);
+  EXPECT_TRUE(engine->givenUp());
+  EXPECT_FALSE(engine->canRunDirect());
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "", [](const OpContext&) {}),
+            0u);
+  const std::string refused = queue(*engine, [](const OpContext&) {})->outcome();
+  EXPECT_NE(refused.find("kernel launch failed"), std::string::npos) << refused;
+}
+
+// The device paths' close: every rank, after its executor stopped, meets
+// the others through the transport before the transport goes.
+TEST(EngineDirect, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
+  auto fabric = std::make_shared<LoopbackFabric>(3);
+  eachRank(3, [&](int rank) {
+    auto engine = engineFor(fabric, rank);
+    EXPECT_EQ(queue(*engine, [](const OpContext&) {})->outcome(), "");
+    int all[3] = {-1, -1, -1};
+    engine->shutdown([&] {
+      RecordExchange exchange = engine->closingExchange(std::chrono::seconds(20));
+      const int mine = 10 + rank;
+      exchange(&mine, all, sizeof(int));
+    });
+    EXPECT_EQ(all[0], 10);
+    EXPECT_EQ(all[1], 11);
+    EXPECT_EQ(all[2], 12);
+  });
+}
+
+}  // namespace
