@@ -19,6 +19,9 @@
 #   bench      the world-1 and event ping-pong floors, latency to 256 KiB
 #              with and without MPS, bandwidth to 64 MiB (flags, the
 #              default, the device ring, host staging)
+# RINGREDUCE_GPU_PHASES=kernels,flags,... runs only those phases (the build
+# always, incremental when build/py is still there), so the check can be
+# split over two calls on the same warm machine.
 # Never changes the GPU's settings (no nvidia-smi -c, no clocks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,10 +40,17 @@ started=$(date +%s)
 # is skipped (and says so) when too little is left.
 BUDGET=${RINGREDUCE_GPU_BUDGET_S:-460}
 
+PHASES=${RINGREDUCE_GPU_PHASES:-}
+# wanted NAME: whether this call runs the phase NAME.
+wanted() {
+  [ -z "$PHASES" ] || [ "$1" = build ] || [[ ",$PHASES," == *",$1,"* ]]
+}
+
 # run NAME SECONDS COMMAND...: one phase, bounded, its output kept.
 run() {
   local name=$1 limit=$2
   shift 2
+  wanted "$name" || return 0
   local t0 rc left
   left=$(( BUDGET - ($(date +%s) - started) ))
   if [ "$left" -lt 20 ]; then
@@ -98,7 +108,9 @@ PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
 # then says which phases were skipped): the new path and its figures first.
 run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
 run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
-if mps_start; then
+if ! wanted mps && ! wanted bench-mps; then
+  :
+elif mps_start; then
   run mps 90 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "oracle or graph or captured" \
     --maxfail 5
   run bench-mps 45 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50 \
