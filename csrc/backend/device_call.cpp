@@ -7,6 +7,10 @@
 
 #include "core/base/errors.h"
 
+#ifdef RINGREDUCE_WITH_CUDA
+#include "cuda/capture_mode.h"
+#endif
+
 namespace ringreduce {
 
 void issueDeviceCall(DeviceCall& call, const std::vector<at::Tensor>& tensors) {
@@ -26,6 +30,10 @@ void waitForStream(const c10::Stream& stream, const OpContext& op, const char* w
   done.record(stream);
   // Copies take microseconds to milliseconds: poll, backing off to 1 ms.
   auto pause = std::chrono::microseconds(5);
+#ifdef RINGREDUCE_WITH_CUDA
+  // The executor's polls must not break a graph the user captures meanwhile.
+  cuda::ThreadLocalCaptureMode relaxed;
+#endif
   while (!done.query()) {
     if (Clock::now() >= op.deadline) {
       throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +

@@ -277,10 +277,11 @@ namespace {
 
 // PREMUL_SUM, as NCCL defines it: each rank's input times a factor (a Python
 // number or a one-element tensor), then SUM. Floating and complex dtypes
-// only: the factor is a real number.
+// only: the factor is a real number. NCCLPreMulSumSupplement is the name
+// torch 2.11 has; later versions keep it as an alias of PreMulSumSupplement.
 Reduction checkPremulSum(const at::Tensor& tensor, const c10d::ReduceOp& op,
                          const CallSite& site) {
-  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  const auto* supplement = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK_VALUE(supplement != nullptr, where(site),
                     "PREMUL_SUM without its factor (make it with "
                     "torch.distributed._make_nccl_premul_sum)");

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/capture_mode.h"
 #include "cuda/cuda_error.h"
 #include "cuda/device_scope.h"
 
@@ -20,6 +21,7 @@ void* recordMark(int device, void* stream) {
 }
 
 bool markReached(void* mark) {
+  ThreadLocalCaptureMode relaxed;  // callers include the watchdog's thread
   if (cudaEventQuery(static_cast<cudaEvent_t>(mark)) == cudaSuccess) return true;
   (void)cudaGetLastError();  // cudaErrorNotReady
   return false;
@@ -46,6 +48,7 @@ bool StreamTracker::waitAll(int device, std::chrono::milliseconds limit) const {
       break;
     }
   }
+  ThreadLocalCaptureMode relaxed;
   for (cudaEvent_t event : events) {
     auto pause = std::chrono::microseconds(10);
     while (ok && cudaEventQuery(event) != cudaSuccess) {
