@@ -141,13 +141,16 @@ def main():
     parser.add_argument("--min-bytes", default="4K")
     parser.add_argument("--max-bytes", default="1G")
     parser.add_argument("--gloo-max-bytes", default="256M")
-    # Each a set of RINGREDUCE_* settings: "flags" is the device-flags path,
-    # "auto" the default (event barriers and host messages).
+    # Each a set of RINGREDUCE_* settings: "auto" the default (on one node
+    # the device-flags path, as "flags"), "twoshot" the IPC kernels with
+    # event barriers and host messages (the default before 2026-11-27).
     parser.add_argument("--variants", default="auto",
-                        help="comma-separated: auto, flags, ring (the device ring), host")
+                        help="comma-separated: auto, flags, twoshot, ring (the device ring), "
+                             "host")
     parser.add_argument("--no-gloo", action="store_true")
     args = parser.parse_args()
     variants = {"auto": {}, "flags": {"RINGREDUCE_CUDA_ALGO": "flags"},
+                "twoshot": {"RINGREDUCE_CUDA_ALGO": "twoshot"},
                 "ring": {"RINGREDUCE_CUDA_ALGO": "ring"}, "host": {"RINGREDUCE_CUDA_ALGO": "host"}}
     worlds = [int(w) for w in args.worlds.split(",")]
     sizes, n = [], _parse_bytes(args.min_bytes)

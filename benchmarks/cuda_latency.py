@@ -27,9 +27,13 @@ import time
 
 import torch
 
+# "auto" is the default (on one node the device-flags path, as "flags");
+# "oneshot" the IPC kernel with event barriers and host messages that was
+# the default for small tensors before 2026-11-27.
 VARIANTS = {
     "flags": {"RINGREDUCE_CUDA_ALGO": "flags"},
     "auto": {},
+    "oneshot": {"RINGREDUCE_CUDA_ALGO": "oneshot"},
 }
 
 
@@ -175,7 +179,7 @@ def main():
     parser.add_argument("--min-bytes", default="4")
     parser.add_argument("--max-bytes", default="256K")
     parser.add_argument("--iters", type=int, default=200)
-    parser.add_argument("--variants", default="flags,auto")
+    parser.add_argument("--variants", default="auto,oneshot")
     parser.add_argument("--no-nccl", action="store_true")
     args = parser.parse_args()
     sizes, n = [], _parse_bytes(args.min_bytes)

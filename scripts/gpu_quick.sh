@@ -11,6 +11,9 @@
 #   kernels    the fused kernel and its bad arguments; compute-sanitizer
 #              memcheck on them
 #   flags      the device-flags path without MPS (stream memory operations)
+#   capture    of those, only what CUDA graphs capture or refuse
+#   default    the default path (auto: device flags on one node) on every
+#              dtype and op, the other collectives, stream semantics
 #   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
 #              user-space daemon of our own, stopped afterwards
 #   ring       the device ring (UCX moving device segments), when .gpu/
@@ -108,20 +111,28 @@ PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
 # then says which phases were skipped): the new path and its figures first.
 run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
 run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
+run capture 40 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "capture"
+CUDA_TESTS=tests/gpu/test_cuda_tensors.py
+run default 100 "${PYTEST[@]}" --maxfail 3 \
+  "$CUDA_TESTS::test_allreduce_every_dtype_and_op[auto-2]" \
+  "$CUDA_TESTS::test_allreduce_every_dtype_and_op[auto-4]" \
+  "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-1]" \
+  "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-2]" \
+  "$CUDA_TESTS::test_stream_semantics[2]"
 if ! wanted mps && ! wanted bench-mps; then
   :
 elif mps_start; then
   run mps 90 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "oracle or graph or captured" \
     --maxfail 5
-  run bench-mps 45 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50 \
-    --variants flags --no-nccl
+  run bench-mps 60 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50 \
+    --variants auto,oneshot --no-nccl
   mps_stop
 else
   echo "mps: skipped (no MPS control daemon on this image)" | tee -a "$SUMMARY"
 fi
 run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 2,4 --iters 50
 run bench-bw 75 "$PYTHON" benchmarks/cuda_allreduce.py --worlds 2 --min-bytes 1M \
-  --max-bytes 64M --variants flags,auto,ring,host --no-gloo
+  --max-bytes 64M --variants auto,twoshot,ring,host --no-gloo
 run paths 60 "${PYTEST[@]}" tests/gpu/test_cuda_tensors.py \
   -k "stream_semantics or ddp_on_cuda_matches_gloo"
 if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then

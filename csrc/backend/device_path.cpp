@@ -132,7 +132,7 @@ bool DevicePath::capturing(const c10::Stream& stream) {
 
 bool DevicePath::flagsCheckIt(const Config& config, Direct kind, size_t bytes, int ranks,
                               DataType type, ReduceOp op) {
-  if (config.cudaAlgorithm != CudaAlgorithm::Flags) return false;
+  if (!config.cudaDeviceFlags) return false;
   switch (kind) {
     case Direct::Allreduce:  // any size: in place beyond the buffers
       return cuda::kernelUnsupportedReason(type, type, op).empty();
@@ -155,7 +155,7 @@ DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& con
                                                         exchange, carriesDevice);
   State* state = state_.get();
   state_->paths->setExportGuard([state](const void* ptr) { return state->mayExport(ptr); });
-  if (config.cudaAlgorithm == CudaAlgorithm::Flags) {
+  if (config.cudaDeviceFlags) {
     RR_LOG(Info, rank, "device-flags path: " << state_->paths->flagsSyncReason());
   }
 }

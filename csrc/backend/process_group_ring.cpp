@@ -81,6 +81,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     // (Lightning's launcher, mp.spawn, srun).
     ranksOnThisHost_ = std::max(transport->ranksOnThisHost(), ranksOnHostHint);
     config_ = Config::fromEnvironment(ranksOnThisHost_);
+    config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,

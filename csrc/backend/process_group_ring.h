@@ -165,6 +165,9 @@ class ProcessGroupRing : public c10d::Backend {
   // The ranks on this machine its defaults went by: this group's own count,
   // or ranksOnHostHint where larger (LOCAL_WORLD_SIZE aside).
   int ranksOnThisHost() const { return ranksOnThisHost_; }
+  // Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor
+  // take the device-flags path (Config::resolveDeviceFlags).
+  bool deviceFlags() const { return config_.cudaDeviceFlags; }
   // The settings the group was created with (RINGREDUCE_* names and values).
   std::vector<std::pair<std::string, std::string>> effectiveConfig() const {
     return config_.describe();

@@ -13,6 +13,9 @@
 
 namespace ringreduce::cuda {
 
+static_assert(Config::kDeviceFlagsMaxRanks <= kSignalRanks,
+              "auto must not choose the device flags for more ranks than the kernels serve");
+
 namespace {
 
 // What every rank tells the others at set-up (RankDevice, as plain bytes).
@@ -76,7 +79,12 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   const FlagsPlan plan = planFlags(ranks, config.cudaSync, config.cudaBlocks, mpsHow);
   // What CUDA collectives across nodes will take, said once per group.
   if (plan.sameNode && config.cudaAlgorithm != CudaAlgorithm::Ring) {
-    RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ", one node: IPC kernels");
+    RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ", one node: "
+                                      << (config.cudaDeviceFlags
+                                              ? "device flags (allreduce, "
+                                                "all_gather_into_tensor, reduce_scatter_tensor), "
+                                                "IPC kernels for the rest"
+                                              : "IPC kernels"));
   } else if (ringUsable_) {
     RR_LOG(Info, rank, "CUDA paths: " << plan.topology
                                       << ": the device ring (every rank's UCX moves CUDA memory)");
@@ -159,8 +167,8 @@ bool PathSelection::capturable(std::string* why) const {
   if (group && group->capturable()) return true;
   if (why) {
     *why = !group ? "CUDA graphs capture ringreduce collectives on the device-flags path "
-                      "only (RINGREDUCE_CUDA_ALGO=flags, set up by one collective before "
-                      "capture)"
+                      "only (every rank on one node, RINGREDUCE_CUDA_ALGO auto or flags, set up "
+                      "by one collective before capture)"
                     : "ranks sharing a GPU without MPS synchronise with stream memory "
                       "operations, whose values the host counts: a replay would reuse "
                       "them (start MPS, or give each rank its own GPU)";
@@ -230,17 +238,24 @@ DevicePathTaken PathSelection::choose(const Request& request, const RecordExchan
 DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                          void* stream, const RecordExchange& exchange,
                                          const CollectiveCall& call) {
-  if (config_.cudaAlgorithm == CudaAlgorithm::Flags) {
-    if (!signalUsable(exchange)) {
+  if (config_.cudaDeviceFlags) {
+    // Asked for, the flags path runs or raises; chosen by auto, it gives
+    // way to the IPC kernels where it cannot (every rank alike: the set-up
+    // and the dtype's kernel are the same verdict everywhere).
+    const bool asked = config_.cudaAlgorithm == CudaAlgorithm::Flags;
+    const bool usable = signalUsable(exchange);
+    if (!usable && asked) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=flags cannot run: " +
                             signalFailure_);
     }
     const std::string reason = kernelUnsupportedReason(type, type, op);
-    if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
-    if (count * elementSize(type) <= signal_->bufferBytes()) {
-      return signal_->allreduce(data, data, count, type, op, signalCall(stream, call));
+    if (!reason.empty() && asked) throw InvalidArgument("ringreduce: " + reason);
+    if (usable && reason.empty()) {
+      if (count * elementSize(type) <= signal_->bufferBytes()) {
+        return signal_->allreduce(data, data, count, type, op, signalCall(stream, call));
+      }
+      return allreduceLarge(data, count, type, op, stream, exchange, call);
     }
-    return allreduceLarge(data, count, type, op, stream, exchange, call);
   }
   Request request;
   request.allreduce = true;
@@ -308,7 +323,7 @@ DevicePathTaken PathSelection::allreduceLarge(void* data, size_t count, DataType
 DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, size_t count,
                                                DataType type, ReduceOp op, void* stream,
                                                const CollectiveCall& call) {
-  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+  if (!signal_ || !config_.cudaDeviceFlags ||
       count * elementSize(type) > signal_->bufferBytes() ||
       !kernelUnsupportedReason(type, type, op).empty()) {
     return DevicePathTaken::HostStaging;
@@ -319,7 +334,7 @@ DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, 
 DevicePathTaken PathSelection::allgatherDirect(const void* input, void* output,
                                                size_t countPerRank, DataType type, void* stream,
                                                const CollectiveCall& call) {
-  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+  if (!signal_ || !config_.cudaDeviceFlags ||
       countPerRank * elementSize(type) > signal_->bufferBytes()) {
     return DevicePathTaken::HostStaging;
   }
@@ -331,7 +346,7 @@ DevicePathTaken PathSelection::reduceScatterDirect(const void* input, void* outp
                                                    size_t countPerRank, DataType type,
                                                    ReduceOp op, void* stream,
                                                    const CollectiveCall& call) {
-  if (!signal_ || config_.cudaAlgorithm != CudaAlgorithm::Flags ||
+  if (!signal_ || !config_.cudaDeviceFlags ||
       countPerRank * elementSize(type) * size_ > signal_->bufferBytes() ||
       !kernelUnsupportedReason(type, type, op).empty()) {
     return DevicePathTaken::HostStaging;
@@ -355,7 +370,7 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
                                              size_t countPerRank, DataType type, ReduceOp op,
                                              void* stream, const RecordExchange& exchange,
                                              const CollectiveCall& call) {
-  if (config_.cudaAlgorithm == CudaAlgorithm::Flags && signalUsable(exchange)) {
+  if (config_.cudaDeviceFlags && signalUsable(exchange)) {
     const DevicePathTaken ran =
         reduceScatterDirect(input, output, countPerRank, type, op, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
@@ -377,7 +392,7 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
                                          DataType type, void* stream,
                                          const RecordExchange& exchange,
                                          const CollectiveCall& call) {
-  if (config_.cudaAlgorithm == CudaAlgorithm::Flags && signalUsable(exchange)) {
+  if (config_.cudaDeviceFlags && signalUsable(exchange)) {
     const DevicePathTaken ran = allgatherDirect(input, output, countPerRank, type, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
   }

@@ -36,6 +36,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
       .def("_ranks_on_this_host", &ringreduce::ProcessGroupRing::ranksOnThisHost,
            "The ranks on this machine the group's defaults went by (LOCAL_WORLD_SIZE aside).")
+      .def("_device_flags", &ringreduce::ProcessGroupRing::deviceFlags,
+           "Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor take "
+           "the device-flags path (auto on one host, or RINGREDUCE_CUDA_ALGO=flags).")
       .def("_trace_json", &ringreduce::ProcessGroupRing::traceJson,
            "The group's flight recorder (its last operations) as JSON.")
       .def("_shutdown_at_exit", &ringreduce::ProcessGroupRing::shutdownAtExit,

@@ -108,7 +108,8 @@ TEST(NameTables, ConfigReadsTheDeviceFlagsSettings) {
     EXPECT_EQ(config.cudaBlocks, 4);
   }
   const Config defaults = Config::fromEnvironment();
-  EXPECT_EQ(defaults.cudaAlgorithm, CudaAlgorithm::Auto);  // not the default until measured
+  EXPECT_EQ(defaults.cudaAlgorithm, CudaAlgorithm::Auto);
+  EXPECT_FALSE(defaults.cudaDeviceFlags);  // the group decides it (resolveDeviceFlags)
   EXPECT_EQ(defaults.cudaSync, CudaSync::Auto);
   {
     ScopedEnv buffer("RINGREDUCE_CUDA_BUFFER_BYTES", "5000");
@@ -130,4 +131,36 @@ TEST(NameTables, BadValueListsTheChoices) {
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_WIRE_DTYPE", "fp8"),
             "ringreduce: environment variable RINGREDUCE_CUDA_WIRE_DTYPE='fp8' must be one of: "
             "none, fp16, bf16");
+}
+
+// auto takes the device-flags path where every rank of the group runs on
+// this host and the kernels serve that many ranks; flags always; the named
+// IPC, NCCL, ring and host choices never.
+TEST(NameTables, DeviceFlagsAreAutosChoiceOnOneHost) {
+  struct Case {
+    CudaAlgorithm algo;
+    bool oneHost;
+    int size;
+    bool flags;
+  };
+  const Case cases[] = {
+      {CudaAlgorithm::Auto, true, 1, true},
+      {CudaAlgorithm::Auto, true, 2, true},
+      {CudaAlgorithm::Auto, true, Config::kDeviceFlagsMaxRanks, true},
+      {CudaAlgorithm::Auto, true, Config::kDeviceFlagsMaxRanks + 1, false},
+      {CudaAlgorithm::Auto, false, 4, false},
+      {CudaAlgorithm::Flags, false, 4, true},
+      {CudaAlgorithm::OneShot, true, 2, false},
+      {CudaAlgorithm::TwoShot, true, 2, false},
+      {CudaAlgorithm::Nccl, true, 2, false},
+      {CudaAlgorithm::Ring, true, 2, false},
+      {CudaAlgorithm::Host, true, 2, false},
+  };
+  for (const Case& c : cases) {
+    Config config;
+    config.cudaAlgorithm = c.algo;
+    config.resolveDeviceFlags(c.oneHost, c.size);
+    EXPECT_EQ(config.cudaDeviceFlags, c.flags)
+        << nameOf(c.algo) << ", one host " << c.oneHost << ", " << c.size << " ranks";
+  }
 }

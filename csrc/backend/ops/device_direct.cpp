@@ -1,5 +1,5 @@
 // CUDA collectives from the caller's thread, on the caller's stream, with
-// no host step (RINGREDUCE_CUDA_ALGO=flags, once the device-flags path is
+// no host step (the device-flags path, auto's choice on one node, once it is
 // set up): what makes a small allreduce cost a kernel launch instead of
 // two thread hand-offs, four event records and three host message rounds,
 // and what lets a CUDA graph capture it. The Work completes at once, as
@@ -31,7 +31,8 @@ void ProcessGroupRing::refuseCapture(const char* name, c10::Device device) {
   TORCH_CHECK(false, "ringreduce: ", name, " on rank ", rank_,
               " cannot be captured in a CUDA graph: only allreduce, all_gather_into_tensor "
               "and reduce_scatter_tensor on the device-flags path can be "
-              "(RINGREDUCE_CUDA_ALGO=flags, tensors within RINGREDUCE_CUDA_BUFFER_BYTES, one "
+              "(every rank on one node, RINGREDUCE_CUDA_ALGO auto or flags, tensors within "
+              "RINGREDUCE_CUDA_BUFFER_BYTES, one "
               "collective run before capture to set it up); this one would run outside the "
               "graph and never on replay");
 }
@@ -61,14 +62,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
   const c10::Stream stream = cudaImpl()->getStream(device);
   const bool capturing = DevicePath::capturing(stream);
   DevicePath* path = devicePathMade_.load();
-  const bool flags = config_.cudaAlgorithm == CudaAlgorithm::Flags;
+  const bool flags = config_.cudaDeviceFlags;
   const bool applies = flags && path != nullptr && path->device() == device &&
                        path->directApplies(kind, bytes, dtype, op);
   if (capturing) {
     std::string why;
     if (!flags) {
       why = "CUDA graphs capture ringreduce collectives on the device-flags path only "
-            "(RINGREDUCE_CUDA_ALGO=flags)";
+            "(every rank on one node, RINGREDUCE_CUDA_ALGO auto or flags)";
     } else if (path == nullptr) {
       why = "the device-flags path is set up by the group's first CUDA collective: run one "
             "before capture";

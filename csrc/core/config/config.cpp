@@ -262,6 +262,12 @@ std::vector<ConfigFileLine> readConfigFile(const std::string& path) {
   return lines;
 }
 
+void Config::resolveDeviceFlags(bool allRanksOnThisHost, int size) {
+  cudaDeviceFlags = cudaAlgorithm == CudaAlgorithm::Flags ||
+                    (cudaAlgorithm == CudaAlgorithm::Auto && allRanksOnThisHost &&
+                     size <= kDeviceFlagsMaxRanks);
+}
+
 Config Config::fromEnvironment(int ranksOnHost) {
   const char* path = std::getenv("RINGREDUCE_CONFIG");
   const std::string file = path == nullptr ? "" : path;

@@ -106,18 +106,26 @@ struct Config {
   bool payloadFree = false;
 
   // CUDA tensors. RINGREDUCE_CUDA_ALGO picks the allreduce path:
-  //   auto     our IPC kernels among ranks of one node (one-shot up to
-  //            cudaOneShotBytes, two-shot above), NCCL across nodes, host
-  //            staging over UCX when neither applies
+  //   auto     every rank on one node (at most kDeviceFlagsMaxRanks): the
+  //            device-flags path below for allreduce, all_gather_into_tensor
+  //            and reduce_scatter_tensor, our IPC kernels for the rest and
+  //            where the flags cannot be set up; across nodes the device
+  //            ring where UCX moves device memory, else NCCL, else host
+  //            staging over UCX
   //   oneshot, twoshot, staged   that IPC algorithm (cuda/ipc/ipc_collectives.h)
   //   nccl     NCCL (an error if it cannot run: missing, or two ranks on one GPU)
   //   host     pinned host staging over UCX
   //   flags    the device-flags path (cuda/signal/): every rank on one node,
   //            collectives synchronised on the device, launched from the
   //            caller's thread on its stream when nothing is queued ahead,
-  //            capturable in CUDA graphs. Not the default until a GPU run
-  //            has measured it.
+  //            capturable in CUDA graphs; an error where it cannot run.
+  //            auto's choice on one node since an H200 measured it
+  //            (benchmarks/RESULTS.md, "Device-flags path").
   CudaAlgorithm cudaAlgorithm = CudaAlgorithm::Auto;
+  // Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor
+  // take the device-flags path: decided by the group at its creation, alike
+  // on every rank (resolveDeviceFlags), not read from the environment.
+  bool cudaDeviceFlags = false;
   // flags: how ranks meet on the device. auto: kernels spinning on flags
   // where the ranks' kernels run at once (one GPU per rank, or MPS), stream
   // memory operations where ranks share a GPU time-sliced. RINGREDUCE_CUDA_SYNC.
@@ -171,6 +179,14 @@ struct Config {
   // where it is set, else these: launchers other than torchrun (Lightning's,
   // mp.spawn, srun) set no such variable.
   static Config fromEnvironment(int ranksOnHost = 0);
+
+  // The most ranks the device-flags kernels serve (cuda/signal/signal_pad.h).
+  static constexpr int kDeviceFlagsMaxRanks = 8;
+  // Sets cudaDeviceFlags: RINGREDUCE_CUDA_ALGO=flags, or auto where every
+  // one of the group's `size` ranks runs on this host and they are at most
+  // kDeviceFlagsMaxRanks. Both facts are the same on every rank (the
+  // transport's address exchange), so every rank decides alike.
+  void resolveDeviceFlags(bool allRanksOnThisHost, int size);
 
   // The settings as RINGREDUCE_* names and values, in the form the
   // environment and the config file take (the group's effective config).
