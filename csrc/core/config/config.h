@@ -120,7 +120,7 @@ struct Config {
   //            caller's thread on its stream when nothing is queued ahead,
   //            capturable in CUDA graphs; an error where it cannot run.
   //            auto's choice on one node since an H200 measured it
-  //            (benchmarks/RESULTS.md, "Device-flags path").
+  //            (benchmarks/RESULTS.md, "The device-flags path on an H200").
   CudaAlgorithm cudaAlgorithm = CudaAlgorithm::Auto;
   // Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor
   // take the device-flags path: decided by the group at its creation, alike
