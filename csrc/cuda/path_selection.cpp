@@ -88,6 +88,11 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   } else if (ringUsable_) {
     RR_LOG(Info, rank, "CUDA paths: " << plan.topology
                                       << ": the device ring (every rank's UCX moves CUDA memory)");
+    if (config.cudaWireDtype != WireDtype::None) {
+      RR_LOG(Warn, rank, "RINGREDUCE_CUDA_WIRE_DTYPE=" << nameOf(config.cudaWireDtype)
+                                                       << " is not applied on the device ring, "
+                                                          "which sends full-width values");
+    }
   } else {
     RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ": NCCL where it loads, else host "
                                       << "staging; no device ring: " << ringFailure_);

@@ -163,4 +163,14 @@ TEST(NameTables, DeviceFlagsAreAutosChoiceOnOneHost) {
     EXPECT_EQ(config.cudaDeviceFlags, c.flags)
         << nameOf(c.algo) << ", one host " << c.oneHost << ", " << c.size << " ranks";
   }
+  // A 16-bit wire keeps auto on the IPC kernels that carry it; flags, which
+  // carry none, refuses it instead of ignoring it.
+  for (WireDtype wire : {WireDtype::Fp16, WireDtype::Bf16}) {
+    Config config;
+    config.cudaWireDtype = wire;
+    config.resolveDeviceFlags(true, 2);
+    EXPECT_FALSE(config.cudaDeviceFlags) << nameOf(wire);
+    config.cudaAlgorithm = CudaAlgorithm::Flags;
+    EXPECT_THROW(config.resolveDeviceFlags(true, 2), InvalidArgument) << nameOf(wire);
+  }
 }

@@ -31,6 +31,27 @@ def test_auto_takes_the_device_flags_on_one_host(algo, expected):
         assert result["sum"] == [2.0] * 3
 
 
+def test_a_wire_dtype_keeps_auto_on_the_ipc_kernels_and_is_refused_with_flags():
+    env = {"RINGREDUCE_CUDA_WIRE_DTYPE": "bf16"}
+    for rank, result in enumerate(run_world(2, _choice, env=env, timeout=120)):
+        assert result["flags"] is False, (rank, result)
+    refused = run_world(2, _init_error, env=dict(env, RINGREDUCE_CUDA_ALGO="flags"), timeout=120)
+    for rank, message in enumerate(refused):
+        assert "ValueError" in message and "RINGREDUCE_CUDA_WIRE_DTYPE=bf16" in message, \
+            (rank, message)
+
+
+def _init_error(rank, world, init_method):
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                                world_size=world)
+    except Exception as error:  # noqa: BLE001 (the message is the result)
+        return f"{type(error).__name__}: {error}"
+    return "created"
+
+
 def test_auto_keeps_the_device_flags_off_across_nodes():
     env = dict(TRANSPORTS["tcp"])
     reports = run_world(2, _on_fake_node, [0, 1], _choice, env=env, timeout=120)

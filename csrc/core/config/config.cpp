@@ -263,8 +263,18 @@ std::vector<ConfigFileLine> readConfigFile(const std::string& path) {
 }
 
 void Config::resolveDeviceFlags(bool allRanksOnThisHost, int size) {
+  // The flags kernels move full-width values: a 16-bit wire asked for
+  // keeps auto on the IPC kernels that carry it, and is an error with flags.
+  const bool wire = cudaWireDtype != WireDtype::None;
+  if (cudaAlgorithm == CudaAlgorithm::Flags && wire) {
+    throw InvalidArgument(std::string("ringreduce: RINGREDUCE_CUDA_ALGO=flags does not carry "
+                                      "RINGREDUCE_CUDA_WIRE_DTYPE=") +
+                          nameOf(cudaWireDtype) +
+                          " (the oneshot and staged IPC kernels do; auto takes them when a "
+                          "wire dtype is set)");
+  }
   cudaDeviceFlags = cudaAlgorithm == CudaAlgorithm::Flags ||
-                    (cudaAlgorithm == CudaAlgorithm::Auto && allRanksOnThisHost &&
+                    (cudaAlgorithm == CudaAlgorithm::Auto && !wire && allRanksOnThisHost &&
                      size <= kDeviceFlagsMaxRanks);
 }
 

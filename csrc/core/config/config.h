@@ -183,9 +183,11 @@ struct Config {
   // The most ranks the device-flags kernels serve (cuda/signal/signal_pad.h).
   static constexpr int kDeviceFlagsMaxRanks = 8;
   // Sets cudaDeviceFlags: RINGREDUCE_CUDA_ALGO=flags, or auto where every
-  // one of the group's `size` ranks runs on this host and they are at most
-  // kDeviceFlagsMaxRanks. Both facts are the same on every rank (the
-  // transport's address exchange), so every rank decides alike.
+  // one of the group's `size` ranks runs on this host, they are at most
+  // kDeviceFlagsMaxRanks and no RINGREDUCE_CUDA_WIRE_DTYPE is set (the flags
+  // kernels carry none). Both facts are the same on every rank (the
+  // transport's address exchange), so every rank decides alike. Throws
+  // InvalidArgument for flags with a wire dtype.
   void resolveDeviceFlags(bool allRanksOnThisHost, int size);
 
   // The settings as RINGREDUCE_* names and values, in the form the
