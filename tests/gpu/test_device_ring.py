@@ -46,8 +46,10 @@ def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
     boot id, so neither UCX nor ringreduce takes them for one machine), one
     rank each on the one GPU, torchrun on each, no setting: across nodes
     with UCX moving CUDA memory, `auto` takes the device ring."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("tc") is None:
-        pytest.skip("needs root, util-linux's unshare and iproute2's tc")
+    # No link rate is set, so no tc: iproute2's ip is checked by the
+    # emulation itself (nodes.Unavailable below, with the reason).
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and util-linux's unshare")
     repo = __file__.rsplit("/tests/", 1)[0]
     spec = importlib.util.spec_from_file_location(
         "emulated_torchrun", os.path.join(repo, "benchmarks", "emulated_torchrun.py"))
