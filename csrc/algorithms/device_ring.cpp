@@ -243,7 +243,22 @@ void runDeviceRing(DeviceRing::Mode mode, const Comm& comm, const OpContext& op,
 
 void deviceRingAllreduce(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
                          DeviceSteps& steps) {
-  runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, args, steps);
+  const bool onWire = args.wire != WireDtype::None && args.type == DataType::Float32 &&
+                      (args.op == ReduceOp::Sum || args.op == ReduceOp::Avg) &&
+                      comm.size() > 1 && args.count > 0;
+  if (!onWire) return runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, args, steps);
+  // The ring on a 16-bit copy: its fence covers the narrowing (tickets are
+  // in order), so nothing is sent before the copy is whole.
+  DeviceRingArgs narrow = args;
+  narrow.type = args.wire == WireDtype::Fp16 ? DataType::Float16 : DataType::BFloat16;
+  narrow.data = steps.workspace(args.count * elementSize(narrow.type));
+  narrow.wire = WireDtype::None;
+  steps.convert(narrow.data, narrow.type, args.data, args.type, args.count);
+  runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, narrow, steps);
+  const Ticket widened = steps.convert(args.data, args.type, narrow.data, narrow.type, args.count);
+  DevicePoller(comm.transport, op).waitFor(steps, widened, [] {
+    return std::string("widen the 16-bit result");
+  });
 }
 
 void deviceRingReduceScatter(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,

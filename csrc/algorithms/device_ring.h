@@ -15,6 +15,7 @@
 #include "core/base/data_type.h"
 #include "core/base/op_context.h"
 #include "core/base/reduce_op.h"
+#include "core/config/cuda_choices.h"
 
 namespace ringreduce {
 
@@ -52,6 +53,14 @@ class DeviceSteps {
   // `bytes` from src to dst: an allgather's own block when the input is not
   // already in place, a one-rank reduce-scatter's output.
   virtual Ticket copy(void* dst, const void* src, size_t bytes) = 0;
+  // `count` float32 values to float16/bfloat16 or back (rounding to nearest
+  // even): the 16-bit wire's narrowing before the ring and widening after.
+  virtual Ticket convert(void* dst, DataType dstType, const void* src, DataType srcType,
+                         size_t count) = 0;
+  // Device memory of at least `bytes` that the transport can send from and
+  // receive into, kept (and reused) until a later call needs more: the
+  // 16-bit copy that a wire-dtype allreduce travels as.
+  virtual void* workspace(size_t bytes) = 0;
   // Everything enqueued so far, including what the queue itself waits for
   // (the caller's work that wrote the tensor): the schedule sends nothing
   // from the caller's memory before this is done.
@@ -72,6 +81,12 @@ struct DeviceRingArgs {
   // here, chunkOf(count, n, r).count elements (reduce_scatter_tensor's
   // output, written by the last step's reductions themselves).
   void* output = nullptr;
+  // Allreduce only: fp16 or bf16 sends float32 SUM/AVG as 16-bit floats
+  // (RINGREDUCE_WIRE_DTYPE's scheme, algorithms/wire_dtype.h: rounded once
+  // to the wire type, combined in float32 and rounded once per step,
+  // widened back alike on every rank), so the host ring's bits with that
+  // wire. Ignored for other types and ops, and for one rank.
+  WireDtype wire = WireDtype::None;
 };
 
 // In place: every rank ends with the reduction of all ranks' buffers, with

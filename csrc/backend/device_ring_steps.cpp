@@ -51,6 +51,23 @@ DeviceSteps::Ticket CudaRingSteps::copy(void* dst, const void* src, size_t bytes
   return mark();
 }
 
+// The fused kernel's wire cast: one source, float32 <-> float16/bfloat16.
+DeviceSteps::Ticket CudaRingSteps::convert(void* dst, DataType dstType, const void* src,
+                                           DataType srcType, size_t count) {
+  cuda::launchCast(src, srcType, dst, dstType, count, 0, device_, stream_);
+  return mark();
+}
+
+// Grown only between collectives: the ring returns with all its device work
+// done, so nothing still reads or writes the smaller one.
+void* CudaRingSteps::workspace(size_t bytes) {
+  if (!workspace_ || workspace_->bytes() < bytes) {
+    workspace_.reset();
+    workspace_ = std::make_unique<cuda::DeviceBuffer>(device_, bytes);
+  }
+  return workspace_->data();
+}
+
 DeviceSteps::Ticket CudaRingSteps::fence() { return mark(); }
 
 bool CudaRingSteps::done(Ticket ticket) {

@@ -40,6 +40,9 @@ class CudaRingSteps : public DeviceSteps {
   Ticket reduce(void* dst, const void* received, void* alsoTo, size_t count, DataType type,
                 ReduceOp op, int avgDivisor) override;
   Ticket copy(void* dst, const void* src, size_t bytes) override;
+  Ticket convert(void* dst, DataType dstType, const void* src, DataType srcType,
+                 size_t count) override;
+  void* workspace(size_t bytes) override;
   Ticket fence() override;
   bool done(Ticket ticket) override;
 
@@ -49,6 +52,7 @@ class CudaRingSteps : public DeviceSteps {
   const int device_;
   void* stream_ = nullptr;
   std::unique_ptr<cuda::DeviceBuffer> slots_;
+  std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the 16-bit wire's copy, grown on demand
   std::deque<std::pair<Ticket, void*>> pending_;  // tickets and their events, in order
   Ticket next_ = 0;
   Ticket reached_ = 0;  // every ticket up to this one is done

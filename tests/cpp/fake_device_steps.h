@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "algorithms/device_ring.h"
+#include "core/math/half_conversion.h"
 #include "core/math/host_reduce.h"
 #include "schedule_log.h"
 
@@ -86,6 +87,25 @@ class FakeDeviceSteps : public DeviceSteps {
     ++copies_;
     return enqueue(npos, [=] { std::memmove(dst, src, bytes); });
   }
+  // As the device would: float32 <-> float16/bfloat16, rounding to nearest
+  // even (the host's conversions, which the wire-dtype host ring uses too).
+  Ticket convert(void* dst, DataType dstType, const void* src, DataType srcType,
+                 size_t count) override {
+    ++converts_;
+    return enqueue(npos, [=] {
+      if (srcType == DataType::Float32) {
+        floatBufferToHalf(dstType == DataType::Float16, static_cast<const float*>(src),
+                          static_cast<uint16_t*>(dst), count);
+      } else {
+        halfBufferToFloat(srcType == DataType::Float16, static_cast<const uint16_t*>(src),
+                          static_cast<float*>(dst), count);
+      }
+    });
+  }
+  void* workspace(size_t bytes) override {
+    if (workspace_.size() < bytes) workspace_.resize(bytes);
+    return workspace_.data();
+  }
   Ticket fence() override {
     const Ticket ticket = enqueue(npos, [] {});
     fences_.push_back(ticket);
@@ -107,6 +127,7 @@ class FakeDeviceSteps : public DeviceSteps {
   const std::vector<ReduceRecord>& reduces() const { return records_; }
   const std::vector<Ticket>& fences() const { return fences_; }
   size_t copies() const { return copies_; }
+  size_t converts() const { return converts_; }
   size_t unfinished() const { return queue_.size(); }
   int slotIndexOf(const void* p) const {
     const auto* at = static_cast<const uint8_t*>(p);
@@ -152,6 +173,8 @@ class FakeDeviceSteps : public DeviceSteps {
   std::vector<ReduceRecord> records_;
   std::vector<Ticket> fences_;
   size_t copies_ = 0;
+  size_t converts_ = 0;
+  std::vector<uint8_t> workspace_;
   std::deque<Work> queue_;
   Ticket next_ = 0;      // the last ticket handed out
   Ticket finished_ = 0;  // the last one finished (all before it too)

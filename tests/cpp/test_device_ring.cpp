@@ -14,6 +14,7 @@
 #include "algorithms/device_ring.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/base/errors.h"
+#include "core/math/half_conversion.h"
 #include "core/plan/partition.h"
 #include "fake_device_steps.h"
 #include "rank_threads.h"
@@ -141,6 +142,61 @@ TEST_P(DeviceRing, AllreduceMatchesTheHostRingAndTheReference) {
         checkAllreduce<float>(c, device, seq, count, ReduceOp::Sum, ++salt, false);
       }
       EXPECT_EQ(device.unfinished(), 0u);  // nothing left on the device at return
+    });
+  }
+}
+
+// float32 SUM and AVG on a 16-bit wire: the host ring's bits on the same
+// 16-bit copy (what RINGREDUCE_WIRE_DTYPE does on the host: round once,
+// combine in float32 rounding once per step, widen back), on every rank
+// alike; one narrowing and one widening on the device, the ring's
+// reductions in the 16-bit type. Other types, MAX and one rank ignore it.
+TEST_P(DeviceRing, AllreduceOnASixteenBitWireMatchesTheHostRingOnIt) {
+  for (int n : {2, 3, 4}) {
+    runComms(n, GetParam(), [&](const Comm& c, int rank) {
+      FakeDeviceSteps device(fakeFor(rank));
+      uint64_t seq = 0;
+      uint32_t salt = 0;
+      for (WireDtype wire : {WireDtype::Fp16, WireDtype::Bf16}) {
+        const bool half = wire == WireDtype::Fp16;
+        const DataType wireType = half ? DataType::Float16 : DataType::BFloat16;
+        for (size_t count : kCounts) {
+          for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+            auto onDevice = inputOf<float>(rank, count, ++salt, false);
+            std::vector<uint16_t> narrow(count);
+            floatBufferToHalf(half, onDevice.data(), narrow.data(), count);
+            ringAllreduce(c, opNamed("allreduce", ++seq), {narrow.data(), count, wireType, op});
+            std::vector<float> expected(count);
+            halfBufferToFloat(half, narrow.data(), expected.data(), count);
+            const size_t convertsBefore = device.converts();
+            const size_t reducesBefore = device.reduces().size();
+            DeviceRingArgs args{onDevice.data(), count, DataType::Float32, op};
+            args.wire = wire;
+            deviceRingAllreduce(c, opNamed("allreduce", ++seq), args, device);
+            ASSERT_TRUE(sameBits(onDevice, expected))
+                << nameOf(wire) << " " << reduceOpName(op) << " count " << count << " n " << n;
+            EXPECT_EQ(device.converts(), convertsBefore + 2);
+            // Every reduction ran on the 16-bit copy, none on the caller's floats.
+            for (size_t i = reducesBefore; i < device.reduces().size(); ++i) {
+              EXPECT_NE(device.reduces()[i].dst, static_cast<const void*>(onDevice.data()));
+            }
+          }
+        }
+        // MAX, and int64 SUM: the wire does not apply, nothing is converted.
+        const size_t convertsBefore = device.converts();
+        auto maxed = inputOf<float>(rank, 1001, ++salt, true);
+        DeviceRingArgs maxArgs{maxed.data(), maxed.size(), DataType::Float32, ReduceOp::Max};
+        maxArgs.wire = wire;
+        deviceRingAllreduce(c, opNamed("allreduce", ++seq), maxArgs, device);
+        ASSERT_TRUE(sameBits(maxed, referenceOf<float>(n, 1001, salt, ReduceOp::Max)));
+        auto ints = inputOf<int64_t>(rank, 1001, ++salt, true);
+        DeviceRingArgs intArgs{ints.data(), ints.size(), DataType::Int64, ReduceOp::Sum};
+        intArgs.wire = wire;
+        deviceRingAllreduce(c, opNamed("allreduce", ++seq), intArgs, device);
+        ASSERT_TRUE(sameBits(ints, referenceOf<int64_t>(n, 1001, salt, ReduceOp::Sum)));
+        EXPECT_EQ(device.converts(), convertsBefore);
+      }
+      EXPECT_EQ(device.unfinished(), 0u);
     });
   }
 }

@@ -35,3 +35,22 @@ def sweep(rank, world, init_method):
             report.check(f"reduce_scatter_tensor input untouched {dtype} {per}", mine, keep)
     torch.cuda.synchronize()
     return report.as_dict()
+
+
+def wire(rank, world, init_method):
+    """float32 SUM and AVG on a 16-bit wire (RINGREDUCE_WIRE_DTYPE set by
+    the test): the device ring gives the host ring's bits on the same wire,
+    the same tensor reduced as a CPU tensor in the same group."""
+    _init(rank, world, init_method)
+    report = Report()
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+        for count in (7, 70001, (3 << 20) + 5):
+            x = make_input(torch.float32, (count,), rank, 700 + count)
+            on_host = x.clone()
+            on_device = x.cuda()
+            dist.all_reduce(on_host, op=op)
+            dist.all_reduce(on_device, op=op)
+            report.check(f"all_reduce {op} {count} on the wire", on_device.cpu(), on_host)
+    torch.cuda.synchronize()
+    return report.as_dict()
+

@@ -41,6 +41,15 @@ def test_every_collective_against_the_oracle(world):
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
 
 
+@pytest.mark.parametrize("wire", ["fp16", "bf16"])
+def test_a_sixteen_bit_wire_gives_the_host_rings_bits(wire):
+    import ring_cases
+    env = {"RINGREDUCE_CUDA_ALGO": "ring", "RINGREDUCE_WIRE_DTYPE": wire}
+    for rank, result in enumerate(run_world(2, ring_cases.wire, env=env, timeout=300)):
+        assert result["checked"] > 0, f"rank {rank} checked nothing"
+        assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
+
+
 def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
     """Two emulated nodes (network namespaces with their own hostname and
     boot id, so neither UCX nor ringreduce takes them for one machine), one

@@ -115,10 +115,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
           const DevicePathTaken ran =
               step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange, step.call);
           if (ran == DevicePathTaken::DeviceRing) {
-            deviceRingAllreduce(comm(), ctx.part(1),
-                                {flat.data_ptr(), static_cast<size_t>(flat.numel()), red.type,
-                                 red.op},
-                                *step.path->ringSteps(step.stream));
+            DeviceRingArgs args{flat.data_ptr(), static_cast<size_t>(flat.numel()), red.type,
+                                red.op};
+            // The CUDA wire if set, else the host one (which host staging
+            // across nodes, the path before the device ring, carried).
+            args.wire = config_.cudaWireDtype != WireDtype::None ? config_.cudaWireDtype
+                                                                 : config_.hostWireDtype;
+            deviceRingAllreduce(comm(), ctx.part(1), args, *step.path->ringSteps(step.stream));
           }
           if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
             if (!direct) tensor.copy_(flat);

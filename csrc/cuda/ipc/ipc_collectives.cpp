@@ -132,17 +132,7 @@ void IpcCollectives::copyCast(const void* src, DataType from, void* dst, DataTyp
     copyOnStream(device_, dst, src, count * elementSize(from), stream);
     return;
   }
-  ReduceCopyArgs args;
-  args.srcs[0] = src;
-  args.nsrc = 1;
-  args.dsts[0] = dst;
-  args.ndst = 1;
-  args.count = count;
-  args.srcType = from;
-  args.dstType = to;
-  args.op = ReduceOp::Sum;
-  args.avgDivisor = avgDivisor;
-  launchReduceCopy(args, device_, stream);
+  launchCast(src, from, dst, to, count, avgDivisor, device_, stream);
 }
 
 DevicePathTaken IpcCollectives::allreduce(void* data, size_t count, DataType type, ReduceOp op,

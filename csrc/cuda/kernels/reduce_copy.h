@@ -56,4 +56,22 @@ std::string reduceCopyArgsProblem(const ReduceCopyArgs& args);
 // reduceCopyArgsProblem names and Error for a CUDA failure.
 void launchReduceCopy(const ReduceCopyArgs& args, int device, void* stream);
 
+// The wire cast alone: `count` values from src (`from`) to dst (`to`),
+// float32 <-> float16/bfloat16 or the same type, dividing by avgDivisor
+// when it is above 1 (AVG's division, fused into the cast).
+inline void launchCast(const void* src, DataType from, void* dst, DataType to, size_t count,
+                       int avgDivisor, int device, void* stream) {
+  ReduceCopyArgs args;
+  args.srcs[0] = src;
+  args.nsrc = 1;
+  args.dsts[0] = dst;
+  args.ndst = 1;
+  args.count = count;
+  args.srcType = from;
+  args.dstType = to;
+  args.op = avgDivisor > 1 ? ReduceOp::Avg : ReduceOp::Sum;
+  args.avgDivisor = avgDivisor > 1 ? avgDivisor : 0;
+  launchReduceCopy(args, device, stream);
+}
+
 }  // namespace ringreduce::cuda
