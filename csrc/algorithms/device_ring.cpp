@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -235,29 +236,37 @@ void runDeviceRing(DeviceRing::Mode mode, const Comm& comm, const OpContext& op,
     }
     return;
   }
-  const int divisor = args.op == ReduceOp::Avg ? comm.size() : 0;
+  const int divisor =
+      args.op == ReduceOp::Avg ? (args.avgDivisor > 0 ? args.avgDivisor : comm.size()) : 0;
   DeviceRing(mode, comm, op, args, steps, divisor).run();
 }
 
 }  // namespace
 
-void deviceRingAllreduce(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
-                         DeviceSteps& steps) {
+void withDeviceWire(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
+                    DeviceSteps& steps, const std::function<void(const DeviceRingArgs&)>& run) {
   const bool onWire = args.wire != WireDtype::None && args.type == DataType::Float32 &&
                       (args.op == ReduceOp::Sum || args.op == ReduceOp::Avg) &&
                       comm.size() > 1 && args.count > 0;
-  if (!onWire) return runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, args, steps);
-  // The ring on a 16-bit copy: its fence covers the narrowing (tickets are
-  // in order), so nothing is sent before the copy is whole.
+  if (!onWire) return run(args);
+  // The collective on a 16-bit copy: the ring's fence covers the narrowing
+  // (tickets are in order), so nothing is sent before the copy is whole.
   DeviceRingArgs narrow = args;
   narrow.type = args.wire == WireDtype::Fp16 ? DataType::Float16 : DataType::BFloat16;
   narrow.data = steps.workspace(args.count * elementSize(narrow.type));
   narrow.wire = WireDtype::None;
   steps.convert(narrow.data, narrow.type, args.data, args.type, args.count);
-  runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, narrow, steps);
+  run(narrow);
   const Ticket widened = steps.convert(args.data, args.type, narrow.data, narrow.type, args.count);
   DevicePoller(comm.transport, op).waitFor(steps, widened, [] {
     return std::string("widen the 16-bit result");
+  });
+}
+
+void deviceRingAllreduce(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
+                         DeviceSteps& steps) {
+  withDeviceWire(comm, op, args, steps, [&](const DeviceRingArgs& onWire) {
+    runDeviceRing(DeviceRing::Mode::Allreduce, comm, op, onWire, steps);
   });
 }
 

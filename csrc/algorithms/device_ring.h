@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "algorithms/comm.h"
 #include "core/base/data_type.h"
@@ -87,6 +88,10 @@ struct DeviceRingArgs {
   // widened back alike on every rank), so the host ring's bits with that
   // wire. Ignored for other types and ops, and for one rank.
   WireDtype wire = WireDtype::None;
+  // AVG only, > 0: the divisor instead of the ring's size (a phase of a
+  // larger collective, algorithms/device_two_level.h, divides by all of
+  // its ranks).
+  int avgDivisor = 0;
 };
 
 // In place: every rank ends with the reduction of all ranks' buffers, with
@@ -96,6 +101,13 @@ struct DeviceRingArgs {
 // divides once, in the last reduce step. On return all device work is done.
 void deviceRingAllreduce(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
                          DeviceSteps& steps);
+
+// Runs `run` on `args` as they travel: where args.wire applies (float32
+// SUM/AVG, more than one rank), on a 16-bit copy in steps.workspace(),
+// narrowed before and widened back into args.data after (waited for);
+// otherwise on `args` themselves. The allreduces above and below use it.
+void withDeviceWire(const Comm& comm, const OpContext& op, const DeviceRingArgs& args,
+                    DeviceSteps& steps, const std::function<void(const DeviceRingArgs&)>& run);
 
 // In place, as ringReduceScatter: afterwards chunk r of `data`
 // (chunkOf(count, n, r)) on rank r holds the reduction of that chunk over

@@ -310,6 +310,8 @@ DeviceSteps* DevicePath::ringSteps(const c10::Stream& stream) {
   return state_->ring.get();
 }
 
+const Topology& DevicePath::nodes() const { return state_->paths->nodes(); }
+
 bool DevicePath::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
   if (!state_) return false;
   state_->watchdog.reset();  // joins: nothing reads the group from here on
@@ -350,6 +352,11 @@ DevicePath::DevicePath(int, int, c10::Device device, const Config&, const Record
     : device_(device), state_(std::make_unique<State>()) {}
 
 DeviceSteps* DevicePath::ringSteps(const c10::Stream&) { return nullptr; }
+
+const Topology& DevicePath::nodes() const {
+  static const Topology none;
+  return none;
+}
 
 DevicePathTaken DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, const c10::Stream&,
                                       const RecordExchange&, const Call&) {

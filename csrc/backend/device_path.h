@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "algorithms/device_ring.h"
+#include "core/plan/topology.h"
 #include "core/base/data_type.h"
 #include "core/base/record_exchange.h"
 #include "core/base/reduce_op.h"
@@ -110,6 +111,9 @@ class DevicePath {
   // on `stream`, for a collective the paths answered DeviceRing; made on
   // first use. Null where the CUDA path is not compiled.
   DeviceSteps* ringSteps(const c10::Stream& stream);
+  // Which ranks share a node, as set-up found (the device ring's two
+  // levels). One node of every rank where the CUDA path is not compiled.
+  const Topology& nodes() const;
 
   // One launch of the fused reduce-copy kernel on the current stream of the
   // tensors' device: every destination gets the reduction of every source.

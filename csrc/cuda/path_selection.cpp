@@ -72,6 +72,9 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
                      "with CUDA does)";
     }
   }
+  std::vector<uint64_t> hosts;
+  for (const IdentityRecord& r : records) hosts.push_back(r.host);
+  nodes_ = Topology::fromHostHashes(hosts);
   std::vector<RankDevice> ranks;
   for (const IdentityRecord& r : records) {
     ranks.push_back(RankDevice{r.host, r.gpu, r.mps != 0, r.memOps != 0, r.sms});
@@ -87,7 +90,10 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
                                               : "IPC kernels"));
   } else if (ringUsable_) {
     RR_LOG(Info, rank, "CUDA paths: " << plan.topology
-                                      << ": the device ring (every rank's UCX moves CUDA memory)");
+                                      << ": the device ring (every rank's UCX moves CUDA memory)"
+                                      << (nodes_.equalNodesOfSeveralRanks()
+                                              ? ", allreduce in two levels (equal nodes)"
+                                              : ""));
     const WireDtype wire =
         config.cudaWireDtype != WireDtype::None ? config.cudaWireDtype : config.hostWireDtype;
     if (wire != WireDtype::None) {

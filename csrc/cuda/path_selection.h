@@ -33,6 +33,7 @@
 #include "core/base/record_exchange.h"
 #include "core/base/reduce_op.h"
 #include "core/config/config.h"
+#include "core/plan/topology.h"
 #include "core/config/cuda_choices.h"
 #include "cuda/ipc/ipc_collectives.h"
 #include "cuda/nccl/nccl_communicator.h"
@@ -103,6 +104,9 @@ class PathSelection {
 
   // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
+  // Which ranks share a node (from the host identities set-up exchanged):
+  // the device ring's two levels (algorithms/device_two_level.h).
+  const Topology& nodes() const { return nodes_; }
   // How the device-flags path would synchronise, and why.
   CudaSync flagsSync() const { return sync_; }
   const std::string& flagsSyncReason() const { return syncReason_; }
@@ -135,6 +139,7 @@ class PathSelection {
   bool sameNode_ = false;
   bool gpuShared_ = false;
   std::string topology_;
+  Topology nodes_;
   CudaSync sync_ = CudaSync::Auto;  // Auto here: the flags path cannot run
   std::string syncReason_;
   int maxBlocks_ = kSignalBlocks;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "algorithms/device_ring.h"
+#include "algorithms/device_two_level.h"
+#include "algorithms/two_level_allreduce.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/base/errors.h"
 #include "core/math/half_conversion.h"
@@ -195,6 +197,78 @@ TEST_P(DeviceRing, AllreduceOnASixteenBitWireMatchesTheHostRingOnIt) {
         deviceRingAllreduce(c, opNamed("allreduce", ++seq), intArgs, device);
         ASSERT_TRUE(sameBits(ints, referenceOf<int64_t>(n, 1001, salt, ReduceOp::Sum)));
         EXPECT_EQ(device.converts(), convertsBefore);
+      }
+      EXPECT_EQ(device.unfinished(), 0u);
+    });
+  }
+}
+
+// Two levels on equal nodes (blocks and interleaved ranks): the reference
+// for every op on exact inputs, and on any floats the bits of the host's
+// two-level allreduce with a ring across (the same chunks and order of
+// combination), the 16-bit wire included. Unequal nodes, one node and one
+// rank per node take the flat device ring: its bits.
+TEST_P(DeviceRing, TwoLevelOnEqualNodesMatchesTheReferenceAndTheHostsTwoLevel) {
+  struct Layout {
+    std::vector<int> nodeOf;
+    bool twoLevel;
+  };
+  const Layout layouts[] = {
+      {{0, 0, 1, 1}, true},    {{0, 1, 0, 1}, true}, {{0, 0, 0, 1, 1, 1}, true},
+      {{0, 0, 1, 1, 2, 2}, true}, {{0, 0, 0, 1}, false}, {{0, 1, 2}, false},
+      {{0, 0, 0}, false},
+  };
+  for (const Layout& layout : layouts) {
+    const Topology topology = Topology::fromLabels(layout.nodeOf);
+    ASSERT_EQ(topology.equalNodesOfSeveralRanks(), layout.twoLevel);
+    const int n = topology.size();
+    runComms(n, GetParam(), [&](const Comm& c, int rank) {
+      FakeDeviceSteps device(fakeFor(rank));
+      uint64_t seq = 0;
+      uint32_t salt = 0;
+      for (size_t count : kCounts) {
+        for (ReduceOp op : kOps) {
+          auto f = inputOf<float>(rank, count, ++salt, true);
+          deviceTwoLevelAllreduce(c, opNamed("allreduce", ++seq),
+                                  {f.data(), count, DataType::Float32, op}, topology, device);
+          ASSERT_TRUE(sameBits(f, referenceOf<float>(n, count, salt, op)))
+              << "float " << reduceOpName(op) << " count " << count << " n " << n;
+          auto i = inputOf<int64_t>(rank, count, ++salt, true);
+          deviceTwoLevelAllreduce(c, opNamed("allreduce", ++seq),
+                                  {i.data(), count, DataType::Int64, op}, topology, device);
+          ASSERT_TRUE(sameBits(i, referenceOf<int64_t>(n, count, salt, op)))
+              << "int64 " << reduceOpName(op) << " count " << count << " n " << n;
+        }
+        // Any floats: the host's two-level bits (the flat ring's where the
+        // two levels do not apply), on float32 and on a bfloat16 wire.
+        auto onDevice = inputOf<float>(rank, count, ++salt, false);
+        auto onHost = onDevice;
+        deviceTwoLevelAllreduce(c, opNamed("allreduce", ++seq),
+                                {onDevice.data(), count, DataType::Float32, ReduceOp::Sum},
+                                topology, device);
+        std::vector<uint16_t> narrow(count);
+        auto wired = inputOf<float>(rank, count, ++salt, false);
+        floatBufferToHalf(false, wired.data(), narrow.data(), count);
+        if (layout.twoLevel) {
+          twoLevelAllreduce(c, opNamed("allreduce", ++seq),
+                            {{onHost.data(), count, DataType::Float32, ReduceOp::Sum}, &topology,
+                             AllreduceAlgorithm::Ring});
+          twoLevelAllreduce(c, opNamed("allreduce", ++seq),
+                            {{narrow.data(), count, DataType::BFloat16, ReduceOp::Sum},
+                             &topology, AllreduceAlgorithm::Ring});
+        } else {
+          ringAllreduce(c, opNamed("allreduce", ++seq),
+                        {onHost.data(), count, DataType::Float32, ReduceOp::Sum});
+          ringAllreduce(c, opNamed("allreduce", ++seq),
+                        {narrow.data(), count, DataType::BFloat16, ReduceOp::Sum});
+        }
+        ASSERT_TRUE(sameBits(onDevice, onHost)) << "count " << count << " n " << n;
+        std::vector<float> expected(count);
+        halfBufferToFloat(false, narrow.data(), expected.data(), count);
+        DeviceRingArgs args{wired.data(), count, DataType::Float32, ReduceOp::Sum};
+        args.wire = WireDtype::Bf16;
+        deviceTwoLevelAllreduce(c, opNamed("allreduce", ++seq), args, topology, device);
+        ASSERT_TRUE(sameBits(wired, expected)) << "bf16 wire, count " << count << " n " << n;
       }
       EXPECT_EQ(device.unfinished(), 0u);
     });

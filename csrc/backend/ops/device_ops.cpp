@@ -10,6 +10,7 @@
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/collective_check.h"
 #include "algorithms/device_ring.h"
+#include "algorithms/device_two_level.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
@@ -121,7 +122,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
             // across nodes, the path before the device ring, carried).
             args.wire = config_.cudaWireDtype != WireDtype::None ? config_.cudaWireDtype
                                                                  : config_.hostWireDtype;
-            deviceRingAllreduce(comm(), ctx.part(1), args, *step.path->ringSteps(step.stream));
+            // In two levels on equal nodes of several ranks, else flat.
+            deviceTwoLevelAllreduce(comm(), ctx.part(1), args, step.path->nodes(),
+                                    *step.path->ringSteps(step.stream));
           }
           if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
             if (!direct) tensor.copy_(flat);

@@ -31,6 +31,12 @@ struct Topology {
   bool regular() const;
   // Ranks on the most crowded node.
   int maxRanksPerNode() const;
+  // More than one node, each of the same number of ranks, more than one:
+  // where the device ring's allreduce runs in two levels
+  // (algorithms/device_two_level.h).
+  bool equalNodesOfSeveralRanks() const {
+    return nodes() > 1 && regular() && maxRanksPerNode() > 1;
+  }
 };
 
 }  // namespace ringreduce
