@@ -50,11 +50,13 @@ def test_a_sixteen_bit_wire_gives_the_host_rings_bits(wire):
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
 
 
-def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_across_emulated_nodes_the_ring_is_chosen_and_exact(per_node):
     """Two emulated nodes (network namespaces with their own hostname and
-    boot id, so neither UCX nor ringreduce takes them for one machine), one
-    rank each on the one GPU, torchrun on each, no setting: across nodes
-    with UCX moving CUDA memory, `auto` takes the device ring."""
+    boot id, so neither UCX nor ringreduce takes them for one machine),
+    `per_node` ranks each on the one GPU, torchrun on each, no setting:
+    across nodes with UCX moving CUDA memory, `auto` takes the device ring,
+    and with two ranks per node its allreduce runs in two levels."""
     # No link rate is set, so no tc: iproute2's ip is checked by the
     # emulation itself (nodes.Unavailable below, with the reason).
     if os.geteuid() != 0 or shutil.which("unshare") is None:
@@ -65,7 +67,8 @@ def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
     nodes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(nodes)
     env = dict(os.environ, UCX_NET_DEVICES="eth1", RINGREDUCE_DEBUG="INFO")
-    command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+    command = ["torchrun", "--nnodes", "2", "--nproc-per-node", str(per_node),
+               "--rdzv-backend", "c10d",
                "--rdzv-endpoint", "node0:29400", "--rdzv-id", "device-ring",
                os.path.join(repo, "tests", "gpu", "ring_nodes_script.py")]
     try:
@@ -75,4 +78,5 @@ def test_across_emulated_nodes_the_ring_is_chosen_and_exact():
     for node, (code, out, err) in enumerate(results):
         assert code == 0, f"node {node} exited {code}:\n{err[-3000:]}"
         assert "the device ring" in err, err[-3000:]
+        assert ("two levels" in err) == (per_node > 1), err[-3000:]
         assert "RESULT ok" in out, out[-3000:]
