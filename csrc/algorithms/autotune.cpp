@@ -52,6 +52,33 @@ std::vector<Config> AllreduceTuner::candidates(const Config& base, size_t classB
   return list;
 }
 
+AllreduceTuner::Trials AllreduceTuner::hostAllreduce() {
+  return {&AllreduceTuner::candidates, &AllreduceTuner::describe, "allreduce"};
+}
+
+AllreduceTuner::Trials AllreduceTuner::cudaPaths() {
+  Trials trials;
+  trials.candidates = [](const Config& base, size_t) {
+    std::vector<Config> list;
+    for (const CudaAlgorithm algorithm : {CudaAlgorithm::Ring, CudaAlgorithm::Nccl}) {
+      Config candidate = base;
+      candidate.cudaAlgorithm = algorithm;
+      list.push_back(candidate);
+    }
+    return list;
+  };
+  trials.describe = [](const Config& candidate) {
+    return std::string("RINGREDUCE_CUDA_ALGO=") + nameOf(candidate.cudaAlgorithm);
+  };
+  trials.what = "CUDA allreduce across nodes";
+  return trials;
+}
+
+bool AllreduceTuner::onTrial(size_t bytes) const {
+  const auto found = classes_.find(sizeClassOf(bytes));
+  return found == classes_.end() || found->second.chosen < 0;
+}
+
 std::string AllreduceTuner::describe(const Config& candidate) {
   std::ostringstream text;
   text << "RINGREDUCE_ALGORITHM=" << nameOf(candidate.allreduceAlgorithm)
@@ -65,7 +92,7 @@ void AllreduceTuner::allreduce(const Comm& comm, const OpContext& op, size_t byt
   const size_t classBytes = sizeClassOf(bytes);
   SizeClass& sizeClass = classes_[classBytes];
   if (sizeClass.candidates.empty()) {
-    sizeClass.candidates = candidates(base_, classBytes);
+    sizeClass.candidates = trials_.candidates(base_, classBytes);
     sizeClass.seconds.resize(sizeClass.candidates.size());
   }
   const auto runWith = [&](const Config& config) {
@@ -101,10 +128,12 @@ void AllreduceTuner::decide(const Comm& comm, const OpContext& op, size_t classB
   const size_t best = static_cast<size_t>(
       std::min_element(slowest.begin(), slowest.end()) - slowest.begin());
   sizeClass.chosen = static_cast<int>(best);
-  Choice choice{classBytes, describe(sizeClass.candidates[best]), slowest[best], slowest[0]};
+  Choice choice{classBytes, trials_.describe(sizeClass.candidates[best]), slowest[best],
+                slowest[0]};
   if (comm.rank() == 0) {
     std::ostringstream line;
-    line << "autotune: allreduce up to " << classBytes << " B: " << choice.settings << " ("
+    line << "autotune: " << trials_.what << " up to " << classBytes << " B: " << choice.settings
+         << " ("
          << choice.seconds * 1e6 << " us median on the slowest rank; the group's settings "
          << choice.baselineSeconds * 1e6 << " us; " << count << " candidates x "
          << base_.autotuneSteps << ")";

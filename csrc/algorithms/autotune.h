@@ -30,7 +30,28 @@ namespace ringreduce {
 
 class AllreduceTuner {
  public:
-  explicit AllreduceTuner(const Config& base) : base_(base) {}
+  // What a tuner tries: the candidates of a size class (the group's own
+  // settings first) and how its log names one. hostAllreduce() tunes the
+  // host allreduce (the default); cudaPaths() the path of CUDA allreduces
+  // across nodes.
+  struct Trials {
+    std::function<std::vector<Config>(const Config&, size_t)> candidates;
+    std::function<std::string(const Config&)> describe;
+    std::string what;
+  };
+  static Trials hostAllreduce();
+  // CUDA allreduces across nodes where both can run: the device ring
+  // (RINGREDUCE_CUDA_ALGO=ring, first) and NCCL, timed to the end of their
+  // device work.
+  static Trials cudaPaths();
+
+  explicit AllreduceTuner(const Config& base) : AllreduceTuner(base, hostAllreduce()) {}
+  AllreduceTuner(const Config& base, Trials trials) : base_(base), trials_(std::move(trials)) {}
+
+  // Whether an allreduce of `bytes` would be a trial (its class not yet
+  // decided): a caller whose work is asynchronous then waits for it, so
+  // that the time covers it. Executor thread only.
+  bool onTrial(size_t bytes) const;
 
   // Runs `run` once on `comm` with the settings for an allreduce of `bytes`:
   // a candidate while its class is on trial, then the chosen one. Executor
@@ -63,6 +84,7 @@ class AllreduceTuner {
   void decide(const Comm& comm, const OpContext& op, size_t classBytes, SizeClass& sizeClass);
 
   const Config base_;
+  const Trials trials_;
   std::map<size_t, SizeClass> classes_;  // executor thread
   mutable std::mutex choicesMutex_;
   std::vector<Choice> choices_;

@@ -229,6 +229,18 @@ DevicePathTaken DevicePath::allreduce(const at::Tensor& tensor, DataType type, R
   return ran;
 }
 
+bool DevicePath::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
+  return state_->paths->ringOrNccl(type, op, exchange);
+}
+
+DevicePathTaken DevicePath::allreduceAcross(CudaAlgorithm algorithm, const at::Tensor& tensor,
+                                            DataType type, ReduceOp op,
+                                            const c10::Stream& stream) {
+  return state_->paths->allreduceAcross(algorithm, tensor.data_ptr(),
+                                        static_cast<size_t>(tensor.numel()), type, op,
+                                        stream.native_handle());
+}
+
 DevicePathTaken DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
                                           DataType type, ReduceOp op, const c10::Stream& stream,
                                           const RecordExchange& exchange, const Call& call) {
@@ -366,6 +378,13 @@ DevicePathTaken DevicePath::allreduce(const at::Tensor&, DataType, ReduceOp, con
 DevicePathTaken DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, DataType,
                                           ReduceOp, const c10::Stream&, const RecordExchange&,
                                           const Call&) {
+  return DevicePathTaken::HostStaging;
+}
+
+bool DevicePath::ringOrNccl(DataType, ReduceOp, const RecordExchange&) { return false; }
+
+DevicePathTaken DevicePath::allreduceAcross(CudaAlgorithm, const at::Tensor&, DataType, ReduceOp,
+                                            const c10::Stream&) {
   return DevicePathTaken::HostStaging;
 }
 

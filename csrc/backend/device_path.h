@@ -74,6 +74,13 @@ class DevicePath {
   DevicePathTaken allreduce(const at::Tensor& tensor, DataType type, ReduceOp op,
                             const c10::Stream& stream, const RecordExchange& exchange,
                             const Call& call);
+  // Across nodes, the autotuner's two candidates (cuda::PathSelection's
+  // ringOrNccl and allreduceAcross): whether both can run this allreduce,
+  // and the allreduce on one of them (Ring: DeviceRing, the caller runs the
+  // ring; Nccl: ran on `stream`).
+  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange);
+  DevicePathTaken allreduceAcross(CudaAlgorithm algorithm, const at::Tensor& tensor,
+                                  DataType type, ReduceOp op, const c10::Stream& stream);
   // The same contract for single-tensor reduce-scatter, allgather and
   // broadcast (contiguous tensors; the caller copies around views).
   DevicePathTaken reduceScatter(const at::Tensor& input, const at::Tensor& output, DataType type,

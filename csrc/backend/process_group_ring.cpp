@@ -86,7 +86,10 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
                                        std::move(timeline), timelineLabel);
-    if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
+    if (config_.autotune) {
+      tuner_ = std::make_unique<AllreduceTuner>(config_);
+      cudaTuner_ = std::make_unique<AllreduceTuner>(config_, AllreduceTuner::cudaPaths());
+    }
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }

@@ -174,7 +174,12 @@ class ProcessGroupRing : public c10d::Backend {
   }
   // RINGREDUCE_AUTOTUNE's choices so far, by size class (none without it).
   std::vector<AllreduceTuner::Choice> autotuneChoices() const {
-    return tuner_ ? tuner_->choices() : std::vector<AllreduceTuner::Choice>{};
+    std::vector<AllreduceTuner::Choice> all;
+    for (const auto* tuner : {tuner_.get(), cudaTuner_.get()}) {
+      if (!tuner) continue;
+      for (auto& choice : tuner->choices()) all.push_back(std::move(choice));
+    }
+    return all;
   }
   std::string dumpTrace() const { return engine_->dumpTrace("requested"); }
 
@@ -349,6 +354,9 @@ class ProcessGroupRing : public c10d::Backend {
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
   // RINGREDUCE_AUTOTUNE=1 only (made in the constructor); runs on the executor thread.
   std::unique_ptr<AllreduceTuner> tuner_;
+  // The device ring or NCCL for CUDA allreduces across nodes
+  // (AllreduceTuner::cudaPaths), with RINGREDUCE_AUTOTUNE=1.
+  std::unique_ptr<AllreduceTuner> cudaTuner_;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA collective
   // devicePath_ for the caller's thread, once made (the direct path reads it).
   std::atomic<DevicePath*> devicePathMade_{nullptr};

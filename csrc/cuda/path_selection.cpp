@@ -290,6 +290,25 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
   }
 }
 
+bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
+  const bool oneNode = sameNode_ && size_ <= kMaxFanout;
+  return config_.cudaAlgorithm == CudaAlgorithm::Auto && !oneNode && ringUsable_ &&
+         kernelUnsupportedReason(type, type, op).empty() &&
+         NcclCommunicator::unsupportedReason(type, op).empty() && ncclUsable(exchange);
+}
+
+DevicePathTaken PathSelection::allreduceAcross(CudaAlgorithm algorithm, void* data,
+                                               size_t count, DataType type, ReduceOp op,
+                                               void* stream) {
+  if (algorithm == CudaAlgorithm::Nccl && nccl_) {
+    nccl_->allreduce(data, data, count, type, op, stream);
+    return DevicePathTaken::Nccl;
+  }
+  if (algorithm == CudaAlgorithm::Ring && ringUsable_) return DevicePathTaken::DeviceRing;
+  throw Error(std::string("ringreduce: the autotuner's ") + nameOf(algorithm) +
+              " cannot run this allreduce");
+}
+
 // Larger than the buffers: in place on the ranks' own tensors, each mapped
 // by every peer (and held by its owner until the group closes); through the
 // buffers, a buffer at a time, when some rank's tensor cannot be shared.

@@ -62,6 +62,16 @@ class PathSelection {
   // cannot run here.
   DevicePathTaken allreduce(void* data, size_t count, DataType type, ReduceOp op, void* stream,
                             const RecordExchange& exchange, const CollectiveCall& call);
+  // Across nodes under RINGREDUCE_CUDA_ALGO=auto, where both the device
+  // ring and NCCL can run this allreduce (NCCL set up on the first ask, by
+  // every rank in the same collective): what the autotuner chooses between
+  // (algorithms/autotune.h, AllreduceTuner::cudaPaths). The same answer on
+  // every rank.
+  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange);
+  // That allreduce on `algorithm`: Ring answers DeviceRing (the caller runs
+  // the ring), Nccl runs NCCL on `stream` and answers Nccl.
+  DevicePathTaken allreduceAcross(CudaAlgorithm algorithm, void* data, size_t count,
+                                  DataType type, ReduceOp op, void* stream);
   // The same contract for the others, which run as Ipc, Flags or Nccl
   // (RINGREDUCE_CUDA_ALGO=host or nccl applies to them too; the IPC
   // algorithm names do not).

@@ -187,6 +187,46 @@ TEST(Autotune, SumsStayRightAndEveryRankChoosesAlike) {
   }
 }
 
+// The CUDA paths across nodes: the device ring and NCCL in turn while a
+// size class is on trial (onTrial says so, for the caller to wait for its
+// device work), then every rank runs the one they all chose.
+TEST(Autotune, CudaPathsTryTheRingAndNcclThenEveryRankKeepsTheSameOne) {
+  Config config;
+  config.autotuneSteps = 3;
+  const int n = 3;
+  std::mutex mutex;
+  std::vector<std::vector<CudaAlgorithm>> ran(n);
+  std::vector<std::vector<AllreduceTuner::Choice>> choices(n);
+  runComms(
+      n, TransportKind::Loopback,
+      [&](const Comm& comm, int rank) {
+        AllreduceTuner tuner(config, AllreduceTuner::cudaPaths());
+        std::vector<CudaAlgorithm> mine;
+        for (uint64_t seq = 1; seq <= 2 * 3 + 4; ++seq) {
+          EXPECT_EQ(tuner.onTrial(1 << 20), seq <= 2 * 3) << "collective " << seq;
+          tuner.allreduce(comm, OpContext("allreduce", seq, std::chrono::seconds(30)), 1 << 20,
+                          [&](const Comm& settings) {
+                            mine.push_back(settings.config.cudaAlgorithm);
+                          });
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        ran[static_cast<size_t>(rank)] = mine;
+        choices[static_cast<size_t>(rank)] = tuner.choices();
+      },
+      config);
+  for (int rank = 0; rank < n; ++rank) {
+    const auto& mine = ran[static_cast<size_t>(rank)];
+    ASSERT_EQ(mine.size(), 10u);
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_EQ(mine[i], i % 2 == 0 ? CudaAlgorithm::Ring : CudaAlgorithm::Nccl) << i;
+    }
+    for (size_t i = 6; i < 10; ++i) EXPECT_EQ(mine[i], ran[0][6]) << "rank " << rank;
+    ASSERT_EQ(choices[static_cast<size_t>(rank)].size(), 1u);
+    EXPECT_EQ(choices[static_cast<size_t>(rank)][0].settings,
+              std::string("RINGREDUCE_CUDA_ALGO=") + nameOf(ran[0][6]));
+  }
+}
+
 TEST(Autotune, CandidatesStartWithTheGroupsOwnAndAddLossyWireOnlyWhenAllowed) {
   Config config;
   for (const size_t bytes : {size_t{4096}, size_t{64} << 20}) {

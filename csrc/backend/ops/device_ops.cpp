@@ -113,9 +113,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
         if (step.path) {
-          const DevicePathTaken ran =
-              step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange, step.call);
-          if (ran == DevicePathTaken::DeviceRing) {
+          const auto runRing = [&] {
             DeviceRingArgs args{flat.data_ptr(), static_cast<size_t>(flat.numel()), red.type,
                                 red.op};
             // The CUDA wire if set, else the host one (which host staging
@@ -125,6 +123,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
             // In two levels on equal nodes of several ranks, else flat.
             deviceTwoLevelAllreduce(comm(), ctx.part(1), args, step.path->nodes(),
                                     *step.path->ringSteps(step.stream));
+          };
+          DevicePathTaken ran = DevicePathTaken::HostStaging;
+          if (cudaTuner_ && step.path->ringOrNccl(red.type, red.op, step.exchange)) {
+            // RINGREDUCE_AUTOTUNE=1 across nodes: the device ring or NCCL,
+            // whichever the size class's trials found faster on every rank.
+            const size_t bytes = flat.nbytes();
+            const bool trial = cudaTuner_->onTrial(bytes);
+            cudaTuner_->allreduce(comm(), ctx.part(1), bytes, [&](const Comm& settings) {
+              ran = step.path->allreduceAcross(settings.config.cudaAlgorithm, flat, red.type,
+                                               red.op, step.stream);
+              if (ran == DevicePathTaken::DeviceRing) runRing();
+              // A trial's time covers the device work (NCCL's is queued).
+              if (trial) waitForStream(step.stream, ctx, "finish an autotune trial");
+            });
+          } else {
+            ran = step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange,
+                                       step.call);
+            if (ran == DevicePathTaken::DeviceRing) runRing();
           }
           if (ranOnDevice(ran) || ran == DevicePathTaken::DeviceRing) {
             if (!direct) tensor.copy_(flat);
