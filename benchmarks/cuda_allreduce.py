@@ -22,7 +22,11 @@ import statistics
 import tempfile
 import time
 
-import torch
+# The ranks' threads as torchrun leaves them (one each): the spawned ranks
+# inherit this, and the oversubscription warning stays quiet.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 
 def _parse_bytes(text):

@@ -25,7 +25,11 @@ import statistics
 import tempfile
 import time
 
-import torch
+# The ranks' threads as torchrun leaves them (one each): the spawned ranks
+# inherit this, and the oversubscription warning stays quiet.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 # "auto" is the default (on one node the device-flags path, as "flags");
 # "oneshot" the IPC kernel with event barriers and host messages that was
