@@ -1,4 +1,5 @@
-"""GPU tests: CUDA tensors in every collective, our IPC kernels (one-shot,
+"""GPU tests: CUDA tensors in every collective, on the default path (auto:
+the device-flags path on one node) and on our IPC kernels (one-shot,
 two-shot, staged, with and without a 16-bit wire), host staging, stream
 semantics and DDP on CUDA; world sizes 1, 2 and 4 on one GPU.
 
