@@ -94,8 +94,7 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
                                       << (nodes_.equalNodesOfSeveralRanks()
                                               ? ", allreduce in two levels (equal nodes)"
                                               : ""));
-    const WireDtype wire =
-        config.cudaWireDtype != WireDtype::None ? config.cudaWireDtype : config.hostWireDtype;
+    const WireDtype wire = config.deviceRingWire();
     if (wire != WireDtype::None) {
       RR_LOG(Info, rank, "device ring: float32 SUM/AVG allreduces travel as " << nameOf(wire));
     }

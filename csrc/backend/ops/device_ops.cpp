@@ -116,10 +116,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
           const auto runRing = [&] {
             DeviceRingArgs args{flat.data_ptr(), static_cast<size_t>(flat.numel()), red.type,
                                 red.op};
-            // The CUDA wire if set, else the host one (which host staging
-            // across nodes, the path before the device ring, carried).
-            args.wire = config_.cudaWireDtype != WireDtype::None ? config_.cudaWireDtype
-                                                                 : config_.hostWireDtype;
+            args.wire = config_.deviceRingWire();
             // In two levels on equal nodes of several ranks, else flat.
             deviceTwoLevelAllreduce(comm(), ctx.part(1), args, step.path->nodes(),
                                     *step.path->ringSteps(step.stream));

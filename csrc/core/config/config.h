@@ -152,6 +152,12 @@ struct Config {
   // The same for host (CPU) allreduces over the ring: float32 SUM/AVG travel
   // as 16-bit floats (algorithms/wire_dtype.h). RINGREDUCE_WIRE_DTYPE.
   WireDtype hostWireDtype = WireDtype::None;
+  // What the device ring's allreduce travels as: the CUDA wire if set, else
+  // the host one (which host staging across nodes, the path before the
+  // device ring, carried).
+  WireDtype deviceRingWire() const {
+    return cudaWireDtype != WireDtype::None ? cudaWireDtype : hostWireDtype;
+  }
 
   // Operations the flight recorder keeps per group (engine/op_trace.h); 0
   // turns it off. RINGREDUCE_TRACE_BUFFER_SIZE.
