@@ -1,5 +1,6 @@
 #include "algorithms/stop_words.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -8,6 +9,13 @@
 #include "transport/tag.h"
 
 namespace ringreduce {
+
+namespace {
+// How long a rank that failed keeps driving its "failed" words out after it
+// stopped waiting for the peers' (a word still queued behind the transport's
+// flow control would be dropped with the collective's other requests).
+constexpr auto kSendGrace = std::chrono::milliseconds(100);
+}  // namespace
 
 StopWords::StopWords(Transport& transport, const OpContext& op, uint32_t slot)
     : t_(transport), op_(op), slot_(slot), theirs_(static_cast<size_t>(transport.size())),
@@ -70,11 +78,16 @@ void StopWords::finish() {
 void StopWords::stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_point until,
                                  const char* reason) noexcept {
   say(kFailed, reason);
-  // Only the peer's own death ends waiting for it: news of a rank giving up
-  // does not mean that this peer stopped copying.
+  // Only the peer's own death or departure ends waiting for it: news of a
+  // rank giving up does not mean that this peer stopped copying, but one
+  // that destroyed its group or exited copies nothing any more.
   OpContext alone = op_;
   alone.pointToPoint = true;
   alone.partOfCollective = false;
+  // Our own words are driven out too, for a moment: the caller abandons
+  // whatever is still posted once this returns, and a peer that never
+  // hears "failed" would wait for it to its deadline.
+  const auto sendsUntil = std::min(until, Clock::now() + kSendGrace);
   while (!t_.aborted() && Clock::now() < until) {
     bool waiting = false;
     for (int q = 0; q < t_.size(); ++q) {
@@ -82,13 +95,17 @@ void StopWords::stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_p
       if (q == t_.rank() || !waitFor[static_cast<size_t>(q)] || r.done) continue;
       try {
         if (t_.test(r, op_)) continue;
+        if (t_.peerLeft(q)) {
+          t_.abandon(r);
+          continue;
+        }
         t_.checkPeersAlive(q, alone);
         waiting = true;
       } catch (const std::exception&) {
         t_.abandon(r);  // failed or dead: it no longer copies
       }
     }
-    if (!waiting) return;
+    if (!waiting && (wordsSent(alone) || Clock::now() >= sendsUntil)) return;
     try {
       t_.progress();
     } catch (const std::exception&) {
@@ -96,6 +113,25 @@ void StopWords::stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_p
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+bool StopWords::wordsSent(const OpContext& alone) noexcept {
+  bool sent = true;
+  for (Request& r : sends_) {
+    if (r.done) continue;
+    try {
+      if (t_.test(r, alone)) continue;
+      if (t_.peerLeft(r.peer)) {
+        t_.abandon(r);
+        continue;
+      }
+      t_.checkPeersAlive(r.peer, alone);
+      sent = false;
+    } catch (const std::exception&) {
+      t_.abandon(r);  // to a peer that cannot hear it any more
+    }
+  }
+  return sent;
 }
 
 }  // namespace ringreduce

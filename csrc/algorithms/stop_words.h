@@ -37,8 +37,10 @@ class StopWords {
   // word; throws if one said "failed" (its part of the result is missing).
   void finish();
   // Failure (never throws): says "failed" (with `reason`, which a peer's
-  // error quotes) unless this rank already spoke, then waits for the word of each peer in `waitFor` (by rank) until it
-  // comes, the peer is known dead, the transport is aborted, or `until`.
+  // error quotes) unless this rank already spoke, then waits for the word
+  // of each peer in `waitFor` (by rank) until it comes, the peer is known
+  // dead or has left the group, the transport is aborted, or `until`; and
+  // for a moment for its own words to leave.
   void stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_point until,
                         const char* reason) noexcept;
 
@@ -50,6 +52,9 @@ class StopWords {
     char reason[255] = {};
   };
   void say(Word word, const char* reason = "");
+  // Whether every word this rank sent has left, or its peer can no longer
+  // hear it (dead or departed); progresses nothing itself.
+  bool wordsSent(const OpContext& alone) noexcept;
   void throwIfFailed(int q) const;
 
   Transport& t_;

@@ -5,13 +5,16 @@ before it returns, whatever happens.
 Rendezvous goes through a FileStore in a private temporary folder (file://),
 so tests never race for ports.
 """
+import faulthandler
 import io
 import multiprocessing
 import os
 import queue as queue_module
+import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import traceback
 
 LOOPBACK_ENV = {"UCX_NET_DEVICES": "lo"}
@@ -21,7 +24,16 @@ TRANSPORTS = {
 }
 
 
+def _stacks_file(init_file, rank):
+    return f"{init_file}.stacks.{rank}"
+
+
 def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1):
+    # SIGUSR1 writes every thread's Python stack here: the parent asks for
+    # it when the rank overruns (faulthandler writes from the signal handler,
+    # so it answers even while a native call holds the GIL).
+    stacks = open(_stacks_file(init_file, rank), "w")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     try:
         os.environ.update(env)
         if torch_threads is None:
@@ -51,6 +63,11 @@ def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1)
     except BaseException:  # report everything, including assertion errors
         results.put((rank, "error", traceback.format_exc()))
     finally:
+        # The result leaves for the parent before the group is destroyed:
+        # the queue's feeder thread could not send it while a teardown that
+        # holds the GIL runs, and a slow teardown would look like a hang.
+        results.close()
+        results.join_thread()
         try:
             import torch.distributed as dist
 
@@ -62,6 +79,43 @@ def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1)
 
 class WorldFailed(AssertionError):
     pass
+
+
+def _native_stacks(pid, limit_s=20):
+    """Every thread's native stack of a live process, where gdb is installed."""
+    if shutil.which("gdb") is None:
+        return "(gdb not installed: no native stacks)"
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex",
+                              "thread apply all bt 24"], capture_output=True, text=True,
+                             timeout=limit_s).stdout
+    except subprocess.TimeoutExpired:
+        return "(gdb did not answer in time)"
+    return "\n".join(line for line in out.splitlines()
+                     if line.startswith(("#", "Thread ")) and "New LWP" not in line)
+
+
+def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
+    """What each rank in `ranks` is doing: its Python stacks (faulthandler,
+    on SIGUSR1) and native stacks, for the message of a world that overran."""
+    for r in ranks:
+        try:
+            os.kill(procs[r].pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    time.sleep(1.0)
+    parts = []
+    for r in ranks:
+        try:
+            with open(_stacks_file(init_file, r)) as f:
+                python = f.read()
+        except OSError:
+            python = "(none written)"
+        native = _native_stacks(procs[r].pid) if procs[r].is_alive() else "(exited)"
+        parts.append(f"--- rank {r} (pid {procs[r].pid}), Python stacks ---\n"
+                     f"{python[-per_rank_chars:]}\n"
+                     f"--- rank {r}, native stacks ---\n{native[-per_rank_chars:]}")
+    return "\n".join(parts)
 
 
 def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_threads=1):
@@ -96,15 +150,17 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
             os.environ.clear()
             os.environ.update(saved)
         collected = {}
+        late = []  # ranks that overran: killed at once, not waited for
         try:
-            import time
-
             deadline = time.monotonic() + timeout
             while any(r not in collected for r in range(world_size) if r not in may_die):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    late = [r for r in range(world_size)
+                            if r not in collected and procs[r].is_alive()]
                     raise WorldFailed(f"world of {world_size} did not finish within {timeout} s; "
-                                      f"ranks done: {sorted(collected)}")
+                                      f"ranks done: {sorted(collected)}\n"
+                                      + _stacks_of(procs, late, init_file))
                 try:
                     rank, status, value = results.get(timeout=min(remaining, 1.0))
                     collected[rank] = (status, value)
@@ -117,7 +173,7 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
         finally:
             # Ranks allowed to die (or stopped on purpose) are not waited for.
             for r, p in enumerate(procs):
-                if r in may_die and r not in collected:
+                if (r in may_die and r not in collected) or r in late:
                     p.kill()
             for p in procs:
                 p.join(timeout=20)

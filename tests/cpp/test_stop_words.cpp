@@ -1,0 +1,33 @@
+// The last words of a collective whose ranks touch each other's memory
+// (algorithms/stop_words.h): what ends a failed rank's wait for its peers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "algorithms/stop_words.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::runRanks;
+using ringreduce::testing::TransportKind;
+
+// A peer that destroyed its transport (it said goodbye, as a rank does that
+// destroys its group or exits) copies nothing any more, word or no word: a
+// rank that failed stops waiting for it at once instead of at its deadline.
+// (Before, a survivor of a killed rank waited out the whole group timeout
+// for a peer that had already finished and left.)
+TEST(StopWords, APeerThatLeftWithoutAWordEndsTheWait) {
+  const auto limit = std::chrono::seconds(60);
+  std::chrono::milliseconds waited{};
+  runRanks(2, [&](Transport& t, int rank) {
+    const OpContext op("allreduce", 1, limit);
+    StopWords words(t, op, /*slot=*/1);
+    if (rank == 1) return;  // leaves without a word: its transport closes, saying goodbye
+    const auto start = Clock::now();
+    words.stopAfterFailure({true, true}, start + limit, "rank 0 failed on purpose");
+    waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  }, Config{}, TransportKind::Ucx);
+  // Far below the deadline: it did not wait the peer out.
+  EXPECT_LT(waited.count(), std::chrono::milliseconds(limit / 2).count());
+}
