@@ -104,6 +104,23 @@ void Transport::explainFailure(int peer, const OpContext& op) {
   }
 }
 
+void Transport::throwIfSenderLeft(Request& request, const OpContext& op) {
+  // What a peer sent before it left reaches this rank within microseconds
+  // on one machine and within a round trip across machines.
+  constexpr auto kInFlightWindow = std::chrono::milliseconds(100);
+  if (!request.isRecv || request.peer < 0 || request.done || !peerLeft(request.peer)) return;
+  const auto limit = std::min(Clock::now() + kInFlightWindow, op.deadline);
+  while (Clock::now() < limit) {
+    progress();
+    if (test(request, op)) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  throw TransportError(where(op) + ": rank " + std::to_string(request.peer) +
+                       " has left the group (it destroyed its process group or exited) "
+                       "without sending the " + std::to_string(request.bytes) +
+                       " bytes this rank waits for (did it skip this call?)");
+}
+
 bool Transport::test(Request& request, const OpContext& op) {
   if (request.done) return true;
   const Completion completion = poll(request.handle, request.isRecv);
@@ -163,6 +180,8 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.groupWide() ? -1 : request.peer, op);
+    throwIfSenderLeft(request, op);
+    if (request.done) return true;
     const auto now = Clock::now();
     if (now >= op.deadline) return false;
     announceIfStalled(op, now);

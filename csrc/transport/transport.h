@@ -118,6 +118,14 @@ class Transport {
   virtual void checkPeersAlive(int peer, const OpContext& op) const {}
   // Whether `peer` said goodbye: it destroyed its group or exited, on purpose.
   virtual bool peerLeft(int peer) const { return false; }
+  // For an open receive from one peer: throws TransportError if that peer
+  // has left the group, since what it did not send before leaving never
+  // comes. Its goodbye travels apart from the data, so the transport is
+  // progressed a moment more first; returns quietly if the receive
+  // completed meanwhile (test() then says so), or if the peer is still in
+  // the group. Sends are not judged: a peer may leave once it has our data,
+  // before our side has heard that it arrived.
+  void throwIfSenderLeft(Request& request, const OpContext& op);
   // Whether sends and receives may name CUDA device memory (a UCX built
   // with CUDA transports); host memory only otherwise. The device ring
   // (algorithms/device_ring.h) needs it on every rank.

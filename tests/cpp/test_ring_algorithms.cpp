@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "algorithms/barrier.h"
@@ -311,8 +314,18 @@ TEST_P(OnEachTransport, RecordExchangeEveryRoundDeliversEveryRanksRecord) {
 // counts, one from a rank that never called does not (cma waits only for
 // the peers that may be copying into this rank's buffer).
 TEST_P(OnEachTransport, RecordExchangeSaysWhoseRecordCameWhenItTimesOut) {
-  runComms(3, GetParam(), [](const Comm& c, int rank) {
-    if (rank == 2) return;  // never enters
+  std::atomic<int> finished{0};
+  runComms(3, GetParam(), [&finished](const Comm& c, int rank) {
+    if (rank == 2) {
+      // Never enters, but stays in the group (a rank that left would be
+      // reported as gone, not timed out) until the others are done.
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    struct CountOnExit {  // also when an ASSERT below returns early
+      std::atomic<int>& count;
+      ~CountOnExit() { ++count; }
+    } countOnExit{finished};
     OpContext op("exchange", 3, std::chrono::seconds(1));
     const uint64_t mine = 10u + static_cast<uint64_t>(rank);
     std::vector<uint64_t> all(3, 0);

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -102,25 +105,84 @@ TEST(UcxTransport, SizeMismatchIsAnErrorNotSilentTruncation) {
   });
 }
 
+// Waits for one byte from rank 0 in `op` (slot 0), which never comes;
+// returns the message of the E the wait ends with.
+template <typename E>
+std::string errorOfByteFromRankZero(Transport& t, const OpContext& op) {
+  char byte = 0;
+  Request r = t.irecv(0, makeTag(0, op.seq, 0), &byte, 1, op);
+  std::string message = "(the wait ended without an error)";
+  try {
+    t.wait(r, op);
+  } catch (const E& e) {
+    message = e.what();
+  }
+  t.abandonOutstanding(op);
+  return message;
+}
+
 TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
-  runRanks(2, [](Transport& t, int rank) {
-    if (rank != 1) return;  // rank 0 never sends
-    OpContext op("broadcast", 9, std::chrono::milliseconds(300));
-    char byte = 0;
-    Request r = t.irecv(0, makeTag(0, 9, 0), &byte, 1, op);
-    const auto start = Clock::now();
-    try {
-      t.wait(r, op);
-      ADD_FAILURE() << "expected a timeout";
-    } catch (const TimeoutError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("broadcast #9"), std::string::npos) << message;
-      EXPECT_NE(message.find("on rank 1"), std::string::npos) << message;
-      EXPECT_NE(message.find("from rank 0"), std::string::npos) << message;
+  std::atomic<bool> timedOut{false};
+  runRanks(2, [&timedOut](Transport& t, int rank) {
+    if (rank != 1) {
+      // Never sends, but stays in the group (a rank that left would be
+      // reported as gone, not timed out) until rank 1 is done.
+      while (!timedOut.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
     }
+    struct SayDone {  // also when an expectation above returns early
+      std::atomic<bool>& done;
+      ~SayDone() { done = true; }
+    } sayDone{timedOut};
+    OpContext op("broadcast", 9, std::chrono::milliseconds(300));
+    const auto start = Clock::now();
+    const std::string message = errorOfByteFromRankZero<TimeoutError>(t, op);
+    EXPECT_NE(message.find("broadcast #9"), std::string::npos) << message;
+    EXPECT_NE(message.find("on rank 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("from rank 0"), std::string::npos) << message;
     EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
-    t.abandonOutstanding(op);
   });
+}
+
+// A rank that destroyed its transport (it said goodbye) sends nothing more:
+// a receive from it fails at once, naming it, instead of at its deadline.
+TEST(UcxTransport, AReceiveFromARankThatLeftFailsAtOnceNamingIt) {
+  runRanks(2, [](Transport& t, int rank) {
+    if (rank == 0) return;  // leaves without sending
+    OpContext op("broadcast", 4, std::chrono::seconds(60));
+    const auto start = Clock::now();
+    const std::string message = errorOfByteFromRankZero<TransportError>(t, op);
+    EXPECT_NE(message.find("broadcast #4 on rank 1: rank 0 has left the group"),
+              std::string::npos) << message;
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));  // not the 60 s deadline
+  });
+}
+
+// What a rank sent before it left still arrives, however late this rank
+// asks for it: leaving is no error for the messages already on their way.
+TEST(UcxTransport, WhatARankSentBeforeItLeftStillArrives) {
+  for (size_t bytes : {size_t{8}, size_t{1} << 20}) {  // eager and rendezvous
+    std::atomic<bool> sent{false};
+    runRanks(2, [&](Transport& t, int rank) {
+      OpContext op("broadcast", 5, std::chrono::seconds(20));
+      std::vector<uint8_t> data(bytes, rank == 0 ? 7 : 0);
+      if (rank == 0) {
+        Request s = t.isend(1, makeTag(0, 5, 0), data.data(), bytes, op);
+        t.wait(s, op);  // the rendezvous completes once rank 1 has the data
+        sent = true;
+        return;  // leaves
+      }
+      Request r = t.irecv(0, makeTag(0, 5, 0), data.data(), bytes, op);
+      if (bytes <= 8) {
+        // Eager: the message is here before rank 0 even left; ask late,
+        // once its goodbye has surely come too.
+        while (!sent.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      }
+      t.wait(r, op);
+      EXPECT_EQ(data, std::vector<uint8_t>(bytes, 7));
+    });
+  }
 }
 
 TEST(AddressRecord, RoundTripsAndRejectsMalformedRecords) {

@@ -276,6 +276,32 @@ def peer_that_left(rank, world, init_method):
     return seen
 
 
+def rank_left_before_a_call(rank, world, init_method, call):
+    """Rank 2 destroys the group after one allreduce; the others then call
+    `call` ("all_reduce", or "recv": rank 0 receives from rank 2), which
+    needs rank 2. They must hear at once that it left, not wait out the
+    group's 60 s timeout (on shared memory nothing fails to post: only the
+    goodbye says that the message will never come)."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4))  # everyone connected
+    if rank == 2:
+        dist.destroy_process_group()
+        return None
+    if call == "recv" and rank != 0:
+        return None
+    start = time.monotonic()
+    try:
+        if call == "all_reduce":
+            dist.all_reduce(torch.ones(1 << 18))
+        else:
+            dist.recv(torch.empty(4), src=2)
+        outcome = "no error"
+    except Exception as error:
+        outcome = (type(error).__name__, str(error))
+    return {"outcome": outcome, "elapsed": time.monotonic() - start}
+
+
 def strided_output_lists(rank, world, init_method, trials):
     """Random strided views of one storage as all_gather's outputs: the call
     must refuse them exactly when two share an element (or one overlaps

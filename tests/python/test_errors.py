@@ -110,6 +110,23 @@ def test_mismatched_collectives_never_exchange_data_even_without_the_check():
             assert all(o != "no error" for o in outcomes), (case, outcomes)
 
 
+@pytest.mark.parametrize("transport,call", [("shm", "all_reduce"), ("tcp", "all_reduce"),
+                                            ("shm", "recv")])
+def test_a_call_that_needs_a_rank_that_left_fails_at_once_naming_it(transport, call):
+    from error_cases import rank_left_before_a_call
+    from multiproc import TRANSPORTS
+
+    results = run_world(3, rank_left_before_a_call, call, env=TRANSPORTS[transport], timeout=120)
+    callers = (0, 1) if call == "all_reduce" else (0,)
+    for rank in callers:
+        r = results[rank]
+        kind, message = r["outcome"]
+        assert kind == "DistBackendError", r
+        assert f"on rank {rank}" in message and "rank 2 has left the group" in message, message
+        # Not the group's 60 s timeout: told by the goodbye.
+        assert r["elapsed"] < 30, r
+
+
 def test_a_peer_that_left_the_group_is_named_not_the_transport_error():
     from error_cases import peer_that_left
 
