@@ -425,7 +425,9 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
     }
     if (!transport_->test(message.request, op)) {
       transport_->checkPeersAlive(message.request.peer, op);
-      transport_->throwIfSenderLeft(message.request, op);  // may complete it meanwhile
+      if (Clock::now() < op.deadline) {
+        transport_->throwIfSenderLeft(message.request, op);  // may complete it meanwhile
+      }
     }
     if (!message.request.done) {
       if (Clock::now() < op.deadline) return false;

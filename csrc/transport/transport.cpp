@@ -180,6 +180,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.groupWide() ? -1 : request.peer, op);
+    if (Clock::now() >= op.deadline) return false;  // what came first is the timeout
     throwIfSenderLeft(request, op);
     if (request.done) return true;
     const auto now = Clock::now();

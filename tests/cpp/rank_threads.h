@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -70,6 +72,31 @@ inline void runRanks(int n, const std::function<void(Transport&, int)>& body,
     }
   }
 }
+
+// Keeps the ranks of a test in the group until all of them reached the end
+// of their bodies. A rank whose body returns destroys its transport, which
+// says goodbye: a peer still waiting on it would be told that it left
+// (Transport::throwIfSenderLeft), where a test expects a timeout or a
+// silent rank. Each body holds `auto stay = together.stay();` from its start.
+class StayTogether {
+ public:
+  explicit StayTogether(int ranks) : ranks_(ranks) {}
+  struct Stay {
+    StayTogether& group;
+    ~Stay() {  // also when an ASSERT returns early
+      ++group.done_;
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (group.done_.load() < group.ranks_ && std::chrono::steady_clock::now() < limit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  };
+  Stay stay() { return Stay{*this}; }
+
+ private:
+  const int ranks_;
+  std::atomic<int> done_{0};
+};
 
 // The same, each rank with a Comm of its own (transport, config, workspace).
 inline void runComms(int n, TransportKind kind,

@@ -66,6 +66,18 @@ std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
   return callbacks;
 }
 
+// Waits (up to 10 s) until runDirect would run now. A collective's outcome
+// is delivered from inside its task, so the executor may still count it as
+// running for a moment after outcome() or waitForQueued() returned.
+bool becomesIdle(const Engine& engine) {
+  const auto limit = Clock::now() + std::chrono::seconds(10);
+  while (!engine.canRunDirect()) {
+    if (Clock::now() >= limit) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 void eachRank(int n, const std::function<void(int)>& body) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { body(r); });
@@ -89,6 +101,7 @@ TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
     };
     EXPECT_EQ(queue(*engine, exchangeBody(1))->outcome(), "");
     if (rank == 0) {
+      ASSERT_TRUE(becomesIdle(*engine));
       uint64_t seen = 0;
       const uint64_t seq = engine->runDirect("direct", std::chrono::seconds(20), {}, "",
                                              [&](const OpContext& op) { seen = op.seq; });
@@ -126,7 +139,7 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   release.set_value();
   EXPECT_EQ(blocked->outcome(), "");
   engine->waitForQueued();
-  EXPECT_TRUE(engine->canRunDirect());
+  EXPECT_TRUE(becomesIdle(*engine));
   EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
                               [&](const OpContext&) { ran = true; }),
             2u);

@@ -24,6 +24,7 @@ using ringreduce::testing::kindName;
 using ringreduce::testing::runComms;
 using ringreduce::testing::runRanks;
 using ringreduce::testing::smallSegments;
+using ringreduce::testing::StayTogether;
 using ringreduce::testing::TransportKind;
 
 namespace {
@@ -271,11 +272,10 @@ TEST_P(OnEachTransport, DirectExchangeGatherScatterAndUnevenAllToAll) {
 }
 
 TEST(ProgressBoard, TimeoutNamesTheRankThatNeverJoined) {
-  runRanks(3, [](Transport& t, int rank) {
-    if (rank == 2) {  // alive, but never joins the collective
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-      return;
-    }
+  StayTogether together(3);
+  runRanks(3, [&together](Transport& t, int rank) {
+    auto stay = together.stay();
+    if (rank == 2) return;  // alive, but never joins the collective
     Workspace ws;
     const Config config = smallSegments();
     std::vector<int64_t> data(100, rank);
@@ -314,18 +314,10 @@ TEST_P(OnEachTransport, RecordExchangeEveryRoundDeliversEveryRanksRecord) {
 // counts, one from a rank that never called does not (cma waits only for
 // the peers that may be copying into this rank's buffer).
 TEST_P(OnEachTransport, RecordExchangeSaysWhoseRecordCameWhenItTimesOut) {
-  std::atomic<int> finished{0};
-  runComms(3, GetParam(), [&finished](const Comm& c, int rank) {
-    if (rank == 2) {
-      // Never enters, but stays in the group (a rank that left would be
-      // reported as gone, not timed out) until the others are done.
-      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return;
-    }
-    struct CountOnExit {  // also when an ASSERT below returns early
-      std::atomic<int>& count;
-      ~CountOnExit() { ++count; }
-    } countOnExit{finished};
+  StayTogether together(3);
+  runComms(3, GetParam(), [&together](const Comm& c, int rank) {
+    auto stay = together.stay();
+    if (rank == 2) return;  // never enters
     OpContext op("exchange", 3, std::chrono::seconds(1));
     const uint64_t mine = 10u + static_cast<uint64_t>(rank);
     std::vector<uint64_t> all(3, 0);

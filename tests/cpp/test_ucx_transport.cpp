@@ -15,6 +15,7 @@
 
 using namespace ringreduce;
 using ringreduce::testing::runRanks;
+using ringreduce::testing::StayTogether;
 
 TEST(Tag, LayoutKeepsFieldsApart) {
   const uint64_t tag = makeTag(5, 3, 7);
@@ -122,18 +123,10 @@ std::string errorOfByteFromRankZero(Transport& t, const OpContext& op) {
 }
 
 TEST(UcxTransport, TimeoutNamesOpRankAndPeer) {
-  std::atomic<bool> timedOut{false};
-  runRanks(2, [&timedOut](Transport& t, int rank) {
-    if (rank != 1) {
-      // Never sends, but stays in the group (a rank that left would be
-      // reported as gone, not timed out) until rank 1 is done.
-      while (!timedOut.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return;
-    }
-    struct SayDone {  // also when an expectation above returns early
-      std::atomic<bool>& done;
-      ~SayDone() { done = true; }
-    } sayDone{timedOut};
+  StayTogether together(2);
+  runRanks(2, [&together](Transport& t, int rank) {
+    auto stay = together.stay();
+    if (rank != 1) return;  // rank 0 never sends
     OpContext op("broadcast", 9, std::chrono::milliseconds(300));
     const auto start = Clock::now();
     const std::string message = errorOfByteFromRankZero<TimeoutError>(t, op);
