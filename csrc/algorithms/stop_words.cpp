@@ -93,17 +93,7 @@ void StopWords::stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_p
     for (int q = 0; q < t_.size(); ++q) {
       Request& r = receives_[q];
       if (q == t_.rank() || !waitFor[static_cast<size_t>(q)] || r.done) continue;
-      try {
-        if (t_.test(r, op_)) continue;
-        if (t_.peerLeft(q)) {
-          t_.abandon(r);
-          continue;
-        }
-        t_.checkPeersAlive(q, alone);
-        waiting = true;
-      } catch (const std::exception&) {
-        t_.abandon(r);  // failed or dead: it no longer copies
-      }
+      if (!settled(r, alone)) waiting = true;
     }
     if (!waiting && (wordsSent(alone) || Clock::now() >= sendsUntil)) return;
     try {
@@ -115,21 +105,25 @@ void StopWords::stopAfterFailure(const std::vector<bool>& waitFor, Clock::time_p
   }
 }
 
+bool StopWords::settled(Request& r, const OpContext& alone) noexcept {
+  try {
+    if (t_.test(r, op_)) return true;
+    if (t_.peerLeft(r.peer)) {
+      t_.abandon(r);  // it left: it no longer copies, nor hears us
+      return true;
+    }
+    t_.checkPeersAlive(r.peer, alone);
+    return false;
+  } catch (const std::exception&) {
+    t_.abandon(r);  // failed or dead: it no longer copies, nor hears us
+    return true;
+  }
+}
+
 bool StopWords::wordsSent(const OpContext& alone) noexcept {
   bool sent = true;
   for (Request& r : sends_) {
-    if (r.done) continue;
-    try {
-      if (t_.test(r, alone)) continue;
-      if (t_.peerLeft(r.peer)) {
-        t_.abandon(r);
-        continue;
-      }
-      t_.checkPeersAlive(r.peer, alone);
-      sent = false;
-    } catch (const std::exception&) {
-      t_.abandon(r);  // to a peer that cannot hear it any more
-    }
+    if (!r.done && !settled(r, alone)) sent = false;
   }
   return sent;
 }

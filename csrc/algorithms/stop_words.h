@@ -52,8 +52,11 @@ class StopWords {
     char reason[255] = {};
   };
   void say(Word word, const char* reason = "");
-  // Whether every word this rank sent has left, or its peer can no longer
-  // hear it (dead or departed); progresses nothing itself.
+  // Whether there is nothing more to wait for on `r` (a word to or from a
+  // peer): it completed, or the peer failed, died or left (then `r` is
+  // abandoned). Only that peer's own news counts (`alone`); progresses nothing.
+  bool settled(Request& r, const OpContext& alone) noexcept;
+  // Whether every word this rank sent is settled.
   bool wordsSent(const OpContext& alone) noexcept;
   void throwIfFailed(int q) const;
 

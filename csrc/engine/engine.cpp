@@ -425,16 +425,14 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
     }
     if (!transport_->test(message.request, op)) {
       transport_->checkPeersAlive(message.request.peer, op);
-      if (Clock::now() < op.deadline) {
-        transport_->throwIfSenderLeft(message.request, op);  // may complete it meanwhile
+      if (Clock::now() >= op.deadline) {  // before a departure: the timeout came first
+        const std::string reason = transport_->describeTimeout(message.request, op);
+        transport_->abandon(message.request);
+        callbacks.failed(std::make_exception_ptr(TimeoutError(reason)));
+        return true;
       }
-    }
-    if (!message.request.done) {
-      if (Clock::now() < op.deadline) return false;
-      const std::string reason = transport_->describeTimeout(message.request, op);
-      transport_->abandon(message.request);
-      callbacks.failed(std::make_exception_ptr(TimeoutError(reason)));
-      return true;
+      transport_->throwIfSenderLeft(message.request, op);  // may complete it meanwhile
+      if (!message.request.done) return false;
     }
     if (message.finish) message.finish();
     callbacks.succeeded(message.request.isRecv ? tagSourceRank(message.request.senderTag) : -1);

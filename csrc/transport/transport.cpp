@@ -180,11 +180,10 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.groupWide() ? -1 : request.peer, op);
-    if (Clock::now() >= op.deadline) return false;  // what came first is the timeout
+    const auto now = Clock::now();
+    if (now >= op.deadline) return false;  // before a departure: the timeout came first
     throwIfSenderLeft(request, op);
     if (request.done) return true;
-    const auto now = Clock::now();
-    if (now >= op.deadline) return false;
     announceIfStalled(op, now);
     if (now < spinUntil) {
       if (config_.spinYields) yieldCore();  // oversubscribed: let the peer run
