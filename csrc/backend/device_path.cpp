@@ -316,6 +316,8 @@ DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor& input, const a
 
 bool DevicePath::capturable(std::string* why) const { return state_->paths->capturable(why); }
 
+std::string DevicePath::pathsDescription() const { return state_->paths->describe(); }
+
 DeviceSteps* DevicePath::ringSteps(const c10::Stream& stream) {
   if (!state_->ring) state_->ring = std::make_unique<CudaRingSteps>(device_.index());
   state_->ring->bind(stream.native_handle());
@@ -418,6 +420,10 @@ DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor&, const at::Ten
 bool DevicePath::capturable(std::string* why) const {
   if (why) *why = "the CUDA path was not compiled (no nvcc at build time)";
   return false;
+}
+
+std::string DevicePath::pathsDescription() const {
+  return "the CUDA path was not compiled (no nvcc at build time)";
 }
 
 void DevicePath::reduceCopy(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&,

@@ -113,6 +113,9 @@ class DevicePath {
                            DataType type, ReduceOp op);
   // Whether a CUDA graph can capture this group's collectives, and why not.
   bool capturable(std::string* why) const;
+  // What the group's CUDA paths are (topology, peer access, each path set
+  // up or why not): `python -m torch_ringreduce.info` under torchrun.
+  std::string pathsDescription() const;
 
   // The device ring's device side (algorithms/device_ring.h) with its work
   // on `stream`, for a collective the paths answered DeviceRing; made on

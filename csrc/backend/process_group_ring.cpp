@@ -86,8 +86,10 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
                                        std::move(timeline), timelineLabel);
-    if (config_.autotune) {
-      tuner_ = std::make_unique<AllreduceTuner>(config_);
+    if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
+    // Across nodes the device ring and NCCL are timed by default: which is
+    // faster depends on the network, and only a measurement can say.
+    if (config_.autotune || config_.cudaAutotune) {
       cudaTuner_ = std::make_unique<AllreduceTuner>(config_, AllreduceTuner::cudaPaths());
     }
   } catch (...) {

@@ -168,6 +168,13 @@ class ProcessGroupRing : public c10d::Backend {
   // Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor
   // take the device-flags path (Config::resolveDeviceFlags).
   bool deviceFlags() const { return config_.cudaDeviceFlags; }
+  // The CUDA paths this group set up on its first CUDA collective, and why
+  // the others are not (DevicePath::pathsDescription); read it after a
+  // CUDA collective completed.
+  std::string cudaPaths() const {
+    const DevicePath* path = devicePathMade_.load();
+    return path ? path->pathsDescription() : "not set up (no CUDA collective has run)";
+  }
   // The settings the group was created with (RINGREDUCE_* names and values).
   std::vector<std::pair<std::string, std::string>> effectiveConfig() const {
     return config_.describe();

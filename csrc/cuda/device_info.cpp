@@ -96,4 +96,28 @@ std::array<uint8_t, 16> deviceUuid(int device) {
   return uuid;
 }
 
+PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return PeerAccess::Unknown;
+  }
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (std::memcmp(&prop.uuid, peer.data(), 16) != 0) continue;
+    if (d == device) return PeerAccess::Yes;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device, d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return PeerAccess::Unknown;
+    }
+    return can ? PeerAccess::Yes : PeerAccess::No;
+  }
+  return PeerAccess::Unknown;
+}
+
 }  // namespace ringreduce::cuda

@@ -29,4 +29,12 @@ int multiprocessors(int device);
 // it different indices in different processes).
 std::array<uint8_t, 16> deviceUuid(int device);
 
+// Whether `device` can reach the GPU `peer` (a deviceUuid) directly, as far
+// as this process can tell: Yes for the same GPU or where
+// cudaDeviceCanAccessPeer says so, No where it says not, Unknown where this
+// process does not see that GPU (CUDA_VISIBLE_DEVICES: the peer probe
+// decides). Never throws.
+enum class PeerAccess { Yes, No, Unknown };
+PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer);
+
 }  // namespace ringreduce::cuda

@@ -8,6 +8,7 @@
 #include "core/observe/log.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/vector_pack.h"
+#include "cuda/peer_probe.h"
 #include "cuda/signal/flags_plan.h"
 #include "cuda/signal/stream_memops.h"
 
@@ -25,7 +26,7 @@ struct IdentityRecord {
   uint8_t mps = 0;
   uint8_t memOps = 0;
   uint8_t carriesDevice = 0;  // the transport moves device memory (UCX with CUDA)
-  uint8_t pad = 0;
+  uint8_t peerAccess = 0;     // RINGREDUCE_CUDA_P2P is not off here
   int32_t sms = 0;
 };
 
@@ -60,8 +61,15 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
   mine.memOps = streamMemOpsAvailable(nullptr) ? 1 : 0;
   mine.sms = multiprocessors(device);
   mine.carriesDevice = carriesDevice ? 1 : 0;
+  mine.peerAccess = config.cudaPeerAccess ? 1 : 0;
   std::vector<IdentityRecord> records(size);
   exchange(&mine, records.data(), sizeof(IdentityRecord));
+  for (int q = 0; q < size && peerAccessFailure_.empty(); ++q) {
+    if (!records[q].peerAccess) {
+      peerAccessFailure_ = "peer access is off (RINGREDUCE_CUDA_P2P=off on rank " +
+                           std::to_string(q) + ")";
+    }
+  }
   ringUsable_ = true;
   for (int q = 0; q < size && ringUsable_; ++q) {  // the same verdict on every rank
     if (!records[q].carriesDevice) {
@@ -102,6 +110,10 @@ PathSelection::PathSelection(int rank, int size, int device, const Config& confi
     RR_LOG(Info, rank, "CUDA paths: " << plan.topology << ": NCCL where it loads, else host "
                                       << "staging; no device ring: " << ringFailure_);
   }
+  if (plan.sameNode && !peerAccessFailure_.empty()) {
+    RR_LOG(Info, rank, "CUDA paths: " << peerAccessFailure_
+                                      << ": NCCL where it can run, else host staging");
+  }
   sameNode_ = plan.sameNode;
   gpuShared_ = plan.gpuShared;
   topology_ = plan.topology;
@@ -115,10 +127,17 @@ PathSelection::~PathSelection() = default;
 bool PathSelection::ipcUsable(const RecordExchange& exchange) {
   if (!ipcTried_) {
     ipcTried_ = true;
+    if (!peerAccessFailure_.empty()) {
+      ipcFailure_ = peerAccessFailure_;  // the same on every rank: none sets up
+      return false;
+    }
     ipc_ = IpcCollectives::setUp(rank_, size_, device_, config_.cudaScratchBytes, exchange,
                                  &ipcFailure_);
     if (ipc_ && exportGuard_) ipc_->setExportGuard(exportGuard_);
-    if (!ipc_) RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
+    if (!ipc_) {
+      RR_LOG(Warn, rank_, "CUDA IPC path unavailable: " << ipcFailure_);
+      if (isPeerAccessFailure(ipcFailure_)) peerAccessFailure_ = ipcFailure_;
+    }
   }
   return ipc_ != nullptr;
 }
@@ -152,6 +171,8 @@ bool PathSelection::signalUsable(const RecordExchange& exchange) {
     signalTried_ = true;
     if (sync_ == CudaSync::Auto) {
       signalFailure_ = syncReason_;  // the same on every rank: none sets up
+    } else if (!peerAccessFailure_.empty()) {
+      signalFailure_ = peerAccessFailure_;
     } else {
       SignalGroupOptions options;
       options.bufferBytes = config_.cudaBufferBytes;
@@ -167,9 +188,28 @@ bool PathSelection::signalUsable(const RecordExchange& exchange) {
                                                 << "-byte buffers");
     } else {
       RR_LOG(Warn, rank_, "device-flags path unavailable: " << signalFailure_);
+      // A failed probe fails the IPC kernels' alike: no second probe.
+      if (isPeerAccessFailure(signalFailure_)) peerAccessFailure_ = signalFailure_;
     }
   }
   return signal_ != nullptr;
+}
+
+std::string PathSelection::describe() const {
+  auto verdict = [](bool tried, bool usable, const std::string& failure) -> std::string {
+    if (!tried) return "not tried yet";
+    return usable ? "set up" : "unavailable: " + failure;
+  };
+  std::string text = topology_ + "; peer access: " +
+                     (!peerAccessFailure_.empty() ? peerAccessFailure_
+                      : signalTried_ || ipcTried_ ? "probed, every pair ok"
+                                                  : "not probed yet");
+  text += "; device flags: " + verdict(signalTried_, signal_ != nullptr, signalFailure_);
+  text += "; IPC kernels: " + verdict(ipcTried_, ipc_ != nullptr, ipcFailure_);
+  text += "; NCCL: " + verdict(ncclTried_, nccl_ != nullptr, ncclFailure_);
+  text += "; device ring: " +
+          (ringUsable_ ? std::string("usable") : "unavailable: " + ringFailure_);
+  return text;
 }
 
 bool PathSelection::capturable(std::string* why) const {
@@ -315,29 +355,17 @@ DevicePathTaken PathSelection::allreduceLarge(void* data, size_t count, DataType
                                               ReduceOp op, void* stream,
                                               const RecordExchange& exchange,
                                               const CollectiveCall& call) {
-  struct Record {
-    ExportedRange range;
-    uint8_t aligned = 0;
-  };
-  Record mine;
   std::string why;
-  mine.range = exportRange(device_, data, &why);
-  if (mine.range.ok && exportGuard_ && !exportGuard_(data)) mine.range.ok = 0;
-  mine.aligned = packAligned(data) ? 1 : 0;
-  std::vector<Record> all(size_);
-  exchange(&mine, all.data(), sizeof(Record));
-  bool shareable = true, aligned = true;
-  for (const Record& r : all) {
-    shareable = shareable && r.range.ok;
-    aligned = aligned && r.aligned;
-  }
+  ExportedRange range = exportRange(device_, data, &why);
+  if (range.ok && exportGuard_ && !exportGuard_(data)) range.ok = 0;
+  void* tensors[kSignalRanks] = {};
+  uint8_t aligned = 0;
   const SignalGroup::Call c = signalCall(stream, call);
-  if (shareable) {
-    void* tensors[kSignalRanks] = {};
-    for (int p = 0; p < size_; ++p) {
-      tensors[p] = p == rank_ ? data : signal_->mappings().map(all[p].range);
-    }
-    signal_->allreduceInPlace(tensors, count, type, op, aligned, c);
+  // Shared and mapped on every rank, or on none (tensor_sharing.h): never a
+  // rank that launches while a peer could not map.
+  if (signal_->sharing().share(data, range, packAligned(data) ? 1 : 0, exchange, tensors,
+                               &aligned)) {
+    signal_->allreduceInPlace(tensors, count, type, op, aligned != 0, c);
     return DevicePathTaken::FlagsInPlace;
   }
   const size_t esize = elementSize(type);

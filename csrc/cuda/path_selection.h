@@ -112,6 +112,10 @@ class PathSelection {
   // when a path could not: its memory is kept.
   bool close(const RecordExchange& exchange, std::chrono::milliseconds limit);
 
+  // Every path's state, for `python -m torch_ringreduce.info` under
+  // torchrun: topology, the peer-access verdict, each path set up or why
+  // not. Read after a collective completed (the executor sets them up).
+  std::string describe() const;
   // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
   // Which ranks share a node (from the host identities set-up exchanged):
@@ -155,6 +159,9 @@ class PathSelection {
   int maxBlocks_ = kSignalBlocks;
   IpcCollectives::ExportGuard exportGuard_;
   // Set up on first use; "tried" keeps a failed set-up from being retried.
+  // Why the one-node paths may not use peer access (RINGREDUCE_CUDA_P2P=off
+  // on some rank, or set-up's probe failed on some pair); "" while allowed.
+  std::string peerAccessFailure_;
   bool ipcTried_ = false;
   std::string ipcFailure_;
   std::unique_ptr<IpcCollectives> ipc_;

@@ -36,6 +36,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
       .def("_ranks_on_this_host", &ringreduce::ProcessGroupRing::ranksOnThisHost,
            "The ranks on this machine the group's defaults went by (LOCAL_WORLD_SIZE aside).")
+      .def("_cuda_paths", &ringreduce::ProcessGroupRing::cudaPaths,
+           "The CUDA paths the group set up (topology, peer access, device flags, IPC, NCCL, "
+           "device ring) and why the others are not; after a CUDA collective has run.")
       .def("_device_flags", &ringreduce::ProcessGroupRing::deviceFlags,
            "Whether CUDA allreduce, all_gather_into_tensor and reduce_scatter_tensor take "
            "the device-flags path (auto on one host, or RINGREDUCE_CUDA_ALGO=flags).")

@@ -4,10 +4,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "core/base/errors.h"
+#include "cuda/device_info.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/stream_tracker.h"
 #include "cuda/kernels/operator_dispatch.h"
@@ -35,11 +38,75 @@ std::atomic<int64_t> streamWaitLimitMs{30000};
 
 void setFakeStreamWaitLimit(std::chrono::milliseconds limit) { streamWaitLimitMs = limit.count(); }
 
+namespace {
+std::mutex devicesMutex;
+std::map<std::pair<int, int>, FakePeerAccess> peerAccess;  // (lower, higher) device
+std::set<int> failingMaps;
+thread_local std::set<int> devicesUsed;
+
+// Where a fake handle keeps what the fake needs: the exporter's pointer,
+// its device and (for our own buffers) the allocation's size.
+constexpr size_t kDeviceAt = 8, kBytesAt = 16;
+}  // namespace
+
+void setFakePeerAccess(int deviceA, int deviceB, FakePeerAccess access) {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  peerAccess[{std::min(deviceA, deviceB), std::max(deviceA, deviceB)}] = access;
+}
+
+void failFakeMapsOn(int device) {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  failingMaps.insert(device);
+}
+
+void resetFakeDevices() {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  peerAccess.clear();
+  failingMaps.clear();
+}
+
+std::set<int> takeDevicesUsedByThisThread() { return std::exchange(devicesUsed, {}); }
+
+void used(int device) { devicesUsed.insert(device); }
+
+FakePeerAccess accessBetween(int a, int b) {
+  if (a == b) return FakePeerAccess::Present;
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  const auto it = peerAccess.find({std::min(a, b), std::max(a, b)});
+  return it == peerAccess.end() ? FakePeerAccess::Present : it->second;
+}
+
+bool mapsFailOn(int device) {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  return failingMaps.count(device) > 0;
+}
+
+ringreduce::cuda::IpcHandle fakeHandle(const void* ptr, int device, size_t bytes) {
+  ringreduce::cuda::IpcHandle handle{};
+  std::memcpy(handle.data(), &ptr, sizeof(ptr));
+  std::memcpy(handle.data() + kDeviceAt, &device, sizeof(device));
+  std::memcpy(handle.data() + kBytesAt, &bytes, sizeof(bytes));
+  return handle;
+}
+
 }  // namespace ringreduce::testing
 
 namespace ringreduce::cuda {
 
-ExportedRange exportRange(int, const void* ptr, std::string* why) {
+std::array<uint8_t, 16> deviceUuid(int device) {
+  testing::used(device);
+  return {0xfa, 0xce, static_cast<uint8_t>(device)};
+}
+
+PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer) {
+  testing::used(device);
+  return testing::accessBetween(device, peer[2]) == testing::FakePeerAccess::Absent
+             ? PeerAccess::No
+             : PeerAccess::Yes;
+}
+
+ExportedRange exportRange(int device, const void* ptr, std::string* why) {
+  testing::used(device);
   ExportedRange range;
   {
     std::lock_guard<std::mutex> lock(testing::unshareableMutex);
@@ -48,20 +115,39 @@ ExportedRange exportRange(int, const void* ptr, std::string* why) {
       return range;
     }
   }
-  std::memcpy(range.handle.data(), &ptr, sizeof(ptr));
+  range.handle = testing::fakeHandle(ptr, device, 0);
   range.ok = 1;
   return range;
 }
 
-void copyOnStream(int, void* dst, const void* src, size_t bytes, void*) {
+void copyOnStream(int device, void* dst, const void* src, size_t bytes, void*) {
+  testing::used(device);
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 
+// Opens as cudaIpcOpenMemHandle would, once per handle; through a broken
+// peer path the mapping is a decoy: what this rank writes never reaches the
+// owner, and what it reads is not the owner's.
 void* PeerMappings::map(const ExportedRange& range) {
-  void* base = nullptr;
-  std::memcpy(&base, range.handle.data(), sizeof(base));
-  open_.emplace(range.handle, base);
-  return static_cast<uint8_t*>(base) + range.offset;
+  testing::used(device_);
+  auto it = open_.find(range.handle);
+  if (it == open_.end()) {
+    if (testing::mapsFailOn(device_)) {
+      throw Error("fake cudaIpcOpenMemHandle: cannot map on device " + std::to_string(device_) +
+                  " (test)");
+    }
+    void* base = nullptr;
+    int owner = 0;
+    size_t bytes = 0;
+    std::memcpy(&base, range.handle.data(), sizeof(base));
+    std::memcpy(&owner, range.handle.data() + testing::kDeviceAt, sizeof(owner));
+    std::memcpy(&bytes, range.handle.data() + testing::kBytesAt, sizeof(bytes));
+    if (bytes > 0 && testing::accessBetween(device_, owner) == testing::FakePeerAccess::Broken) {
+      base = std::calloc(1, bytes);  // kept for the process, as a real mapping may be
+    }
+    it = open_.emplace(range.handle, base).first;
+  }
+  return static_cast<uint8_t*>(it->second) + range.offset;
 }
 
 void PeerMappings::closeAll() { open_.clear(); }
@@ -70,6 +156,7 @@ void PeerMappings::closeAll() { open_.clear(); }
 bool StreamTracker::waitAll(int, std::chrono::milliseconds) const { return true; }
 
 DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+  testing::used(device);
   data_ = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (data_ == nullptr) throw Error("fake DeviceBuffer: out of memory");
 }
@@ -78,7 +165,7 @@ DeviceBuffer::~DeviceBuffer() { std::free(data_); }
 
 ExportedRange DeviceBuffer::exported() {
   ExportedRange range;
-  std::memcpy(range.handle.data(), &data_, sizeof(data_));
+  range.handle = testing::fakeHandle(data_, device_, bytes_);
   range.ok = 1;
   return range;
 }
@@ -88,6 +175,7 @@ ExportedRange DeviceBuffer::exported() {
 // device events give, and ThreadSanitizer sees it, so a missing wait in the
 // protocol shows up as a data race.
 SharedEvent::SharedEvent(int device) : device_(device) {
+  testing::used(device);
   // Never freed (as the real events): kept reachable for the leak checker.
   static std::mutex poolMutex;
   static std::deque<std::mutex> pool;
@@ -101,6 +189,7 @@ SharedEvent::~SharedEvent() = default;  // left to the process, as the real one
 void SharedEvent::record(void*) { std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
 
 PeerEvent::PeerEvent(int device, const IpcHandle& handle) : device_(device) {
+  testing::used(device);
   std::memcpy(&event_, handle.data(), sizeof(event_));
 }
 PeerEvent::~PeerEvent() = default;
@@ -129,7 +218,8 @@ void sameType(const ReduceCopyArgs& a, size_t count) {
 
 // The fake covers what the protocol tests use: float32, int64, bfloat16
 // and the float32 <-> 16-bit wire casts.
-void launchReduceCopy(const ReduceCopyArgs& args, int, void*) {
+void launchReduceCopy(const ReduceCopyArgs& args, int device, void*) {
+  testing::used(device);
   if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
     throw InvalidArgument("fake reduce-copy: bad fan-in/out");
   }
@@ -174,16 +264,18 @@ void launchReduceCopy(const ReduceCopyArgs& args, int, void*) {
 
 namespace ringreduce::cuda {
 
-void fillOnStream(int, void* dst, int value, size_t bytes, void*) {
+void fillOnStream(int device, void* dst, int value, size_t bytes, void*) {
+  testing::used(device);
   // Byte by byte through atomics: a peer's kernel may be polling the word.
   for (size_t i = 0; i < bytes; ++i) {
     std::atomic_ref<uint8_t>(static_cast<uint8_t*>(dst)[i]).store(static_cast<uint8_t>(value));
   }
 }
 
-void synchronizeStream(int, void*) {}
+void synchronizeStream(int device, void*) { testing::used(device); }
 
-PinnedMirror::PinnedMirror(int, size_t bytes) {
+PinnedMirror::PinnedMirror(int device, size_t bytes) {
+  testing::used(device);
   host_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   std::memset(host_, 0, bytes);
   device_ = host_;
@@ -191,11 +283,17 @@ PinnedMirror::PinnedMirror(int, size_t bytes) {
 
 PinnedMirror::~PinnedMirror() { std::free(host_); }
 
-void* recordMark(int, void*) { return new int(0); }
+void* recordMark(int device, void*) {
+  testing::used(device);
+  return new int(0);
+}
 bool markReached(void*) { return true; }
 void freeMark(void* mark) { delete static_cast<int*>(mark); }
 
-void* createOwnStream(int) { return new int(0); }
+void* createOwnStream(int device) {
+  testing::used(device);
+  return new int(0);
+}
 void destroyOwnStream(int, void* stream) { delete static_cast<int*>(stream); }
 
 bool streamMemOpsAvailable(std::string*) { return true; }
@@ -252,8 +350,9 @@ void runTyped(const SignalView& view, const SignalOp& op, ReduceOp reduceOp) {
 }  // namespace
 
 // The fake covers float32, int64 and (for allgather) bytes.
-void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp, int,
-                    void*) {
+void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp,
+                    int device, void*) {
+  testing::used(device);
   if (op.kind == SignalKind::Allgather) {
     op.count *= elementSize(type);
     return runTyped<uint8_t>(view, op, ReduceOp::Sum);

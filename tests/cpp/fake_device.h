@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 
 namespace ringreduce::testing {
 
@@ -19,5 +20,24 @@ void clearUnshareable();
 // How long a fake stream wait waits before it throws (a real one waits
 // until the watchdog releases it); 30 s unless a test says otherwise.
 void setFakeStreamWaitLimit(std::chrono::milliseconds limit);
+
+// --- several devices ------------------------------------------------------
+// Each rank of a test passes its own device index (rank k: device k), as
+// one GPU per rank does; a fake "GPU" k has the uuid {0xfa, 0xce, k}.
+// Between two devices, peer access is present (the default), absent (the
+// runtime says no: cudaDeviceCanAccessPeer) or broken (the mapping opens,
+// but what goes through it lands elsewhere: a mapped peer buffer is a decoy
+// of the same size, the IOMMU/ACS failure).
+enum class FakePeerAccess { Present, Absent, Broken };
+void setFakePeerAccess(int deviceA, int deviceB, FakePeerAccess access);  // both ways
+// Opening a peer's memory (PeerMappings::map of a handle not yet open) throws
+// on `device` from now on.
+void failFakeMapsOn(int device);
+// Every device back to present peer access and working maps.
+void resetFakeDevices();
+// The devices this thread handed to the fake CUDA layer since the last
+// call (which clears them): a rank that touches a device it does not own
+// shows here.
+std::set<int> takeDevicesUsedByThisThread();
 
 }  // namespace ringreduce::testing

@@ -121,6 +121,28 @@ TEST(NameTables, ConfigReadsTheDeviceFlagsSettings) {
   }
 }
 
+// RINGREDUCE_CUDA_P2P: auto by default, off turns the one-node paths'
+// peer access off (and says so on a bad value); the device ring against
+// NCCL is measured across nodes unless RINGREDUCE_CUDA_AUTOTUNE=0.
+TEST(NameTables, ConfigReadsPeerAccessAndTheCudaAutotune) {
+  const Config defaults = Config::fromEnvironment();
+  EXPECT_TRUE(defaults.cudaPeerAccess);
+  EXPECT_TRUE(defaults.cudaAutotune);
+  for (const char* off : {"off", "0"}) {
+    ScopedEnv p2p("RINGREDUCE_CUDA_P2P", off);
+    EXPECT_FALSE(Config::fromEnvironment().cudaPeerAccess) << off;
+  }
+  {
+    ScopedEnv p2p("RINGREDUCE_CUDA_P2P", "auto");
+    ScopedEnv tune("RINGREDUCE_CUDA_AUTOTUNE", "0");
+    const Config config = Config::fromEnvironment();
+    EXPECT_TRUE(config.cudaPeerAccess);
+    EXPECT_FALSE(config.cudaAutotune);
+  }
+  EXPECT_EQ(errorOf("RINGREDUCE_CUDA_P2P", "no"),
+            "ringreduce: environment variable RINGREDUCE_CUDA_P2P='no' must be auto or off");
+}
+
 TEST(NameTables, BadValueListsTheChoices) {
   EXPECT_EQ(errorOf("RINGREDUCE_CUDA_ALGO", "fast"),
             "ringreduce: environment variable RINGREDUCE_CUDA_ALGO='fast' must be one of: "

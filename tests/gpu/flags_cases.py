@@ -173,3 +173,11 @@ def killed_peer(rank, world, init_method):
             break
         time.sleep(0.05)
     return {"seconds": time.monotonic() - start, "message": message}
+
+
+def peer_access_off(rank, world, init_method):
+    """RINGREDUCE_CUDA_P2P=off: the sweep's results through NCCL or host
+    staging, and the group says why it took them."""
+    result = sweep(rank, world, init_method)
+    result["paths"] = dist.group.WORLD._get_backend(torch.device("cuda"))._cuda_paths()
+    return result

@@ -84,3 +84,15 @@ def test_a_killed_peer_fails_the_survivors_within_the_timeout(sync):
         result = results[rank]
         assert result["message"] != "no error", result
         assert result["seconds"] < 40, result
+
+
+@pytest.mark.parametrize("world", [2])
+def test_peer_access_off_takes_nccl_or_the_host_with_the_oracles_results(world):
+    """The fallback a pair without (or with broken) peer access gets, forced
+    on the one GPU: every rank alike, exact, and the group says why."""
+    results = run_world(world, flags_cases.peer_access_off, env={"RINGREDUCE_CUDA_P2P": "off"},
+                        timeout=600)
+    _no_failures(results)
+    for rank, result in enumerate(results):
+        assert "RINGREDUCE_CUDA_P2P=off on rank 0" in result["paths"], (rank, result["paths"])
+        assert "device flags: unavailable" in result["paths"], (rank, result["paths"])

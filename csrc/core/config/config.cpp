@@ -68,6 +68,17 @@ bool readFlag(const Sources& sources, const char* name, bool fallback) {
   return readPositive(sources, name, fallback ? 1 : 0, 0) != 0;
 }
 
+// "auto" (or "on", "1") keeps a feature where it works, "off" ("0") turns it off.
+bool readAutoOrOff(const Sources& sources, const char* name, bool fallback) {
+  const std::optional<Setting> setting = sources.get(name);
+  if (!setting) return fallback;
+  const std::string& v = setting->value;
+  if (v == "auto" || v == "on" || v == "1") return true;
+  if (v == "off" || v == "0") return false;
+  throw InvalidArgument("ringreduce: " + setting->origin + name + "='" + v +
+                        "' must be auto or off");
+}
+
 // One of the names in E's table (core/base/name_table.h).
 template <typename E>
 E readChoice(const Sources& sources, const char* name, E fallback) {
@@ -138,6 +149,8 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
       readPositive(sources, "RINGREDUCE_CUDA_SCRATCH_BYTES",
                    static_cast<long long>(config.cudaScratchBytes), 1 << 16));
   config.cudaWireDtype = readChoice(sources, "RINGREDUCE_CUDA_WIRE_DTYPE", config.cudaWireDtype);
+  config.cudaPeerAccess = readAutoOrOff(sources, "RINGREDUCE_CUDA_P2P", config.cudaPeerAccess);
+  config.cudaAutotune = readFlag(sources, "RINGREDUCE_CUDA_AUTOTUNE", config.cudaAutotune);
   config.cudaSync = readChoice(sources, "RINGREDUCE_CUDA_SYNC", config.cudaSync);
   config.cudaBufferBytes = static_cast<size_t>(
       readPositive(sources, "RINGREDUCE_CUDA_BUFFER_BYTES",
@@ -217,6 +230,8 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_CUDA_ONESHOT_BYTES", number(cudaOneShotBytes)},
       {"RINGREDUCE_CUDA_SCRATCH_BYTES", number(cudaScratchBytes)},
       {"RINGREDUCE_CUDA_WIRE_DTYPE", nameOf(cudaWireDtype)},
+      {"RINGREDUCE_CUDA_P2P", cudaPeerAccess ? "auto" : "off"},
+      {"RINGREDUCE_CUDA_AUTOTUNE", number(int(cudaAutotune))},
       {"RINGREDUCE_CUDA_SYNC", nameOf(cudaSync)},
       {"RINGREDUCE_CUDA_BUFFER_BYTES", number(cudaBufferBytes)},
       {"RINGREDUCE_CUDA_BLOCKS", number(cudaBlocks)},

@@ -145,6 +145,18 @@ struct Config {
   size_t cudaOneShotBytes = 256 * 1024;  // RINGREDUCE_CUDA_ONESHOT_BYTES
   // Per-rank IPC scratch buffer (half input, half output). RINGREDUCE_CUDA_SCRATCH_BYTES.
   size_t cudaScratchBytes = 32u << 20;
+  // Whether the one-node paths (device flags, IPC kernels) may use peer
+  // access between the ranks' GPUs at all: set-up probes every pair
+  // (cuda/peer_probe.h); off sends CUDA collectives to NCCL or host staging,
+  // as a failed probe does. Off on any rank is off for the group.
+  // RINGREDUCE_CUDA_P2P=auto|off.
+  bool cudaPeerAccess = true;
+  // Across nodes under RINGREDUCE_CUDA_ALGO=auto, where both the device ring
+  // and NCCL can run an allreduce: time both on the first allreduces of each
+  // size class and keep the faster, the same on every rank
+  // (algorithms/autotune.h, AllreduceTuner::cudaPaths). Off: the device ring.
+  // RINGREDUCE_CUDA_AUTOTUNE (default 1).
+  bool cudaAutotune = true;
   // fp16 or bf16: float32 SUM/AVG travel as 16-bit floats through the
   // IPC scratch buffers (one-shot and staged forms; Horovod's compression),
   // accumulated in float32. RINGREDUCE_CUDA_WIRE_DTYPE.

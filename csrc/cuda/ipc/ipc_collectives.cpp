@@ -4,6 +4,7 @@
 
 #include "core/base/errors.h"
 #include "core/plan/partition.h"
+#include "cuda/peer_probe.h"
 
 namespace ringreduce::cuda {
 
@@ -84,6 +85,12 @@ std::unique_ptr<IpcCollectives> IpcCollectives::setUp(int rank, int size, int de
   exchange(&opened, allOpened.data(), 1);
   for (int q = 0; q < size && failure.empty(); ++q) {
     if (!allOpened[q]) failure = "rank " + std::to_string(q) + " could not open its peers' CUDA IPC handles";
+  }
+  // Does every pair really reach the other's scratch through the mappings?
+  if (failure.empty()) {
+    failure = probePeerAccess(
+        PeerProbe{rank, size, device, self->peerScratch_.data(), std::chrono::seconds(30)},
+        exchange);
   }
   if (!failure.empty()) {
     if (why) *why = failure;
@@ -180,21 +187,13 @@ bool IpcCollectives::shareBefore(const void* ptr, void* stream, const RecordExch
   std::string why;
   ExportedRange mine = exportRange(device_, ptr, &why);
   if (mine.ok && exportGuard_ && !exportGuard_(ptr)) mine.ok = 0;
-  ExportedRange all[kMaxFanout];
   before_.record(stream);
-  exchange(&mine, all, sizeof(ExportedRange));
-  for (int q = 0; q < size_; ++q) {
-    // Nobody waits on this round's events then, so skipping them is safe.
-    if (!all[q].ok) return false;
-  }
   peers.assign(size_, nullptr);
+  // Nobody waits on this round's events when the sharing fails (on every
+  // rank alike), so skipping them is safe.
+  if (!sharing_.share(const_cast<void*>(ptr), mine, 1, exchange, peers.data())) return false;
   for (int q = 0; q < size_; ++q) {
-    if (q == rank_) {
-      peers[q] = const_cast<void*>(ptr);
-      continue;
-    }
-    peersBefore_[q]->waitOn(stream);
-    peers[q] = mappings_.map(all[q]);
+    if (q != rank_) peersBefore_[q]->waitOn(stream);
   }
   return true;
 }

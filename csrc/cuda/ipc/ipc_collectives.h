@@ -39,6 +39,7 @@
 #include "core/base/record_exchange.h"
 #include "core/base/reduce_op.h"
 #include "cuda/ipc/ipc_memory.h"
+#include "cuda/ipc/tensor_sharing.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/stream_tracker.h"
 
@@ -124,6 +125,7 @@ class IpcCollectives {
   std::vector<std::unique_ptr<PeerEvent>> peersBefore_;  // null at my own index
   std::vector<std::unique_ptr<PeerEvent>> peersAfter_;
   PeerMappings mappings_;
+  TensorSharing sharing_{rank_, size_, mappings_};  // the peers' tensors, agreed mappings
   StreamTracker streams_;
   ExportGuard exportGuard_;
 };

@@ -1,5 +1,7 @@
 #include "cuda/signal/signal_group.h"
 
+#include "cuda/peer_probe.h"
+
 #include <algorithm>
 
 #include "core/base/errors.h"
@@ -87,6 +89,17 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
   exchange(&opened, allOpened.data(), 1);
   for (int q = 0; q < size && failure.empty(); ++q) {
     if (!allOpened[q]) failure = "rank " + std::to_string(q) + " could not map its peers' regions";
+  }
+  // Round 3 (three exchanges): does every pair really reach the other's
+  // region through the mappings? Probed in the first input buffer, which no
+  // collective has used yet.
+  if (failure.empty()) {
+    std::vector<void*> areas(size);
+    for (int q = 0; q < size; ++q) {
+      areas[q] = signalBuffer<uint8_t>(self->regions_[q], options.bufferBytes, SignalBuffer::In, 0);
+    }
+    failure = probePeerAccess(PeerProbe{rank, size, device, areas.data(), options.probeLimit},
+                              exchange);
   }
   if (!failure.empty()) {
     if (why) *why = failure;

@@ -41,6 +41,7 @@
 #include "core/base/reduce_op.h"
 #include "core/config/cuda_choices.h"
 #include "cuda/ipc/ipc_memory.h"
+#include "cuda/ipc/tensor_sharing.h"
 #include "cuda/signal/signal_collectives.h"
 #include "cuda/stream_tracker.h"
 
@@ -51,6 +52,8 @@ struct SignalGroupOptions {
   CudaSync sync = CudaSync::Flags;
   int maxBlocks = kSignalBlocks;  // the most blocks of one collective (MPS: residency)
   size_t oneShotBytes = 256 * 1024;  // one-shot up to this size, two-shot above
+  // How long set-up's peer-access probe (peer_probe.h) may take.
+  std::chrono::milliseconds probeLimit{30000};
 };
 
 class SignalGroup {
@@ -112,8 +115,9 @@ class SignalGroup {
   // kept for the life of the process.
   bool close(const RecordExchange& exchange, std::chrono::milliseconds limit);
 
-  // The peers' tensors this group has mapped (for the in-place form).
-  PeerMappings& mappings() { return mappings_; }
+  // Shares the ranks' own tensors (for the in-place form), the mappings
+  // agreed by every rank before any launch (ipc/tensor_sharing.h).
+  TensorSharing& sharing() { return sharing_; }
 
  private:
   SignalGroup(int rank, int size, int device, const SignalGroupOptions& options);
@@ -144,6 +148,7 @@ class SignalGroup {
   void* sideStream_ = nullptr;             // for stop(): beside a stream that may be stuck
   std::vector<void*> regions_;             // every rank's, mapped (mine: region_)
   PeerMappings mappings_;
+  TensorSharing sharing_{rank_, size_, mappings_};
   uint32_t hostCollectives_ = 0;           // stream memops: collectives so far
   StreamTracker streams_;                  // every stream a collective ran on
 
