@@ -5,6 +5,11 @@ Prints one `name: value` line per fact, then the problems found. Exits 1 when
 something asked for cannot work: a setting in the environment
 (RINGREDUCE_CUDA_ALGO, RINGREDUCE_NCCL_LIBRARY, UCX_TLS) or a capability named
 with --require. Paste its output into bug reports.
+
+Under torchrun (WORLD_SIZE and RANK set) with a GPU and the CUDA path, every
+rank also forms a group, runs one CUDA allreduce on its LOCAL_RANK's GPU and
+prints what its CUDA paths are: the topology, the peer-access probe's verdict
+(which pair failed and why), which paths set up and why the others did not.
 """
 import argparse
 import os
@@ -135,6 +140,27 @@ def collect(require=()):
     return facts, problems
 
 
+def group_cuda_paths():
+    """Under torchrun on GPUs: this rank's CUDA paths after one allreduce
+    (None elsewhere)."""
+    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+        return None
+    if not torch.cuda.is_available() or not _C.build_info()["cuda_path"]:
+        return None
+    import torch.distributed as dist
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    dist.init_process_group("ringreduce")
+    try:
+        probe = torch.ones(1024, device=device)
+        dist.all_reduce(probe)
+        torch.cuda.synchronize(device)
+        backend = dist.group.WORLD._get_backend(device)
+        return backend._cuda_paths()
+    finally:
+        dist.destroy_process_group()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m torch_ringreduce.info",
                                      description=__doc__.split("\n\n")[0])
@@ -147,6 +173,9 @@ def main(argv=None):
         parser.error(f"--require: unknown {', '.join(sorted(unknown))} "
                      f"(known: {', '.join(REQUIREMENTS)})")
     facts, problems = collect(require)
+    paths = group_cuda_paths()
+    if paths is not None:
+        facts[f"CUDA paths (rank {os.environ['RANK']})"] = paths
     for key, value in facts.items():
         print(f"{key + ':':<23} {value}")
     if problems:
