@@ -12,6 +12,8 @@
 #              memcheck on them
 #   flags      the device-flags path without MPS (stream memory operations)
 #   capture    of those, only what CUDA graphs capture or refuse
+#   p2p        RINGREDUCE_CUDA_P2P=off: the fallback a pair without peer
+#              access gets, against the oracle
 #   default    the default path (auto: device flags on one node) on every
 #              dtype and op, the other collectives, stream semantics
 #   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
@@ -33,6 +35,8 @@ OUT=${OUT:-/tmp/ringreduce-gpu}
 mkdir -p "$OUT"
 ROOT=$PWD/.gpu/root
 export LD_LIBRARY_PATH=$ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# iproute2's ip (gpu_prepare.sh), for the emulated nodes.
+[ -x .gpu/ip/ip ] && export PATH=$PWD/.gpu/ip:$PATH
 export UCX_NET_DEVICES=lo UCX_LOG_LEVEL=error PYTHONUNBUFFERED=1
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.gpu/wheels RINGREDUCE_TEST_QUICK=1
 SUMMARY=$OUT/summary.txt
@@ -112,6 +116,7 @@ PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
 run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
 run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
 run capture 40 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "capture"
+run p2p 60 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "peer_access_off"
 CUDA_TESTS=tests/gpu/test_cuda_tensors.py
 run default 100 "${PYTEST[@]}" --maxfail 3 \
   "$CUDA_TESTS::test_allreduce_every_dtype_and_op[auto-2]" \
