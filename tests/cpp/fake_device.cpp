@@ -98,6 +98,17 @@ std::array<uint8_t, 16> deviceUuid(int device) {
   return {0xfa, 0xce, static_cast<uint8_t>(device)};
 }
 
+// One GPU per rank, no MPS: the flags plan's inputs.
+bool mpsActive(std::string* how) {
+  if (how) *how = "fake device: no MPS";
+  return false;
+}
+
+int multiprocessors(int device) {
+  testing::used(device);
+  return 8;
+}
+
 PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer) {
   testing::used(device);
   return testing::accessBetween(device, peer[2]) == testing::FakePeerAccess::Absent
