@@ -16,23 +16,26 @@ find .gpu/root -name "*.a" -delete
 # libibverbs, which is not carried.
 rm -f .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_ib* \
       .gpu/root/usr/lib/x86_64-linux-gnu/ucx/libuct_rdmacm*
-# iproute2's `ip`, which the GPU image lacks and the emulated nodes need
-# (their own network namespaces): the binary and its libraries (about
-# 1.4 MB), behind a wrapper that gives them to `ip` alone, so they never
-# shadow the image's own libraries. gpu_quick.sh puts .gpu/ip on PATH.
+# iproute2's `ip` and `tc`, which the GPU image lacks and the emulated nodes
+# need (their own network namespaces; tc for a rate-limited link): the
+# binaries and their libraries (about 2 MB), each behind a wrapper that
+# gives them the libraries alone, so they never shadow the image's own.
+# gpu_quick.sh puts .gpu/ip on PATH.
 mkdir -p .gpu/ipdebs .gpu/ip/lib
 (cd .gpu/ipdebs && apt-get download -q iproute2 libbpf1 libelf1 libmnl0 libbsd0 libmd0 libcap2 \
-   >/dev/null)
+   libxtables12 >/dev/null)
 for deb in .gpu/ipdebs/*.deb; do dpkg -x "$deb" .gpu/ipdebs/root; done
-cp .gpu/ipdebs/root/bin/ip .gpu/ip/ip.bin
 find .gpu/ipdebs/root -name "lib*.so*" \( -type f -o -type l \) -exec cp -a {} .gpu/ip/lib/ \;
-rm -rf .gpu/ipdebs
-cat > .gpu/ip/ip <<'WRAPPER'
+for tool in ip tc; do
+  cp .gpu/ipdebs/root/sbin/$tool .gpu/ip/$tool.bin
+  cat > .gpu/ip/$tool <<WRAPPER
 #!/bin/sh
-here=$(dirname "$(readlink -f "$0")")
-LD_LIBRARY_PATH="$here/lib" exec "$here/ip.bin" "$@"
+here=\$(dirname "\$(readlink -f "\$0")")
+LD_LIBRARY_PATH="\$here/lib" exec "\$here/$tool.bin" "\$@"
 WRAPPER
-chmod +x .gpu/ip/ip
+  chmod +x .gpu/ip/$tool
+done
+rm -rf .gpu/ipdebs
 "$PYTHON" -m pip download -q --dest .gpu/wheels pytest >/dev/null
 # The build's one requirement (pyproject.toml), should that image's be older.
 "$PYTHON" -m pip download -q --no-deps --dest .gpu/wheels "setuptools>=70.1" >/dev/null
