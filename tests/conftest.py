@@ -4,6 +4,8 @@ reader of CI's log sees at once which coverage a run lacked and why."""
 import collections
 import os
 
+import pytest
+
 
 def _skip_reason(report):
     # A skip's longrepr is (path, line, "Skipped: reason"); other forms are
@@ -23,7 +25,11 @@ def skipped_groups(reports):
                   key=lambda group: (-group[0], group[1], group[2]))
 
 
+# The outermost wrapper, its part after the others': the last section
+# before the final counts, after pytest's own short summary (-ra).
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter):
+    yield
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.when in ("setup", "call")]
     if not skipped:
         return
