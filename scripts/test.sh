@@ -36,6 +36,12 @@ echo "=== Python tests (pytest) ==="
 "$PYTHON" -m pytest tests/python tests/gpu -ra -p no:cacheprovider "$@"
 py_status=$?
 
+# What CMake left out (a test binary it cannot build here) says so last,
+# beside pytest's skipped groups: CMake's own output is hidden above.
+if [ -s build/cpp/tests_not_built.txt ]; then
+  while IFS= read -r line; do echo "NOT BUILT (C++): $line"; done < build/cpp/tests_not_built.txt
+fi
+
 if [ $cpp_status -ne 0 ] || [ $py_status -ne 0 ]; then
   echo "FAILED: ctest exit $cpp_status, pytest exit $py_status"
   exit 1

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/plan/allreduce_cost.h"
 #include "core/config/config.h"
@@ -126,4 +128,51 @@ TEST(Topology, NodesNumberedByFirstRankAndRegularity) {
   EXPECT_EQ(t.maxRanksPerNode(), 2);
   EXPECT_TRUE(Topology::blocks(3, 4).regular());
   EXPECT_EQ(Topology::blocks(3, 4).ranksByNode()[2], (std::vector<int>{8, 9, 10, 11}));
+}
+
+// The model's predictions against the alpha-beta costs of the textbook
+// (Thakur, Rabenseifner and Gropp, 2005), written here from the formulas and
+// not from the model's code: on one link class with no per-message overhead,
+// p ranks, n bytes, m = 2(p-1)/p n beta the bytes each rank moves,
+//   ring              2(p-1) alpha + m, or max(2(p-1) alpha, m) pipelined
+//   halving/doubling  2 log2(p) alpha + m   (p a power of two)
+//   direct            2 alpha + m           (every chunk at once)
+// Where one of them is cheaper than the others by far more than any
+// tie-break, the choice must be it.
+TEST(AllreduceChoice, PredictionsMeetTheTextbookCostsAndTheChoiceFollowsThem) {
+  const LinkCost link = parseLinkCost("10GB/s,5us,0us", defaultIntraNode(), "intra");
+  ASSERT_DOUBLE_EQ(link.overhead, 0.0);
+  int clearChoices = 0;
+  for (int p : {2, 4, 8}) {
+    const AllreduceCostModel model(Topology::singleNode(p), link, link);
+    const double log2p = std::log2(static_cast<double>(p));
+    for (size_t bytes : {size_t{8}, size_t{4096}, size_t{64} << 20, size_t{256} << 20}) {
+      const double moved = 2.0 * (p - 1) / p * static_cast<double>(bytes) * link.beta;
+      const double chain = 2.0 * (p - 1) * link.alpha;
+      const double ring = model.predict(AllreduceAlgorithm::Ring, bytes);
+      EXPECT_GE(ring, std::max(chain, moved) * 0.999) << p << " ranks, " << bytes << " B";
+      EXPECT_LE(ring, (chain + moved) * 1.001) << p << " ranks, " << bytes << " B";
+      const std::pair<AllreduceAlgorithm, double> textbook[] = {
+          {AllreduceAlgorithm::Ring, chain + moved},
+          {AllreduceAlgorithm::HalvingDoubling, 2.0 * log2p * link.alpha + moved},
+          {AllreduceAlgorithm::Direct, 2.0 * link.alpha + moved},
+      };
+      for (const auto& [algorithm, cost] : textbook) {
+        if (algorithm == AllreduceAlgorithm::Ring) continue;
+        EXPECT_NEAR(model.predict(algorithm, bytes), cost, cost * 0.001)
+            << nameOf(algorithm) << ", " << p << " ranks, " << bytes << " B";
+      }
+      // The textbook's cheapest, where the next is at least 1.5x its cost.
+      const auto* best = &textbook[0];
+      for (const auto& entry : textbook) best = entry.second < best->second ? &entry : best;
+      bool clear = true;
+      for (const auto& entry : textbook) {
+        clear &= &entry == best || entry.second >= 1.5 * best->second;
+      }
+      if (!clear) continue;
+      ++clearChoices;
+      EXPECT_EQ(model.cheapest(bytes), best->first) << p << " ranks, " << bytes << " B";
+    }
+  }
+  EXPECT_GE(clearChoices, 4);  // the small sizes on 4 and 8 ranks at least
 }

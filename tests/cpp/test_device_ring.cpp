@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iomanip>
 #include <random>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "algorithms/device_ring.h"
@@ -71,6 +75,59 @@ std::vector<T> referenceOf(int n, size_t count, uint32_t salt, ReduceOp op) {
   return out;
 }
 
+// Where `result` strays from the float64 sum (or mean) of every rank's
+// `inputs` by more than the ring's rounding allows: n-1 steps that round
+// once each, by at most `unit` relative to the sum of magnitudes, and one
+// rounding more for a mean. A reference of neither ring, so a contribution
+// lost in both (as a shared schedule would lose it) shows. Empty: none.
+std::string offTheWideReference(const std::vector<float>& result,
+                                 const std::vector<std::vector<float>>& inputs, ReduceOp op,
+                                 double unit) {
+  const double n = static_cast<double>(inputs.size());
+  for (size_t i = 0; i < result.size(); ++i) {
+    double sum = 0.0, magnitude = 0.0;
+    for (const auto& in : inputs) {
+      sum += in[i];
+      magnitude += std::abs(static_cast<double>(in[i]));
+    }
+    double bound = (n - 1) * unit * magnitude + 1e-30;
+    if (op == ReduceOp::Avg) {
+      sum /= n;
+      bound = bound / n + unit * magnitude / n;
+    }
+    if (std::abs(result[i] - sum) > bound) {
+      std::ostringstream text;
+      text << std::setprecision(9) << "element " << i << ": " << result[i]
+           << ", the float64 reference " << sum << " (bound " << bound << ")";
+      return text.str();
+    }
+  }
+  return {};
+}
+
+// Every rank's input of any floats, rebuilt from its seed; rounded once to
+// a 16-bit wire type (each rank rounds its own) where `wire` is not None.
+std::vector<std::vector<float>> everyInput(int n, size_t count, uint32_t salt,
+                                           WireDtype wire = WireDtype::None) {
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < n; ++r) {
+    auto in = inputOf<float>(r, count, salt, false);
+    if (wire != WireDtype::None) {
+      const bool half = wire == WireDtype::Fp16;
+      std::vector<uint16_t> narrow(count);
+      floatBufferToHalf(half, in.data(), narrow.data(), count);
+      halfBufferToFloat(half, narrow.data(), in.data(), count);
+    }
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+// Unit roundoffs: float32's, and the 16-bit wire types'.
+double unitOf(WireDtype wire) {
+  return std::ldexp(1.0, wire == WireDtype::Fp16 ? -11 : wire == WireDtype::Bf16 ? -8 : -24);
+}
+
 template <typename T>
 bool sameBits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
@@ -96,6 +153,10 @@ void checkAllreduce(const Comm& c, DeviceSteps& device, uint64_t& seq, size_t co
   ASSERT_TRUE(sameBits(onDevice, onHost)) << "count " << count << " n " << n;
   if (exact) {
     ASSERT_TRUE(sameBits(onDevice, referenceOf<T>(n, count, salt, op)));
+  } else if constexpr (std::is_same_v<T, float>) {
+    ASSERT_EQ(offTheWideReference(onDevice, everyInput(n, count, salt), op,
+                                  unitOf(WireDtype::None)), "")
+        << "count " << count << " n " << n;
   }
 }
 
@@ -176,6 +237,12 @@ TEST_P(DeviceRing, AllreduceOnASixteenBitWireMatchesTheHostRingOnIt) {
             args.wire = wire;
             deviceRingAllreduce(c, opNamed("allreduce", ++seq), args, device);
             ASSERT_TRUE(sameBits(onDevice, expected))
+                << nameOf(wire) << " " << reduceOpName(op) << " count " << count << " n " << n;
+            // Beside the host ring's bits, a reference of neither ring: the
+            // float64 sum of every rank's input as rounded once to the wire
+            // type, within one rounding of the wire type per step.
+            ASSERT_EQ(offTheWideReference(onDevice, everyInput(n, count, salt, wire), op,
+                                          unitOf(wire)), "")
                 << nameOf(wire) << " " << reduceOpName(op) << " count " << count << " n " << n;
             EXPECT_EQ(device.converts(), convertsBefore + 2);
             // Every reduction ran on the 16-bit copy, none on the caller's floats.
@@ -263,12 +330,18 @@ TEST_P(DeviceRing, TwoLevelOnEqualNodesMatchesTheReferenceAndTheHostsTwoLevel) {
                         {narrow.data(), count, DataType::BFloat16, ReduceOp::Sum});
         }
         ASSERT_TRUE(sameBits(onDevice, onHost)) << "count " << count << " n " << n;
+        ASSERT_EQ(offTheWideReference(onDevice, everyInput(n, count, salt - 1), ReduceOp::Sum,
+                                      unitOf(WireDtype::None)), "")
+            << "count " << count << " n " << n;
         std::vector<float> expected(count);
         halfBufferToFloat(false, narrow.data(), expected.data(), count);
         DeviceRingArgs args{wired.data(), count, DataType::Float32, ReduceOp::Sum};
         args.wire = WireDtype::Bf16;
         deviceTwoLevelAllreduce(c, opNamed("allreduce", ++seq), args, topology, device);
         ASSERT_TRUE(sameBits(wired, expected)) << "bf16 wire, count " << count << " n " << n;
+        ASSERT_EQ(offTheWideReference(wired, everyInput(n, count, salt, WireDtype::Bf16),
+                                      ReduceOp::Sum, unitOf(WireDtype::Bf16)), "")
+            << "bf16 wire, count " << count << " n " << n;
       }
       EXPECT_EQ(device.unfinished(), 0u);
     });

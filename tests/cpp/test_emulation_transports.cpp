@@ -39,11 +39,18 @@ TEST(DelayedTransport, EveryAlgorithmExactAcrossDelayedNodes) {
         for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling,
                                      AllreduceAlgorithm::TwoLevel, AllreduceAlgorithm::Direct}) {
           forced.allreduceAlgorithm = a;
-          std::vector<int64_t> data(5000, rank + 1);
+          // Values that depend on the position: a chunk delivered at
+          // another offset (or two chunks swapped) changes the sum there.
+          std::vector<int64_t> data(5000);
+          for (size_t i = 0; i < data.size(); ++i) data[i] = (rank + 1) * 1000000 + int64_t(i);
           hostAllreduce(comm, OpContext("allreduce", seq++, std::chrono::seconds(30)),
                         {data.data(), data.size(), DataType::Int64, ReduceOp::Sum});
-          for (int64_t x : data) {
-            if (x != 10) throw Error(std::string(nameOf(a)) + " gave " + std::to_string(x));
+          for (size_t i = 0; i < data.size(); ++i) {
+            const int64_t expected = 10 * 1000000 + 4 * int64_t(i);  // ranks 1..4, 4 x i
+            if (data[i] != expected) {
+              throw Error(std::string(nameOf(a)) + " gave " + std::to_string(data[i]) + " at " +
+                          std::to_string(i) + ", not " + std::to_string(expected));
+            }
           }
         }
         // Leaves at once: the destructor still delivers what it holds.

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -242,7 +244,13 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
               Runner::Caller);
           executor.helpUntil([&] { return longDone.load(); });
         });
-        longStarted.get_future().wait();
+        // Bounded: were the task never started, `other` would help forever
+        // and nothing could join it, so the test ends the process, saying why.
+        if (longStarted.get_future().wait_for(std::chrono::seconds(30)) !=
+            std::future_status::ready) {
+          std::fprintf(stderr, "the caller's long task did not start within 30 s\n");
+          std::abort();
+        }
         std::promise<void> mineRan;
         executor.submit([&] { mineRan.set_value(); }, Runner::Caller);
         auto mine = mineRan.get_future();
@@ -313,7 +321,11 @@ WhereItRan runOnWorkerFrom(Executor& executor, int cpu) {
   });
   caller.join();
   auto result = ran.get_future();
-  EXPECT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  if (result.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "the worker did not run the task within 30 s";
+    std::fprintf(stderr, "the worker did not run the task within 30 s\n");
+    std::abort();  // the task still refers to `ran`: no return while it may run
+  }
   return result.get();
 }
 

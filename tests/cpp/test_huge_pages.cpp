@@ -3,8 +3,12 @@
 // collectives hand it their buffers.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -16,6 +20,10 @@
 #include "algorithms/scatter_gather.h"
 #include "core/base/huge_pages.h"
 #include "rank_threads.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
 
 namespace ringreduce {
 namespace {
@@ -191,6 +199,36 @@ bool hugePagesForAll() {
   return modes.find("[always]") != std::string::npos;
 }
 
+// Why this kernel cannot collapse memory onto huge pages at all, decided
+// from the kernel alone: MADV_COLLAPSE came with Linux 6.1, and a kernel
+// built without transparent huge pages has no sysfs folder for them. Empty
+// where it can: then a buffer left on small pages is the advisor's fault.
+std::string whyTheKernelCannotCollapse() {
+  utsname name{};
+  if (uname(&name) != 0) return "uname failed";
+  int major = 0, minor = 0;
+  if (std::sscanf(name.release, "%d.%d", &major, &minor) != 2) {
+    return std::string("unreadable kernel release ") + name.release;
+  }
+  if (major < 6 || (major == 6 && minor < 1)) {
+    return std::string("Linux ") + name.release + " has no MADV_COLLAPSE (6.1 and later)";
+  }
+  if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
+    return "this kernel has no transparent huge pages";
+  }
+  return {};
+}
+
+// Where the advisor left a buffer on small pages on a kernel that can
+// collapse: asks the kernel directly. It answers EAGAIN or ENOMEM when it
+// has no free huge page at the moment (fragmented memory), no fault of the
+// code under test; that reason, else empty (the kernel could: a defect).
+std::string kernelShortage(void* data, size_t bytes) {
+  if (madvise(data, bytes, MADV_COLLAPSE) == 0) return {};
+  const int error = errno;
+  return error == EAGAIN || error == ENOMEM ? std::strerror(error) : std::string();
+}
+
 // 8 MiB of memory at a 2 MiB boundary, first touched as 4 KiB pages. It is
 // a mapping of its own (smaps counts huge pages per mapping): inaccessible
 // memory on both sides keeps the kernel from merging it with a neighbour.
@@ -239,13 +277,21 @@ TEST(HugePages, TheKernelMovesABufferThatCameBackOntoHugePagesAndKeepsItsBytes) 
   EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u) << "collapsed on its first sight";
   EXPECT_TRUE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
   EXPECT_TRUE(buffer.unchanged());
-  // Before Linux 6.1 (no MADV_COLLAPSE) the kernel refuses, and the buffer
-  // stays as it was; where it accepts, the pages must be huge.
-  if (moved) {
-    EXPECT_EQ(anonHugeKilobytes(buffer.data), SmallPagedBuffer::kBytes / 1024);
-  } else {
+  // Whether the pages must now be huge is the kernel's capability, never
+  // what the advisor did: where the kernel cannot, they stay as they were.
+  const std::string cannot = whyTheKernelCannotCollapse();
+  if (!cannot.empty()) {
+    EXPECT_FALSE(moved);
     EXPECT_EQ(anonHugeKilobytes(buffer.data), 0u);
+    GTEST_SKIP() << "the collapse itself is not checked: " << cannot;
   }
+  if (anonHugeKilobytes(buffer.data) != SmallPagedBuffer::kBytes / 1024) {
+    const std::string shortage = kernelShortage(buffer.data, SmallPagedBuffer::kBytes);
+    if (!shortage.empty()) GTEST_SKIP() << "no free huge page in the kernel now: " << shortage;
+    FAIL() << "the kernel collapses this buffer, but the advisor left it on small pages";
+  }
+  EXPECT_TRUE(moved);
+  EXPECT_TRUE(buffer.unchanged());
 }
 
 // The scenario the re-asking is for: the buffer is collapsed, then its
@@ -256,8 +302,12 @@ TEST(HugePages, NewMemoryAtTheSameAddressGoesOntoHugePagesToo) {
   HugePageAdvisor advisor;  // the real kernel
   advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
   advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes);
-  if (anonHugeKilobytes(buffer.data) == 0) {
-    GTEST_SKIP() << "this kernel does not collapse (MADV_COLLAPSE needs Linux 6.1)";
+  const std::string cannot = whyTheKernelCannotCollapse();
+  if (!cannot.empty()) GTEST_SKIP() << cannot;
+  if (anonHugeKilobytes(buffer.data) != SmallPagedBuffer::kBytes / 1024) {
+    const std::string shortage = kernelShortage(buffer.data, SmallPagedBuffer::kBytes);
+    if (!shortage.empty()) GTEST_SKIP() << "no free huge page in the kernel now: " << shortage;
+    FAIL() << "the kernel collapses this buffer, but the advisor left it on small pages";
   }
   // New memory in place: a fresh mapping at the same address, touched.
   void* fresh = mmap(buffer.data, SmallPagedBuffer::kBytes, PROT_READ | PROT_WRITE,
@@ -273,8 +323,18 @@ TEST(HugePages, NewMemoryAtTheSameAddressGoesOntoHugePagesToo) {
   EXPECT_TRUE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
   EXPECT_EQ(anonHugeKilobytes(buffer.data), SmallPagedBuffer::kBytes / 1024);
   EXPECT_TRUE(buffer.unchanged());
-  // Now huge: later sightings find it so and report nothing moved.
-  EXPECT_FALSE(advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes));
+  // Now huge: later sightings find it so. Whether a call counts as a move
+  // is the clock's (kMovedAfterMicros; a busy machine stretches the
+  // microseconds of an idle call past it: seen with load 20 on 2 cores), so
+  // what is asked holds whatever the clock: the pages stay huge, the bytes
+  // unchanged, and the sightings report at most the moves left.
+  int reported = 0;
+  for (int i = 0; i < 2 * HugePageAdvisor::kMaxMoves; ++i) {
+    reported += advisor.noteCallerBuffer(buffer.data, SmallPagedBuffer::kBytes) ? 1 : 0;
+  }
+  EXPECT_LE(reported, HugePageAdvisor::kMaxMoves - 1);  // one move was spent above
+  EXPECT_EQ(anonHugeKilobytes(buffer.data), SmallPagedBuffer::kBytes / 1024);
+  EXPECT_TRUE(buffer.unchanged());
 }
 
 // The host collectives hand the advisor their caller buffers, and

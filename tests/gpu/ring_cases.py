@@ -41,16 +41,33 @@ def wire(rank, world, init_method):
     """float32 SUM and AVG on a 16-bit wire (RINGREDUCE_WIRE_DTYPE set by
     the test): the device ring gives the host ring's bits on the same wire,
     the same tensor reduced as a CPU tensor in the same group."""
+    import os
+
+    from oracle import tolerance
+
     _init(rank, world, init_method)
     report = Report()
-    for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+    wire_type = {"fp16": torch.float16, "bf16": torch.bfloat16}[os.environ["RINGREDUCE_WIRE_DTYPE"]]
+    for op, name in ((dist.ReduceOp.SUM, "SUM"), (dist.ReduceOp.AVG, "AVG")):
         for count in (7, 70001, (3 << 20) + 5):
-            x = make_input(torch.float32, (count,), rank, 700 + count)
+            inputs = [make_input(torch.float32, (count,), r, 700 + count) for r in range(world)]
+            x = inputs[rank]
             on_host = x.clone()
             on_device = x.cuda()
             dist.all_reduce(on_host, op=op)
             dist.all_reduce(on_device, op=op)
             report.check(f"all_reduce {op} {count} on the wire", on_device.cpu(), on_host)
+            # And a reference of neither ring: small integers sum exactly in
+            # both 16-bit types; the average within the wire type's rounding.
+            expected = reference_allreduce(inputs, name)
+            if name == "SUM":
+                report.check(f"all_reduce SUM {count} on the wire, reference", on_device.cpu(),
+                             expected)
+            else:
+                report.checked += 1
+                if not torch.allclose(on_device.cpu(), expected, **tolerance(wire_type)):
+                    report.failures.append(f"all_reduce AVG {count} on the wire, reference: "
+                                           f"max |diff| {(on_device.cpu() - expected).abs().max()}")
     torch.cuda.synchronize()
     return report.as_dict()
 

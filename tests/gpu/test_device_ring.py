@@ -46,7 +46,7 @@ def test_a_sixteen_bit_wire_gives_the_host_rings_bits(wire):
     import ring_cases
     env = {"RINGREDUCE_CUDA_ALGO": "ring", "RINGREDUCE_WIRE_DTYPE": wire}
     for rank, result in enumerate(run_world(2, ring_cases.wire, env=env, timeout=300)):
-        assert result["checked"] > 0, f"rank {rank} checked nothing"
+        assert result["checked"] == 12, f"rank {rank} checked {result['checked']}, not 2 x 6"
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:20])
 
 

@@ -260,11 +260,15 @@ def peer_that_left(rank, world, init_method):
     group = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=5))
     seen = {}
     if rank == 1:
+        # Returns once its goodbye has left (the peer monitor flushes it
+        # before closing), so the barrier after it is the event rank 0
+        # waits for: the goodbye is at rank 0 before rank 0 leaves the
+        # barrier, and rank 0's failed call hears it within the transport's
+        # window for news (Transport::explainFailure).
         dist.destroy_process_group(group)
         dist.barrier()  # rank 0 starts only once rank 1 is gone from `group`
     else:
         dist.barrier()
-        time.sleep(0.3)  # the goodbye travels on its own connection
         for name, call in (("send", lambda: dist.send(torch.ones(4), 1, group=group)),
                            ("all_reduce", lambda: dist.all_reduce(torch.ones(4), group=group))):
             try:

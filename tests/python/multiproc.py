@@ -196,6 +196,21 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
             for r in range(world_size)]
 
 
+def event_store(init_method, world_size, timeout_s=60):
+    """A store beside the group's own, through which a test's ranks tell each
+    other that something happened (set a key; wait for it, bounded by
+    timeout_s), whatever state the group is in: synchronisation on events,
+    not on sleeps."""
+    import datetime
+
+    import torch.distributed as dist
+
+    assert init_method.startswith("file://"), init_method
+    store = dist.FileStore(init_method[len("file://"):] + ".events", world_size)
+    store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    return store
+
+
 def run_session(cmd, env, timeout, cwd=None, preexec_fn=None):
     """Runs the command `cmd` (torchrun, a launcher) in a session of its own
     and kills the whole session afterwards, so that no process it started

@@ -8,9 +8,11 @@ from oracle import DTYPES, make_input
 def point_to_point(rank, world, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     failures = []
+    checked = [0]
     nxt, prv = (rank + 1) % world, (rank - 1) % world
 
     def check(what, ok):
+        checked[0] += 1
         if not ok:
             failures.append(what)
 
@@ -80,7 +82,7 @@ def point_to_point(rank, world, init_method):
     # batch_isend_irecv both directions around the ring.
     if world == 1:
         dist.barrier()
-        return failures
+        return {"failures": failures, "checked": checked[0]}
     to_next, to_prev = torch.full((5,), float(rank)), torch.full((5,), float(-rank))
     from_prev, from_next = torch.empty(5), torch.empty(5)
     ops = [dist.P2POp(dist.isend, to_next, nxt), dist.P2POp(dist.irecv, from_prev, prv),
@@ -90,7 +92,7 @@ def point_to_point(rank, world, init_method):
     check("batch_isend_irecv", from_prev.tolist() == [float(prv)] * 5
           and from_next.tolist() == [float(-nxt)] * 5)
     dist.barrier()
-    return failures
+    return {"failures": failures, "checked": checked[0]}
 
 
 def coalescing(rank, world, init_method):

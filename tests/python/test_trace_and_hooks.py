@@ -21,8 +21,13 @@ def test_trace_names_the_ranks_that_called_different_collectives(tmp_path):
     env = dict(LOOPBACK_ENV, RINGREDUCE_TRACE_DIR=str(tmp_path))
     results = run_world(2, trace_cases.skip_one_collective, env=env, timeout=120)
     # The tag check sees the barrier's messages arrive in rank 0's allreduce.
-    assert "different collective" in results[0]["error"], results[0]["error"]
-    assert results[1]["error"] is not None
+    assert "allreduce #2 on rank 0: rank 1 is in a different collective" in results[0]["error"], \
+        results[0]["error"]
+    # Rank 1's barrier got the allreduce's bytes: it names itself, the
+    # sender and the likely cause.
+    error = results[1]["error"]
+    assert error is not None and "barrier #2 on rank 1" in error, error
+    assert "from rank 0" in error and "same collective" in error, error
     files = sorted(p.name for p in tmp_path.iterdir())
     assert len(files) == 2 and all(f.endswith(("_rank0.json", "_rank1.json")) for f in files)
     line = trace.analyze(next(iter(trace.load(str(tmp_path)).values())))
@@ -54,8 +59,14 @@ def test_trace_reader_names_a_missing_rank():
 
 def test_abort_fails_the_pending_collective_and_a_new_group_works():
     results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120)
-    assert "aborted" in results[0]["error"], results[0]["error"]
+    error = results[0]["error"]
+    assert error is not None and "allreduce #2 on rank 0" in error, error
+    assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error
     assert results[0]["seconds"] < 30  # the group's timeout is 60 s: abort did it
-    assert "aborted" in results[1]["error"] or "gave up" in results[1]["error"]
+    assert results[0]["aborter_done"]
+    # Rank 1 joined only after the abort: told that rank 0 gave up, and why.
+    error = results[1]["error"]
+    assert error is not None and "allreduce #2 on rank 1" in error, error
+    assert "rank 0 gave up on the group" in error and "aborted" in error, error
     for result in results:
         assert result["after"] == [3.0] * 4

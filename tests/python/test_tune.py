@@ -5,7 +5,6 @@ allreduce online, every rank choosing alike, without changing any result."""
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -17,24 +16,22 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """One quick tune run: (config file path, its stdout, seconds taken)."""
+    """One quick tune run: (config file path, its stdout). The tool's own
+    --timeout and the subprocess's bound its time."""
     path = str(tmp_path_factory.mktemp("tune") / "ringreduce.conf")
     env = dict(os.environ, **LOOPBACK_ENV, OMP_NUM_THREADS="1")
     env = {k: v for k, v in env.items() if not k.startswith("RINGREDUCE_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
-    start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "torch_ringreduce.tune", "--sizes", "4KiB,1MiB", "--quick",
          "--output", path, "--timeout", "150"],
         env=env, capture_output=True, text=True, timeout=200)
-    taken = time.monotonic() - start
     assert done.returncode == 0, done.stdout + done.stderr
-    return path, done.stdout, taken
+    return path, done.stdout
 
 
 def test_quick_tune_writes_a_config_of_candidate_values(tuned):
-    path, out, taken = tuned
-    assert taken < 200
+    path, out = tuned
     settings = tune.read_config(path)
     assert set(settings) == {"RINGREDUCE_ALGORITHM", "RINGREDUCE_SEGMENT_BYTES",
                              "RINGREDUCE_SPIN_US", "RINGREDUCE_WAIT_SPIN_US"}  # no lossy wire
@@ -71,7 +68,7 @@ def _sum_and_config(rank, world_size, init_method):
 
 
 def test_groups_read_the_tuned_file_and_sum_right(tuned):
-    path, _, _ = tuned
+    path, _ = tuned
     settings = tune.read_config(path)
     for rank_result in run_world(2, _sum_and_config, env={"RINGREDUCE_CONFIG": path}):
         for name, (correct, config) in rank_result.items():

@@ -3,6 +3,8 @@ import threading
 import time
 from datetime import timedelta
 
+from multiproc import event_store
+
 
 def hooks_and_durations(rank, world_size, init_method):
     import torch
@@ -39,13 +41,16 @@ def skip_one_collective(rank, world_size, init_method):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=3))
+    events = event_store(init_method, world_size)
     dist.all_reduce(torch.ones(64))
     error = None
     try:
         if rank == 0:
-            dist.all_reduce(torch.ones(32))
+            work = dist.all_reduce(torch.ones(32), async_op=True)
+            events.set("allreduce_posted", b"1")
+            work.wait()
         else:
-            time.sleep(1.0)
+            events.wait(["allreduce_posted"])
             dist.barrier()  # a different collective under the same number, later
     except Exception as e:  # both ranks fail; each writes its trace
         error = str(e)
@@ -58,20 +63,33 @@ def abort_and_start_again(rank, world_size, init_method):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
+    events = event_store(init_method, world_size)
     dist.all_reduce(torch.ones(8))
     result = {}
     if rank == 0:
         work = dist.all_reduce(torch.ones(8), async_op=True)  # rank 1 never joins
-        threading.Timer(0.5, dist.group.WORLD.abort).start()
+
+        def abort():
+            dist.group.WORLD.abort()
+            events.set("aborted", b"1")
+
+        # Whether the abort comes before or during wait(), the wait must
+        # fail: no order between them is needed.
+        aborter = threading.Thread(target=abort)
         start = time.monotonic()
+        aborter.start()
         try:
             work.wait()
             result["error"] = None
         except Exception as e:
             result["error"] = str(e)
         result["seconds"] = time.monotonic() - start
+        aborter.join(timeout=30)
+        result["aborter_done"] = not aborter.is_alive()
     else:
-        time.sleep(2.0)
+        # Joins only once rank 0 gave up: it must not complete rank 0's
+        # pending allreduce.
+        events.wait(["aborted"])
         try:
             dist.all_reduce(torch.ones(8))
             result["error"] = None
