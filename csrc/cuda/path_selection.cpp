@@ -136,9 +136,14 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
       if (!all[q]) why = "NCCL is not loadable on rank " + std::to_string(q);
     }
     if (why.empty()) {
-      // The unique id exchange also proves every rank is here before the
-      // (blocking) NCCL init starts.
-      nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange);
+      // Bounded by ncclLimit_; an init that fails on any rank throws on all.
+      try {
+        nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange,
+                                                   ncclLimit_);
+      } catch (const std::exception& e) {
+        ncclFailure_ = e.what();  // the same on every rank: later asks say it
+        throw;
+      }
     } else {
       ncclFailure_ = why;
       RR_LOG(Info, rank_, "NCCL path unavailable: " << why);

@@ -9,13 +9,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "cuda/signal/signal_group.h"
+#include "cuda/watch_thread.h"
 
 namespace ringreduce::cuda {
 
@@ -24,7 +23,7 @@ class SignalWatchdog {
   SignalWatchdog(SignalGroup& group, std::function<void(const std::string&)> onFailure,
                  std::function<bool()> shouldStop,
                  std::chrono::milliseconds period = std::chrono::milliseconds(10));
-  ~SignalWatchdog();  // joins the thread
+  ~SignalWatchdog() = default;  // joins the thread
   SignalWatchdog(const SignalWatchdog&) = delete;
   SignalWatchdog& operator=(const SignalWatchdog&) = delete;
 
@@ -32,17 +31,12 @@ class SignalWatchdog {
   void check();
 
  private:
-  void run();
-
   SignalGroup& group_;
   const std::function<void(const std::string&)> onFailure_;
   const std::function<bool()> shouldStop_;
-  const std::chrono::milliseconds period_;
   std::mutex mutex_;
-  std::condition_variable wake_;
-  bool quit_ = false;
   bool reported_ = false;  // guarded by mutex_
-  std::thread thread_;
+  WatchThread thread_;     // last: it looks at everything above
 };
 
 }  // namespace ringreduce::cuda
