@@ -103,7 +103,13 @@ NcclCommunicator::NcclCommunicator(const NcclLibrary& nccl, int rank, int size, 
   }
   std::vector<NcclUniqueId> all(size);
   exchange(&mine, all.data(), sizeof(NcclUniqueId));
-  if (failure.empty()) failure = initialise(all[0], size);
+  if (failure.empty()) {
+    try {
+      failure = initialise(all[0], size);
+    } catch (const std::exception& e) {  // no device to make current: a verdict like any
+      failure = e.what();
+    }
+  }
 
   Verdict verdict{};
   std::strncpy(verdict.reason, failure.c_str(), sizeof(verdict.reason) - 1);
