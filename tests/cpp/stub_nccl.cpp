@@ -21,8 +21,8 @@ constexpr int kMaxRanks = 64;
 struct Comm {
   int rank = 0;
   int async = kSuccess;       // what ncclCommGetAsyncError answers
-  int initResult = kSuccess;  // what a non-blocking init ends with
-  bool initHangs = false;
+  int initResult = kSuccess;  // what a non-blocking init (or enqueue) ends with
+  bool initHangs = false;     // it never ends
   int looksLeft = 0;  // a non-blocking init needs a few looks, as a real one
   std::vector<StubNcclStream*> held;
 };
@@ -60,6 +60,14 @@ int op(void* comm, void* stream) {
     s->heldBy.fetch_add(1);
     c->held.push_back(s);
     if (b == kStubNcclAsyncErrorInOp) c->async = kRemoteError;
+  }
+  if (b == kStubNcclOpInProgress || b == kStubNcclOpStuck) {
+    // A non-blocking communicator finishing the enqueue in the background.
+    c->async = kInProgress;
+    c->looksLeft = 3;
+    c->initResult = kSuccess;
+    c->initHangs = b == kStubNcclOpStuck;
+    return kInProgress;
   }
   return kSuccess;
 }

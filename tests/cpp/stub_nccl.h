@@ -19,6 +19,8 @@ enum StubNcclBehaviour : int {
   kStubNcclInitFails = 2,       // the init ends with ncclSystemError
   kStubNcclAsyncErrorInOp = 3,  // an op holds its stream and NCCL reports ncclRemoteError
   kStubNcclOpHangs = 4,         // an op holds its stream until the abort
+  kStubNcclOpInProgress = 5,    // an op answers ncclInProgress, done a few looks later
+  kStubNcclOpStuck = 6,         // an op answers ncclInProgress and never gets enqueued
 };
 
 extern "C" {

@@ -232,6 +232,35 @@ TEST_F(NcclSupervision, AFailedCommunicatorIsAbortedNotDestroyed) {
   EXPECT_EQ(stubNcclDestroysWhileHeld(0), 0) << "a destroy would wait for the kernels";
 }
 
+// A non-blocking communicator may finish an enqueue in the background
+// (ncclInProgress): the collective waits for it, bounded by the limit.
+TEST_F(NcclSupervision, AnEnqueueInProgressIsWaitedForAndAStuckOneAborted) {
+  stubNcclSetBehaviour(0, kStubNcclOpInProgress);
+  stubNcclSetBehaviour(1, kStubNcclOpStuck);
+  std::vector<RankResult> results;
+  runGroup(2, [](Transport& t, int rank, RankResult& r) {
+    NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
+    StubNcclStream stream;
+    float data[4] = {1, 2, 3, 4};
+    const auto start = Clock::now();
+    try {
+      comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    } catch (const Error& e) {
+      r.error = e.what();
+    }
+    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    r.aborted = comm.aborted();
+  }, results);
+  EXPECT_EQ(results[0].error, "");
+  EXPECT_FALSE(results[0].aborted);
+  EXPECT_NE(results[1].error.find("did not enqueue it within 1000 ms"), std::string::npos)
+      << results[1].error;
+  EXPECT_NE(results[1].error.find("rank 1"), std::string::npos) << results[1].error;
+  EXPECT_TRUE(results[1].aborted);
+  EXPECT_LT(results[1].took, kWithinDeadline);
+  EXPECT_EQ(stubNcclAborts(1), 1);
+}
+
 TEST_F(NcclSupervision, AnNcclWithoutTheConfigInitFallsBackToTheBlockingOne) {
   const NcclLibrary& old = load(RINGREDUCE_STUB_NCCL_OLD);
   ASSERT_EQ(old.commInitRankConfig, nullptr);
