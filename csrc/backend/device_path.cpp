@@ -15,6 +15,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/nccl/nccl_library.h"
+#include "cuda/nccl/nccl_watchdog.h"
 #include "cuda/own_stream.h"
 #include "cuda/path_selection.h"
 #include "cuda/signal/signal_watchdog.h"
@@ -48,6 +49,7 @@ struct DevicePath::State {
   DevicePath::Hooks hooks;
   std::unique_ptr<cuda::PathSelection> paths;
   std::unique_ptr<cuda::SignalWatchdog> watchdog;
+  std::unique_ptr<cuda::NcclWatchdog> ncclWatchdog;  // after `paths`: goes first
   std::unique_ptr<CudaRingSteps> ring;  // the device ring's slots, made on first use
   // Tensors whose memory peers may map, by storage: held until close().
   std::map<const void*, at::Tensor> held;
@@ -82,8 +84,12 @@ struct DevicePath::State {
     return false;  // not a tensor of this collective: never exported
   }
 
-  // From the first collective that set up the device-flags path.
+  // From the first collective that set up the device-flags path, or NCCL.
   void watchIfReady() {
+    if (!ncclWatchdog && paths->ncclCommunicator()) {
+      ncclWatchdog = std::make_unique<cuda::NcclWatchdog>(*paths->ncclCommunicator(),
+                                                          hooks.fail, hooks.givenUp);
+    }
     if (watchdog || !paths->signalGroup()) return;
     watchdog = std::make_unique<cuda::SignalWatchdog>(*paths->signalGroup(), hooks.fail,
                                                       hooks.givenUp);
@@ -153,6 +159,7 @@ DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& con
   state_->holdLimit = config.cudaHoldBytes;
   state_->paths = std::make_unique<cuda::PathSelection>(rank, size, device.index(), config,
                                                         exchange, carriesDevice);
+  state_->paths->setNcclLimit(state_->hooks.timeout / 2);
   State* state = state_.get();
   state_->paths->setExportGuard([state](const void* ptr) { return state->mayExport(ptr); });
   if (config.cudaDeviceFlags) {
@@ -230,7 +237,9 @@ DevicePathTaken DevicePath::allreduce(const at::Tensor& tensor, DataType type, R
 }
 
 bool DevicePath::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
-  return state_->paths->ringOrNccl(type, op, exchange);
+  const bool both = state_->paths->ringOrNccl(type, op, exchange);
+  state_->watchIfReady();
+  return both;
 }
 
 DevicePathTaken DevicePath::allreduceAcross(CudaAlgorithm algorithm, const at::Tensor& tensor,
@@ -273,6 +282,7 @@ DevicePathTaken DevicePath::broadcast(const at::Tensor& tensor, int root,
   const DevicePathTaken ran = state_->paths->broadcast(
       tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root, stream.native_handle(), exchange);
   state_->exportable.clear();
+  state_->watchIfReady();
   return ran;
 }
 
@@ -439,9 +449,16 @@ DevicePath::~DevicePath() = default;
 
 void DevicePath::abandon() {
 #ifdef RINGREDUCE_WITH_CUDA
-  // The watchdog goes (its hooks reach the group, which is going); the
-  // memory and mappings stay.
-  if (state_) state_->watchdog.reset();
+  // The watchdogs go (their hooks reach the group, which is going); the
+  // memory and mappings stay. NCCL is aborted, not left: its kernels may
+  // wait on a dead peer and hold the caller's streams.
+  if (state_) {
+    state_->watchdog.reset();
+    state_->ncclWatchdog.reset();
+    if (cuda::NcclCommunicator* nccl = state_->paths->ncclCommunicator()) {
+      nccl->abort("the process group failed");
+    }
+  }
 #endif
   (void)state_.release();
 }

@@ -56,6 +56,10 @@ class DevicePath {
   struct Hooks {
     std::function<void(const std::string&)> fail;
     std::function<bool()> givenUp;
+    // The timeout of the op that sets the path up (the group's, unless the
+    // op has its own): NCCL's init may take half of it, and the op's
+    // deadline keeps the rest for the exchange of the init's verdicts.
+    std::chrono::milliseconds timeout{30 * 60 * 1000};
   };
 
   // Collective (every rank, on its first CUDA collective): learns the

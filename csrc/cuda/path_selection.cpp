@@ -155,9 +155,14 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
       if (!all[q]) why = "NCCL is not loadable on rank " + std::to_string(q);
     }
     if (why.empty()) {
-      // The unique id exchange also proves every rank is here before the
-      // (blocking) NCCL init starts.
-      nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange);
+      // Bounded by ncclLimit_; an init that fails on any rank throws on all.
+      try {
+        nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange,
+                                                   ncclLimit_);
+      } catch (const std::exception& e) {
+        ncclFailure_ = e.what();  // the same on every rank: later asks say it
+        throw;
+      }
     } else {
       ncclFailure_ = why;
       RR_LOG(Info, rank_, "NCCL path unavailable: " << why);
@@ -331,9 +336,21 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
 
 bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
   const bool oneNode = sameNode_ && size_ <= kMaxFanout;
-  return config_.cudaAlgorithm == CudaAlgorithm::Auto && !oneNode && ringUsable_ &&
-         kernelUnsupportedReason(type, type, op).empty() &&
-         NcclCommunicator::unsupportedReason(type, op).empty() && ncclUsable(exchange);
+  if (config_.cudaAlgorithm != CudaAlgorithm::Auto || oneNode || !ringUsable_ ||
+      !kernelUnsupportedReason(type, type, op).empty() ||
+      !NcclCommunicator::unsupportedReason(type, op).empty()) {
+    return false;
+  }
+  // Only a candidate here: an NCCL that cannot be set up (its verdict is
+  // the same on every rank) leaves the device ring to run alone, instead of
+  // failing an allreduce the ring can do.
+  try {
+    return ncclUsable(exchange);
+  } catch (const std::exception& e) {
+    RR_LOG(Warn, rank_, "NCCL could not be set up, the device ring runs alone across nodes: "
+                            << e.what());
+    return false;
+  }
 }
 
 DevicePathTaken PathSelection::allreduceAcross(CudaAlgorithm algorithm, void* data,

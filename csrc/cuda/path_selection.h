@@ -107,6 +107,13 @@ class PathSelection {
   // IpcCollectives::setExportGuard); applies to every path.
   void setExportGuard(IpcCollectives::ExportGuard guard);
 
+  // NCCL supervision (issue 43): how long NCCL's init may take (from the
+  // group's timeout, leaving the op's deadline room for the verdicts), and
+  // the communicator once set up, for its watchdog (null before; executor
+  // thread).
+  void setNcclLimit(std::chrono::milliseconds limit) { ncclLimit_ = limit; }
+  NcclCommunicator* ncclCommunicator() const { return nccl_.get(); }
+
   // Collective, at shutdown: every path closes its cross-rank memory
   // (waits for its work, closes mappings, meets the peers, frees). False
   // when a path could not: its memory is kept.
@@ -168,6 +175,7 @@ class PathSelection {
   bool ncclTried_ = false;
   std::string ncclFailure_;
   std::unique_ptr<NcclCommunicator> nccl_;
+  std::chrono::milliseconds ncclLimit_{15 * 60 * 1000};
   bool ringUsable_ = false;  // every rank's transport moves device memory
   std::string ringFailure_;
   bool signalTried_ = false;

@@ -3,6 +3,8 @@
 // machine with a GPU the same tests pass too (tests/gpu covers the rest).
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <string>
 
 #include "core/base/errors.h"
@@ -24,7 +26,31 @@ static_assert(RR_SAME(kNcclInt8, ncclInt8) && RR_SAME(kNcclUint8, ncclUint8) &&
 static_assert(RR_SAME(kNcclSum, ncclSum) && RR_SAME(kNcclProd, ncclProd) &&
               RR_SAME(kNcclMax, ncclMax) && RR_SAME(kNcclMin, ncclMin) &&
               RR_SAME(kNcclAvg, ncclAvg));
+static_assert(RR_SAME(kNcclSuccess, ncclSuccess) && RR_SAME(kNcclInProgress, ncclInProgress));
 #undef RR_SAME
+// ncclConfig_t: the same layout, field by field, and the same defaults.
+#define RR_FIELD(f)                                                          \
+  static_assert(offsetof(ringreduce::cuda::NcclConfig, f) == offsetof(ncclConfig_t, f) && \
+                sizeof(ringreduce::cuda::NcclConfig::f) == sizeof(ncclConfig_t::f))
+RR_FIELD(size); RR_FIELD(magic); RR_FIELD(version); RR_FIELD(blocking);
+RR_FIELD(cgaClusterSize); RR_FIELD(minCTAs); RR_FIELD(maxCTAs); RR_FIELD(netName);
+RR_FIELD(splitShare); RR_FIELD(trafficClass); RR_FIELD(commName); RR_FIELD(collnetEnable);
+RR_FIELD(CTAPolicy); RR_FIELD(shrinkShare); RR_FIELD(nvlsCTAs); RR_FIELD(nChannelsPerNetPeer);
+RR_FIELD(nvlinkCentricSched); RR_FIELD(graphUsageMode); RR_FIELD(numRmaCtx);
+RR_FIELD(maxP2pPeers); RR_FIELD(graphStreamOrdering); RR_FIELD(launchOrderImplicit);
+RR_FIELD(numRmaSig); RR_FIELD(rmaEagerInit); RR_FIELD(hostCftMode); RR_FIELD(nvlsHostMode);
+#undef RR_FIELD
+static_assert(sizeof(ringreduce::cuda::NcclConfig) == sizeof(ncclConfig_t));
+static_assert(ringreduce::cuda::NcclConfig::kUndef == NCCL_CONFIG_UNDEF_INT);
+
+// Our defaults are NCCL_CONFIG_INITIALIZER's, byte for byte.
+TEST(CudaLayer, NcclConfigMatchesTheInitializer) {
+  const ncclConfig_t theirs = NCCL_CONFIG_INITIALIZER;
+  const ringreduce::cuda::NcclConfig ours;
+  // Up to the last field: the tail padding is nobody's.
+  const size_t fields = offsetof(ncclConfig_t, nvlsHostMode) + sizeof(theirs.nvlsHostMode);
+  EXPECT_EQ(0, std::memcmp(&theirs, &ours, fields));
+}
 #endif
 
 using namespace ringreduce;
@@ -135,5 +161,6 @@ TEST(CudaLayer, NcclLoadsWithEverySymbol) {
   NcclUniqueId id{};
   EXPECT_EQ(nccl->getUniqueId(&id), 0);
   EXPECT_STRNE(nccl->getErrorString(0), "");
+  EXPECT_NE(nccl->commInitRankConfig, nullptr);  // 2.14 and newer: the bounded init
 }
 #endif

@@ -80,6 +80,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
                 engine_->abort("ringreduce: process group '" + groupName_ + "': " + reason);
               };
               hooks.givenUp = [this] { return engine_->givenUp(); };
+              hooks.timeout = ctx.timeout;  // this op's, whose exchange carries the verdicts
               devicePath_ = std::make_unique<DevicePath>(
                   rank_, size_, device, config_, exchange, std::move(hooks),
                   engine_->comm().transport.carriesDeviceMemory());

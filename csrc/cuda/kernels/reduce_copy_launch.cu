@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "cuda/cuda_error.h"
 #include "cuda/device_scope.h"
 #include "cuda/kernels/reduce_copy_kernel.cuh"
 

@@ -4,8 +4,16 @@
 // 0's unique id reaches the others in a record exchange), so it needs no
 // second rendezvous. NCCL refuses two ranks on one GPU: the backend never
 // builds one then.
+//
+// Supervised like our own kernels: the init is non-blocking and bounded,
+// and its verdict is exchanged, so a rank whose init failed or hung is named
+// on every rank; NcclWatchdog (nccl_watchdog.h) polls NCCL's asynchronous
+// error and aborts the communicator when NCCL or the group fails, which
+// makes NCCL's kernels let go of the streams they hold.
 #pragma once
 
+#include <chrono>
+#include <mutex>
 #include <string>
 
 #include "core/base/data_type.h"
@@ -17,8 +25,17 @@ namespace ringreduce::cuda {
 
 class NcclCommunicator {
  public:
+  // Collective. The init is given up (and aborted) after `limit`, which
+  // must leave the exchange's own deadline room for one more round: the
+  // verdicts. Throws on every rank when it failed on any, naming the ranks
+  // and why. `limit` also bounds each enqueue that NCCL finishes in the
+  // background (ncclInProgress). An NCCL older than 2.14 has no bounded
+  // init: its blocking one is used, and the log says so.
   NcclCommunicator(const NcclLibrary& nccl, int rank, int size, int device,
-                   const RecordExchange& exchange);
+                   const RecordExchange& exchange, std::chrono::milliseconds limit);
+  // Destroys a healthy communicator; aborts one that failed or whose
+  // watchdog saw an error (a destroy would wait for kernels that wait on a
+  // dead peer).
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -37,16 +54,43 @@ class NcclCommunicator {
   void reduceScatter(const void* in, void* out, size_t countPerRank, DataType type, ReduceOp op,
                      void* stream);
 
-  // Makes NCCL give up kernels that wait on a dead peer (after a failure).
-  void abort();
+  // NCCL's asynchronous error (any thread): empty while all is well; else
+  // a reason naming NCCL's error, the last collective enqueued and this
+  // rank, and from then on the communicator counts as failed.
+  std::string asyncError();
+  // Makes NCCL give up its kernels (which releases the streams they hold)
+  // and free the communicator (any thread; the first call counts). Later
+  // collectives throw, naming `why`.
+  void abort(const std::string& why);
+  bool aborted();
+  int device() const { return device_; }
 
  private:
+  // One NCCL call on the communicator, with its background part waited for.
+  template <typename Enqueue>
+  void enqueue(const char* what, std::string description, Enqueue call);
+  // The non-blocking init (or the blocking one of an old NCCL): empty, or
+  // why it failed (the communicator aborted then).
+  std::string initialise(const NcclUniqueId& id, int size);
+  // Polls until NCCL's background work on the communicator is over:
+  // NCCL's verdict, or `timedOut` set at the deadline. Unlocks `lock`
+  // while it sleeps, so that an abort can come in between.
+  NcclLibrary::Result settle(std::unique_lock<std::mutex>& lock,
+                             std::chrono::steady_clock::time_point deadline, bool* timedOut);
+  void abortLocked(const std::string& why);
+  std::string describe(const char* what, NcclLibrary::Result result) const;
   void check(NcclLibrary::Result result, const char* what);
 
   const NcclLibrary& nccl_;
   const int rank_;
   const int device_;
+  const std::chrono::milliseconds limit_;
+  // Guards the handle: no NCCL call on it races the abort that frees it.
+  std::mutex mutex_;
   NcclLibrary::Comm comm_ = nullptr;
+  bool failed_ = false;      // NCCL reported an error: abort, never destroy
+  std::string abortReason_;  // set by abort()
+  std::string lastOp_;       // "allreduce of 1024 float32", for the reports
 };
 
 }  // namespace ringreduce::cuda

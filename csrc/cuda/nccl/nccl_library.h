@@ -3,6 +3,8 @@
 // NCCL's enums have been stable since NCCL 2.0 (bfloat16: 2.10).
 #pragma once
 
+#include <climits>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -27,6 +29,44 @@ enum NcclDataType : int {
 };
 enum NcclRedOp : int { kNcclSum = 0, kNcclProd = 1, kNcclMax = 2, kNcclMin = 3, kNcclAvg = 4 };
 
+// ncclResult_t values we act on.
+enum NcclResultCode : int { kNcclSuccess = 0, kNcclInProgress = 7 };
+
+// ncclConfig_t as NCCL 2.32.3 declares it, with NCCL_CONFIG_INITIALIZER's
+// values (tests/cpp/test_cuda_layer.cpp checks both against the wheel's
+// nccl.h). NCCL reads the first `size` bytes that it knows and, from
+// `version`, which fields the caller set, so an older NCCL (2.14 or newer)
+// takes this one too. Only `blocking` is ours to set.
+struct NcclConfig {
+  static constexpr int kUndef = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+  size_t size = sizeof(NcclConfig);
+  unsigned int magic = 0xcafebeef;  // NCCL_API_MAGIC
+  unsigned int version = 23203;     // NCCL_VERSION_CODE of that header
+  int blocking = kUndef;
+  int cgaClusterSize = kUndef;
+  int minCTAs = kUndef;
+  int maxCTAs = kUndef;
+  const char* netName = nullptr;
+  int splitShare = kUndef;
+  int trafficClass = kUndef;
+  const char* commName = nullptr;
+  int collnetEnable = kUndef;
+  int CTAPolicy = kUndef;
+  int shrinkShare = kUndef;
+  int nvlsCTAs = kUndef;
+  int nChannelsPerNetPeer = kUndef;
+  int nvlinkCentricSched = kUndef;
+  int graphUsageMode = kUndef;
+  int numRmaCtx = kUndef;
+  int maxP2pPeers = kUndef;
+  int graphStreamOrdering = kUndef;
+  int launchOrderImplicit = kUndef;
+  int numRmaSig = kUndef;
+  int rmaEagerInit = kUndef;
+  int hostCftMode = kUndef;
+  int nvlsHostMode = kUndef;
+};
+
 struct NcclLibrary {
   using Comm = void*;  // ncclComm_t
   using Result = int;  // ncclResult_t; 0 is ncclSuccess
@@ -38,6 +78,9 @@ struct NcclLibrary {
   const char* (*getErrorString)(Result) = nullptr;
   Result (*getUniqueId)(NcclUniqueId*) = nullptr;
   Result (*commInitRank)(Comm*, int, NcclUniqueId, int) = nullptr;
+  // NCCL 2.14 and newer (null before): the non-blocking init we bound by
+  // the group's deadline.
+  Result (*commInitRankConfig)(Comm*, int, NcclUniqueId, int, NcclConfig*) = nullptr;
   Result (*commDestroy)(Comm) = nullptr;
   Result (*commAbort)(Comm) = nullptr;
   Result (*commGetAsyncError)(Comm, Result*) = nullptr;

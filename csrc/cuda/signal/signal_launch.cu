@@ -1,5 +1,6 @@
 // Argument checks and routing of launchSignalOp (the kernel itself is in
 // signal_kernel.cuh).
+#include "cuda/cuda_error.h"
 #include "cuda/device_scope.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/signal/signal_kernel.cuh"

@@ -1,48 +1,27 @@
-// Watches a device-flags group from a thread of its own: every `period` it
-// reads the kernels' reports in pinned host memory (SignalGroup::failure);
-// on the first failure it stops the group's device waits and calls
-// `onFailure(reason)` once (the backend fails the group, and every later
-// collective, with that reason); whenever `shouldStop()` says the host has
-// given up (an abort, a dead peer) it stops the device waits, so no kernel
-// outlives the group's failure. It sleeps between looks: a few wake-ups a
-// second, no spinning core.
+// Watches a device-flags group (a Watchdog, cuda/watchdog.h): every
+// `period` it reads the kernels' reports in pinned host memory
+// (SignalGroup::failure); stopping the group stops its device waits, so no
+// kernel outlives the group's failure.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "cuda/signal/signal_group.h"
+#include "cuda/watchdog.h"
 
 namespace ringreduce::cuda {
 
-class SignalWatchdog {
+class SignalWatchdog : public Watchdog {
  public:
   SignalWatchdog(SignalGroup& group, std::function<void(const std::string&)> onFailure,
                  std::function<bool()> shouldStop,
-                 std::chrono::milliseconds period = std::chrono::milliseconds(10));
-  ~SignalWatchdog();  // joins the thread
-  SignalWatchdog(const SignalWatchdog&) = delete;
-  SignalWatchdog& operator=(const SignalWatchdog&) = delete;
-
-  // One look, on the caller's thread (the thread runs it every period).
-  void check();
-
- private:
-  void run();
-
-  SignalGroup& group_;
-  const std::function<void(const std::string&)> onFailure_;
-  const std::function<bool()> shouldStop_;
-  const std::chrono::milliseconds period_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool quit_ = false;
-  bool reported_ = false;  // guarded by mutex_
-  std::thread thread_;
+                 std::chrono::milliseconds period = std::chrono::milliseconds(10))
+      : Watchdog(group.device(),
+                 Target{[&group] { return group.failure(); },
+                        [&group](const std::string&) { group.stop(); }},
+                 std::move(onFailure), std::move(shouldStop), period) {}
 };
 
 }  // namespace ringreduce::cuda

@@ -1,0 +1,238 @@
+// See stub_nccl.h. STUB_NCCL_WITHOUT_CONFIG builds an NCCL older than 2.14:
+// no ncclCommInitRankConfig.
+#include "stub_nccl.h"
+
+#include <climits>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace {
+
+// ncclResult_t values.
+constexpr int kSuccess = 0;
+constexpr int kSystemError = 2;
+constexpr int kInvalidArgument = 4;
+constexpr int kRemoteError = 6;
+constexpr int kInProgress = 7;
+constexpr int kMaxRanks = 64;
+
+struct Comm {
+  int rank = 0;
+  int async = kSuccess;       // what ncclCommGetAsyncError answers
+  int initResult = kSuccess;  // what a non-blocking init (or enqueue) ends with
+  bool initHangs = false;     // it never ends
+  int looksLeft = 0;  // a non-blocking init needs a few looks, as a real one
+  std::vector<StubNcclStream*> held;
+};
+
+std::mutex mutex;
+int behaviour[kMaxRanks] = {};
+int aborts[kMaxRanks] = {};
+int destroysWhileHeld[kMaxRanks] = {};
+int liveComms = 0;
+int blockingInits = 0;
+
+int behaviourOf(int rank) { return rank >= 0 && rank < kMaxRanks ? behaviour[rank] : 0; }
+
+Comm* make(int rank) {
+  auto* c = new Comm;
+  c->rank = rank;
+  ++liveComms;
+  return c;
+}
+
+void release(Comm* c) {
+  for (StubNcclStream* s : c->held) s->heldBy.fetch_sub(1);
+  c->held.clear();
+}
+
+// An op enqueued on `stream` by `comm`: finishes at once, or holds the
+// stream (its kernels would wait on a peer) until the abort.
+int op(void* comm, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kInvalidArgument;
+  const int b = behaviourOf(c->rank);
+  if (b == kStubNcclAsyncErrorInOp || b == kStubNcclOpHangs) {
+    auto* s = static_cast<StubNcclStream*>(stream);
+    s->heldBy.fetch_add(1);
+    c->held.push_back(s);
+    if (b == kStubNcclAsyncErrorInOp) c->async = kRemoteError;
+  }
+  if (b == kStubNcclOpInProgress || b == kStubNcclOpStuck) {
+    // A non-blocking communicator finishing the enqueue in the background.
+    c->async = kInProgress;
+    c->looksLeft = 3;
+    c->initResult = kSuccess;
+    c->initHangs = b == kStubNcclOpStuck;
+    return kInProgress;
+  }
+  return kSuccess;
+}
+
+// NCCL's ncclConfig_t up to `blocking`, as every version since 2.14 lays it out.
+struct ConfigHead {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+};
+
+}  // namespace
+
+// ncclUniqueId, passed by value as NCCL passes it.
+struct StubNcclUniqueId {
+  char internal[128];
+};
+
+extern "C" {
+
+void stubNcclReset() {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::memset(behaviour, 0, sizeof(behaviour));
+  std::memset(aborts, 0, sizeof(aborts));
+  std::memset(destroysWhileHeld, 0, sizeof(destroysWhileHeld));
+  blockingInits = 0;
+}
+
+void stubNcclSetBehaviour(int rank, int b) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (rank >= 0 && rank < kMaxRanks) behaviour[rank] = b;
+}
+
+int stubNcclAborts(int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return aborts[rank];
+}
+
+int stubNcclDestroysWhileHeld(int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return destroysWhileHeld[rank];
+}
+
+int stubNcclLiveComms() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return liveComms;
+}
+
+int stubNcclBlockingInits() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return blockingInits;
+}
+
+int ncclGetVersion(int* version) {
+#ifdef STUB_NCCL_WITHOUT_CONFIG
+  *version = 21304;
+#else
+  *version = 23203;
+#endif
+  return kSuccess;
+}
+
+const char* ncclGetErrorString(int result) {
+  switch (result) {
+    case kSuccess: return "no error";
+    case kSystemError: return "unhandled system error (stub)";
+    case kInvalidArgument: return "invalid argument (stub)";
+    case kRemoteError: return "remote process exited or there was a network error (stub)";
+    case kInProgress: return "NCCL operation in progress";
+    default: return "unknown result (stub)";
+  }
+}
+
+int ncclGetUniqueId(void* id) {
+  std::memset(id, 0x5a, 128);
+  return kSuccess;
+}
+
+// Blocking: a failing rank fails at once; a hanging one is not modelled
+// (it would hang the test: NCCL before 2.14 cannot be bounded).
+int ncclCommInitRank(void** comm, int, StubNcclUniqueId, int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  ++blockingInits;
+  if (behaviourOf(rank) == kStubNcclInitFails || behaviourOf(rank) == kStubNcclInitHangs) {
+    *comm = nullptr;
+    return kSystemError;
+  }
+  *comm = make(rank);
+  return kSuccess;
+}
+
+#ifndef STUB_NCCL_WITHOUT_CONFIG
+int ncclCommInitRankConfig(void** comm, int, StubNcclUniqueId, int rank, void* config) {
+  ConfigHead head{};
+  std::memcpy(&head, config, sizeof(head));
+  if (head.magic != 0xcafebeef || head.size < sizeof(head) || head.version < 21400) {
+    return kInvalidArgument;  // not made by NCCL_CONFIG_INITIALIZER's rules
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  Comm* c = make(rank);
+  *comm = c;
+  if (head.blocking != 0) {  // blocking, or left undefined (NCCL's default)
+    if (behaviourOf(rank) == kStubNcclInitFails || behaviourOf(rank) == kStubNcclInitHangs) {
+      return kSystemError;
+    }
+    return kSuccess;
+  }
+  c->async = kInProgress;
+  c->looksLeft = 3;
+  c->initHangs = behaviourOf(rank) == kStubNcclInitHangs;
+  c->initResult = behaviourOf(rank) == kStubNcclInitFails ? kSystemError : kSuccess;
+  return kInProgress;
+}
+#endif
+
+int ncclCommGetAsyncError(void* comm, int* state) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kInvalidArgument;
+  if (c->async == kInProgress && !c->initHangs && --c->looksLeft <= 0) c->async = c->initResult;
+  *state = c->async;
+  return kSuccess;
+}
+
+int ncclCommAbort(void* comm) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kSuccess;
+  if (c->rank >= 0 && c->rank < kMaxRanks) ++aborts[c->rank];
+  release(c);  // the kernels give up: the streams go on
+  --liveComms;
+  delete c;
+  return kSuccess;
+}
+
+int ncclCommDestroy(void* comm) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kSuccess;
+  if (!c->held.empty() && c->rank >= 0 && c->rank < kMaxRanks) ++destroysWhileHeld[c->rank];
+  release(c);
+  --liveComms;
+  delete c;
+  return kSuccess;
+}
+
+int ncclAllReduce(const void*, void*, size_t, int, int, void* comm, void* stream) {
+  return op(comm, stream);
+}
+int ncclBroadcast(const void*, void*, size_t, int, int, void* comm, void* stream) {
+  return op(comm, stream);
+}
+int ncclReduce(const void*, void*, size_t, int, int, int, void* comm, void* stream) {
+  return op(comm, stream);
+}
+int ncclAllGather(const void*, void*, size_t, int, void* comm, void* stream) {
+  return op(comm, stream);
+}
+int ncclReduceScatter(const void*, void*, size_t, int, int, void* comm, void* stream) {
+  return op(comm, stream);
+}
+int ncclSend(const void*, size_t, int, int, void* comm, void* stream) { return op(comm, stream); }
+int ncclRecv(void*, size_t, int, int, void* comm, void* stream) { return op(comm, stream); }
+int ncclGroupStart() { return kSuccess; }
+int ncclGroupEnd() { return kSuccess; }
+
+}  // extern "C"

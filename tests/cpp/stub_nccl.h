@@ -1,0 +1,39 @@
+// A stand-in for libnccl.so.2 (tests/cpp/stub_nccl.cpp, built as a shared
+// library for the tests only): the symbols NcclLibrary::open resolves, with
+// behaviour a test chooses per rank, so that NCCL's supervision
+// (cuda/nccl/nccl_watchdog.h, the bounded init of nccl_communicator.h) runs
+// without a GPU. A "stream" is a StubNcclStream: an op whose kernels would
+// spin on a dead peer holds it until the communicator is aborted, as
+// NCCL's kernels hold a real stream.
+#pragma once
+
+#include <atomic>
+
+struct StubNcclStream {
+  std::atomic<int> heldBy{0};  // how many of NCCL's unfinished ops hold it
+};
+
+enum StubNcclBehaviour : int {
+  kStubNcclWorks = 0,
+  kStubNcclInitHangs = 1,       // the non-blocking init never finishes
+  kStubNcclInitFails = 2,       // the init ends with ncclSystemError
+  kStubNcclAsyncErrorInOp = 3,  // an op holds its stream and NCCL reports ncclRemoteError
+  kStubNcclOpHangs = 4,         // an op holds its stream until the abort
+  kStubNcclOpInProgress = 5,    // an op answers ncclInProgress, done a few looks later
+  kStubNcclOpStuck = 6,         // an op answers ncclInProgress and never gets enqueued
+};
+
+extern "C" {
+// Forgets every behaviour and count.
+void stubNcclReset();
+void stubNcclSetBehaviour(int rank, int behaviour);
+// ncclCommAbort calls on rank `rank`'s communicators.
+int stubNcclAborts(int rank);
+// ncclCommDestroy calls while an op still held a stream: a real NCCL would
+// wait for those kernels, forever when they wait on a dead peer.
+int stubNcclDestroysWhileHeld(int rank);
+// Communicators made and not yet destroyed or aborted.
+int stubNcclLiveComms();
+// Inits that went through ncclCommInitRank (blocking) rather than the Config one.
+int stubNcclBlockingInits();
+}
