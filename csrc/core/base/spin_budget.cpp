@@ -1,0 +1,94 @@
+#include "core/base/spin_budget.h"
+
+#include <algorithm>
+
+namespace ringreduce {
+
+SpinBudget::SpinBudget(std::chrono::microseconds ceiling, bool adaptive, Now now)
+    : now_(now ? std::move(now) : Now([] { return Clock::now(); })) {
+  setLimits(ceiling, adaptive);
+  budget_ = ceiling_;  // a machine is taken to be quiet until its waits say otherwise
+}
+
+void SpinBudget::setLimits(std::chrono::microseconds ceiling, bool adaptive) {
+  ceiling_ = std::max<std::chrono::nanoseconds>(ceiling, std::chrono::nanoseconds(0));
+  adaptive_ = adaptive;
+  budget_ = adaptive_ ? std::min(budget_, ceiling_) : ceiling_;
+}
+
+std::chrono::nanoseconds SpinBudget::probeBudget() const {
+  // Long enough to catch a peer that runs alongside (a small message's round
+  // trip on one machine is 10-30 us), short enough that a failed probe under
+  // load costs little.
+  return std::max(ceiling_ / 8, std::min<std::chrono::nanoseconds>(ceiling_, kDescheduledGap / 4));
+}
+
+void SpinBudget::startWait() {
+  open_ = true;
+  spun_ = false;
+  hasLastRead_ = false;
+  probing_ = false;
+  auto window = budget_;
+  if (adaptive_ && window.count() == 0 && ceiling_.count() > 0 &&
+      blockedAtOnce_ >= probeInterval_) {
+    probing_ = true;
+    blockedAtOnce_ = 0;
+    window = probeBudget();
+  }
+  // Only a wait that spins reads the clock; blocking at once costs nothing.
+  spinUntil_ = window.count() > 0 ? now_() + window : Clock::time_point{};
+}
+
+void SpinBudget::moved() { hasLastRead_ = false; }
+
+bool SpinBudget::keepSpinning() {
+  if (!open_) return false;
+  if (spinUntil_ == Clock::time_point{}) {
+    blocked(false);
+    return false;
+  }
+  const auto now = now_();
+  const bool descheduled = hasLastRead_ && now - lastRead_ > kDescheduledGap;
+  if (descheduled || now >= spinUntil_) {
+    blocked(descheduled);
+    return false;
+  }
+  lastRead_ = now;
+  hasLastRead_ = true;
+  spun_ = true;
+  return true;
+}
+
+void SpinBudget::finishWait() {
+  if (open_ && spun_) spinPaid();
+  open_ = false;
+}
+
+void SpinBudget::abandon() { open_ = false; }
+
+void SpinBudget::spinPaid() {
+  if (!adaptive_) return;
+  if (probing_) probeInterval_ = kMinProbeInterval;
+  budget_ = std::min(ceiling_, std::max(budget_ * 2, probeBudget()));
+}
+
+void SpinBudget::blocked(bool descheduled) {
+  const bool spun = spinUntil_ != Clock::time_point{};
+  open_ = false;
+  if (!adaptive_) return;
+  if (!spun) {
+    ++blockedAtOnce_;
+    return;
+  }
+  if (probing_) {
+    // Still no use spinning: look again later, and less often.
+    probeInterval_ = std::min(probeInterval_ * 2, kMaxProbeInterval);
+    return;
+  }
+  // Descheduled while spinning: the cores are wanted elsewhere, and every
+  // further microsecond of spin takes one from a process that needs it.
+  budget_ = descheduled ? std::chrono::nanoseconds(0) : budget_ / 2;
+  if (budget_ < floor() || budget_.count() == 0) budget_ = std::chrono::nanoseconds(0);
+}
+
+}  // namespace ringreduce
