@@ -42,12 +42,16 @@ void SpinBudget::startWait() {
 void SpinBudget::moved() { hasLastRead_ = false; }
 
 bool SpinBudget::keepSpinning() {
+  if (open_ && spinUntil_ != Clock::time_point{}) return keepSpinning(now_());
+  return keepSpinning(Clock::time_point{});
+}
+
+bool SpinBudget::keepSpinning(Clock::time_point now) {
   if (!open_) return false;
   if (spinUntil_ == Clock::time_point{}) {
     blocked(false);
     return false;
   }
-  const auto now = now_();
   const bool descheduled = hasLastRead_ && now - lastRead_ > kDescheduledGap;
   if (descheduled || now >= spinUntil_) {
     blocked(descheduled);

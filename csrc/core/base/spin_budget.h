@@ -68,8 +68,10 @@ class SpinBudget {
   // new interval (the work done in between is no sign of descheduling).
   void moved();
   // An idle pass: true to poll again, false to block now (the outcome
-  // "blocked" is recorded and the wait closed).
+  // "blocked" is recorded and the wait closed). `now`: the loop's own clock
+  // read of this pass, if it has one.
   bool keepSpinning();
+  bool keepSpinning(Clock::time_point now);
   // The condition came true: "satisfied while spinning" if this wait spun.
   void finishWait();
   // Closes the wait without learning from it (an error, a spin not allowed
