@@ -52,7 +52,8 @@ bool SpinBudget::keepSpinning(Clock::time_point now) {
     blocked(false);
     return false;
   }
-  const bool descheduled = hasLastRead_ && now - lastRead_ > kDescheduledGap;
+  // Fixed spins run their whole length, as they did before this class.
+  const bool descheduled = adaptive_ && hasLastRead_ && now - lastRead_ > kDescheduledGap;
   if (descheduled || now >= spinUntil_) {
     blocked(descheduled);
     return false;
