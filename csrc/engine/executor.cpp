@@ -58,6 +58,7 @@ Executor::Executor(Transport& transport)
       callerCore_(transport.config().workerFollowsCaller) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
+  if (yields_) hotSpin_.setDescheduledGap(kLongYield);  // peers' turns between yields
   thread_ = std::thread([this] { run(); });
 }
 
@@ -162,6 +163,7 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
   // Each caller thread keeps its own account of whether this poll pays.
   thread_local SpinBudget pollSpin;
   pollSpin.setLimits(spin_, adaptive_);
+  pollSpin.setDescheduledGap(yields_ ? kLongYield : SpinBudget::kDescheduledGap);
   pollSpin.startWait();
   while (!done() && !driveUntil(done)) {
     if (!pollSpin.keepSpinning()) return done();

@@ -34,6 +34,11 @@ void Transport::adoptConfig(const Config& config) {
   workerSpin_.setLimits(std::chrono::microseconds(config.spinMicroseconds), config.adaptiveSpin);
   callerSpin_.setLimits(std::chrono::microseconds(config.waitSpinMicroseconds),
                         config.adaptiveSpin);
+  // Yielding waits let the peers on their core take turns: a yield that
+  // comes back within kLongYield is that, not outside load.
+  const auto gap = config.spinYields ? kLongYield : SpinBudget::kDescheduledGap;
+  workerSpin_.setDescheduledGap(gap);
+  callerSpin_.setDescheduledGap(gap);
 }
 
 std::string Transport::where(const OpContext& op) const {

@@ -174,9 +174,13 @@ TEST(SpinBudget, FixedSpinsNeverAdapt) {
   sim.run(20, kLoaded);
   sim.run(20, kLate);
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
-  // Each still spins until its budget runs out or the gap ends it.
+  // Each spins its whole length, preempted or not.
   sim.budget.startWait();
   EXPECT_TRUE(sim.budget.keepSpinning());
+  sim.now += microseconds(500);
+  EXPECT_TRUE(sim.budget.keepSpinning());
+  sim.now += kCeiling;
+  EXPECT_FALSE(sim.budget.keepSpinning());
 }
 
 TEST(SpinBudget, ACeilingOfZeroNeverSpinsNorProbes) {
@@ -193,4 +197,13 @@ TEST(SpinBudget, ALowerCeilingClampsAndAHigherOneIsGrownInto) {
   EXPECT_EQ(sim.budget.budget(), microseconds(100));
   sim.budget.setLimits(kCeiling, true);
   EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 10), 4);
+}
+
+TEST(SpinBudget, AYieldingLoopTakesItsPeersTurnsForNoLoad) {
+  SimulatedWaits sim;
+  sim.budget.setDescheduledGap(microseconds(1000));
+  EXPECT_EQ(sim.wait({microseconds(900), microseconds(500)}), Ended::WhileSpinning);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+  EXPECT_EQ(sim.wait({microseconds(3000), microseconds(1500)}), Ended::Blocked);
+  EXPECT_EQ(sim.budget.budget().count(), 0);
 }

@@ -53,7 +53,7 @@ bool SpinBudget::keepSpinning(Clock::time_point now) {
     return false;
   }
   // Fixed spins run their whole length, as they did before this class.
-  const bool descheduled = adaptive_ && hasLastRead_ && now - lastRead_ > kDescheduledGap;
+  const bool descheduled = adaptive_ && hasLastRead_ && now - lastRead_ > gap_;
   if (descheduled || now >= spinUntil_) {
     blocked(descheduled);
     return false;

@@ -44,7 +44,9 @@ class SpinBudget {
 
   // Two clock reads of one spin further apart than this: the thread did not
   // run in between (a time slice of the kernel's scheduler is 0.75-3 ms; one
-  // idle pass of a wait loop is a few microseconds).
+  // idle pass of a wait loop is a few microseconds). The default; a loop
+  // that yields at every pass expects its peers' turns in between and sets
+  // a longer one (setDescheduledGap).
   static constexpr std::chrono::microseconds kDescheduledGap{200};
   static constexpr int kMinProbeInterval = 8;
   static constexpr int kMaxProbeInterval = 64;
@@ -55,6 +57,7 @@ class SpinBudget {
   // The longest spin and whether the account adapts it. A lower ceiling
   // clamps the current budget; a higher one lets it grow back.
   void setLimits(std::chrono::microseconds ceiling, bool adaptive);
+  void setDescheduledGap(std::chrono::microseconds gap) { gap_ = gap; }
 
   // One wait, from the loop's point of view:
   //   startWait(); loop { if (progress) moved(); else if (!keepSpinning()) block...; }
@@ -93,6 +96,7 @@ class SpinBudget {
   std::chrono::nanoseconds ceiling_{0};
   bool adaptive_ = true;
   std::chrono::nanoseconds budget_{0};
+  std::chrono::nanoseconds gap_ = kDescheduledGap;
   int probeInterval_ = kMinProbeInterval;
   int blockedAtOnce_ = 0;  // waits that blocked without spinning since the last probe
 
