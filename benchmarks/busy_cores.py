@@ -25,7 +25,8 @@ before the spin budget: the "before" figures, in the same processes), and
 Then a DDP step (--ddp-steps > 0): a small transformer encoder per backend,
 fed by a DataLoader with --workers worker processes per rank whose every
 sample costs --sample-ms of CPU (decoding, augmenting), the backends'
-steps alternating on the same batches. Prints the median and p90 step of
+steps alternating on the same batches (which goes first after a batch, as
+the workers start on the next one, rotates). Prints the median and p90 step of
 the slowest rank per backend and the ratio to gloo's.
 """
 import argparse
@@ -105,7 +106,7 @@ def collectives(args, groups, control, rank):
     names = list(groups)
     rings = [n for n in names if n != "gloo"]
     per_round = max(1, args.iters // args.rounds)
-    for k in (int(x) for x in args.busy.split(",")):
+    for k in (int(x) for x in args.busy.split(",") if x):
         with BusyProcesses(k if rank == 0 else 0):
             dist.barrier(group=control)
             time.sleep(args.settle_s)
@@ -167,8 +168,11 @@ def ddp_steps(args, groups, control, rank):
     for i, batch in enumerate(loader):
         if i >= args.warmup + args.ddp_steps:
             break
-        for name, runner in runners.items():
-            wall, _, _ = runner.step(batch)
+        # Each batch taken sets the workers to work on the next one: the step
+        # right after it runs beside them. The backends take that turn in turn.
+        order = names[i % len(names):] + names[:i % len(names)]
+        for name in order:
+            wall, _, _ = runners[name].step(batch)
             if i >= args.warmup:
                 steps[name].append(wall)
     slowest = {}
@@ -186,7 +190,7 @@ def ddp_steps(args, groups, control, rank):
         for name, t in slowest.items():
             p50, p90 = t[len(t) // 2].item() * 1e3, t[int(0.9 * len(t))].item() * 1e3
             ratio = ""
-            if g is not None:
+            if g is not None and name != "gloo":
                 ratio = (f"  gloo/{name}: p50 {g[len(g) // 2].item() * 1e3 / p50:.2f}x "
                          f"p90 {g[int(0.9 * len(g))].item() * 1e3 / p90:.2f}x")
             print(f"  {name:>10}: p50 {p50:8.1f}  p90 {p90:8.1f}{ratio}", flush=True)
