@@ -107,10 +107,10 @@ TEST(SpinBudget, OnAQuietMachineEveryWaitSpinsAndThePeerIsCaughtSpinning) {
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
 }
 
-TEST(SpinBudget, ADescheduledSpinBlocksAtOnceAndLaterWaitsBlockWithoutSpinning) {
+TEST(SpinBudget, UnderLoadWaitsSoonBlockWithoutSpinning) {
   SimulatedWaits sim;
   EXPECT_EQ(sim.wait(kLoaded), Ended::Blocked);
-  EXPECT_EQ(sim.budget.budget().count(), 0);
+  EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLoaded, 10), 5);
   // Under lasting load only the rare probes spin: the cores go to the
   // processes that need them. But it keeps looking, or it could never come
   // back.
@@ -139,7 +139,7 @@ TEST(SpinBudget, ItComesBackToFullSpinsWhenTheLoadGoes) {
 TEST(SpinBudget, LoadThatComesAndGoesIsFollowedEachTime) {
   SimulatedWaits sim;
   for (int round = 0; round < 3; ++round) {
-    EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLoaded, 10), 1) << "round " << round;
+    EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLoaded, 10), 5) << "round " << round;
     sim.run(50, kLoaded);
     EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 200), SpinBudget::kMaxProbeInterval + 5)
         << "round " << round;
@@ -155,18 +155,26 @@ TEST(SpinBudget, OneMissAmongPaidSpinsKeepsSpinning) {
     sim.run(3, kQuiet);
   }
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+  // So must a preemption now and then (a little background load).
+  int paid = 0;
+  for (int i = 0; i < 50; ++i) {
+    sim.wait(kLoaded);
+    paid += sim.run(3, kQuiet);
+  }
+  EXPECT_EQ(paid, 150);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
 }
 
-TEST(SpinBudget, WorkBetweenPassesIsNoSignOfDescheduling) {
+TEST(SpinBudget, ADescheduledSpinStopsAtOnceButWorkBetweenPassesIsNoSign) {
   SimulatedWaits sim;
   sim.budget.startWait();
   ASSERT_TRUE(sim.budget.keepSpinning());
-  sim.now += microseconds(500);  // a pass that copied a large message
+  sim.now += microseconds(300);  // a pass that copied a large message
   sim.budget.moved();
   EXPECT_TRUE(sim.budget.keepSpinning());
-  sim.now += microseconds(500);  // the same gap with nothing done: preempted
-  EXPECT_FALSE(sim.budget.keepSpinning());
-  EXPECT_EQ(sim.budget.budget().count(), 0);
+  sim.now += microseconds(300);  // the same gap with nothing done: preempted
+  EXPECT_FALSE(sim.budget.keepSpinning());  // well inside its budget
+  EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
 }
 
 TEST(SpinBudget, FixedSpinsNeverAdapt) {
@@ -205,5 +213,5 @@ TEST(SpinBudget, AYieldingLoopTakesItsPeersTurnsForNoLoad) {
   EXPECT_EQ(sim.wait({microseconds(900), microseconds(500)}), Ended::WhileSpinning);
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
   EXPECT_EQ(sim.wait({microseconds(3000), microseconds(1500)}), Ended::Blocked);
-  EXPECT_EQ(sim.budget.budget().count(), 0);
+  EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
 }

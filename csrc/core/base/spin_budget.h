@@ -12,12 +12,13 @@
 // waiting loop keeps a running account:
 // - a wait satisfied while spinning: spinning paid; the budget grows back
 //   (doubling) to the ceiling;
-// - a wait whose spin ran out and that then blocked: the budget halves, and
-//   below a sixteenth of the ceiling it is 0 (block at once);
 // - a sign that this thread was descheduled during its spin (two successive
 //   clock reads of the spin further apart than kDescheduledGap: a preemption
-//   or a sched_yield that returned late): the budget drops to 0 at once, and
-//   this wait blocks now;
+//   or a sched_yield that returned late): this wait blocks now, and counts
+//   as a spin that did not pay;
+// - a spin that did not pay (it ran out, or was descheduled): the budget
+//   halves, and below a sixteenth of the ceiling it is 0 (block at once):
+//   under load, where nearly every spin is preempted, within five waits;
 // - at 0, every probeInterval-th wait that must block first spins a probe
 //   (an eighth of the ceiling): if the probe pays, spinning resumes at that
 //   budget; if not, probes become rarer (up to one wait in kMaxProbeInterval).
@@ -88,7 +89,7 @@ class SpinBudget {
 
  private:
   void spinPaid();
-  void blocked(bool descheduled);
+  void blocked();
   std::chrono::nanoseconds probeBudget() const;
   std::chrono::nanoseconds floor() const { return ceiling_ / 16; }
 
