@@ -94,8 +94,8 @@ void SpinBudget::blocked() {
   // elsewhere; it stopped at once) did not pay. Halving, not dropping to 0
   // at the first preemption: on two cores with a little background load an
   // occasional preemption is the price of spins that mostly pay (0 there
-  // cost 4-8x in small-message latency); under real load nearly every spin
-  // is preempted, and a handful of waits take it to 0.
+  // cost up to 3-7x in small-message latency); under real load nearly every
+  // spin is preempted, and a handful of waits take it to 0.
   budget_ = budget_ / 2;
   if (budget_ < floor()) budget_ = std::chrono::nanoseconds(0);
 }
