@@ -5,9 +5,15 @@
 namespace ringreduce {
 
 DevicePoller::DevicePoller(Transport& transport, const OpContext& op)
-    : t_(transport), op_(op), spinUntil_(Clock::now() + transport.spin()) {}
+    : t_(transport), op_(op) {
+  t_.spinBudget().startWait();
+}
 
-void DevicePoller::moved() { spinUntil_ = Clock::now() + t_.spin(); }
+void DevicePoller::moved() {
+  SpinBudget& spin = t_.spinBudget();
+  spin.finishWait();  // it came while this thread polled, if it did
+  spin.startWait();
+}
 
 bool DevicePoller::idlePass() {
   if (t_.progress() > 0) {
@@ -25,7 +31,10 @@ bool DevicePoller::idlePass() {
   // Oversubscribed (RINGREDUCE_SPIN_YIELD), spinning means yielding, and
   // only while yields are cheap (transport/core_yield.h).
   const bool yields = t_.config().spinYields;
-  if (now < spinUntil_ && (!yields || yieldingPays())) {
+  SpinBudget& spin = t_.spinBudget();
+  if (yields && !yieldingPays()) {
+    spin.abandon();
+  } else if (spin.keepSpinning(now)) {
     if (yields) yieldCore();
     return false;
   }
@@ -33,7 +42,7 @@ bool DevicePoller::idlePass() {
   // waits behind other work on the device (the caller's, before a fence):
   // a millisecond's sleep costs little there, and the network wakes it.
   t_.sleepUntilEvent(-1, 1);
-  moved();
+  spin.startWait();
   return false;
 }
 

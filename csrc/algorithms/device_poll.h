@@ -1,8 +1,8 @@
 // Waiting for device work and the network at once. The device tells the
 // transport's event fd nothing, so while a ticket is outstanding the host
-// cannot sleep in a transport wait: it polls both, spinning for the
-// transport's spin time after each event, then sleeping a millisecond at a
-// time (the network still wakes it at once). Every idle pass checks what a
+// cannot sleep in a transport wait: it polls both, spinning after each event
+// for as long as the transport's spin budget says (core/base/spin_budget.h),
+// then sleeping a millisecond at a time (the network still wakes it at once). Every idle pass checks what a
 // transport wait checks: abort(), the peers' liveness, the op's deadline,
 // with the same errors.
 #pragma once
@@ -43,7 +43,6 @@ class DevicePoller {
 
   Transport& t_;
   const OpContext& op_;
-  Clock::time_point spinUntil_;
 };
 
 }  // namespace ringreduce

@@ -53,9 +53,12 @@ Executor::Executor(Transport& transport)
       waitSpin_(std::chrono::microseconds(transport.config().waitSpinMicroseconds)),
       grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)),
       yields_(transport.config().spinYields),
+      adaptive_(transport.config().adaptiveSpin),
+      hotSpin_(spin_, adaptive_),
       callerCore_(transport.config().workerFollowsCaller) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
+  if (yields_) hotSpin_.setDescheduledGap(kLongYield);  // peers' turns between yields
   thread_ = std::thread([this] { run(); });
 }
 
@@ -157,12 +160,17 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
   // briefly: two threads of one rank spinning may take a core a peer needs.
   // The driver may be the worker between two turns of its loop, which
   // leaves this caller's task to it (run()): take the drive when it lets go.
-  const auto until = Clock::now() + spin_;
-  while (Clock::now() < until) {
-    if (done() || driveUntil(done)) return true;
+  // Each caller thread keeps its own account of whether this poll pays.
+  thread_local SpinBudget pollSpin;
+  pollSpin.setLimits(spin_, adaptive_);
+  pollSpin.setDescheduledGap(yields_ ? kLongYield : SpinBudget::kDescheduledGap);
+  pollSpin.startWait();
+  while (!done() && !driveUntil(done)) {
+    if (!pollSpin.keepSpinning()) return done();
     if (yields_) yieldCore();
   }
-  return done();
+  pollSpin.finishWait();
+  return true;
 }
 
 bool Executor::driveUntil(const std::function<bool()>& done) {
@@ -171,7 +179,7 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
   std::unique_lock<std::mutex> drive(driveMutex_, std::try_to_lock);
   if (!drive.owns_lock() || stopped_) return false;
   driver_ = std::this_thread::get_id();
-  transport_.setSpin(waitSpin_);  // this thread's caller is blocked anyway
+  transport_.setWaiter(Transport::Waiter::Caller);  // this thread's caller is blocked anyway
   while (!done()) {
     Task task = popTask();
     if (!task) break;
@@ -182,13 +190,21 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
     // message of every later task its callers run.
     workerDrove_ = false;
   }
-  // A receive completes through its poller: keep progressing for a while.
-  const auto until = Clock::now() + waitSpin_;
-  while (!done() && !pollers_.empty() && Clock::now() < until) {
-    transport_.progress();
+  // A receive completes through its poller: keep progressing for as long as
+  // the caller's waits spin.
+  SpinBudget& spin = transport_.spinBudget();
+  spin.startWait();
+  while (!done() && !pollers_.empty()) {
+    if (transport_.progress() > 0) spin.moved();
     runPollers();
+    if (!spin.keepSpinning()) break;
   }
-  transport_.setSpin(spin_);
+  if (done()) {
+    spin.finishWait();
+  } else {
+    spin.abandon();
+  }
+  transport_.setWaiter(Transport::Waiter::Worker);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!queue_.empty() || !pollers_.empty()) {
@@ -260,11 +276,13 @@ void Executor::run() {
       }
     }
     if (task) {
+      hotSpin_.finishWait();  // a task came while hot: the spin paid, if it spun
       releaseSpin();
       callerCore_.follow();
       runTask(task);
       workerDrove_ = true;
-      hotUntil = Clock::now() + spin_;
+      hotSpin_.startWait();
+      hotUntil = Clock::now() + hotSpin_.budget();
       continue;
     }
     if (stop) {
@@ -273,14 +291,16 @@ void Executor::run() {
       return;
     }
     if (transport_.progress() > 0) {
+      hotSpin_.moved();
       runPollers();
       continue;
     }
     runPollers();
-    if (!waiting && Clock::now() < hotUntil && claimSpin()) {
+    if (!waiting && hotSpin_.waiting() && claimSpin() && hotSpin_.keepSpinning()) {
       if (yields_) yieldCore();
       continue;
     }
+    hotSpin_.abandon();  // a task in its grace period, or another worker spins
     releaseSpin();
 
     const auto sinceActivity = Clock::now() - lastActivity_;

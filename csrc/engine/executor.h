@@ -101,6 +101,8 @@ class Executor {
   const std::chrono::microseconds waitSpin_;  // RINGREDUCE_WAIT_SPIN_US
   const std::chrono::microseconds grace_;     // RINGREDUCE_CALLER_GRACE_US
   const bool yields_;                         // RINGREDUCE_SPIN_YIELD
+  const bool adaptive_;                       // RINGREDUCE_ADAPTIVE_SPIN
+  SpinBudget hotSpin_;                        // worker thread only: the spin after a task
   int timerFd_ = -1;                          // the worker's alarm clock
   CallerCore callerCore_;                     // RINGREDUCE_WORKER_FOLLOWS_CALLER
 

@@ -21,8 +21,8 @@ std::string peerName(int peer) {
 Transport::Transport(int rank, int size, const Config& config)
     : rank_(rank),
       size_(size),
-      config_(config),
-      spin_(std::chrono::microseconds(config.spinMicroseconds)) {
+      config_(config) {
+  adoptConfig(config);
   if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
     throw InvalidArgument("ringreduce: invalid rank " + std::to_string(rank) +
                           " for group of size " + std::to_string(size));
@@ -31,7 +31,14 @@ Transport::Transport(int rank, int size, const Config& config)
 
 void Transport::adoptConfig(const Config& config) {
   config_ = config;
-  spin_ = std::chrono::microseconds(config.spinMicroseconds);
+  workerSpin_.setLimits(std::chrono::microseconds(config.spinMicroseconds), config.adaptiveSpin);
+  callerSpin_.setLimits(std::chrono::microseconds(config.waitSpinMicroseconds),
+                        config.adaptiveSpin);
+  // Yielding waits let the peers on their core take turns: a yield that
+  // comes back within kLongYield is that, not outside load.
+  const auto gap = config.spinYields ? kLongYield : SpinBudget::kDescheduledGap;
+  workerSpin_.setDescheduledGap(gap);
+  callerSpin_.setDescheduledGap(gap);
 }
 
 std::string Transport::where(const OpContext& op) const {
@@ -171,11 +178,14 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   // And none while yielding costs whole time slices (transport/core_yield.h).
   const bool noSpin =
       config_.spinYields && (request.bytes > kYieldSpinMaxBytes || !yieldingPays());
-  const auto spin = noSpin ? std::chrono::microseconds(0) : spin_;
-  auto spinUntil = Clock::now() + spin;
+  SpinBudget& spin = *activeSpin_;
+  spin.startWait();
   do {
     if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
-    if (progress() > 0) continue;
+    if (progress() > 0) {
+      spin.moved();
+      continue;
+    }
     if (watch_) watch_();
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
@@ -183,17 +193,22 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     const auto now = Clock::now();
     if (now >= op.deadline) return false;  // before a departure: the timeout came first
     throwIfSenderLeft(request, op);
-    if (request.done) return true;
+    if (request.done) break;
     announceIfStalled(op, now);
-    if (now < spinUntil) {
+    if (noSpin) {
+      spin.abandon();  // not the budget's choice: nothing to learn
+    } else if (spin.keepSpinning(now)) {
       if (config_.spinYields) yieldCore();  // oversubscribed: let the peer run
       continue;
     }
+    // Sleep until the peer's progress signals this rank (UCX: the worker's
+    // event fd, armed), or the deadline, or 100 ms to notice abort().
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
     sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
-    spinUntil = Clock::now() + spin;
+    spin.startWait();  // what is left of the message may follow at once
   } while (!test(request, op));
+  spin.finishWait();
   return true;
 }
 

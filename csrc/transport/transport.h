@@ -24,8 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/config/config.h"
 #include "core/base/op_context.h"
+#include "core/base/spin_budget.h"
+#include "core/config/config.h"
 #include "transport/progress_board.h"
 
 namespace ringreduce {
@@ -74,9 +75,9 @@ class Transport {
   // True once `request` finished; throws TransportError if it failed. Does
   // not progress the transport.
   bool test(Request& request, const OpContext& op);
-  // Progresses until `request` finishes. Spins for the spin time (a yield
-  // would hand the core to any background thread for a whole time slice),
-  // then sleeps until an event. Throws TimeoutError at op.deadline naming
+  // Progresses until `request` finishes. Spins for as long as spinBudget()
+  // says (a yield would hand the core to any background thread for a whole
+  // time slice), then sleeps until an event. Throws TimeoutError at op.deadline naming
   // the peer.
   void wait(Request& request, const OpContext& op);
   void waitAll(std::vector<Request>& requests, const OpContext& op);
@@ -87,11 +88,18 @@ class Transport {
   // still waiting to ..."
   std::string describeTimeout(const Request& request, const OpContext& op) const;
 
-  // How long waits spin before they sleep; the thread that drives the
-  // transport sets it (Executor: short for its own thread, long for a caller
-  // that is blocked anyway).
-  void setSpin(std::chrono::microseconds spin) { spin_ = spin; }
-  std::chrono::microseconds spin() const { return spin_; }
+  // Whose waits follow: the thread that drives the transport says
+  // (Executor). Each kind keeps its own account of whether spinning pays
+  // (core/base/spin_budget.h): the worker's spins are short
+  // (RINGREDUCE_SPIN_US at most: its caller computes meanwhile), a caller
+  // blocked on the result anyway spins up to RINGREDUCE_WAIT_SPIN_US.
+  // Worker until told otherwise. Only the driving thread touches either.
+  enum class Waiter { Worker, Caller };
+  void setWaiter(Waiter waiter) {
+    activeSpin_ = waiter == Waiter::Caller ? &callerSpin_ : &workerSpin_;
+  }
+  // How long the current waiter's waits spin before they sleep.
+  SpinBudget& spinBudget() { return *activeSpin_; }
 
   // Cancels and releases the requests of `op` still in flight (after an
   // error, so that no late message lands in a buffer the caller has given up).
@@ -180,7 +188,9 @@ class Transport {
   const int rank_;
   const int size_;
   Config config_;
-  std::chrono::microseconds spin_;
+  SpinBudget workerSpin_;
+  SpinBudget callerSpin_;
+  SpinBudget* activeSpin_ = &workerSpin_;
   std::function<void()> watch_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abortMutex_;

@@ -269,6 +269,20 @@ TEST(ConfigSpins, OversubscribedRanksYieldWhileTheyWait) {
   }
 }
 
+// Spins adapt to the load (core/base/spin_budget.h) unless one is set
+// explicitly: then it is spun as given. RINGREDUCE_ADAPTIVE_SPIN overrides.
+TEST(ConfigSpins, ExplicitSpinsAreFixedUnlessAdaptiveSpinSaysOtherwise) {
+  EXPECT_TRUE(Config::fromEnvironment().adaptiveSpin);
+  for (const char* name : {"RINGREDUCE_SPIN_US", "RINGREDUCE_WAIT_SPIN_US"}) {
+    ScopedEnv spin(name, "0");
+    EXPECT_FALSE(Config::fromEnvironment().adaptiveSpin) << name;
+    ScopedEnv adaptive("RINGREDUCE_ADAPTIVE_SPIN", "1");
+    EXPECT_TRUE(Config::fromEnvironment().adaptiveSpin) << name;
+  }
+  ScopedEnv off("RINGREDUCE_ADAPTIVE_SPIN", "0");
+  EXPECT_FALSE(Config::fromEnvironment().adaptiveSpin);
+}
+
 // Where this machine's ranks have one core each (torchrun's LOCAL_WORLD_SIZE
 // equal to the cores this process may use) each group's worker follows its
 // caller's core; with cores to spare or short, or outside torchrun, it does

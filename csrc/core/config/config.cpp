@@ -134,6 +134,9 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
       static_cast<int>(readPositive(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
   config.waitSpinMicroseconds = static_cast<int>(
       readPositive(sources, "RINGREDUCE_WAIT_SPIN_US", config.waitSpinMicroseconds, 0));
+  const bool spinsGiven =
+      sources.get("RINGREDUCE_SPIN_US") || sources.get("RINGREDUCE_WAIT_SPIN_US");
+  config.adaptiveSpin = readFlag(sources, "RINGREDUCE_ADAPTIVE_SPIN", !spinsGiven);
   config.callerGraceMicroseconds = static_cast<int>(
       readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
   config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
@@ -215,6 +218,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_EAGER_BYTES", number(eagerBytes)},
       {"RINGREDUCE_SPIN_US", number(spinMicroseconds)},
       {"RINGREDUCE_WAIT_SPIN_US", number(waitSpinMicroseconds)},
+      {"RINGREDUCE_ADAPTIVE_SPIN", number(int(adaptiveSpin))},
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},
       {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
       {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},

@@ -43,6 +43,14 @@ struct Config {
   // thread costs 50-200 us on a virtual machine whose idle cores halt.
   // RINGREDUCE_WAIT_SPIN_US.
   int waitSpinMicroseconds = 1000;
+  // Whether the two spins above are ceilings that each waiting loop lowers
+  // while spinning does not pay (other processes want the cores: the thread
+  // is descheduled during its spin, or its spins run out), down to blocking
+  // at once, and raises again when spins pay (core/base/spin_budget.h). On
+  // unless RINGREDUCE_SPIN_US or RINGREDUCE_WAIT_SPIN_US is set: an explicit
+  // spin is spun as given (0: never spin). RINGREDUCE_ADAPTIVE_SPIN=0|1
+  // overrides either way (1 with explicit spins: they are the ceilings).
+  bool adaptiveSpin = true;
   // Whether a polling thread gives its core away (sched_yield) at every
   // turn. On when this machine's ranks (fromEnvironment) exceed the cores
   // this process may use: a rank that merely spun would hold the core the

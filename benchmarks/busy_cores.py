@@ -1,0 +1,235 @@
+"""Collectives while other processes keep the cores busy: ringreduce against
+gloo in the same processes, with K pure-CPU processes running beside the ranks.
+
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 benchmarks/busy_cores.py \
+        [--busy 0,2,4,8] [--sizes 4096,65536,262144,1048576,4194304] [--iters 60] \
+        [--ddp-steps 20] [--backends ringreduce,fixed,gloo]
+
+Real jobs are rarely alone on their cores: DataLoader workers decode and
+augment beside the ranks, and clusters share nodes. For each K in --busy,
+rank 0 starts K processes that spin on the CPU (and kills them afterwards);
+then every size is timed on each backend, the backends taking turns in
+rounds so that the load's ups and downs hit them alike. Each op comes after
+--gap-us of compute with its tensor written just before it (as backward
+writes a gradient bucket), and is timed on every rank from the call to
+wait() returning; the figure for an op is the slowest rank's
+(benchmarks/latency.py). Prints p50 and p90 per backend, and gloo's over
+each ringreduce group's (above 1: faster than gloo).
+
+Backends: "ringreduce" as configured (its waits adapt to the load,
+core/base/spin_budget.h), "fixed" a second ringreduce group made with
+RINGREDUCE_ADAPTIVE_SPIN=0 (the spins decided once at group creation, as
+before the spin budget: the "before" figures, in the same processes), and
+"gloo".
+
+Then a DDP step (--ddp-steps > 0): a small transformer encoder per backend,
+fed by a DataLoader with --workers worker processes per rank whose every
+sample costs --sample-ms of CPU (decoding, augmenting), the backends'
+steps alternating on the same batches (which goes first after a batch, as
+the workers start on the next one, rotates). Prints the median and p90 step of
+the slowest rank per backend and the ratio to gloo's.
+"""
+import argparse
+import atexit
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_ringreduce  # noqa: F401,E402  registers "ringreduce"
+from ddp_step import Runner, build_model  # noqa: E402
+from latency import busy, per_op, percentiles  # noqa: E402
+
+BUSY_LOOP = "while True: pass"
+
+
+class BusyProcesses:
+    """K processes spinning on the CPU for as long as the block lasts."""
+
+    def __init__(self, count):
+        self.count = count
+        self.procs = []
+
+    def __enter__(self):
+        for _ in range(self.count):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", BUSY_LOOP]))
+        atexit.register(self.stop)
+        return self
+
+    def stop(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs:
+            proc.wait(timeout=10)
+        self.procs = []
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def make_groups(names):
+    groups = {}
+    for name in names:
+        if name == "ringreduce":
+            groups[name] = dist.group.WORLD
+        elif name == "fixed":
+            # The spins as before the spin budget (read when a group is made).
+            os.environ["RINGREDUCE_ADAPTIVE_SPIN"] = "0"
+            groups[name] = dist.new_group(backend="ringreduce")
+            del os.environ["RINGREDUCE_ADAPTIVE_SPIN"]
+        elif name == "gloo":
+            groups[name] = dist.new_group(backend="gloo")
+        else:
+            raise SystemExit(f"unknown backend {name!r}: ringreduce, fixed or gloo")
+    return groups
+
+
+def time_after_gap(group, tensor, source, iters, gap_s):
+    """(start, end) per op, each after `gap_s` of compute and a write of the
+    whole tensor."""
+    spans = []
+    for _ in range(iters):
+        busy(gap_s)
+        tensor.copy_(source)
+        start = time.perf_counter()
+        dist.all_reduce(tensor, group=group)
+        spans.append((start, time.perf_counter()))
+    return spans
+
+
+def collectives(args, groups, control, rank):
+    names = list(groups)
+    rings = [n for n in names if n != "gloo"]
+    per_round = max(1, args.iters // args.rounds)
+    for k in (int(x) for x in args.busy.split(",") if x):
+        with BusyProcesses(k if rank == 0 else 0):
+            dist.barrier(group=control)
+            time.sleep(args.settle_s)
+            if rank == 0:
+                load = os.getloadavg()[0]
+                print(f"\n# {k} busy processes (load average {load:.1f}); per op the slowest "
+                      f"rank, us; {per_round * args.rounds} ops per cell after "
+                      f"{args.gap_us:.0f} us of compute")
+                head = " | ".join(f"{n + ' p50':>15} {'p90':>7}" for n in names)
+                ratios = " ".join(f"{'gloo/' + n + ' p50':>19} {'p90':>5}" for n in rings)
+                print(f"# {'bytes':>8} | {head} | {ratios}")
+            for size in (int(s) for s in args.sizes.split(",")):
+                count = max(1, size // 4)
+                tensor = torch.empty(count, dtype=torch.float32)
+                source = torch.rand(count, generator=torch.Generator().manual_seed(rank))
+                for group in groups.values():  # warm-up
+                    time_after_gap(group, tensor, source, 3, args.gap_us / 1e6)
+                samples = {n: [] for n in names}
+                for _ in range(args.rounds):
+                    for name, group in groups.items():
+                        samples[name] += time_after_gap(group, tensor, source, per_round,
+                                                        args.gap_us / 1e6)
+                stats = {n: percentiles(per_op(s, control)[0]) for n, s in samples.items()}
+                if rank == 0:
+                    cells = " | ".join(f"{stats[n][0]:15.1f} {stats[n][1]:7.1f}" for n in names)
+                    g = stats.get("gloo")
+                    ratios = " ".join(
+                        f"{g[0] / stats[n][0]:18.2f}x {g[1] / stats[n][1]:4.2f}x" for n in rings
+                    ) if g else ""
+                    print(f"  {size:>8} | {cells} | {ratios}", flush=True)
+            dist.barrier(group=control)
+
+
+class CpuHeavySamples(torch.utils.data.Dataset):
+    """Sequences whose every sample costs `sample_ms` of CPU in the worker."""
+
+    def __init__(self, length, d_model, sample_ms):
+        self.length, self.d_model, self.sample_s = length, d_model, sample_ms / 1e3
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        busy(self.sample_s)
+        return torch.randn(64, self.d_model, generator=torch.Generator().manual_seed(index))
+
+
+def ddp_steps(args, groups, control, rank):
+    names = list(groups)
+    base = build_model(args.layers, args.d_model)
+    # "fixed" is a ringreduce group: wrap it as one.
+    runners = {n: Runner(base, "ringreduce", dict(groups, ringreduce=groups[n]))
+               if n == "fixed" else Runner(base, n, groups) for n in names}
+    data = CpuHeavySamples(args.batch * (args.ddp_steps + args.warmup) * 2, args.d_model,
+                           args.sample_ms)
+    loader = torch.utils.data.DataLoader(data, batch_size=args.batch, num_workers=args.workers,
+                                         shuffle=False, persistent_workers=False)
+    steps = {n: [] for n in names}
+    for i, batch in enumerate(loader):
+        if i >= args.warmup + args.ddp_steps:
+            break
+        # Each batch taken sets the workers to work on the next one: the step
+        # right after it runs beside them. The backends take that turn in turn.
+        order = names[i % len(names):] + names[:i % len(names)]
+        for name in order:
+            wall, _, _ = runners[name].step(batch)
+            if i >= args.warmup:
+                steps[name].append(wall)
+    slowest = {}
+    for name, times in steps.items():
+        t = torch.tensor(times, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=control)
+        slowest[name] = t.sort().values
+    if rank == 0:
+        params = sum(p.numel() for p in base.parameters())
+        print(f"\n# DDP step: {args.layers}-layer encoder d_model {args.d_model} "
+              f"({params / 1e6:.1f}M parameters), batch {args.batch}, DataLoader "
+              f"num_workers={args.workers} per rank, {args.sample_ms} ms of CPU per sample; "
+              f"{args.ddp_steps} steps per backend, slowest rank, ms")
+        g = slowest.get("gloo")
+        for name, t in slowest.items():
+            p50, p90 = t[len(t) // 2].item() * 1e3, t[int(0.9 * len(t))].item() * 1e3
+            ratio = ""
+            if g is not None and name != "gloo":
+                ratio = (f"  gloo/{name}: p50 {g[len(g) // 2].item() * 1e3 / p50:.2f}x "
+                         f"p90 {g[int(0.9 * len(g))].item() * 1e3 / p90:.2f}x")
+            print(f"  {name:>10}: p50 {p50:8.1f}  p90 {p90:8.1f}{ratio}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--busy", default="0,2,4,8", help="busy process counts, comma separated")
+    p.add_argument("--sizes", default="4096,65536,262144,1048576,4194304",
+                   help="message sizes in bytes, comma separated")
+    p.add_argument("--iters", type=int, default=60, help="ops per size, backend and K")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="the ops are split into this many interleaved rounds")
+    p.add_argument("--gap-us", type=float, default=200.0, help="compute before each op")
+    p.add_argument("--settle-s", type=float, default=0.5,
+                   help="after starting the busy processes, before timing")
+    p.add_argument("--backends", default="ringreduce,fixed,gloo")
+    p.add_argument("--ddp-steps", type=int, default=20, help="0: no DDP part")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
+    p.add_argument("--sample-ms", type=float, default=4.0, help="CPU per sample in a worker")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--d-model", type=int, default=256)
+    args = p.parse_args()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    dist.init_process_group("ringreduce")
+    rank = dist.get_rank()
+    groups = make_groups(args.backends.split(","))
+    control = groups.get("gloo") or dist.new_group(backend="gloo")
+    if rank == 0:
+        print(f"# busy_cores: world {dist.get_world_size()}, {os.cpu_count()} CPUs, "
+              f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, backends {args.backends}")
+    collectives(args, groups, control, rank)
+    if args.ddp_steps > 0:
+        ddp_steps(args, groups, control, rank)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

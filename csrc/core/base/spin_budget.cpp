@@ -1,0 +1,103 @@
+#include "core/base/spin_budget.h"
+
+#include <algorithm>
+
+namespace ringreduce {
+
+SpinBudget::SpinBudget(std::chrono::microseconds ceiling, bool adaptive, Now now)
+    : now_(now ? std::move(now) : Now([] { return Clock::now(); })) {
+  setLimits(ceiling, adaptive);
+  budget_ = ceiling_;  // a machine is taken to be quiet until its waits say otherwise
+}
+
+void SpinBudget::setLimits(std::chrono::microseconds ceiling, bool adaptive) {
+  ceiling_ = std::max<std::chrono::nanoseconds>(ceiling, std::chrono::nanoseconds(0));
+  adaptive_ = adaptive;
+  budget_ = adaptive_ ? std::min(budget_, ceiling_) : ceiling_;
+}
+
+std::chrono::nanoseconds SpinBudget::probeBudget() const {
+  // Long enough to catch a peer that runs alongside (a small message's round
+  // trip on one machine is 10-30 us), short enough that a failed probe under
+  // load costs little.
+  return std::max(ceiling_ / 8, std::min<std::chrono::nanoseconds>(ceiling_, kDescheduledGap / 4));
+}
+
+void SpinBudget::startWait() {
+  open_ = true;
+  spun_ = false;
+  hasLastRead_ = false;
+  probing_ = false;
+  auto window = budget_;
+  if (adaptive_ && window.count() == 0 && ceiling_.count() > 0 &&
+      blockedAtOnce_ >= probeInterval_) {
+    probing_ = true;
+    blockedAtOnce_ = 0;
+    window = probeBudget();
+  }
+  // Only a wait that spins reads the clock; blocking at once costs nothing.
+  spinUntil_ = window.count() > 0 ? now_() + window : Clock::time_point{};
+}
+
+void SpinBudget::moved() { hasLastRead_ = false; }
+
+bool SpinBudget::keepSpinning() {
+  if (open_ && spinUntil_ != Clock::time_point{}) return keepSpinning(now_());
+  return keepSpinning(Clock::time_point{});
+}
+
+bool SpinBudget::keepSpinning(Clock::time_point now) {
+  if (!open_) return false;
+  if (spinUntil_ == Clock::time_point{}) {
+    blocked();
+    return false;
+  }
+  // Fixed spins run their whole length, as they did before this class.
+  const bool descheduled = adaptive_ && hasLastRead_ && now - lastRead_ > gap_;
+  if (descheduled || now >= spinUntil_) {
+    blocked();
+    return false;
+  }
+  lastRead_ = now;
+  hasLastRead_ = true;
+  spun_ = true;
+  return true;
+}
+
+void SpinBudget::finishWait() {
+  if (open_ && spun_) spinPaid();
+  open_ = false;
+}
+
+void SpinBudget::abandon() { open_ = false; }
+
+void SpinBudget::spinPaid() {
+  if (!adaptive_) return;
+  if (probing_) probeInterval_ = kMinProbeInterval;
+  budget_ = std::min(ceiling_, std::max(budget_ * 2, probeBudget()));
+}
+
+void SpinBudget::blocked() {
+  const bool spun = spinUntil_ != Clock::time_point{};
+  open_ = false;
+  if (!adaptive_) return;
+  if (!spun) {
+    ++blockedAtOnce_;
+    return;
+  }
+  if (probing_) {
+    // Still no use spinning: look again later, and less often.
+    probeInterval_ = std::min(probeInterval_ * 2, kMaxProbeInterval);
+    return;
+  }
+  // A spin that ran out, or that was descheduled (the cores are wanted
+  // elsewhere; it stopped at once) did not pay. Halving, not dropping to 0
+  // at the first preemption: on two cores with a little background load an
+  // occasional preemption is the price of spins that mostly pay (0 there
+  // cost up to 3-7x in small-message latency); under real load nearly every
+  // spin is preempted, and a handful of waits take it to 0.
+  budget_ = budget_ / 2;
+  if (budget_ < floor()) budget_ = std::chrono::nanoseconds(0);
+}
+
+}  // namespace ringreduce

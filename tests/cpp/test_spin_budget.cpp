@@ -1,0 +1,217 @@
+// How long waits spin (core/base/spin_budget.h), on a simulated clock with
+// scripted waits: the budget stays at its ceiling while spins pay, falls to
+// blocking at once when they stop paying or the thread is descheduled, and
+// comes back when they pay again, each within a bounded number of waits.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "core/base/spin_budget.h"
+
+using namespace ringreduce;
+using std::chrono::microseconds;
+
+namespace {
+
+constexpr microseconds kCeiling{1000};
+constexpr microseconds kPass{2};  // one idle pass of a wait loop
+
+// One scripted wait and how it ended.
+struct Script {
+  microseconds arrivesAfter;         // when the awaited event comes
+  microseconds descheduledFor{0};    // a gap in the spin (preemption, a late yield)
+};
+enum class Ended { WithoutSpinning, WhileSpinning, Blocked };
+
+class SimulatedWaits {
+ public:
+  SimulatedWaits(microseconds ceiling = kCeiling, bool adaptive = true)
+      : budget(ceiling, adaptive, [this] { return now; }) {}
+
+  // Runs a wait loop as Transport::waitUntilDeadline does: idle passes that
+  // spin until the event or until the budget says block; a block lasts
+  // until the event.
+  Ended wait(const Script& script) {
+    const auto arrival = now + script.arrivesAfter;
+    budget.startWait();
+    spunBefore = false;
+    bool gapDone = script.descheduledFor.count() == 0;
+    while (true) {
+      now += kPass;
+      if (now >= arrival) {
+        budget.finishWait();
+        return spunBefore ? Ended::WhileSpinning : Ended::WithoutSpinning;
+      }
+      if (!budget.keepSpinning()) {
+        ++blocks;
+        now = arrival;
+        return Ended::Blocked;
+      }
+      if (!spunBefore) ++spinningWaits;
+      spunBefore = true;
+      if (!gapDone) {  // the scheduler takes the core during the spin
+        now += script.descheduledFor;
+        gapDone = true;
+      }
+    }
+  }
+
+  // Runs `count` alike waits; how many of them ended while spinning.
+  int run(int count, const Script& script) {
+    int paid = 0;
+    for (int i = 0; i < count; ++i) {
+      paid += wait(script) == Ended::WhileSpinning ? 1 : 0;
+    }
+    return paid;
+  }
+
+  // Waits until the budget is back at its ceiling; how many it took
+  // (limit + 1 if it never came back).
+  int waitsUntilFullBudget(const Script& script, int limit) {
+    for (int i = 1; i <= limit; ++i) {
+      wait(script);
+      if (budget.budget() == budget.ceiling()) return i;
+    }
+    return limit + 1;
+  }
+
+  int waitsUntilBlockingAtOnce(const Script& script, int limit) {
+    for (int i = 1; i <= limit; ++i) {
+      wait(script);
+      if (budget.budget().count() == 0) return i;
+    }
+    return limit + 1;
+  }
+
+  SpinBudget::Clock::time_point now{std::chrono::seconds(1)};
+  SpinBudget budget;
+  int blocks = 0;
+  int spinningWaits = 0;  // waits that spun at all
+  bool spunBefore = false;  // this wait has spun
+};
+
+// A peer that answers within 30 us, on cores of its own.
+const Script kQuiet{microseconds(30)};
+// A peer whose message comes after 3 ms, the spinner preempted for 2 ms
+// (busy processes on every core).
+const Script kLoaded{microseconds(3000), microseconds(2000)};
+// A peer that is late (its own compute), this thread never preempted.
+const Script kLate{microseconds(5000)};
+
+}  // namespace
+
+TEST(SpinBudget, OnAQuietMachineEveryWaitSpinsAndThePeerIsCaughtSpinning) {
+  SimulatedWaits sim;
+  EXPECT_EQ(sim.run(200, kQuiet), 200);
+  EXPECT_EQ(sim.blocks, 0);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+}
+
+TEST(SpinBudget, UnderLoadWaitsSoonBlockWithoutSpinning) {
+  SimulatedWaits sim;
+  EXPECT_EQ(sim.wait(kLoaded), Ended::Blocked);
+  EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLoaded, 10), 5);
+  // Under lasting load only the rare probes spin: the cores go to the
+  // processes that need them. But it keeps looking, or it could never come
+  // back.
+  sim.spinningWaits = 0;
+  sim.run(400, kLoaded);
+  EXPECT_LE(sim.spinningWaits, 400 / SpinBudget::kMinProbeInterval);
+  EXPECT_GE(sim.spinningWaits, 400 / SpinBudget::kMaxProbeInterval);
+  EXPECT_EQ(sim.budget.budget().count(), 0);
+}
+
+TEST(SpinBudget, SpinsThatRunOutShrinkToBlockingWithinAFewWaits) {
+  SimulatedWaits sim;
+  EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLate, 10), 6);
+}
+
+TEST(SpinBudget, ItComesBackToFullSpinsWhenTheLoadGoes) {
+  SimulatedWaits sim;
+  sim.run(1000, kLoaded);  // long enough for the probes to be as rare as they get
+  ASSERT_EQ(sim.budget.budget().count(), 0);
+  const int bound = SpinBudget::kMaxProbeInterval + 1 + 4;  // a probe, then doublings
+  EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 2 * bound), bound);
+  // And it stays there.
+  EXPECT_EQ(sim.run(100, kQuiet), 100);
+}
+
+TEST(SpinBudget, LoadThatComesAndGoesIsFollowedEachTime) {
+  SimulatedWaits sim;
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_LE(sim.waitsUntilBlockingAtOnce(kLoaded, 10), 5) << "round " << round;
+    sim.run(50, kLoaded);
+    EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 200), SpinBudget::kMaxProbeInterval + 5)
+        << "round " << round;
+  }
+}
+
+TEST(SpinBudget, OneMissAmongPaidSpinsKeepsSpinning) {
+  // Skew between ranks makes a wait run out now and then on a quiet machine:
+  // that alone must not turn spinning off.
+  SimulatedWaits sim;
+  for (int i = 0; i < 50; ++i) {
+    sim.wait(kLate);
+    sim.run(3, kQuiet);
+  }
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+  // So must a preemption now and then (a little background load).
+  int paid = 0;
+  for (int i = 0; i < 50; ++i) {
+    sim.wait(kLoaded);
+    paid += sim.run(3, kQuiet);
+  }
+  EXPECT_EQ(paid, 150);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+}
+
+TEST(SpinBudget, ADescheduledSpinStopsAtOnceButWorkBetweenPassesIsNoSign) {
+  SimulatedWaits sim;
+  sim.budget.startWait();
+  ASSERT_TRUE(sim.budget.keepSpinning());
+  sim.now += microseconds(300);  // a pass that copied a large message
+  sim.budget.moved();
+  EXPECT_TRUE(sim.budget.keepSpinning());
+  sim.now += microseconds(300);  // the same gap with nothing done: preempted
+  EXPECT_FALSE(sim.budget.keepSpinning());  // well inside its budget
+  EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
+}
+
+TEST(SpinBudget, FixedSpinsNeverAdapt) {
+  SimulatedWaits sim(kCeiling, /*adaptive=*/false);
+  sim.run(20, kLoaded);
+  sim.run(20, kLate);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+  // Each spins its whole length, preempted or not.
+  sim.budget.startWait();
+  EXPECT_TRUE(sim.budget.keepSpinning());
+  sim.now += microseconds(500);
+  EXPECT_TRUE(sim.budget.keepSpinning());
+  sim.now += kCeiling;
+  EXPECT_FALSE(sim.budget.keepSpinning());
+}
+
+TEST(SpinBudget, ACeilingOfZeroNeverSpinsNorProbes) {
+  for (bool adaptive : {true, false}) {
+    SimulatedWaits sim(microseconds(0), adaptive);
+    EXPECT_EQ(sim.run(200, kQuiet), 0);
+    EXPECT_EQ(sim.blocks, 200);
+  }
+}
+
+TEST(SpinBudget, ALowerCeilingClampsAndAHigherOneIsGrownInto) {
+  SimulatedWaits sim;
+  sim.budget.setLimits(microseconds(100), true);
+  EXPECT_EQ(sim.budget.budget(), microseconds(100));
+  sim.budget.setLimits(kCeiling, true);
+  EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 10), 4);
+}
+
+TEST(SpinBudget, AYieldingLoopTakesItsPeersTurnsForNoLoad) {
+  SimulatedWaits sim;
+  sim.budget.setDescheduledGap(microseconds(1000));
+  EXPECT_EQ(sim.wait({microseconds(900), microseconds(500)}), Ended::WhileSpinning);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
+  EXPECT_EQ(sim.wait({microseconds(3000), microseconds(1500)}), Ended::Blocked);
+  EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
+}
