@@ -127,9 +127,15 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   std::atomic<bool> running{false};
   auto blocked = queue(*engine, [&](const OpContext&) {
     running = true;
-    released.wait();
+    // Bounded: a test that fails before releasing it must still end.
+    if (released.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      ADD_FAILURE() << "the queued collective was never released";
+    }
   });
-  while (!running) std::this_thread::yield();
+  const auto limit = Clock::now() + std::chrono::seconds(10);
+  while (!running && Clock::now() < limit) std::this_thread::yield();
+  if (!running) release.set_value();  // let the engine's teardown end at once
+  ASSERT_TRUE(running) << "the queued collective did not start within 10 s";
   EXPECT_FALSE(engine->canRunDirect());
   bool ran = false;
   EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
