@@ -59,7 +59,7 @@ void failFakeMapsOn(int device) {
   failingMaps.insert(device);
 }
 
-void resetFakeDevices() {
+void resetFakePeerAccess() {
   std::lock_guard<std::mutex> lock(devicesMutex);
   peerAccess.clear();
   failingMaps.clear();

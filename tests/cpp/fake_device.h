@@ -33,8 +33,9 @@ void setFakePeerAccess(int deviceA, int deviceB, FakePeerAccess access);  // bot
 // Opening a peer's memory (PeerMappings::map of a handle not yet open) throws
 // on `device` from now on.
 void failFakeMapsOn(int device);
-// Every device back to present peer access and working maps.
-void resetFakeDevices();
+// Every pair back to present peer access, and maps that work everywhere
+// (fake_device_context.h resets the devices' contexts).
+void resetFakePeerAccess();
 // The devices this thread handed to the fake CUDA layer since the last
 // call (which clears them): a rank that touches a device it does not own
 // shows here.

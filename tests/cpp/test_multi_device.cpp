@@ -52,8 +52,8 @@ SignalGroup::Call callOf(uint32_t fingerprint) {
 }
 
 struct ResetDevices {
-  ResetDevices() { ringreduce::testing::resetFakeDevices(); }
-  ~ResetDevices() { ringreduce::testing::resetFakeDevices(); }
+  ResetDevices() { ringreduce::testing::resetFakePeerAccess(); }
+  ~ResetDevices() { ringreduce::testing::resetFakePeerAccess(); }
 };
 
 // Every rank's reason, collected to compare them.

@@ -73,8 +73,8 @@ void expectAlike(const Outcome& out, DevicePathTaken path, const std::vector<std
 
 struct Quiet {
   ringreduce::ScopedEnv nccl{"RINGREDUCE_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"};
-  Quiet() { ringreduce::testing::resetFakeDevices(); }
-  ~Quiet() { ringreduce::testing::resetFakeDevices(); }
+  Quiet() { ringreduce::testing::resetFakePeerAccess(); }
+  ~Quiet() { ringreduce::testing::resetFakePeerAccess(); }
 };
 
 }  // namespace
