@@ -1,10 +1,17 @@
 #include "cuda/ipc/tensor_sharing.h"
 
-#include <vector>
+#include <array>
+
+#include "core/base/errors.h"
 
 namespace ringreduce::cuda {
 
 namespace {
+
+// The most ranks of the groups that share tensors (the IPC kernels' and the
+// device flags' fan-in): the records live on the stack, no allocation per
+// collective.
+constexpr int kMaxSharingRanks = 8;
 
 struct ShareRecord {
   ExportedRange range;
@@ -20,14 +27,18 @@ bool TensorSharing::share(void* mine, const ExportedRange& range, uint8_t note,
   record.range = range;
   record.mappedByAll = range.ok && mappedByAll_.count(range.handle) ? 1 : 0;
   record.note = note;
-  std::vector<ShareRecord> all(size_);
+  if (size_ > kMaxSharingRanks) {
+    throw InvalidArgument("ringreduce: tensor sharing takes at most " +
+                          std::to_string(kMaxSharingRanks) + " ranks");
+  }
+  std::array<ShareRecord, kMaxSharingRanks> all;
   exchange(&record, all.data(), sizeof(ShareRecord));
   bool shareable = true, known = true;
   uint8_t agreed = 1;
-  for (const ShareRecord& r : all) {
-    shareable = shareable && r.range.ok;
-    known = known && r.mappedByAll;
-    agreed = agreed & r.note;
+  for (int q = 0; q < size_; ++q) {
+    shareable = shareable && all[q].range.ok;
+    known = known && all[q].mappedByAll;
+    agreed = agreed & all[q].note;
   }
   if (agreedNote) *agreedNote = agreed;
   if (!shareable) return false;  // the same verdict everywhere: nobody maps
@@ -49,10 +60,10 @@ bool TensorSharing::share(void* mine, const ExportedRange& range, uint8_t note,
   if (known) return true;
   ++verdictRounds_;
   const uint8_t mine8 = mapped ? 1 : 0;
-  std::vector<uint8_t> verdicts(size_);
+  std::array<uint8_t, kMaxSharingRanks> verdicts{};
   exchange(&mine8, verdicts.data(), 1);
-  for (uint8_t v : verdicts) {
-    if (!v) return false;
+  for (int q = 0; q < size_; ++q) {
+    if (!verdicts[q]) return false;
   }
   mappedByAll_.insert(range.handle);
   return true;
