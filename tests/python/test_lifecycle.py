@@ -63,9 +63,17 @@ def test_idle_group_uses_no_cpu():
 def test_destroy_with_work_in_flight_finishes_queued_work_and_fails_pending_receives():
     from lifecycle_cases import destroy_with_work_in_flight
 
+    # The receive waits on the next rank, which destroys its group too. Which
+    # of the two this rank learns first is a race, and either is the right
+    # answer: its own shutdown abandoned the receive, or the peer said goodbye
+    # without sending. Both must name the receive; nothing else may happen.
     for rank, r in enumerate(run_world(3, destroy_with_work_in_flight, timeout=120)):
         assert r["done"] and r["sums_ok"], (rank, r)
-        assert "was shut down" in r["orphan"], (rank, r)
+        peer = (rank + 1) % 3
+        own_shutdown = "was shut down" in r["orphan"]
+        peer_left = f"rank {peer} has left the group" in r["orphan"]
+        assert own_shutdown or peer_left, (rank, r)
+        assert "recv" in r["orphan"], (rank, r)
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
