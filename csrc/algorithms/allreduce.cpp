@@ -118,9 +118,10 @@ void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, con
 }
 
 void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  const std::string reason = unsupportedReason(args.type, args.op);
-  if (!reason.empty())
-    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  if (!reductionSupported(args.type, args.op)) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " +
+                          unsupportedReason(args.type, args.op));
+  }
   if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
   noteCallerBuffer(comm, args.data, args.count * elementSize(args.type));
   std::optional<AllreduceSelector> oneNode;

@@ -222,8 +222,9 @@ class DeviceRing {
 void runDeviceRing(DeviceRing::Mode mode, const Comm& comm, const OpContext& op,
                    const DeviceRingArgs& args, DeviceSteps& steps) {
   const int rank = comm.rank();
-  const std::string reason = unsupportedReason(args.type, args.op);
-  if (!reason.empty()) throw InvalidArgument(where(op, rank) + ": " + reason);
+  if (!reductionSupported(args.type, args.op)) {
+    throw InvalidArgument(where(op, rank) + ": " + unsupportedReason(args.type, args.op));
+  }
   if (mode == DeviceRing::Mode::Allreduce && args.output != nullptr) {
     throw InvalidArgument(where(op, rank) + ": an allreduce has no separate output");
   }

@@ -159,8 +159,10 @@ void runRing(RingReduction::Mode mode, Transport& transport, const OpContext& op
              size_t count, DataType type, ReduceOp reduceOp, const Config& config,
              Workspace& workspace, std::optional<int> avgDivisor = std::nullopt,
              const ChunkLayout* chunks = nullptr) {
-  const std::string reason = unsupportedReason(type, reduceOp);
-  if (!reason.empty()) throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  if (!reductionSupported(type, reduceOp)) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " +
+                          unsupportedReason(type, reduceOp));
+  }
   const int divisor = avgDivisor.value_or(reduceOp == ReduceOp::Avg ? transport.size() : 0);
   if (count == 0) return;
   if (transport.size() == 1) {  // AVG over one rank is the identity; a given divisor still divides

@@ -58,9 +58,9 @@ void trace(const Comm& comm, const OpContext& op, size_t bytes, const Choice& ch
 }
 
 void throwIfUnsupported(const OpContext& op, const ReductionArgs& args) {
-  const std::string reason = unsupportedReason(args.type, args.op);
-  if (!reason.empty()) {
-    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " + reason);
+  if (!reductionSupported(args.type, args.op)) {
+    throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": " +
+                          unsupportedReason(args.type, args.op));
   }
 }
 

@@ -328,8 +328,7 @@ Reduction checkReduction(const at::Tensor& tensor, const c10d::ReduceOp& op,
   checkReducibleDtype(tensor, site);
   if (op.op_ == c10d::ReduceOp::PREMUL_SUM) return checkPremulSum(tensor, op, site);
   Reduction r{toDataType(tensor.scalar_type(), site.op), toReduceOp(op, site.op), std::nullopt};
-  const std::string reason = unsupportedReason(r.type, r.op);
-  TORCH_CHECK_TYPE(reason.empty(), where(site), reason);
+  TORCH_CHECK_TYPE(reductionSupported(r.type, r.op), where(site), unsupportedReason(r.type, r.op));
   return r;
 }
 

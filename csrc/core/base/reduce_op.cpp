@@ -16,7 +16,15 @@ const char* reduceOpName(ReduceOp op) {
   return "UNKNOWN";
 }
 
+bool reductionSupported(DataType type, ReduceOp op) {
+  const bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  if (bitwise && !(isIntegral(type) || type == DataType::Bool)) return false;
+  if (isComplex(type) && !(op == ReduceOp::Sum || op == ReduceOp::Avg)) return false;
+  return !(type == DataType::Bool && op == ReduceOp::Avg);
+}
+
 std::string unsupportedReason(DataType type, ReduceOp op) {
+  if (reductionSupported(type, op)) return "";
   const std::string pair =
       std::string(reduceOpName(op)) + " is not supported for " + dataTypeName(type);
   const bool bitwise =

@@ -8,8 +8,7 @@
 namespace ringreduce {
 
 void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
-  const std::string reason = unsupportedReason(type, op);
-  if (!reason.empty()) throw InvalidArgument(reason);
+  if (!reductionSupported(type, op)) throw InvalidArgument(unsupportedReason(type, op));
   hostLoops().reduce(type, op, dst, src, count);
 }
 
