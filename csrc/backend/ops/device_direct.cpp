@@ -5,13 +5,14 @@
 // and what lets a CUDA graph capture it. The Work completes at once, as
 // NCCL's does: its future carries the caller's stream, so wait() orders
 // the caller's later work after the collective, on the device.
-#include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "backend/contiguous_buffers.h"
+#include "backend/direct_work.h"
 #include "backend/error_translation.h"
 #include "backend/process_group_ring.h"
-#include "backend/work_callbacks.h"
+#include "backend/stream_order.h"
 #include "core/base/errors.h"
 
 namespace ringreduce {
@@ -45,11 +46,7 @@ void ProcessGroupRing::orderAfterLastDeviceOp(const c10::Stream& issuedOn,
   // the new one waits for the previous one's stream. (Not while capturing:
   // a graph cannot wait on work outside it, and torch.cuda.graph
   // synchronises the device before capture.)
-  if (lastDeviceStream_ && *lastDeviceStream_ != issuedOn && !capturing) {
-    c10::Event previous(c10::DeviceType::CUDA);
-    previous.record(*lastDeviceStream_);
-    previous.block(issuedOn);
-  }
+  if (lastDeviceStream_ && !capturing) streamWaitsFor(issuedOn, *lastDeviceStream_);
   lastDeviceStream_ = runsOn;
 }
 
@@ -110,17 +107,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
                 "still queued or running");
     return nullptr;
   }
-  // Complete at once. Outside capture its future records the caller's
-  // stream (wait() then orders later work after the kernel, on the
+  // Complete at once. Outside capture it carries the caller's stream
+  // (wait() from another stream orders that one after the kernel, on the
   // device); a captured one completes on the host only, since no event may
   // be recorded into the graph for it.
-  std::optional<DeviceCall> onStream;
-  if (!capturing) onStream.emplace(device, stream);
-  auto work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::vector<at::Tensor>{output},
-                                            onStream ? &*onStream : nullptr,
-                                            engine_->executor());
-  WorkCallbacks(work, nullptr, hooks_).succeeded(-1);
-  return work;
+  return finishDirect(type, seq, output,
+                      capturing ? std::nullopt : std::optional<c10::Stream>(stream));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishDirect(c10d::OpType type, uint64_t seq,
+                                                              const at::Tensor& output,
+                                                              std::optional<c10::Stream> queuedOn) {
+  if (hooks_->active()) {
+    const auto now = std::chrono::steady_clock::now();
+    hooks_->push(std::make_shared<c10d::WorkInfo>(type, seq, now, now,
+                                                  std::chrono::duration<float>(0)));
+  }
+  return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn);
+}
+
+std::string ProcessGroupRing::directSummary(const at::Tensor& tensor, const Reduction& red) {
+  return describeTensor(tensor) + " " + reductionName(red);
 }
 
 }  // namespace ringreduce
