@@ -233,6 +233,17 @@ CollectiveFingerprint ProcessGroupRing::fingerprintOf(c10d::OpType type,
   return fp;
 }
 
+CollectiveFingerprint ProcessGroupRing::fingerprintOf(c10d::OpType type, const at::Tensor& output,
+                                                      const CheckedArgs& checked) const {
+  CollectiveFingerprint fp;
+  fp.opType = static_cast<int32_t>(type);
+  fp.dtype = checked.dtype >= 0 ? checked.dtype : static_cast<int32_t>(output.scalar_type());
+  fp.numel = checked.numel < 0 ? output.numel() : checked.numel;
+  fp.root = checked.root;
+  fp.reduceOp = checked.reduceOp;
+  return fp;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
     const Staged& staged, c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
     const std::string& summary, Post post) {

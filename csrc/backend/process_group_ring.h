@@ -314,6 +314,34 @@ class ProcessGroupRing : public c10d::Backend {
   // a collective run directly).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const std::vector<at::Tensor>& outputs,
                                       const CheckedArgs& checked) const;
+  // The same for one output, with no vector to build (the direct paths).
+  CollectiveFingerprint fingerprintOf(c10d::OpType type, const at::Tensor& output,
+                                      const CheckedArgs& checked) const;
+  // A group of one (ops/group_of_one.cpp): the op completes on the caller's
+  // thread with nothing sent or launched; null when the group is larger or
+  // the engine has the op queue (see there).
+  c10::intrusive_ptr<c10d::Work> allreduceAlone(const at::Tensor& tensor, const Reduction& red,
+                                                std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> reduceScatterAlone(const at::Tensor& output,
+                                                    const at::Tensor& input, const Reduction& red,
+                                                    std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> allgatherAlone(const at::Tensor& output, const at::Tensor& input,
+                                                std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
+                                                std::chrono::milliseconds timeout);
+  template <typename Fn>
+  c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
+                                          std::chrono::milliseconds timeout,
+                                          const at::Tensor& output, const CheckedArgs& checked,
+                                          const std::string& summary, const Fn& body);
+  // The completed Work of a collective run from the caller's thread, given
+  // to the completion hooks if any are registered. `queuedOn`: the CUDA
+  // stream it went on (none: a host op, or one captured into a graph).
+  c10::intrusive_ptr<c10d::Work> finishDirect(c10d::OpType type, uint64_t seq,
+                                              const at::Tensor& output,
+                                              std::optional<c10::Stream> queuedOn);
+  // What the trace and the log say of a direct reduction.
+  static std::string directSummary(const at::Tensor& tensor, const Reduction& red);
   c10::intrusive_ptr<c10d::Work> allreduceOnDevice(const at::Tensor& tensor, const Reduction& red,
                                                    const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> broadcastOnDevice(const at::Tensor& tensor, int root,

@@ -20,9 +20,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
   const int root = static_cast<int>(opts.rootRank);
   if (deviceOfCall(site, tensors)) {
     checkDeviceTensor(tensor, site, "input");
+    if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
     return broadcastOnDevice(tensor, root, opts.timeout);
   }
   checkHostTensor(tensor, site, "input");
+  if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
   return enqueue(
       nullptr, c10d::OpType::BROADCAST, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " from root " + std::to_string(root),

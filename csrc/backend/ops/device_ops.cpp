@@ -96,12 +96,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
-  const std::string summary = describeTensor(tensor) + " " + reductionName(red);
+  const std::string summary = directSummary(tensor, red);
   const CheckedArgs checked{-1, checkedReduceOp(red)};
   if (usableInPlace(tensor)) {
     auto work = runDirectOnDevice(
         c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, summary,
-        fingerprintOf(c10d::OpType::ALLREDUCE, {tensor}, checked), DevicePath::Direct::Allreduce,
+        fingerprintOf(c10d::OpType::ALLREDUCE, tensor, checked), DevicePath::Direct::Allreduce,
         tensor.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
           return path.allreduceDirect(tensor, red.type, red.op, stream, call);
@@ -183,7 +183,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
   if (usableInPlace(output) && usableInPlace(input)) {
     auto work = runDirectOnDevice(
         c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
-        describeTensor(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, {output}, {}),
+        describeTensor(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, {}),
         DevicePath::Direct::Allgather, input.nbytes(), DataType::UInt8, ReduceOp::Sum,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
           return path.allgatherDirect(input, output, stream, call);
@@ -229,7 +229,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     auto work = runDirectOnDevice(
         c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
         describeTensor(output) + " " + reductionName(red),
-        fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, checked),
+        fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, output, checked),
         DevicePath::Direct::ReduceScatter, output.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
           return path.reduceScatterDirect(input, output, red.type, red.op, stream, call);

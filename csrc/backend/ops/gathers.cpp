@@ -72,6 +72,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
     checkSameDtype(output, input, site, "output", "input");
     checkNumel(output, input.numel() * size_, site, "output");
     checkWritable(output, site, "output");
+    if (auto work = allgatherAlone(output, input, opts.timeout)) return work;
     return allgatherOnDevice(output, input, opts.timeout);
   }
   checkHostTensor(input, site, "input");
@@ -79,6 +80,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkSameDtype(output, input, site, "output", "input");
   checkNumel(output, input.numel() * size_, site, "output");
   checkWritable(output, site, "output");
+  if (auto work = allgatherAlone(output, input, opts.timeout)) return work;
   return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, callOptions(opts), {output},
                  describeTensor(input), [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);

@@ -28,11 +28,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                       ": only dense (strided) CUDA tensors are supported, got layout ",
                       tensor.layout());
     checkWritable(tensor, site, "input");
-    return allreduceOnDevice(tensor, checkDeviceReduction(tensor, opts.reduceOp, site), opts);
+    const Reduction red = checkDeviceReduction(tensor, opts.reduceOp, site);
+    if (auto work = allreduceAlone(tensor, red, opts.timeout)) return work;
+    return allreduceOnDevice(tensor, red, opts);
   }
   checkHostTensor(tensor, site, "input");
   checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
+  if (auto work = allreduceAlone(tensor, red, opts.timeout)) return work;
   return enqueue(
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red),
@@ -249,8 +252,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
     checkSameDtype(output, input, site, "output", "input");
     checkNumel(input, output.numel() * size_, site, "input");
     checkWritable(output, site, "output");
-    return reduceScatterOnDevice(output, input, checkDeviceReduction(output, opts.reduceOp, site),
-                                 opts.timeout);
+    const Reduction red = checkDeviceReduction(output, opts.reduceOp, site);
+    if (auto work = reduceScatterAlone(output, input, red, opts.timeout)) return work;
+    return reduceScatterOnDevice(output, input, red, opts.timeout);
   }
   checkHostTensor(output, site, "output");
   checkHostTensor(input, site, "input");
@@ -258,6 +262,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkNumel(input, output.numel() * size_, site, "input");
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
+  if (auto work = reduceScatterAlone(output, input, red, opts.timeout)) return work;
   return enqueue(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),

@@ -1,0 +1,76 @@
+// Collectives of a group of one rank. Every result is the rank's own input,
+// so there is nothing to send and nothing to wait for: the op is checked as
+// at any size (so a program that works on one GPU fails the same way it
+// would on eight), its sequence number advances, the trace records it, the
+// copy an out-of-place op needs goes on the caller's stream as any torch op,
+// and a completed Work returns. It goes through the engine only to take its
+// turn: behind queued collectives (whose results it may read), inside a
+// coalescing block, or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
+// and the op is queued as at any size.
+#include "backend/contiguous_buffers.h"
+#include "backend/direct_work.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+namespace ringreduce {
+
+template <typename Fn>
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runAlone(c10d::OpType type, const char* name,
+                                                          std::chrono::milliseconds timeout,
+                                                          const at::Tensor& output,
+                                                          const CheckedArgs& checked,
+                                                          const std::string& summary,
+                                                          const Fn& body) {
+  const std::chrono::milliseconds limit =
+      timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
+  const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
+                                          summary, [&](const OpContext&) { body(); });
+  if (seq == 0) return nullptr;
+  // A CUDA op went (if anywhere) on the caller's current stream.
+  std::optional<c10::Stream> queuedOn;
+  if (output.is_cuda()) {
+    queuedOn = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(output.device());
+  }
+  return finishDirect(type, seq, output, queuedOn);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceAlone(
+    const at::Tensor& tensor, const Reduction& red, std::chrono::milliseconds timeout) {
+  if (size_ != 1) return nullptr;
+  return runAlone(c10d::OpType::ALLREDUCE, "allreduce", timeout, tensor,
+                  CheckedArgs{-1, checkedReduceOp(red)}, directSummary(tensor, red), [&] {
+                    // The sum of one PREMUL_SUM input is that input times its factor.
+                    if (red.premul) tensor.mul_(*red.premul);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterAlone(
+    const at::Tensor& output, const at::Tensor& input, const Reduction& red,
+    std::chrono::milliseconds timeout) {
+  if (size_ != 1) return nullptr;
+  return runAlone(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
+                  CheckedArgs{-1, checkedReduceOp(red)}, directSummary(output, red), [&] {
+                    output.copy_(input.reshape(output.sizes()));
+                    if (red.premul) output.mul_(*red.premul);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherAlone(const at::Tensor& output,
+                                                                const at::Tensor& input,
+                                                                std::chrono::milliseconds timeout) {
+  if (size_ != 1) return nullptr;
+  return runAlone(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
+                  CheckedArgs{}, describeTensor(input),
+                  [&] { output.copy_(input.reshape(output.sizes())); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastAlone(const at::Tensor& tensor,
+                                                                std::chrono::milliseconds timeout) {
+  if (size_ != 1) return nullptr;
+  return runAlone(c10d::OpType::BROADCAST, "broadcast", timeout, tensor, CheckedArgs{0},
+                  describeTensor(tensor) + " from root 0", [] {});
+}
+
+}  // namespace ringreduce
