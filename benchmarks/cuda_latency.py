@@ -221,40 +221,50 @@ def event_pingpong(iters, timeout):
             if p.is_alive():
                 p.kill()
 
-def _spawn(world, backend, env, cfg, timeout):
-    """Every rank's result (rank -> dict), or why not (a string)."""
+def spawn_ranks(target, args_of, world, timeout):
+    """Runs `target(*args_of(rank, queue))` in `world` spawned processes, each
+    putting (rank, value) on the queue: every rank's value (rank -> value),
+    or why not (a string: the first value that is one, which ends the wait
+    10 s later, since the others may wait for that rank forever)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     got = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        init_file = os.path.join(tmp, "store")
-        procs = [ctx.Process(target=_rank, args=(r, world, init_file, backend, env, cfg, out),
-                             daemon=True) for r in range(world)]
+    procs = [ctx.Process(target=target, args=args_of(r, out), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < world and time.monotonic() < deadline:
+            try:
+                rank, value = out.get(timeout=2)
+                got[rank] = value
+                if isinstance(value, str):
+                    deadline = min(deadline, time.monotonic() + 10)
+            except Exception:
+                if not any(p.is_alive() for p in procs) and out.empty():
+                    break
+    finally:
         for p in procs:
-            p.start()
-        deadline = time.monotonic() + timeout
-        try:
-            while len(got) < world and time.monotonic() < deadline:
-                try:
-                    rank, value = out.get(timeout=2)
-                    got[rank] = value
-                    if isinstance(value, str):  # the others may wait for it forever
-                        deadline = min(deadline, time.monotonic() + 10)
-                except Exception:
-                    if not any(p.is_alive() for p in procs) and out.empty():
-                        break
-        finally:
-            for p in procs:
-                p.join(timeout=10)
-                if p.is_alive():
-                    p.kill()
-                    p.join(timeout=5)
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
     errors = [v for v in got.values() if isinstance(v, str)]
     if errors:
         return errors[0]
     if len(got) < world:
-        return f"did not finish within {timeout:.0f} s"
+        missing = [r for r in range(world) if r not in got]
+        return (f"rank(s) {missing} did not finish within {timeout:.0f} s"
+                if time.monotonic() >= deadline else f"rank(s) {missing} exited without a result")
     return got
+
+
+def _spawn(world, backend, env, cfg, timeout):
+    """Every rank's result (rank -> dict), or why not (a string)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        init_file = os.path.join(tmp, "store")
+        return spawn_ranks(_rank, lambda r, out: (r, world, init_file, backend, env, cfg, out),
+                           world, timeout)
 
 
 def _latency(got, name, world):

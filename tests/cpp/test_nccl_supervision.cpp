@@ -97,6 +97,50 @@ void runGroup(int n, const std::function<void(Transport&, int, RankResult&)>& bo
       Config(), TransportKind::Loopback);
 }
 
+// One small allreduce through `comm` on `stream`.
+void allreduceOnce(NcclCommunicator& comm, StubNcclStream& stream) {
+  float data[4] = {1, 2, 3, 4};
+  comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+}
+
+// World 1: a communicator's allreduce on a stream, then `last` (the
+// communicator's last act); whether the stream is free once it is gone.
+template <typename Last>
+bool releasedAfter(Transport& t, Last last) {
+  StubNcclStream stream;
+  {
+    NcclCommunicator comm(stubNccl(), 0, 1, 0, exchangeFor(t, 1), kInitLimit);
+    allreduceOnce(comm, stream);
+    last(comm);
+  }
+  return stream.heldBy.load() == 0;
+}
+
+// Runs `body` on a rank, keeping what it threw and how long it took.
+template <typename Body>
+void timed(RankResult& r, Body body) {
+  const auto start = Clock::now();
+  try {
+    body();
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+// Every rank failed, well before the exchanges' deadline, naming rank
+// `hung`'s init, given up after `limit`.
+void expectHungInitNamed(const std::vector<RankResult>& results, int hung, const char* limit) {
+  for (size_t rank = 0; rank < results.size(); ++rank) {
+    const std::string& error = results[rank].error;
+    EXPECT_NE(error.find("NCCL init failed on rank " + std::to_string(hung) + ": "),
+              std::string::npos) << "rank " << rank << ": " << error;
+    EXPECT_NE(error.find(std::string("did not finish within ") + limit), std::string::npos)
+        << error;
+    EXPECT_LT(results[rank].took, kWithinDeadline) << "rank " << rank;
+  }
+}
+
 class NcclSupervision : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -112,22 +156,14 @@ TEST_F(NcclSupervision, AnInitThatHangsOnOneRankIsAnErrorNamingItOnEveryRank) {
   stubNcclSetBehaviour(2, kStubNcclInitHangs);
   std::vector<RankResult> results;
   runGroup(3, [](Transport& t, int rank, RankResult& r) {
-    const auto start = Clock::now();
-    try {
+    timed(r, [&] {
       NcclCommunicator comm(stubNccl(), rank, 3, rank, exchangeFor(t, 1), kInitLimit);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    });
   }, results);
-  for (int rank = 0; rank < 3; ++rank) {
-    const std::string& error = results[rank].error;
-    EXPECT_NE(error.find("NCCL init failed on rank 2: "), std::string::npos)
-        << "rank " << rank << ": " << error;
-    EXPECT_NE(error.find("did not finish within 1000 ms"), std::string::npos) << error;
-    EXPECT_EQ(error.find("rank 0: "), std::string::npos) << error;
-    EXPECT_EQ(error.find("rank 1: "), std::string::npos) << error;
-    EXPECT_LT(results[rank].took, kWithinDeadline) << "rank " << rank;
+  expectHungInitNamed(results, 2, "1000 ms");
+  for (const RankResult& r : results) {
+    EXPECT_EQ(r.error.find("rank 0: "), std::string::npos) << r.error;
+    EXPECT_EQ(r.error.find("rank 1: "), std::string::npos) << r.error;
   }
   EXPECT_EQ(stubNcclAborts(2), 1);  // the hung init is aborted, not left running
   EXPECT_EQ(stubNcclAborts(0), 1);  // and so is every communicator that did come up
@@ -164,8 +200,7 @@ TEST_F(NcclSupervision, AnAsyncErrorMidOpFailsTheGroupAndAbortsTheCommunicator) 
         },
         [] { return false; }, std::chrono::milliseconds(5));
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     if (rank == 1) {
       EXPECT_TRUE(eventually([&] { return stream.heldBy.load() == 0; }))
           << "NCCL's kernels still hold the stream";
@@ -174,7 +209,7 @@ TEST_F(NcclSupervision, AnAsyncErrorMidOpFailsTheGroupAndAbortsTheCommunicator) 
         return !r.failure.empty();
       }));
       try {
-        comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+        allreduceOnce(comm, stream);
       } catch (const Error& e) {
         r.error = e.what();
       }
@@ -208,8 +243,7 @@ TEST_F(NcclSupervision, AGroupThatGaveUpAbortsTheCommunicatorWhichReleasesTheStr
         comm, [&](const std::string& reason) { r.failure = reason; },
         [&] { return givenUp.load(); }, std::chrono::milliseconds(5));
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     if (rank == 0) {
       EXPECT_EQ(stream.heldBy.load(), 1);  // NCCL's kernels wait on a peer
       givenUp = true;                      // the host found a dead peer
@@ -228,15 +262,11 @@ TEST_F(NcclSupervision, AGroupThatGaveUpAbortsTheCommunicatorWhichReleasesTheStr
 TEST_F(NcclSupervision, AFailedCommunicatorIsAbortedNotDestroyed) {
   stubNcclSetBehaviour(0, kStubNcclAsyncErrorInOp);
   std::vector<RankResult> results;
-  runGroup(1, [](Transport& t, int rank, RankResult& r) {
-    StubNcclStream stream;
-    {
-      NcclCommunicator comm(stubNccl(), rank, 1, rank, exchangeFor(t, 1), kInitLimit);
-      float data[4] = {1, 2, 3, 4};
-      comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+  runGroup(1, [](Transport& t, int, RankResult& r) {
+    // No watchdog aborts it: the destructor must.
+    r.released = releasedAfter(t, [&](NcclCommunicator& comm) {
       r.failure = comm.asyncError();  // what a watchdog's look finds
-    }  // no watchdog aborted it: the destructor must
-    r.released = stream.heldBy.load() == 0;
+    });
   }, results);
   EXPECT_NE(results[0].failure, "");
   EXPECT_TRUE(results[0].released);
@@ -253,14 +283,7 @@ TEST_F(NcclSupervision, AnEnqueueInProgressIsWaitedForAndAStuckOneAborted) {
   runGroup(2, [](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    const auto start = Clock::now();
-    try {
-      comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    timed(r, [&] { allreduceOnce(comm, stream); });
     r.aborted = comm.aborted();
   }, results);
   EXPECT_EQ(results[0].error, "");
@@ -286,8 +309,7 @@ TEST_F(NcclSupervision, AnNcclWithoutTheConfigInitFallsBackToTheBlockingOne) {
   runGroup(2, [&](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(old, rank, 2, rank, exchangeFor(t, 1), kInitLimit);
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     r.aborted = comm.aborted();
   }, results);
   EXPECT_EQ(blockingInits() - before, 2);
@@ -305,8 +327,8 @@ TEST_F(NcclSupervision, RankKNeverTouchesAnotherDevice) {
     NcclCommunicator comm(stubNccl(), rank, 3, rank, exchangeFor(t, 1), kInitLimit);
     NcclWatchdog watchdog(comm, nullptr, [] { return false; }, std::chrono::milliseconds(5));
     StubNcclStream stream;
+    allreduceOnce(comm, stream);
     float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
     comm.broadcast(data, 4, DataType::Float32, 0, &stream);
     r.aborted = comm.aborted();
   }, results);
@@ -332,13 +354,12 @@ TEST_F(NcclSupervision, ACleanCloseFinalizesThenDestroys) {
   runGroup(2, [](Transport& t, int rank, RankResult& r) {
     StubNcclStream stream;
     NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     if (rank == 0) {
       comm.close(kInitLimit);
       r.aborted = comm.aborted();
       try {
-        comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+        allreduceOnce(comm, stream);
       } catch (const Error& e) {
         r.error = e.what();
       }
@@ -361,9 +382,7 @@ TEST_F(NcclSupervision, AFinalizeThatHangsIsBoundedAndEndsInAnAbort) {
   std::vector<RankResult> results;
   runGroup(2, [](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
-    const auto start = Clock::now();
-    comm.close(kInitLimit);
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    timed(r, [&] { comm.close(kInitLimit); });
     r.aborted = comm.aborted();
   }, results);
   EXPECT_EQ(callsOf(1), "init finalize abort");
@@ -378,13 +397,8 @@ TEST_F(NcclSupervision, AFinalizeThatHangsIsBoundedAndEndsInAnAbort) {
 TEST_F(NcclSupervision, AFinalizeBehindKernelsThatWaitOnAPeerEndsInAnAbort) {
   stubNcclSetBehaviour(0, kStubNcclOpHangs);
   std::vector<RankResult> results;
-  runGroup(1, [](Transport& t, int rank, RankResult& r) {
-    StubNcclStream stream;
-    NcclCommunicator comm(stubNccl(), rank, 1, rank, exchangeFor(t, 1), kInitLimit);
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
-    comm.close(kInitLimit);
-    r.released = stream.heldBy.load() == 0;
+  runGroup(1, [](Transport& t, int, RankResult& r) {
+    r.released = releasedAfter(t, [](NcclCommunicator& comm) { comm.close(kInitLimit); });
   }, results);
   EXPECT_EQ(callsOf(0), "init finalize abort");
   EXPECT_TRUE(results[0].released);
@@ -438,21 +452,11 @@ TEST_F(NcclSupervision, TheCollectiveThatFirstNeedsNcclBoundsItsInit) {
     float data[4] = {1, 2, 3, 4};
     CollectiveCall call;
     call.timeout = kOpTimeout;
-    const auto start = Clock::now();
-    try {
+    timed(r, [&] {
       paths.allreduce(data, 4, DataType::Float32, ReduceOp::Sum, &stream, exchangeFor(t, 2),
                       call);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    });
   }, results);
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::string& error = results[rank].error;
-    EXPECT_NE(error.find("NCCL init failed on rank 1: "), std::string::npos)
-        << "rank " << rank << ": " << error;
-    EXPECT_NE(error.find("did not finish within 1200 ms"), std::string::npos) << error;
-    EXPECT_LT(results[rank].took, kWithinDeadline) << "rank " << rank;
-  }
+  expectHungInitNamed(results, 1, "1200 ms");
   EXPECT_EQ(stubNcclAborts(1), 1);
 }
