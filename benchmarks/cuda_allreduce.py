@@ -16,7 +16,6 @@ allreduce   median time over iterations of the slowest rank; effective
 Timings are figures to record, never test assertions.
 """
 import argparse
-import multiprocessing as mp
 import os
 import statistics
 import tempfile
@@ -27,6 +26,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
+
+from cuda_latency import spawn_ranks  # noqa: E402
 
 
 def _parse_bytes(text):
@@ -108,32 +109,11 @@ def _rank(rank, world, init_file, backend, sizes, env, out):
 
 
 def allreduce_times(backend, world, sizes, env=None, timeout=1800):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [ctx.Process(target=_rank, args=(r, world, os.path.join(tmp, "store"), backend,
-                                                  sizes, env or {}, out), daemon=True)
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-        got = {}
-        deadline = time.time() + timeout
-        try:
-            while len(got) < world and time.time() < deadline:
-                try:
-                    rank, value = out.get(timeout=5)
-                    got[rank] = value
-                except Exception:
-                    if not any(p.is_alive() for p in procs) and out.empty():
-                        break
-        finally:
-            for p in procs:
-                p.join(timeout=10)
-                if p.is_alive():
-                    p.kill()
-    errors = [v for v in got.values() if isinstance(v, str)]
-    if errors or len(got) < world:
-        return errors[0] if errors else "did not finish"
+        got = spawn_ranks(_rank, lambda r, out: (r, world, os.path.join(tmp, "store"), backend,
+                                                 sizes, env or {}, out), world, timeout)
+    if isinstance(got, str):
+        return got
     # Per iteration, the slowest rank; then the median.
     return {n: statistics.median(max(got[r][n][i] for r in range(world))
                                  for i in range(len(got[0][n]))) for n in sizes}

@@ -1,22 +1,38 @@
-"""GPU latency: small allreduces of ranks sharing one GPU, against the
-floors of the same machine measured in the same run.
+"""GPU latency against its floor, all in the same run: a plain torch kernel in
+the same loop as the allreduce, NCCL at world 1, ranks sharing one GPU at
+worlds 1, 2 and 4, and a bandwidth sweep against the device's copy rate.
 
-    python benchmarks/cuda_latency.py [--worlds 2,4] [--max-bytes 256K] [--iters 200]
+    python benchmarks/cuda_latency.py [--worlds 1,2,4] [--iters 200] [--bytes 4K]
+        [--variants auto] [--nccl-worlds 1] [--bw-max-bytes 256M] [--no-bw]
+        [--budget-s 0] [--device cuda|cpu]
 
-floors
-  world 1      one process, a 4 KiB allreduce per call, back to back (the
-               host cost of a call: on the device-flags path an in-place
-               world-1 allreduce launches nothing)
-  event ping-pong
-               two processes on the GPU pass a turn back and forth with
-               interprocess CUDA events and a pipe (what the old event
-               barriers cost per step, and the least a cross-process step
-               costs without MPS): microseconds per one-way hop
-allreduce      p50 and p90 over iterations of the slowest rank, the tensor
-               written (fill_) before each call as backward writes gradients,
-               for each variant of RINGREDUCE_* settings (--variants), and
-               NCCL where it accepts ranks sharing a GPU.
-Timings are figures to record, never test assertions.
+For each world one set of rank processes measures, one after the other and
+in the same loop:
+  kernel       a plain torch kernel, x.add_(0): the floor (torch's own
+               launch path, on the same processes)
+  allreduce    dist.all_reduce(x) on ringreduce, one set of processes per
+               --variants entry (RINGREDUCE_* settings); NCCL's at the
+               worlds of --nccl-worlds (it refuses ranks sharing a GPU)
+Two figures for each:
+  back to back mean per call over --iters calls issued without waiting,
+               one synchronize after them
+  per call     p50 / p90 over --iters calls, each after a barrier and a
+               synchronize, the tensor written (fill_) first, as backward
+               writes gradients; fill_ + op + synchronize
+Both are last rank out minus last rank in: CLOCK_MONOTONIC is one clock
+for every process of a host, so the ranks' stamps subtract.
+bandwidth      per call (after a barrier, nothing written first), median,
+               from 1 MiB to --bw-max-bytes at every world of two ranks or
+               more: 2NS/t (each of N ranks' S bytes read once and written
+               once) against dst.copy_(src) (bytes read + written per
+               second) measured in the same run.
+Under MPS (scripts/gpu_quick.sh starts a daemon of its own) the ranks'
+kernels run at once, as on distinct GPUs; without it they are time-sliced,
+and the sweep measures the slicing. The targets of issue 44 follow the
+tables, against figures of this run only.
+--device cpu runs the same harness on CPU tensors, with gloo where NCCL
+would be: a check of the script where there is no GPU (its figures say
+nothing about one). Timings are figures to record, never test assertions.
 """
 import argparse
 import multiprocessing as mp
@@ -31,14 +47,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-# "auto" is the default (on one node the device-flags path, as "flags");
-# "oneshot" the IPC kernel with event barriers and host messages that was
-# the default for small tensors before 2026-11-27.
+# RINGREDUCE_* settings per variant: "auto" is the default (on one node the
+# device-flags path, as "flags"); "oneshot" the IPC kernel with event
+# barriers and host messages, the default for small tensors before
+# 2026-11-27.
 VARIANTS = {
-    "flags": {"RINGREDUCE_CUDA_ALGO": "flags"},
     "auto": {},
+    "flags": {"RINGREDUCE_CUDA_ALGO": "flags"},
     "oneshot": {"RINGREDUCE_CUDA_ALGO": "oneshot"},
 }
+# NCCL's own switch for several ranks on one GPU (2.30 and newer, experimental).
+NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
+BW_MIN_BYTES = 1 << 20
 
 
 def _parse_bytes(text):
@@ -46,31 +66,115 @@ def _parse_bytes(text):
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def _percentiles(values):
+def _human(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def _now():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def _percentile(values, q):
     ordered = sorted(values)
-    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, len(ordered) * 9 // 10)]
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def _world1(out, env, iters):
-    os.environ.update(env)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29000 + os.getpid() % 1000))
-    import torch.distributed as dist
-    import torch_ringreduce  # noqa: F401
-    torch.cuda.set_device(0)
-    dist.init_process_group("ringreduce", rank=0, world_size=1)
-    x = torch.ones(1024, device="cuda")
+# ---- in each rank process ------------------------------------------------
+
+def _copy_rate(device, nbytes, sync):
+    """dst.copy_(src): bytes read + written per second, the median of 20."""
+    src = torch.ones(nbytes // 4, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    sync()
+    times = []
     for _ in range(20):
-        dist.all_reduce(x)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
+        t0 = _now()
+        dst.copy_(src)
+        sync()
+        times.append((_now() - t0) / 1e9)
+    return 2 * nbytes / statistics.median(times)
+
+
+def _stamps(op, x, iters, barrier, sync):
+    """Back to back: (first in, last out) of `iters` calls; per call: one
+    (in, out) pair each, after a barrier, the tensor written first."""
+    for _ in range(5):
+        op()
+    sync()
+    barrier()
+    sync()
+    start = _now()
     for _ in range(iters):
-        dist.all_reduce(x)
-    torch.cuda.synchronize()
-    out.put((time.perf_counter() - start) / iters)
-    dist.destroy_process_group()
+        op()
+    sync()
+    back_to_back = (start, _now())
+    calls = []
+    for _ in range(iters):
+        barrier()
+        sync()
+        t_in = _now()
+        x.fill_(1.0)
+        op()
+        sync()
+        calls.append((t_in, _now()))
+    return {"b2b": back_to_back, "calls": calls}
+
+
+def _rank(rank, world, init_file, backend, env, cfg, out):
+    os.environ.update(env)
+    import torch.distributed as dist
+    if backend == "ringreduce":
+        import torch_ringreduce  # noqa: F401
+    cuda = cfg["device"] == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    try:
+        if cuda:
+            torch.cuda.set_device(0)
+        dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
+                                world_size=world)
+        x = torch.ones(max(1, cfg["bytes"] // 4), device=cfg["device"])
+        result = {}
+        if rank == 0:
+            result["device"] = torch.cuda.get_device_name(0) if cuda else "cpu"
+        # The kernel first: the floor, on the processes the collective then runs on.
+        result["kernel"] = _stamps(lambda: x.add_(0), x, cfg["iters"], dist.barrier, sync)
+        result["allreduce"] = _stamps(lambda: dist.all_reduce(x), x, cfg["iters"], dist.barrier,
+                                      sync)
+        if world > 1 and cfg["bw_sizes"]:
+            sweep = {}
+            for nbytes in cfg["bw_sizes"]:
+                y = torch.ones(nbytes // 4, device=cfg["device"])
+                for _ in range(2):
+                    dist.all_reduce(y)
+                calls = []
+                for _ in range(max(5, min(cfg["iters"], 50, int(4e9 // nbytes)))):
+                    dist.barrier()
+                    sync()
+                    t_in = _now()
+                    dist.all_reduce(y)
+                    sync()
+                    calls.append((t_in, _now()))
+                sweep[nbytes] = calls
+                del y
+            result["bw"] = sweep
+        if rank == 0 and cfg["copy_bytes"]:
+            result["copy"] = _copy_rate(cfg["device"], cfg["copy_bytes"], sync)
+        out.put((rank, result))
+        dist.destroy_process_group()
+    except Exception as error:  # reported in the table (e.g. NCCL refusing)
+        first_line = (str(error).splitlines() or [""])[0]
+        out.put((rank, f"{type(error).__name__}: {first_line[:90]}"))
 
 
 def _pingpong(role, pipe, iters, out):
+    """Two processes pass a turn back and forth with interprocess CUDA
+    events and a pipe: what a cross-process step costs at least without
+    MPS (the old event barriers' cost per step)."""
     torch.cuda.set_device(0)
     mine = torch.cuda.Event(interprocess=True)
     pipe.send(mine.ipc_handle())
@@ -78,7 +182,7 @@ def _pingpong(role, pipe, iters, out):
     stream = torch.cuda.current_stream()
     times = []
     for i in range(iters + 10):
-        t0 = time.perf_counter()
+        t0 = _now()
         if role == 0:
             mine.record(stream)
             pipe.send(i)
@@ -91,76 +195,15 @@ def _pingpong(role, pipe, iters, out):
             mine.record(stream)
             pipe.send(i)
         if i >= 10:
-            times.append(time.perf_counter() - t0)
+            times.append((_now() - t0) / 1e9)
     if role == 0:
         out.put(statistics.median(times) / 2)
 
 
-def _rank(rank, world, init_file, backend, sizes, env, iters, out):
-    os.environ.update(env)
-    import torch.distributed as dist
-    import torch_ringreduce  # noqa: F401
-    torch.cuda.set_device(0)
-    try:
-        dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
-                                world_size=world)
-        results = {}
-        for nbytes in sizes:
-            x = torch.ones(max(1, nbytes // 4), device="cuda")
-            for _ in range(5):
-                dist.all_reduce(x)
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(iters):
-                dist.barrier()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                x.fill_(1.0)  # written before each call, as backward writes gradients
-                dist.all_reduce(x)
-                torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            results[nbytes] = times
-        out.put((rank, results))
-        dist.destroy_process_group()
-    except Exception as error:  # reported in the table (e.g. NCCL refusing)
-        out.put((rank, f"{type(error).__name__}: {str(error).splitlines()[0][:100]}"))
+# ---- in the parent -------------------------------------------------------
 
-
-def _spawn(target, args_of, count, timeout):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=target, args=args_of(i, out), daemon=True) for i in range(count)]
-    for p in procs:
-        p.start()
-    got = []
-    deadline = time.time() + timeout
-    try:
-        while len(got) < count and time.time() < deadline:
-            try:
-                got.append(out.get(timeout=5))
-            except Exception:
-                if not any(p.is_alive() for p in procs) and out.empty():
-                    break
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-    return got
-
-
-def allreduce_latency(backend, world, sizes, env, iters, timeout=600):
-    with tempfile.TemporaryDirectory() as tmp:
-        got = dict(_spawn(_rank, lambda r, out: (r, world, os.path.join(tmp, "store"), backend,
-                                                 sizes, env, iters, out), world, timeout))
-    errors = [v for v in got.values() if isinstance(v, str)]
-    if errors or len(got) < world:
-        return errors[0] if errors else "did not finish"
-    slowest = {n: [max(got[r][n][i] for r in range(world)) for i in range(iters)] for n in sizes}
-    return {n: _percentiles(t) for n, t in slowest.items()}
-
-
-def event_pingpong(iters):
+def event_pingpong(iters, timeout):
+    """One hop of the event ping-pong, seconds, or why not."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     a, b = ctx.Pipe()
@@ -169,58 +212,265 @@ def event_pingpong(iters):
     for p in procs:
         p.start()
     try:
-        return out.get(timeout=120)
+        return out.get(timeout=timeout)
+    except Exception as error:
+        return f"did not finish ({type(error).__name__})"
     finally:
         for p in procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
 
+def spawn_ranks(target, args_of, world, timeout):
+    """Runs `target(*args_of(rank, queue))` in `world` spawned processes, each
+    putting (rank, value) on the queue: every rank's value (rank -> value),
+    or why not (a string: the first value that is one, which ends the wait
+    10 s later, since the others may wait for that rank forever)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    got = {}
+    procs = [ctx.Process(target=target, args=args_of(r, out), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < world and time.monotonic() < deadline:
+            try:
+                rank, value = out.get(timeout=2)
+                got[rank] = value
+                if isinstance(value, str):
+                    deadline = min(deadline, time.monotonic() + 10)
+            except Exception:
+                if not any(p.is_alive() for p in procs) and out.empty():
+                    break
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+    errors = [v for v in got.values() if isinstance(v, str)]
+    if errors:
+        return errors[0]
+    if len(got) < world:
+        missing = [r for r in range(world) if r not in got]
+        return (f"rank(s) {missing} did not finish within {timeout:.0f} s"
+                if time.monotonic() >= deadline else f"rank(s) {missing} exited without a result")
+    return got
+
+
+def _spawn(world, backend, env, cfg, timeout):
+    """Every rank's result (rank -> dict), or why not (a string)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        init_file = os.path.join(tmp, "store")
+        return spawn_ranks(_rank, lambda r, out: (r, world, init_file, backend, env, cfg, out),
+                           world, timeout)
+
+
+def _latency(got, name, world):
+    """Back-to-back mean and per-call p50 / p90, seconds, last rank out
+    minus last rank in."""
+    ranks = [got[r][name] for r in range(world)]
+    calls = len(ranks[0]["calls"])
+    b2b = (max(r["b2b"][1] for r in ranks) - max(r["b2b"][0] for r in ranks)) / 1e9 / calls
+    per_call = [(max(r["calls"][i][1] for r in ranks) - max(r["calls"][i][0] for r in ranks)) / 1e9
+                for i in range(calls)]
+    return b2b, _percentile(per_call, 0.5), _percentile(per_call, 0.9)
+
+
+def _sweep(got, world):
+    """Per size: the median per call, seconds."""
+    sizes = got[0]["bw"].keys()
+    return {n: statistics.median(
+        max(got[r]["bw"][n][i][1] for r in range(world)) -
+        max(got[r]["bw"][n][i][0] for r in range(world))
+        for i in range(len(got[0]["bw"][n]))) / 1e9 for n in sizes}
+
+
+class Run:
+    """Every set of rank processes of this run, and what they measured."""
+
+    def __init__(self, args):
+        self.args = args
+        self.cuda = args.device == "cuda"
+        self.started = time.monotonic()
+        # row name -> world -> (b2b, p50, p90) seconds, or why not
+        self.rows = {"kernel x.add_(0)": {}}
+        self.ratios = {}    # row name -> world -> (b2b x, p50 x) against its own kernel
+        self.sweeps = {}    # world -> size -> seconds, the first variant
+        self.copy = None    # bytes read + written per second
+        self.device = None
+
+    def left(self):
+        if not self.args.budget_s:
+            return float("inf")
+        return self.args.budget_s - (time.monotonic() - self.started)
+
+    def measure(self, row, backend, world, env, sweep):
+        timeout = min(self.args.world_timeout, self.left())
+        if timeout < 15:
+            self.rows.setdefault(row, {})[world] = "skipped: the time budget is spent"
+            print(f"# {row}, world {world}: skipped (budget)", flush=True)
+            return
+        cfg = {"device": self.args.device, "bytes": self.args.bytes, "iters": self.args.iters,
+               "bw_sizes": self.args.bw_sizes if sweep else [],
+               "copy_bytes": self.args.copy_bytes if self.copy is None else 0}
+        t0 = time.monotonic()
+        got = _spawn(world, backend, env, cfg, timeout)
+        print(f"# {row}, world {world}: {time.monotonic() - t0:.1f} s"
+              f"{'' if isinstance(got, dict) else ' (' + got + ')'}", flush=True)
+        if isinstance(got, str):
+            self.rows.setdefault(row, {})[world] = got
+            return
+        self.device = self.device or got[0].get("device")
+        if "copy" in got[0]:
+            self.copy = got[0]["copy"]
+        kernel = _latency(got, "kernel", world)
+        op = _latency(got, "allreduce", world)
+        # The floor from the first set of processes of each world.
+        self.rows.setdefault("kernel x.add_(0)", {}).setdefault(world, kernel)
+        self.rows.setdefault(row, {})[world] = op
+        self.ratios.setdefault(row, {})[world] = (op[0] / kernel[0], op[1] / kernel[1])
+        if sweep and "bw" in got[0]:
+            self.sweeps[world] = _sweep(got, world)
+
+
+def _cell(value):
+    if isinstance(value, tuple):
+        return " / ".join(f"{v * 1e6:.1f}" for v in value)
+    return "(below)" if isinstance(value, str) else "-"
+
+
+def _verdict(value, limit):
+    return f"{value:.2f}x (target <= {limit}x): {'met' if value <= limit else 'MISSED'}"
+
+
+def print_tables(run, worlds, first_row):
+    args = run.args
+    print(f"\n## allreduce {_human(args.bytes)} float32, us: back-to-back mean / per-call p50 / "
+          f"p90 (last rank out minus last rank in; per call: fill_ + op + synchronize after a "
+          f"barrier)")
+    print(f"{'':<22}" + "".join(f"{'world ' + str(w):>26}" for w in worlds))
+    for name, cells in run.rows.items():
+        print(f"{name:<22}" + "".join(f"{_cell(cells.get(w)):>26}" for w in worlds))
+    for name, cells in run.rows.items():
+        for w in worlds:
+            if isinstance(cells.get(w), str):
+                print(f"{name}, world {w}: {cells[w]}")
+    print("\n## against the plain kernel on the same processes: back to back x / per call p50 x")
+    print(f"{'':<22}" + "".join(f"{'world ' + str(w):>26}" for w in worlds))
+    for name, cells in run.ratios.items():
+        print(f"{name:<22}" + "".join(
+            f"{(f'{cells[w][0]:.2f}x / {cells[w][1]:.2f}x' if w in cells else '-'):>26}"
+            for w in worlds))
+    if run.sweeps:
+        copy = f"{run.copy / 1e9:.1f} GB/s" if run.copy else "not measured"
+        print(f"\n## allreduce bandwidth, {first_row}: 2NS/t against the copy rate of this run "
+              f"({copy}, dst.copy_(src), {_human(args.copy_bytes)}, read + written)")
+        sweep_worlds = sorted(run.sweeps)
+        print(f"{'size':>9}" + "".join(f"{'w' + str(w) + ' us':>11}{'GB/s':>9}{'of copy':>9}"
+                                       for w in sweep_worlds))
+        for n in args.bw_sizes:
+            line = f"{_human(n):>9}"
+            for w in sweep_worlds:
+                t = run.sweeps[w].get(n)
+                eff = 2 * w * n / t if t else 0
+                line += (f"{t * 1e6:>11.1f}{eff / 1e9:>9.1f}"
+                         f"{(f'{eff / run.copy:.0%}' if run.copy else '-'):>9}" if t else
+                         f"{'-':>11}{'-':>9}{'-':>9}")
+            print(line)
+    # Issue 44's targets, from this run's figures only.
+    mine = run.ratios.get(first_row, {})
+    rows = run.rows.get(first_row, {})
+    mps = os.environ.get("RINGREDUCE_TEST_MPS") == "1"
+    caveat = ("" if mps else " (MPS is off: the world 2 and 4 targets assume it)") if run.cuda \
+        else " (CPU tensors: says nothing about a GPU)"
+    print(f"\n## issue 44 targets, {first_row}{caveat}")
+    if 1 in mine:
+        print(f"world 1 back to back vs kernel   {_verdict(mine[1][0], 1.3)}")
+        print(f"world 1 per call p50 vs kernel   {_verdict(mine[1][1], 1.2)}")
+    if 2 in mine:
+        print(f"world 2 back to back vs kernel   {_verdict(mine[2][0], 1.5)}")
+        print(f"world 2 per call p50 vs kernel   {_verdict(mine[2][1], 1.5)}")
+    if isinstance(rows.get(2), tuple) and isinstance(rows.get(4), tuple):
+        print(f"world 4 per call p50 vs world 2  {_verdict(rows[4][1] / rows[2][1], 1.2)}")
+    for w, sweep in sorted(run.sweeps.items()):
+        large = [n for n in sweep if n >= 64 << 20]
+        if large and run.copy:
+            worst = min(2 * w * n / sweep[n] / run.copy for n in large)
+            print(f"world {w} from 64 MiB, 2NS/t      {worst:.0%} of copy (target >= 60%): "
+                  f"{'met' if worst >= 0.6 else 'MISSED'}")
+
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worlds", default="2,4")
-    parser.add_argument("--min-bytes", default="4")
-    parser.add_argument("--max-bytes", default="256K")
-    parser.add_argument("--iters", type=int, default=200)
-    parser.add_argument("--variants", default="auto,oneshot")
-    parser.add_argument("--no-nccl", action="store_true")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--worlds", default="1,2,4", help="ranks sharing the GPU (default 1,2,4)")
+    parser.add_argument("--bytes", default="4K", help="the latency tensor's size (default 4K)")
+    parser.add_argument("--iters", type=int, default=200, help="calls per figure (default 200)")
+    parser.add_argument("--variants", default="auto",
+                        help=f"ringreduce settings, comma-separated: {', '.join(VARIANTS)} "
+                             "(default auto; the first also runs the sweep)")
+    parser.add_argument("--nccl-worlds", default="1",
+                        help="worlds NCCL is tried at (default 1; it refuses ranks sharing a "
+                             "GPU); 'none' for none")
+    parser.add_argument("--bw-max-bytes", default="256M",
+                        help="the sweep's largest size (default 256M; from 1M, x4)")
+    parser.add_argument("--copy-bytes", default="256M",
+                        help="the copy-rate buffer (default 256M)")
+    parser.add_argument("--no-bw", action="store_true", help="no bandwidth sweep")
+    parser.add_argument("--pingpong", action="store_true",
+                        help="also one hop of an interprocess-event ping-pong between two "
+                             "processes (the cross-process floor without MPS; cuda only)")
+    parser.add_argument("--world-timeout", type=float, default=120,
+                        help="seconds one set of rank processes may take (default 120)")
+    # Under scripts/gpu_quick.sh: the phase's limit, less time to print.
+    phase = float(os.environ.get("RINGREDUCE_PHASE_LIMIT_S", "0") or 0)
+    parser.add_argument("--budget-s", type=float, default=max(0.0, phase - 20),
+                        help="seconds for the whole run: later worlds are skipped, and the "
+                             "tables printed, when it is spent (default: the phase's "
+                             "RINGREDUCE_PHASE_LIMIT_S less 20 under scripts/gpu_quick.sh, "
+                             "else no limit)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: the same harness on CPU tensors, gloo for NCCL (a check "
+                             "of the script without a GPU)")
     args = parser.parse_args()
-    sizes, n = [], _parse_bytes(args.min_bytes)
-    while n <= _parse_bytes(args.max_bytes):
-        sizes.append(n)
-        n *= 16 if n < 4096 else 4
+    args.bytes = _parse_bytes(args.bytes)
+    args.copy_bytes = _parse_bytes(args.copy_bytes)
+    args.bw_sizes = []
+    n = BW_MIN_BYTES
+    while not args.no_bw and n <= _parse_bytes(args.bw_max_bytes):
+        args.bw_sizes.append(n)
+        n *= 4
     worlds = [int(w) for w in args.worlds.split(",")]
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}: {', '.join(VARIANTS)}")
+    reference = "nccl" if args.device == "cuda" else "gloo"
+    reference_worlds = ([] if args.nccl_worlds == "none" else
+                        [int(w) for w in args.nccl_worlds.split(",")])
+
+    run = Run(args)
     mps = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "")
-    print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-          f"MPS {'on (' + mps + ')' if os.environ.get('RINGREDUCE_TEST_MPS') == '1' else 'off'}",
-          flush=True)
-    floors = {}
-    for name in args.variants.split(","):
-        got = _spawn(_world1, lambda i, out: (out, VARIANTS[name], args.iters * 5), 1, 120)
-        floors[f"world 1, 4 KiB, {name}"] = got[0] * 1e6 if got else float("nan")
-    floors["event ping-pong, one hop"] = event_pingpong(args.iters) * 1e6
-    print("\n## floors (us)")
-    for name, value in floors.items():
-        print(f"{name:<32}{value:>10.1f}")
+    print(f"# torch {torch.__version__}, MPS "
+          f"{'on (' + mps + ')' if os.environ.get('RINGREDUCE_TEST_MPS') == '1' else 'off'}, "
+          f"device {args.device}, {args.iters} calls per figure", flush=True)
+    first_row = f"ringreduce {variants[0]}"
+    # World by world, ringreduce first, so that a spent budget costs the rest.
     for world in worlds:
-        rows = {name: allreduce_latency("ringreduce", world, sizes, VARIANTS[name], args.iters)
-                for name in args.variants.split(",")}
-        if not args.no_nccl:
-            rows["nccl"] = allreduce_latency("nccl", world, sizes,
-                                             {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}, args.iters)
-        print(f"\n## allreduce float32, {world} ranks on one GPU: p50 / p90 us "
-              f"(written before each call)")
-        print(f"{'size':>9}" + "".join(f"{name:>20}" for name in rows))
-        for s in sizes:
-            cells = []
-            for value in rows.values():
-                cells.append(f"{value[s][0] * 1e6:.1f} / {value[s][1] * 1e6:.1f}"
-                             if isinstance(value, dict) else "-")
-            print(f"{s:>9}" + "".join(f"{c:>20}" for c in cells))
-        for name, value in rows.items():
-            if isinstance(value, str):
-                print(f"{name}: {value}")
+        for i, name in enumerate(variants):
+            run.measure(f"ringreduce {name}", "ringreduce", world, VARIANTS[name], i == 0)
+        if world in reference_worlds:
+            run.measure(reference, reference, world, NCCL_ENV if reference == "nccl" else {},
+                        False)
+    hop = event_pingpong(args.iters, 60) if args.pingpong and run.cuda else None
+    print(f"\n# {run.device or args.device}")
+    if hop is not None:
+        print(f"event ping-pong, one hop: "
+              f"{hop if isinstance(hop, str) else f'{hop * 1e6:.1f} us'}")
+    print_tables(run, worlds, first_row)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 # On a GPU machine: build against that machine's torch, run tests/gpu, print
 # the benchmark table last. Needs .gpu/ from scripts/gpu_prepare.sh (UCX and
 # pytest wheels, which the GPU machine lacks).
-#   bash scripts/gpu_check.sh [quick|all|build|test|bench] [arguments for pytest or the benchmark]
+#   bash scripts/gpu_check.sh [quick|latency|all|build|test|bench] [arguments for pytest or the benchmark]
 # `quick` fits one 8-minute call on a 16-core H100, build included: each
 # phase under its own `timeout`, so one hang costs that phase, not the call
-# (bash scripts/gpu_check.sh quick; timings: its last table). `all` does
+# (bash scripts/gpu_check.sh quick; timings: its last table). `latency` is
+# the quick check's latency phases alone (the build, incremental, then
+# benchmarks/cuda_latency.py under MPS and without: the plain-kernel floor,
+# worlds 1, 2 and 4, NCCL at world 1, the sweep; $OUT/bench.txt). `all` does
 # build, test and bench in order. Where one command may run for 10 minutes
 # at most (the device tool), run `build`, then `test` (pytest's -k can split
 # it), then `bench`, in calls on the same warm machine: the build stays in
@@ -34,6 +37,9 @@ status=0
 
 if [ "$phase" = quick ]; then
   exec bash scripts/gpu_quick.sh
+fi
+if [ "$phase" = latency ]; then
+  RINGREDUCE_GPU_PHASES=bench-mps,bench exec bash scripts/gpu_quick.sh
 fi
 
 if [ "$phase" = all ] || [ "$phase" = build ]; then

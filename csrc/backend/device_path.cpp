@@ -159,7 +159,6 @@ DevicePath::DevicePath(int rank, int size, c10::Device device, const Config& con
   state_->holdLimit = config.cudaHoldBytes;
   state_->paths = std::make_unique<cuda::PathSelection>(rank, size, device.index(), config,
                                                         exchange, carriesDevice);
-  state_->paths->setNcclLimit(state_->hooks.timeout / 2);
   State* state = state_.get();
   state_->paths->setExportGuard([state](const void* ptr) { return state->mayExport(ptr); });
   if (config.cudaDeviceFlags) {
@@ -236,8 +235,9 @@ DevicePathTaken DevicePath::allreduce(const at::Tensor& tensor, DataType type, R
   return ran;
 }
 
-bool DevicePath::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
-  const bool both = state_->paths->ringOrNccl(type, op, exchange);
+bool DevicePath::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange,
+                            const Call& call) {
+  const bool both = state_->paths->ringOrNccl(type, op, exchange, collectiveCall(call));
   state_->watchIfReady();
   return both;
 }
@@ -277,10 +277,12 @@ DevicePathTaken DevicePath::allgather(const at::Tensor& input, const at::Tensor&
 }
 
 DevicePathTaken DevicePath::broadcast(const at::Tensor& tensor, int root,
-                                      const c10::Stream& stream, const RecordExchange& exchange) {
+                                      const c10::Stream& stream, const RecordExchange& exchange,
+                                      const Call& call) {
   state_->exportable = {tensor};
-  const DevicePathTaken ran = state_->paths->broadcast(
-      tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root, stream.native_handle(), exchange);
+  const DevicePathTaken ran =
+      state_->paths->broadcast(tensor.data_ptr(), tensor.nbytes(), DataType::UInt8, root,
+                               stream.native_handle(), exchange, collectiveCall(call));
   state_->exportable.clear();
   state_->watchIfReady();
   return ran;
@@ -339,6 +341,7 @@ const Topology& DevicePath::nodes() const { return state_->paths->nodes(); }
 bool DevicePath::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
   if (!state_) return false;
   state_->watchdog.reset();  // joins: nothing reads the group from here on
+  state_->ncclWatchdog.reset();  // nor NCCL, which finalizes in the close
   const bool closed = state_->paths->close(exchange, limit);
   if (closed) {
     state_->held.clear();  // no peer maps them any more
@@ -393,7 +396,9 @@ DevicePathTaken DevicePath::reduceScatter(const at::Tensor&, const at::Tensor&, 
   return DevicePathTaken::HostStaging;
 }
 
-bool DevicePath::ringOrNccl(DataType, ReduceOp, const RecordExchange&) { return false; }
+bool DevicePath::ringOrNccl(DataType, ReduceOp, const RecordExchange&, const Call&) {
+  return false;
+}
 
 DevicePathTaken DevicePath::allreduceAcross(CudaAlgorithm, const at::Tensor&, DataType, ReduceOp,
                                             const c10::Stream&) {
@@ -406,7 +411,7 @@ DevicePathTaken DevicePath::allgather(const at::Tensor&, const at::Tensor&, cons
 }
 
 DevicePathTaken DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&,
-                                      const RecordExchange&) {
+                                      const RecordExchange&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 

@@ -56,10 +56,6 @@ class DevicePath {
   struct Hooks {
     std::function<void(const std::string&)> fail;
     std::function<bool()> givenUp;
-    // The timeout of the op that sets the path up (the group's, unless the
-    // op has its own): NCCL's init may take half of it, and the op's
-    // deadline keeps the rest for the exchange of the init's verdicts.
-    std::chrono::milliseconds timeout{30 * 60 * 1000};
   };
 
   // Collective (every rank, on its first CUDA collective): learns the
@@ -82,7 +78,7 @@ class DevicePath {
   // ringOrNccl and allreduceAcross): whether both can run this allreduce,
   // and the allreduce on one of them (Ring: DeviceRing, the caller runs the
   // ring; Nccl: ran on `stream`).
-  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange);
+  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange, const Call& call);
   DevicePathTaken allreduceAcross(CudaAlgorithm algorithm, const at::Tensor& tensor,
                                   DataType type, ReduceOp op, const c10::Stream& stream);
   // The same contract for single-tensor reduce-scatter, allgather and
@@ -94,7 +90,7 @@ class DevicePath {
                             const c10::Stream& stream, const RecordExchange& exchange,
                             const Call& call);
   DevicePathTaken broadcast(const at::Tensor& tensor, int root, const c10::Stream& stream,
-                            const RecordExchange& exchange);
+                            const RecordExchange& exchange, const Call& call);
 
   // The device-flags path with no host step (the caller's thread, the
   // group idle). The *Applies checks decide before anything is numbered;

@@ -142,7 +142,8 @@ bool PathSelection::ipcUsable(const RecordExchange& exchange) {
   return ipc_ != nullptr;
 }
 
-bool PathSelection::ncclUsable(const RecordExchange& exchange) {
+bool PathSelection::ncclUsable(const RecordExchange& exchange,
+                               std::chrono::milliseconds opTimeout) {
   if (!ncclTried_) {
     ncclTried_ = true;
     std::string why;
@@ -155,10 +156,11 @@ bool PathSelection::ncclUsable(const RecordExchange& exchange) {
       if (!all[q]) why = "NCCL is not loadable on rank " + std::to_string(q);
     }
     if (why.empty()) {
-      // Bounded by ncclLimit_; an init that fails on any rank throws on all.
+      // Bounded by half the timeout of the collective asking (initLimit);
+      // an init that fails on any rank throws on all.
       try {
         nccl_ = std::make_unique<NcclCommunicator>(*lib, rank_, size_, device_, exchange,
-                                                   ncclLimit_);
+                                                   NcclCommunicator::initLimit(opTimeout));
       } catch (const std::exception& e) {
         ncclFailure_ = e.what();  // the same on every rank: later asks say it
         throw;
@@ -257,7 +259,7 @@ DevicePathTaken PathSelection::choose(const Request& request, const RecordExchan
     if (!request.ncclCannot.empty()) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl: " + request.ncclCannot);
     }
-    if (!ncclUsable(exchange)) {
+    if (!ncclUsable(exchange, request.timeout)) {
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=nccl cannot run: " + ncclFailure_);
     }
     return DevicePathTaken::Nccl;
@@ -286,7 +288,9 @@ DevicePathTaken PathSelection::choose(const Request& request, const RecordExchan
   // Across nodes: the device ring where every rank's UCX moves device
   // memory, NCCL where it does not, the host where neither can.
   if (!oneNode && request.ringable && ringUsable_) return DevicePathTaken::DeviceRing;
-  if (request.ncclCannot.empty() && ncclUsable(exchange)) return DevicePathTaken::Nccl;
+  if (request.ncclCannot.empty() && ncclUsable(exchange, request.timeout)) {
+    return DevicePathTaken::Nccl;
+  }
   return DevicePathTaken::HostStaging;
 }
 
@@ -312,7 +316,7 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
       return allreduceLarge(data, count, type, op, stream, exchange, call);
     }
   }
-  Request request;
+  Request request(call);
   request.allreduce = true;
   request.ringable = kernelUnsupportedReason(type, type, op).empty();
   request.bytes = count * elementSize(type);
@@ -334,7 +338,8 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
   }
 }
 
-bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange) {
+bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange,
+                               const CollectiveCall& call) {
   const bool oneNode = sameNode_ && size_ <= kMaxFanout;
   if (config_.cudaAlgorithm != CudaAlgorithm::Auto || oneNode || !ringUsable_ ||
       !kernelUnsupportedReason(type, type, op).empty() ||
@@ -345,7 +350,7 @@ bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange&
   // the same on every rank) leaves the device ring to run alone, instead of
   // failing an allreduce the ring can do.
   try {
-    return ncclUsable(exchange);
+    return ncclUsable(exchange, call.timeout);
   } catch (const std::exception& e) {
     RR_LOG(Warn, rank_, "NCCL could not be set up, the device ring runs alone across nodes: "
                             << e.what());
@@ -435,6 +440,7 @@ bool PathSelection::close(const RecordExchange& exchange, std::chrono::milliseco
   // runs the same exchanges in the same order.
   if (signal_) ok = signal_->close(exchange, limit) && ok;
   if (ipc_) ok = ipc_->close(exchange, limit) && ok;
+  if (nccl_) nccl_->close(limit);  // aborted where it cannot finalize: nothing kept
   return ok;
 }
 
@@ -449,7 +455,7 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
         reduceScatterDirect(input, output, countPerRank, type, op, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
-  Request request;
+  Request request(call);
   request.ringable = kernelUnsupportedReason(type, type, op).empty();
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
@@ -470,7 +476,7 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
     const DevicePathTaken ran = allgatherDirect(input, output, countPerRank, type, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
-  Request request;
+  Request request(call);
   request.ringable = true;
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
@@ -483,8 +489,9 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
 }
 
 DevicePathTaken PathSelection::broadcast(void* data, size_t count, DataType type, int root,
-                                         void* stream, const RecordExchange& exchange) {
-  Request request;
+                                         void* stream, const RecordExchange& exchange,
+                                         const CollectiveCall& call) {
+  Request request(call);
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
       choose(request, exchange),

@@ -67,7 +67,8 @@ class PathSelection {
   // every rank in the same collective): what the autotuner chooses between
   // (algorithms/autotune.h, AllreduceTuner::cudaPaths). The same answer on
   // every rank.
-  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange);
+  bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange,
+                  const CollectiveCall& call);
   // That allreduce on `algorithm`: Ring answers DeviceRing (the caller runs
   // the ring), Nccl runs NCCL on `stream` and answers Nccl.
   DevicePathTaken allreduceAcross(CudaAlgorithm algorithm, void* data, size_t count,
@@ -82,7 +83,7 @@ class PathSelection {
                             void* stream, const RecordExchange& exchange,
                             const CollectiveCall& call);
   DevicePathTaken broadcast(void* data, size_t count, DataType type, int root, void* stream,
-                            const RecordExchange& exchange);
+                            const RecordExchange& exchange, const CollectiveCall& call);
 
   // The device-flags path with no host step, for the caller's thread: runs
   // the collective when the path is set up and it fits the buffers, and
@@ -107,16 +108,16 @@ class PathSelection {
   // IpcCollectives::setExportGuard); applies to every path.
   void setExportGuard(IpcCollectives::ExportGuard guard);
 
-  // NCCL supervision (issue 43): how long NCCL's init may take (from the
-  // group's timeout, leaving the op's deadline room for the verdicts), and
-  // the communicator once set up, for its watchdog (null before; executor
-  // thread).
-  void setNcclLimit(std::chrono::milliseconds limit) { ncclLimit_ = limit; }
+  // NCCL supervision (issue 43): the communicator once set up, for its
+  // watchdog (null before; executor thread). Its init is bounded by the
+  // timeout of the collective that first needs it
+  // (NcclCommunicator::initLimit).
   NcclCommunicator* ncclCommunicator() const { return nccl_.get(); }
 
   // Collective, at shutdown: every path closes its cross-rank memory
-  // (waits for its work, closes mappings, meets the peers, frees). False
-  // when a path could not: its memory is kept.
+  // (waits for its work, closes mappings, meets the peers, frees), and
+  // NCCL finalizes within `limit` (or is aborted). False when a path could
+  // not: its memory is kept.
   bool close(const RecordExchange& exchange, std::chrono::milliseconds limit);
 
   // Every path's state, for `python -m torch_ringreduce.info` under
@@ -135,6 +136,7 @@ class PathSelection {
  private:
   // What a collective brings to the choice.
   struct Request {
+    explicit Request(const CollectiveCall& call) : timeout(call.timeout) {}
     // Allreduce picks among the IPC algorithms, and a forced one
     // (RINGREDUCE_CUDA_ALGO=oneshot, twoshot, staged) must run or fail.
     bool allreduce = false;
@@ -142,10 +144,13 @@ class PathSelection {
     bool ringable = false;
     size_t bytes = 0;  // of the allreduce: one-shot up to cudaOneShotBytes
     std::string ncclCannot;  // why NCCL cannot run it; empty when it can
+    // The collective's own timeout: bounds NCCL's init when this is the
+    // first collective that needs NCCL.
+    std::chrono::milliseconds timeout;
   };
   DevicePathTaken choose(const Request& request, const RecordExchange& exchange);
   bool ipcUsable(const RecordExchange& exchange);
-  bool ncclUsable(const RecordExchange& exchange);
+  bool ncclUsable(const RecordExchange& exchange, std::chrono::milliseconds opTimeout);
   bool signalUsable(const RecordExchange& exchange);
   // The device-flags path for an allreduce larger than the buffers.
   DevicePathTaken allreduceLarge(void* data, size_t count, DataType type, ReduceOp op,
@@ -175,7 +180,6 @@ class PathSelection {
   bool ncclTried_ = false;
   std::string ncclFailure_;
   std::unique_ptr<NcclCommunicator> nccl_;
-  std::chrono::milliseconds ncclLimit_{15 * 60 * 1000};
   bool ringUsable_ = false;  // every rank's transport moves device memory
   std::string ringFailure_;
   bool signalTried_ = false;

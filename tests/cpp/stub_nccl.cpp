@@ -1,11 +1,14 @@
 // See stub_nccl.h. STUB_NCCL_WITHOUT_CONFIG builds an NCCL older than 2.14:
-// no ncclCommInitRankConfig.
+// no ncclCommInitRankConfig, no ncclCommFinalize.
 #include "stub_nccl.h"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace {
@@ -17,13 +20,19 @@ constexpr int kInvalidArgument = 4;
 constexpr int kRemoteError = 6;
 constexpr int kInProgress = 7;
 constexpr int kMaxRanks = 64;
+// What "never" lasts: far beyond every bound under test (a few seconds),
+// short of ctest's timeout, so that a bound that broke fails its test
+// (the work ends in ncclSystemError) instead of hanging it.
+constexpr std::chrono::seconds kNever(30);
 
 struct Comm {
   int rank = 0;
   int async = kSuccess;       // what ncclCommGetAsyncError answers
   int initResult = kSuccess;  // what a non-blocking init (or enqueue) ends with
-  bool initHangs = false;     // it never ends
+  bool initHangs = false;     // it never ends (kNever)
+  std::chrono::steady_clock::time_point since;  // the background work began
   int looksLeft = 0;  // a non-blocking init needs a few looks, as a real one
+  bool finalizing = false;  // the background work is a finalize
   std::vector<StubNcclStream*> held;
 };
 
@@ -33,6 +42,12 @@ int aborts[kMaxRanks] = {};
 int destroysWhileHeld[kMaxRanks] = {};
 int liveComms = 0;
 int blockingInits = 0;
+std::string calls[kMaxRanks];
+
+void note(int rank, const char* what) {
+  if (rank < 0 || rank >= kMaxRanks) return;
+  calls[rank] += std::string(calls[rank].empty() ? "" : " ") + what;
+}
 
 int behaviourOf(int rank) { return rank >= 0 && rank < kMaxRanks ? behaviour[rank] : 0; }
 
@@ -40,6 +55,7 @@ Comm* make(int rank) {
   auto* c = new Comm;
   c->rank = rank;
   ++liveComms;
+  note(rank, "init");
   return c;
 }
 
@@ -65,6 +81,7 @@ int op(void* comm, void* stream) {
     // A non-blocking communicator finishing the enqueue in the background.
     c->async = kInProgress;
     c->looksLeft = 3;
+    c->since = std::chrono::steady_clock::now();
     c->initResult = kSuccess;
     c->initHangs = b == kStubNcclOpStuck;
     return kInProgress;
@@ -95,6 +112,17 @@ void stubNcclReset() {
   std::memset(aborts, 0, sizeof(aborts));
   std::memset(destroysWhileHeld, 0, sizeof(destroysWhileHeld));
   blockingInits = 0;
+  for (std::string& c : calls) c.clear();
+}
+
+int stubNcclCalls(int rank, char* out, int capacity) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (rank < 0 || rank >= kMaxRanks || capacity <= 0) return 0;
+  const std::string& c = calls[rank];
+  const size_t n = std::min(c.size(), static_cast<size_t>(capacity - 1));
+  std::memcpy(out, c.data(), n);
+  out[n] = '\0';
+  return static_cast<int>(c.size());
 }
 
 void stubNcclSetBehaviour(int rank, int b) {
@@ -161,6 +189,23 @@ int ncclCommInitRank(void** comm, int, StubNcclUniqueId, int rank) {
 }
 
 #ifndef STUB_NCCL_WITHOUT_CONFIG
+// Non-blocking communicators only (what NcclCommunicator makes with a
+// finalize at hand): in progress until quiescent.
+int ncclCommFinalize(void* comm) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kInvalidArgument;
+  note(c->rank, "finalize");
+  if (c->async != kSuccess && c->async != kInProgress) return c->async;  // an error stays
+  c->finalizing = true;
+  c->async = kInProgress;
+  c->looksLeft = 3;
+  c->since = std::chrono::steady_clock::now();
+  c->initResult = kSuccess;
+  c->initHangs = behaviourOf(c->rank) == kStubNcclFinalizeHangs || !c->held.empty();
+  return kInProgress;
+}
+
 int ncclCommInitRankConfig(void** comm, int, StubNcclUniqueId, int rank, void* config) {
   ConfigHead head{};
   std::memcpy(&head, config, sizeof(head));
@@ -178,6 +223,7 @@ int ncclCommInitRankConfig(void** comm, int, StubNcclUniqueId, int rank, void* c
   }
   c->async = kInProgress;
   c->looksLeft = 3;
+  c->since = std::chrono::steady_clock::now();
   c->initHangs = behaviourOf(rank) == kStubNcclInitHangs;
   c->initResult = behaviourOf(rank) == kStubNcclInitFails ? kSystemError : kSuccess;
   return kInProgress;
@@ -188,7 +234,13 @@ int ncclCommGetAsyncError(void* comm, int* state) {
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kInvalidArgument;
-  if (c->async == kInProgress && !c->initHangs && --c->looksLeft <= 0) c->async = c->initResult;
+  if (c->async == kInProgress && c->initHangs &&
+      std::chrono::steady_clock::now() - c->since > kNever) {
+    c->async = kSystemError;
+  } else if (c->async == kInProgress && !c->initHangs && --c->looksLeft <= 0) {
+    c->async = c->initResult;
+    if (c->finalizing) note(c->rank, "quiescent");
+  }
   *state = c->async;
   return kSuccess;
 }
@@ -198,6 +250,7 @@ int ncclCommAbort(void* comm) {
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kSuccess;
   if (c->rank >= 0 && c->rank < kMaxRanks) ++aborts[c->rank];
+  note(c->rank, "abort");
   release(c);  // the kernels give up: the streams go on
   --liveComms;
   delete c;
@@ -209,6 +262,7 @@ int ncclCommDestroy(void* comm) {
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kSuccess;
   if (!c->held.empty() && c->rank >= 0 && c->rank < kMaxRanks) ++destroysWhileHeld[c->rank];
+  note(c->rank, "destroy");
   release(c);
   --liveComms;
   delete c;

@@ -4,7 +4,10 @@
 // (cuda/nccl/nccl_watchdog.h, the bounded init of nccl_communicator.h) runs
 // without a GPU. A "stream" is a StubNcclStream: an op whose kernels would
 // spin on a dead peer holds it until the communicator is aborted, as
-// NCCL's kernels hold a real stream.
+// NCCL's kernels hold a real stream. ncclCommFinalize (absent from the old
+// one, as before NCCL 2.14) answers ncclInProgress and turns quiescent a
+// few looks later, unless an op still holds a stream: NCCL's kernels that
+// wait on a peer never let a finalize finish.
 #pragma once
 
 #include <atomic>
@@ -13,6 +16,8 @@ struct StubNcclStream {
   std::atomic<int> heldBy{0};  // how many of NCCL's unfinished ops hold it
 };
 
+// "Never" below is 30 s: then the work ends in ncclSystemError, so that a
+// test whose bound broke fails rather than hangs.
 enum StubNcclBehaviour : int {
   kStubNcclWorks = 0,
   kStubNcclInitHangs = 1,       // the non-blocking init never finishes
@@ -21,6 +26,7 @@ enum StubNcclBehaviour : int {
   kStubNcclOpHangs = 4,         // an op holds its stream until the abort
   kStubNcclOpInProgress = 5,    // an op answers ncclInProgress, done a few looks later
   kStubNcclOpStuck = 6,         // an op answers ncclInProgress and never gets enqueued
+  kStubNcclFinalizeHangs = 7,   // ncclCommFinalize never gets quiescent (a peer never closes)
 };
 
 extern "C" {
@@ -36,4 +42,9 @@ int stubNcclDestroysWhileHeld(int rank);
 int stubNcclLiveComms();
 // Inits that went through ncclCommInitRank (blocking) rather than the Config one.
 int stubNcclBlockingInits();
+// What was done to rank `rank`'s communicators, in order, words apart:
+// "init", "finalize" (called), "quiescent" (a look found the finalize
+// done), "destroy", "abort"; the ops are left out. Copies at most
+// `capacity` bytes with the terminating zero into `out`; returns the length.
+int stubNcclCalls(int rank, char* out, int capacity);
 }

@@ -162,5 +162,6 @@ TEST(CudaLayer, NcclLoadsWithEverySymbol) {
   EXPECT_EQ(nccl->getUniqueId(&id), 0);
   EXPECT_STRNE(nccl->getErrorString(0), "");
   EXPECT_NE(nccl->commInitRankConfig, nullptr);  // 2.14 and newer: the bounded init
+  EXPECT_NE(nccl->commFinalize, nullptr);        // and the close that flushes first
 }
 #endif

@@ -1,9 +1,11 @@
 // NCCL under the same supervision as our own kernels (issue 43, item 4), on
 // a stub NCCL (stub_nccl.h) whose behaviour each test chooses per rank, with
 // ranks as threads over the loopback transport: a bounded init whose
-// verdict every rank learns, a watchdog that fails the group on NCCL's
-// asynchronous error and aborts the communicator, an abort that releases
-// the stream NCCL's kernels held, and no rank on a device it does not use.
+// verdict every rank learns, bounded by the collective that needs NCCL
+// first, a watchdog that fails the group on NCCL's asynchronous error and
+// aborts the communicator, an abort that releases the stream NCCL's kernels
+// held, a clean close that finalizes before it destroys (bounded, else an
+// abort), and no rank on a device it does not use.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -20,8 +22,10 @@
 #include "cuda/nccl/nccl_communicator.h"
 #include "cuda/nccl/nccl_library.h"
 #include "cuda/nccl/nccl_watchdog.h"
+#include "cuda/path_selection.h"
 #include "fake_device_context.h"
 #include "rank_threads.h"
+#include "scoped_env.h"
 #include "stub_nccl.h"
 
 using namespace ringreduce;
@@ -64,6 +68,14 @@ bool eventually(Done done, std::chrono::seconds limit = std::chrono::seconds(20)
   return true;
 }
 
+// What was done to rank `rank`'s communicators ("init finalize quiescent
+// destroy"), from the stub whose stubNcclCalls is `calls`.
+std::string callsOf(int rank, int (*calls)(int, char*, int) = stubNcclCalls) {
+  char text[512];
+  calls(rank, text, sizeof(text));
+  return text;
+}
+
 // What each rank of a test saw.
 struct RankResult {
   std::string error;        // what the constructor or a collective threw
@@ -85,6 +97,50 @@ void runGroup(int n, const std::function<void(Transport&, int, RankResult&)>& bo
       Config(), TransportKind::Loopback);
 }
 
+// One small allreduce through `comm` on `stream`.
+void allreduceOnce(NcclCommunicator& comm, StubNcclStream& stream) {
+  float data[4] = {1, 2, 3, 4};
+  comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+}
+
+// World 1: a communicator's allreduce on a stream, then `last` (the
+// communicator's last act); whether the stream is free once it is gone.
+template <typename Last>
+bool releasedAfter(Transport& t, Last last) {
+  StubNcclStream stream;
+  {
+    NcclCommunicator comm(stubNccl(), 0, 1, 0, exchangeFor(t, 1), kInitLimit);
+    allreduceOnce(comm, stream);
+    last(comm);
+  }
+  return stream.heldBy.load() == 0;
+}
+
+// Runs `body` on a rank, keeping what it threw and how long it took.
+template <typename Body>
+void timed(RankResult& r, Body body) {
+  const auto start = Clock::now();
+  try {
+    body();
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+// Every rank failed, well before the exchanges' deadline, naming rank
+// `hung`'s init, given up after `limit`.
+void expectHungInitNamed(const std::vector<RankResult>& results, int hung, const char* limit) {
+  for (size_t rank = 0; rank < results.size(); ++rank) {
+    const std::string& error = results[rank].error;
+    EXPECT_NE(error.find("NCCL init failed on rank " + std::to_string(hung) + ": "),
+              std::string::npos) << "rank " << rank << ": " << error;
+    EXPECT_NE(error.find(std::string("did not finish within ") + limit), std::string::npos)
+        << error;
+    EXPECT_LT(results[rank].took, kWithinDeadline) << "rank " << rank;
+  }
+}
+
 class NcclSupervision : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -100,22 +156,14 @@ TEST_F(NcclSupervision, AnInitThatHangsOnOneRankIsAnErrorNamingItOnEveryRank) {
   stubNcclSetBehaviour(2, kStubNcclInitHangs);
   std::vector<RankResult> results;
   runGroup(3, [](Transport& t, int rank, RankResult& r) {
-    const auto start = Clock::now();
-    try {
+    timed(r, [&] {
       NcclCommunicator comm(stubNccl(), rank, 3, rank, exchangeFor(t, 1), kInitLimit);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    });
   }, results);
-  for (int rank = 0; rank < 3; ++rank) {
-    const std::string& error = results[rank].error;
-    EXPECT_NE(error.find("NCCL init failed on rank 2: "), std::string::npos)
-        << "rank " << rank << ": " << error;
-    EXPECT_NE(error.find("did not finish within 1000 ms"), std::string::npos) << error;
-    EXPECT_EQ(error.find("rank 0: "), std::string::npos) << error;
-    EXPECT_EQ(error.find("rank 1: "), std::string::npos) << error;
-    EXPECT_LT(results[rank].took, kWithinDeadline) << "rank " << rank;
+  expectHungInitNamed(results, 2, "1000 ms");
+  for (const RankResult& r : results) {
+    EXPECT_EQ(r.error.find("rank 0: "), std::string::npos) << r.error;
+    EXPECT_EQ(r.error.find("rank 1: "), std::string::npos) << r.error;
   }
   EXPECT_EQ(stubNcclAborts(2), 1);  // the hung init is aborted, not left running
   EXPECT_EQ(stubNcclAborts(0), 1);  // and so is every communicator that did come up
@@ -152,8 +200,7 @@ TEST_F(NcclSupervision, AnAsyncErrorMidOpFailsTheGroupAndAbortsTheCommunicator) 
         },
         [] { return false; }, std::chrono::milliseconds(5));
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     if (rank == 1) {
       EXPECT_TRUE(eventually([&] { return stream.heldBy.load() == 0; }))
           << "NCCL's kernels still hold the stream";
@@ -162,7 +209,7 @@ TEST_F(NcclSupervision, AnAsyncErrorMidOpFailsTheGroupAndAbortsTheCommunicator) 
         return !r.failure.empty();
       }));
       try {
-        comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+        allreduceOnce(comm, stream);
       } catch (const Error& e) {
         r.error = e.what();
       }
@@ -196,8 +243,7 @@ TEST_F(NcclSupervision, AGroupThatGaveUpAbortsTheCommunicatorWhichReleasesTheStr
         comm, [&](const std::string& reason) { r.failure = reason; },
         [&] { return givenUp.load(); }, std::chrono::milliseconds(5));
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     if (rank == 0) {
       EXPECT_EQ(stream.heldBy.load(), 1);  // NCCL's kernels wait on a peer
       givenUp = true;                      // the host found a dead peer
@@ -216,15 +262,11 @@ TEST_F(NcclSupervision, AGroupThatGaveUpAbortsTheCommunicatorWhichReleasesTheStr
 TEST_F(NcclSupervision, AFailedCommunicatorIsAbortedNotDestroyed) {
   stubNcclSetBehaviour(0, kStubNcclAsyncErrorInOp);
   std::vector<RankResult> results;
-  runGroup(1, [](Transport& t, int rank, RankResult& r) {
-    StubNcclStream stream;
-    {
-      NcclCommunicator comm(stubNccl(), rank, 1, rank, exchangeFor(t, 1), kInitLimit);
-      float data[4] = {1, 2, 3, 4};
-      comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+  runGroup(1, [](Transport& t, int, RankResult& r) {
+    // No watchdog aborts it: the destructor must.
+    r.released = releasedAfter(t, [&](NcclCommunicator& comm) {
       r.failure = comm.asyncError();  // what a watchdog's look finds
-    }  // no watchdog aborted it: the destructor must
-    r.released = stream.heldBy.load() == 0;
+    });
   }, results);
   EXPECT_NE(results[0].failure, "");
   EXPECT_TRUE(results[0].released);
@@ -241,14 +283,7 @@ TEST_F(NcclSupervision, AnEnqueueInProgressIsWaitedForAndAStuckOneAborted) {
   runGroup(2, [](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    const auto start = Clock::now();
-    try {
-      comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    timed(r, [&] { allreduceOnce(comm, stream); });
     r.aborted = comm.aborted();
   }, results);
   EXPECT_EQ(results[0].error, "");
@@ -274,8 +309,7 @@ TEST_F(NcclSupervision, AnNcclWithoutTheConfigInitFallsBackToTheBlockingOne) {
   runGroup(2, [&](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(old, rank, 2, rank, exchangeFor(t, 1), kInitLimit);
     StubNcclStream stream;
-    float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
+    allreduceOnce(comm, stream);
     r.aborted = comm.aborted();
   }, results);
   EXPECT_EQ(blockingInits() - before, 2);
@@ -293,8 +327,8 @@ TEST_F(NcclSupervision, RankKNeverTouchesAnotherDevice) {
     NcclCommunicator comm(stubNccl(), rank, 3, rank, exchangeFor(t, 1), kInitLimit);
     NcclWatchdog watchdog(comm, nullptr, [] { return false; }, std::chrono::milliseconds(5));
     StubNcclStream stream;
+    allreduceOnce(comm, stream);
     float data[4] = {1, 2, 3, 4};
-    comm.allreduce(data, data, 4, DataType::Float32, ReduceOp::Sum, &stream);
     comm.broadcast(data, 4, DataType::Float32, 0, &stream);
     r.aborted = comm.aborted();
   }, results);
@@ -310,4 +344,119 @@ TEST_F(NcclSupervision, RankKNeverTouchesAnotherDevice) {
     EXPECT_TRUE(contexts.empty()) << "rank " << rank << " made a context on device "
                                   << *contexts.begin();
   }
+}
+
+// A clean close flushes NCCL's work before it frees the communicator:
+// ncclCommFinalize, polled until quiescent, then ncclCommDestroy; whether
+// the close is asked for (rank 0) or left to the destructor (rank 1).
+TEST_F(NcclSupervision, ACleanCloseFinalizesThenDestroys) {
+  std::vector<RankResult> results;
+  runGroup(2, [](Transport& t, int rank, RankResult& r) {
+    StubNcclStream stream;
+    NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
+    allreduceOnce(comm, stream);
+    if (rank == 0) {
+      comm.close(kInitLimit);
+      r.aborted = comm.aborted();
+      try {
+        allreduceOnce(comm, stream);
+      } catch (const Error& e) {
+        r.error = e.what();
+      }
+    }
+  }, results);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(callsOf(rank), "init finalize quiescent destroy") << "rank " << rank;
+    EXPECT_EQ(stubNcclAborts(rank), 0) << "rank " << rank;
+  }
+  EXPECT_TRUE(results[0].aborted);  // gone: later collectives say so
+  EXPECT_NE(results[0].error.find("was closed"), std::string::npos) << results[0].error;
+}
+
+// A finalize that never gets quiescent (a peer that never closes, or
+// kernels waiting on a dead one) costs the close its limit, then the
+// communicator is aborted: the shutdown ends, and nothing is destroyed
+// under NCCL's feet.
+TEST_F(NcclSupervision, AFinalizeThatHangsIsBoundedAndEndsInAnAbort) {
+  stubNcclSetBehaviour(1, kStubNcclFinalizeHangs);
+  std::vector<RankResult> results;
+  runGroup(2, [](Transport& t, int rank, RankResult& r) {
+    NcclCommunicator comm(stubNccl(), rank, 2, rank, exchangeFor(t, 1), kInitLimit);
+    timed(r, [&] { comm.close(kInitLimit); });
+    r.aborted = comm.aborted();
+  }, results);
+  EXPECT_EQ(callsOf(1), "init finalize abort");
+  EXPECT_EQ(stubNcclAborts(1), 1);
+  EXPECT_TRUE(results[1].aborted);
+  EXPECT_LT(results[1].took, kWithinDeadline);
+  EXPECT_EQ(callsOf(0), "init finalize quiescent destroy");
+}
+
+// Work still held by NCCL's kernels (they wait on a peer) never lets a
+// finalize finish: the close is bounded the same way.
+TEST_F(NcclSupervision, AFinalizeBehindKernelsThatWaitOnAPeerEndsInAnAbort) {
+  stubNcclSetBehaviour(0, kStubNcclOpHangs);
+  std::vector<RankResult> results;
+  runGroup(1, [](Transport& t, int, RankResult& r) {
+    r.released = releasedAfter(t, [](NcclCommunicator& comm) { comm.close(kInitLimit); });
+  }, results);
+  EXPECT_EQ(callsOf(0), "init finalize abort");
+  EXPECT_TRUE(results[0].released);
+  EXPECT_EQ(stubNcclDestroysWhileHeld(0), 0);
+}
+
+// NCCL before 2.14 has no ncclCommFinalize: the close destroys, as before.
+TEST_F(NcclSupervision, AnNcclWithoutFinalizeClosesWithADestroy) {
+  const NcclLibrary& old = load(RINGREDUCE_STUB_NCCL_OLD);
+  ASSERT_EQ(old.commFinalize, nullptr);
+  ASSERT_NE(stubNccl().commFinalize, nullptr);
+  void* handle = dlopen(RINGREDUCE_STUB_NCCL_OLD, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto calls = reinterpret_cast<int (*)(int, char*, int)>(dlsym(handle, "stubNcclCalls"));
+  auto reset = reinterpret_cast<void (*)()>(dlsym(handle, "stubNcclReset"));
+  ASSERT_NE(calls, nullptr);
+  ASSERT_NE(reset, nullptr);
+  reset();
+  std::vector<RankResult> results;
+  runGroup(2, [&](Transport& t, int rank, RankResult& r) {
+    NcclCommunicator comm(old, rank, 2, rank, exchangeFor(t, 1), kInitLimit);
+    comm.close(kInitLimit);
+    r.aborted = comm.aborted();
+  }, results);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(callsOf(rank, calls), "init destroy") << "rank " << rank;
+    EXPECT_TRUE(results[rank].aborted) << "rank " << rank;  // gone
+  }
+  dlclose(handle);
+}
+
+// The group's path selection makes NCCL on the first collective that needs
+// it, and that collective's timeout bounds the init (half of it,
+// NcclCommunicator::initLimit): a hung init on one rank is an error naming
+// it on every rank well before the exchanges' own deadline (20 s here).
+TEST_F(NcclSupervision, TheCollectiveThatFirstNeedsNcclBoundsItsInit) {
+  ScopedEnv library("RINGREDUCE_NCCL_LIBRARY", RINGREDUCE_STUB_NCCL);
+  std::string why;
+  const NcclLibrary* process = NcclLibrary::load(&why);  // once per process
+  ASSERT_NE(process, nullptr) << why;
+  ASSERT_EQ(process->path, RINGREDUCE_STUB_NCCL) << "another NCCL was loaded first";
+  stubNcclSetBehaviour(1, kStubNcclInitHangs);
+  constexpr std::chrono::milliseconds kOpTimeout(2400);
+  std::vector<RankResult> results;
+  runGroup(2, [&](Transport& t, int rank, RankResult& r) {
+    Config config;
+    config.cudaAlgorithm = CudaAlgorithm::Nccl;  // every collective needs NCCL
+    config.cudaDeviceFlags = false;
+    PathSelection paths(rank, 2, rank, config, exchangeFor(t, 1));
+    StubNcclStream stream;
+    float data[4] = {1, 2, 3, 4};
+    CollectiveCall call;
+    call.timeout = kOpTimeout;
+    timed(r, [&] {
+      paths.allreduce(data, 4, DataType::Float32, ReduceOp::Sum, &stream, exchangeFor(t, 2),
+                      call);
+    });
+  }, results);
+  expectHungInitNamed(results, 1, "1200 ms");
+  EXPECT_EQ(stubNcclAborts(1), 1);
 }

@@ -80,7 +80,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
                 engine_->abort("ringreduce: process group '" + groupName_ + "': " + reason);
               };
               hooks.givenUp = [this] { return engine_->givenUp(); };
-              hooks.timeout = ctx.timeout;  // this op's, whose exchange carries the verdicts
               devicePath_ = std::make_unique<DevicePath>(
                   rank_, size_, device, config_, exchange, std::move(hooks),
                   engine_->comm().transport.carriesDeviceMemory());
@@ -123,7 +122,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
                                     *step.path->ringSteps(step.stream));
           };
           DevicePathTaken ran = DevicePathTaken::HostStaging;
-          if (cudaTuner_ && step.path->ringOrNccl(red.type, red.op, step.exchange)) {
+          if (cudaTuner_ && step.path->ringOrNccl(red.type, red.op, step.exchange, step.call)) {
             // RINGREDUCE_AUTOTUNE=1 across nodes: the device ring or NCCL,
             // whichever the size class's trials found faster on every rank.
             const size_t bytes = flat.nbytes();
@@ -166,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
         if (step.path &&
-            ranOnDevice(step.path->broadcast(flat, root, step.stream, step.exchange))) {
+            ranOnDevice(step.path->broadcast(flat, root, step.stream, step.exchange, step.call))) {
           if (!direct) tensor.copy_(flat);
           return;
         }

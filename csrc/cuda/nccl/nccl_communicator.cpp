@@ -141,6 +141,7 @@ std::string NcclCommunicator::initialise(const NcclUniqueId& id, int size) {
     RR_LOG(Warn, rank_, "NCCL " << nccl_.version << " lacks ncclCommInitRankConfig (older than "
                                 << "2.14): its init blocks, with no deadline");
     const NcclLibrary::Result r = nccl_.commInitRank(&comm_, size, id, rank_);
+    blocking_ = true;
     if (r == kNcclSuccess) return "";
     comm_ = nullptr;  // NCCL frees what a failed blocking init made
     return describe("ncclCommInitRank", r);
@@ -183,19 +184,47 @@ NcclLibrary::Result NcclCommunicator::settle(std::unique_lock<std::mutex>& lock,
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  closeLocked(lock, limit_);
+}
+
+void NcclCommunicator::close(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  closeLocked(lock, limit);
+}
+
+void NcclCommunicator::closeLocked(std::unique_lock<std::mutex>& lock,
+                                   std::chrono::milliseconds limit) {
   if (comm_ == nullptr) return;
+  if (failed_) {
+    abortLocked("NCCL reported an error");
+    return;
+  }
   try {
     DeviceScope scope(device_);
-    if (failed_) {
-      (void)nccl_.commAbort(comm_);
-    } else {
-      (void)nccl_.commDestroy(comm_);
+    if (nccl_.commFinalize != nullptr && !blocking_) {
+      NcclLibrary::Result r = nccl_.commFinalize(comm_);
+      bool timedOut = false;
+      if (r == kNcclSuccess || r == kNcclInProgress) {
+        r = settle(lock, std::chrono::steady_clock::now() + limit, &timedOut);
+      }
+      if (comm_ == nullptr) return;  // aborted meanwhile (a watchdog)
+      if (timedOut || r != kNcclSuccess) {
+        const std::string why =
+            timedOut ? "ncclCommFinalize did not finish within " + std::to_string(limit.count()) +
+                           " ms (a peer that does not close its communicator?)"
+                     : describe("ncclCommFinalize", r);
+        RR_LOG(Warn, rank_, why << ": NCCL's communicator is aborted instead of destroyed");
+        abortLocked(why);
+        return;
+      }
     }
+    (void)nccl_.commDestroy(comm_);
   } catch (...) {
     // No device to make current: the process is going wrong anyway.
   }
   comm_ = nullptr;
+  abortReason_ = "it was closed";
 }
 
 void NcclCommunicator::abort(const std::string& why) {

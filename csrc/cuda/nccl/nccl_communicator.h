@@ -27,13 +27,25 @@ class NcclCommunicator {
  public:
   // Collective. The init is given up (and aborted) after `limit`, which
   // must leave the exchange's own deadline room for one more round: the
-  // verdicts. Throws on every rank when it failed on any, naming the ranks
-  // and why. `limit` also bounds each enqueue that NCCL finishes in the
-  // background (ncclInProgress). An NCCL older than 2.14 has no bounded
-  // init: its blocking one is used, and the log says so.
+  // verdicts (initLimit). Throws on every rank when it failed on any,
+  // naming the ranks and why. `limit` also bounds each enqueue that NCCL
+  // finishes in the background (ncclInProgress), and the finalize of a
+  // close without one of its own (the destructor's). An NCCL older than
+  // 2.14 has no bounded init: its blocking one is used, and the log says so.
   NcclCommunicator(const NcclLibrary& nccl, int rank, int size, int device,
                    const RecordExchange& exchange, std::chrono::milliseconds limit);
-  // Destroys a healthy communicator; aborts one that failed or whose
+  // The limit for the init, from the timeout of the collective whose first
+  // use of NCCL makes the communicator: half of it. That collective's
+  // exchanges (the unique id before the init, the verdicts after it) run
+  // under the same timeout, counted from the collective's start, so the
+  // other half is theirs: a rank whose init hung is named by the verdicts
+  // on every rank, not lost in an exchange that timed out first. Never the
+  // timeout of an earlier collective (the group's first on CUDA may have
+  // had a longer one) nor of the group (an op may ask for less).
+  static std::chrono::milliseconds initLimit(std::chrono::milliseconds opTimeout) {
+    return opTimeout / 2;
+  }
+  // close(limit_) for one still open; aborts one that failed or whose
   // watchdog saw an error (a destroy would wait for kernels that wait on a
   // dead peer).
   ~NcclCommunicator();
@@ -53,6 +65,18 @@ class NcclCommunicator {
   void allgather(const void* in, void* out, size_t countPerRank, DataType type, void* stream);
   void reduceScatter(const void* in, void* out, size_t countPerRank, DataType type, ReduceOp op,
                      void* stream);
+
+  // Collective, at a clean shutdown (every rank, after its last NCCL op):
+  // ncclCommFinalize, which flushes what was issued and waits with the
+  // peers until the communicator is quiescent, then ncclCommDestroy, which
+  // then frees without blocking; a destroy alone would drop pending work or
+  // block in NCCL's own finalize, with no bound. A finalize that fails or
+  // has not finished within `limit` (a peer that never closes) is given up
+  // with a warning: the communicator is aborted instead. Where NCCL has no
+  // finalize, or the init was the blocking one (whose finalize blocks too),
+  // the destroy runs alone. A failed communicator is aborted; an aborted
+  // one is left. Any thread; later collectives throw.
+  void close(std::chrono::milliseconds limit);
 
   // NCCL's asynchronous error (any thread): empty while all is well; else
   // a reason naming NCCL's error, the last collective enqueued and this
@@ -78,6 +102,7 @@ class NcclCommunicator {
   NcclLibrary::Result settle(std::unique_lock<std::mutex>& lock,
                              std::chrono::steady_clock::time_point deadline, bool* timedOut);
   void abortLocked(const std::string& why);
+  void closeLocked(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds limit);
   std::string describe(const char* what, NcclLibrary::Result result) const;
   void check(NcclLibrary::Result result, const char* what);
 
@@ -89,6 +114,7 @@ class NcclCommunicator {
   std::mutex mutex_;
   NcclLibrary::Comm comm_ = nullptr;
   bool failed_ = false;      // NCCL reported an error: abort, never destroy
+  bool blocking_ = false;    // made by the blocking init: no bounded finalize
   std::string abortReason_;  // set by abort()
   std::string lastOp_;       // "allreduce of 1024 float32", for the reports
 };

@@ -49,9 +49,12 @@ std::unique_ptr<NcclLibrary> NcclLibrary::open(const std::string& name, std::str
   resolve(handle, "ncclRecv", lib.recv, missing);
   resolve(handle, "ncclGroupStart", lib.groupStart, missing);
   resolve(handle, "ncclGroupEnd", lib.groupEnd, missing);
-  // Optional: without it the init blocks (NcclCommunicator says so).
+  // Optional: without the first the init blocks (NcclCommunicator says so);
+  // without the second a clean close destroys at once.
   lib.commInitRankConfig = reinterpret_cast<decltype(lib.commInitRankConfig)>(
       dlsym(handle, "ncclCommInitRankConfig"));
+  lib.commFinalize = reinterpret_cast<decltype(lib.commFinalize)>(
+      dlsym(handle, "ncclCommFinalize"));
   if (!missing.empty()) {
     if (why) *why = name + " lacks " + missing + " (NCCL 2.10 or newer is needed)";
     dlclose(handle);

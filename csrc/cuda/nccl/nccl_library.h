@@ -81,6 +81,10 @@ struct NcclLibrary {
   // NCCL 2.14 and newer (null before): the non-blocking init we bound by
   // the group's deadline.
   Result (*commInitRankConfig)(Comm*, int, NcclUniqueId, int, NcclConfig*) = nullptr;
+  // Optional too (null where NCCL lacks it): flushes what was issued and
+  // waits, with the peers, until the communicator is quiescent, so that the
+  // destroy after it frees without blocking (NcclCommunicator::close).
+  Result (*commFinalize)(Comm) = nullptr;
   Result (*commDestroy)(Comm) = nullptr;
   Result (*commAbort)(Comm) = nullptr;
   Result (*commGetAsyncError)(Comm, Result*) = nullptr;
