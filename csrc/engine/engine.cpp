@@ -137,7 +137,10 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   nextSeq_ += seqCount;
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = traced(makeCallbacks(seq), seq, false, name, summary);
+  operation.fingerprintWord = fingerprintWord(fingerprint);
+  operation.fingerprint = fingerprintByte(operation.fingerprintWord);
+  operation.callbacks =
+      traced(makeCallbacks(seq), seq, false, name, summary, operation.fingerprintWord);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -145,8 +148,6 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.body = std::move(body);
   operation.seqCount = seqCount;
   operation.neighbourCheck = neighbourCheck;
-  operation.fingerprintWord = fingerprintWord(fingerprint);
-  operation.fingerprint = fingerprintByte(operation.fingerprintWord);
   operation.identity = fingerprint;
   if (timeline_) operation.timeline = timelineOp(name, seq, fingerprint);
   submit(std::move(operation));
@@ -201,9 +202,9 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   const auto record = [&](const char* error) {
     if (!trace_.enabled()) return;
     if (fields) {
-      trace_.direct(seq, name, *fields, now, error);
+      trace_.direct(seq, name, *fields, op.fingerprintWord, now, error);
     } else {
-      trace_.direct(seq, name, *summary, now, error);
+      trace_.direct(seq, name, *summary, op.fingerprintWord, now, error);
     }
   };
   try {
@@ -240,7 +241,7 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary);
+  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary, 0);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -252,9 +253,10 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
 
 std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCallbacks> callbacks,
                                                    uint64_t seq, bool pointToPoint,
-                                                   const char* name, const std::string& summary) {
+                                                   const char* name, const std::string& summary,
+                                                   uint32_t fingerprint) {
   if (!trace_.enabled()) return callbacks;
-  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary);
+  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary, fingerprint);
   return std::make_shared<TracedCallbacks>(std::move(callbacks), trace_, id);
 }
 

@@ -169,7 +169,7 @@ class Engine {
                      const std::string* summary, LaunchRef launch);
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
-                                             const std::string& summary);
+                                             const std::string& summary, uint32_t fingerprint);
   void runCollective(const Operation& operation);
   std::shared_ptr<TimelineOp> timelineOp(const char* name, uint64_t seq,
                                          const CollectiveFingerprint& fingerprint);

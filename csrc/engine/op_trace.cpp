@@ -20,12 +20,14 @@ long long micros(Clock::time_point t) {
 // Makes `e` the entry `id`, keeping its strings' capacity (a full ring
 // allocates nothing for an entry without text). False when a newer entry
 // already took the slot (a writer that lapped this one): leave it.
-bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const char* name) {
+bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const char* name,
+           uint32_t fingerprint) {
   if (e.id > id) return false;
   e.id = id;
   e.seq = seq;
   e.pointToPoint = pointToPoint;
   e.direct = false;
+  e.fingerprint = fingerprint;
   e.name = name;
   e.summary.clear();
   e.fields.reset();
@@ -77,35 +79,36 @@ const char* traceStateName(TraceEntry::State state) {
 OpTrace::OpTrace(size_t capacity)
     : capacity_(capacity), slots_(capacity == 0 ? nullptr : new Slot[capacity]) {}
 
-uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary) {
+uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
+                         uint32_t fingerprint) {
   if (!enabled()) return 0;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
-  if (!claim(e, id, seq, pointToPoint, name)) return id;
+  if (!claim(e, id, seq, pointToPoint, name, fingerprint)) return id;
   e.summary = std::move(summary);
   e.queued = Clock::now();
   return id;
 }
 
 void OpTrace::direct(uint64_t seq, const char* name, const OpFields& fields,
-                     Clock::time_point at, const char* error) {
+                     uint32_t fingerprint, Clock::time_point at, const char* error) {
   if (!enabled()) return;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
-  if (!claim(e, id, seq, false, name)) return;
+  if (!claim(e, id, seq, false, name, fingerprint)) return;
   e.fields = fields;
   markDirect(e, at, error);
 }
 
 void OpTrace::direct(uint64_t seq, const char* name, const std::string& summary,
-                     Clock::time_point at, const char* error) {
+                     uint32_t fingerprint, Clock::time_point at, const char* error) {
   if (!enabled()) return;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
-  if (!claim(e, id, seq, false, name)) return;
+  if (!claim(e, id, seq, false, name, fingerprint)) return;
   e.summary = summary;
   markDirect(e, at, error);
 }
@@ -167,7 +170,8 @@ std::string OpTrace::toJson(int rank, int size, const std::string& group,
     json << (first ? "\n  " : ",\n  ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq
          << ", \"p2p\": " << (e.pointToPoint ? "true" : "false")
          << ", \"direct\": " << (e.direct ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
-         << ", \"summary\": " << jsonQuoted(e.summary) << ", \"state\": \""
+         << ", \"summary\": " << jsonQuoted(e.summary) << ", \"fingerprint\": " << e.fingerprint
+         << ", \"state\": \""
          << traceStateName(e.state) << "\", \"queued_us\": " << micros(e.queued)
          << ", \"started_us\": " << micros(e.started) << ", \"finished_us\": "
          << micros(e.finished) << ", \"error\": " << jsonQuoted(e.error) << "}";

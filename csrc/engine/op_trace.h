@@ -32,6 +32,10 @@ struct TraceEntry {
   uint64_t seq = 0;          // collective (or point-to-point) sequence number
   bool pointToPoint = false;
   bool direct = false;       // run on the caller's thread (Engine::runDirect)
+  // A collective's fingerprintWord, alike on every rank that calls the same
+  // collective, whichever way each ran it and on whichever device: what the
+  // trace reader compares across ranks. 0: none (send/recv).
+  uint32_t fingerprint = 0;
   const char* name = "";     // op name: "allreduce"
   std::string summary;       // dtype, sizes, reduce op, root, peer; unless `fields`
   std::optional<OpFields> fields;  // a direct op's, rendered only when read
@@ -51,7 +55,8 @@ class OpTrace {
 
   bool enabled() const { return capacity_ != 0; }
   // Returns the entry's id (0 when disabled).
-  uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary);
+  uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
+                  uint32_t fingerprint = 0);
   void started(uint64_t id);
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);
@@ -59,10 +64,10 @@ class OpTrace {
   // A direct collective, recorded once it was launched: completed at `at`
   // (queued, started and finished alike), or failed with `error` if not
   // null. The second form is for callers that still describe it as text.
-  void direct(uint64_t seq, const char* name, const OpFields& fields, Clock::time_point at,
-              const char* error = nullptr);
-  void direct(uint64_t seq, const char* name, const std::string& summary, Clock::time_point at,
-              const char* error = nullptr);
+  void direct(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
+              Clock::time_point at, const char* error = nullptr);
+  void direct(uint64_t seq, const char* name, const std::string& summary, uint32_t fingerprint,
+              Clock::time_point at, const char* error = nullptr);
 
   // Oldest first; each entry's `summary` holds its text (describe()).
   std::vector<TraceEntry> snapshot() const;

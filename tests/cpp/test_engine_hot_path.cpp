@@ -171,6 +171,11 @@ TEST(EngineHotPath, TheTraceHoldsOneEntryPerDirectOpWithItsFields) {
     EXPECT_EQ(occurrences(json, summary), size_t{kWarmUp + kOps}) << json;
     EXPECT_EQ(occurrences(json, "\"direct\": true"), size_t{kWarmUp + kOps}) << json;
     EXPECT_EQ(occurrences(json, "\"state\": \"completed\""), size_t{kWarmUp + kOps}) << json;
+    // The same on both ranks, whichever device each is on: what the trace
+    // reader compares.
+    const std::string fingerprint =
+        "\"fingerprint\": " + std::to_string(fingerprintWord(allreduceFingerprint())) + ",";
+    EXPECT_EQ(occurrences(json, fingerprint), size_t{kWarmUp + kOps}) << json;
     for (uint64_t seq = 1; seq <= kWarmUp + kOps; ++seq) {
       EXPECT_EQ(occurrences(json, "\"seq\": " + std::to_string(seq) + ","), 1u) << seq;
     }
