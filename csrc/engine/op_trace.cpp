@@ -37,13 +37,6 @@ bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const ch
   return true;
 }
 
-void markDirect(TraceEntry& e, Clock::time_point at, const char* error) {
-  e.direct = true;
-  e.queued = e.started = e.finished = at;
-  e.state = error == nullptr ? TraceEntry::State::Completed : TraceEntry::State::Failed;
-  if (error != nullptr) e.error = error;
-}
-
 }  // namespace
 
 // Held while one slot's entry is written or copied. The holder never
@@ -93,52 +86,49 @@ uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std:
 
 void OpTrace::direct(uint64_t seq, const char* name, const OpFields& fields,
                      uint32_t fingerprint, Clock::time_point at, const char* error) {
-  if (!enabled()) return;
-  const uint64_t id = next_.fetch_add(1);
-  SlotLock lock(slotOf(id));
-  TraceEntry& e = lock.entry();
-  if (!claim(e, id, seq, false, name, fingerprint)) return;
-  e.fields = fields;
-  markDirect(e, at, error);
+  writeDirect(seq, name, &fields, nullptr, fingerprint, at, error);
 }
 
 void OpTrace::direct(uint64_t seq, const char* name, const std::string& summary,
                      uint32_t fingerprint, Clock::time_point at, const char* error) {
+  writeDirect(seq, name, nullptr, &summary, fingerprint, at, error);
+}
+
+void OpTrace::writeDirect(uint64_t seq, const char* name, const OpFields* fields,
+                          const std::string* summary, uint32_t fingerprint,
+                          Clock::time_point at, const char* error) {
   if (!enabled()) return;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
   if (!claim(e, id, seq, false, name, fingerprint)) return;
-  e.summary = summary;
-  markDirect(e, at, error);
+  if (fields != nullptr) {
+    e.fields = *fields;
+  } else {
+    e.summary = *summary;
+  }
+  e.direct = true;
+  e.queued = e.started = e.finished = at;
+  e.state = error == nullptr ? TraceEntry::State::Completed : TraceEntry::State::Failed;
+  if (error != nullptr) e.error = error;
 }
 
-void OpTrace::started(uint64_t id) {
-  if (id == 0 || !enabled()) return;
-  SlotLock lock(slotOf(id));
-  TraceEntry& e = lock.entry();
-  if (e.id != id) return;  // overwritten
-  e.state = TraceEntry::State::Started;
-  e.started = Clock::now();
-}
+void OpTrace::started(uint64_t id) { mark(id, TraceEntry::State::Started, nullptr); }
 
-void OpTrace::completed(uint64_t id) {
-  if (id == 0 || !enabled()) return;
-  SlotLock lock(slotOf(id));
-  TraceEntry& e = lock.entry();
-  if (e.id != id) return;
-  e.state = TraceEntry::State::Completed;
-  e.finished = Clock::now();
-}
+void OpTrace::completed(uint64_t id) { mark(id, TraceEntry::State::Completed, nullptr); }
 
 void OpTrace::failed(uint64_t id, const std::string& error) {
+  mark(id, TraceEntry::State::Failed, &error);
+}
+
+void OpTrace::mark(uint64_t id, TraceEntry::State state, const std::string* error) {
   if (id == 0 || !enabled()) return;
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
-  if (e.id != id) return;
-  e.state = TraceEntry::State::Failed;
-  e.finished = Clock::now();
-  e.error = error;
+  if (e.id != id) return;  // overwritten by a newer entry
+  e.state = state;
+  (state == TraceEntry::State::Started ? e.started : e.finished) = Clock::now();
+  if (error != nullptr) e.error = *error;
 }
 
 std::vector<TraceEntry> OpTrace::snapshot() const {

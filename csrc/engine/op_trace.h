@@ -84,6 +84,12 @@ class OpTrace {
   };
   class SlotLock;
   Slot& slotOf(uint64_t id) const { return slots_[id % capacity_]; }
+  // A queued entry's state change (`error`: Failed's reason, else null).
+  void mark(uint64_t id, TraceEntry::State state, const std::string* error);
+  // Both direct() forms: exactly one of `fields` and `summary` is set.
+  void writeDirect(uint64_t seq, const char* name, const OpFields* fields,
+                   const std::string* summary, uint32_t fingerprint, Clock::time_point at,
+                   const char* error);
 
   const size_t capacity_;
   const std::unique_ptr<Slot[]> slots_;

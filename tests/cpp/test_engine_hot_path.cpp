@@ -20,10 +20,14 @@
 #include "allocation_counter.h"
 #include "core/base/errors.h"
 #include "engine/engine.h"
+#include "engine_ranks.h"
 #include "transport/loopback/loopback_transport.h"
 
 using namespace ringreduce;
 using ringreduce::testing::AllocationScope;
+using ringreduce::testing::becomesIdle;
+using ringreduce::testing::eachRank;
+using ringreduce::testing::loopbackEngine;
 
 namespace {
 
@@ -34,25 +38,7 @@ std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric,
                                   size_t traceEntries) {
   Config config;
   config.traceBufferSize = traceEntries;
-  return std::make_unique<Engine>(std::make_unique<LoopbackTransport>(fabric, rank, config),
-                                  config, "hot", false,
-                                  [](const CollectiveFingerprint&) { return std::string("op"); });
-}
-
-// Waits (up to 10 s) until runDirect would run now.
-bool becomesIdle(const Engine& engine) {
-  const auto limit = Clock::now() + std::chrono::seconds(10);
-  while (!engine.canRunDirect()) {
-    if (Clock::now() >= limit) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-void eachRank(int n, const std::function<void(int)>& body) {
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { body(r); });
-  for (auto& t : ranks) t.join();
+  return loopbackEngine(fabric, rank, config);
 }
 
 // An allreduce of 1000 float32 on device `rank`, as the backend describes one.
