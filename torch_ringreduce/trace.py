@@ -37,6 +37,12 @@ def _describe(entry):
     return f"{entry['op']} #{entry['seq']} ({entry['summary']})"
 
 
+def _identity(entry):
+    """What must agree across ranks: the op and its fingerprint (alike on every rank whether
+    it ran queued or directly, on whichever device), or its summary in files without one."""
+    return entry["op"], entry.get("fingerprint") or entry["summary"]
+
+
 def analyze(traces):
     """One line naming what went wrong first in one group, from its ranks' traces."""
     if not traces:
@@ -52,7 +58,7 @@ def analyze(traces):
     for seq in all_seqs:
         present = {r: c[seq] for r, c in collectives.items() if seq in c}
         absent = sorted(r for r in collectives if seq not in collectives[r])
-        kinds = {(e["op"], e["summary"]) for e in present.values()}
+        kinds = {_identity(e) for e in present.values()}
         if len(kinds) > 1:
             calls = "; ".join(f"rank {r}: {_describe(e)}" for r, e in sorted(present.items()))
             return f"ranks called different collectives as #{seq}: {calls}"

@@ -13,9 +13,9 @@ namespace ringreduce {
 
 namespace {
 
-// The 8 bits of a fingerprint that travel in every message tag.
-uint8_t fingerprintByte(const CollectiveFingerprint& fp) {
-  const uint32_t hash = fingerprintWord(fp);
+// The 8 bits of a fingerprint that travel in every message tag, folded
+// from its word (fingerprintWord).
+uint8_t fingerprintByte(uint32_t hash) {
   return static_cast<uint8_t>(hash ^ (hash >> 8) ^ (hash >> 16) ^ (hash >> 24));
 }
 
@@ -127,6 +127,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
     body = [this, fingerprint, inner = std::move(body)](const OpContext& ctx) {
       OpContext neutral = ctx;
       neutral.fingerprint = 0;
+      neutral.fingerprintWord = 0;
       verifySameCollective(comm(), neutral, fingerprint, describe_);
       inner(ctx.part(1));
     };
@@ -136,7 +137,10 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   nextSeq_ += seqCount;
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = traced(makeCallbacks(seq), seq, false, name, summary);
+  operation.fingerprintWord = fingerprintWord(fingerprint);
+  operation.fingerprint = fingerprintByte(operation.fingerprintWord);
+  operation.callbacks =
+      traced(makeCallbacks(seq), seq, false, name, summary, operation.fingerprintWord);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -144,7 +148,6 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   operation.body = std::move(body);
   operation.seqCount = seqCount;
   operation.neighbourCheck = neighbourCheck;
-  operation.fingerprint = fingerprintByte(fingerprint);
   operation.identity = fingerprint;
   if (timeline_) operation.timeline = timelineOp(name, seq, fingerprint);
   submit(std::move(operation));
@@ -163,8 +166,20 @@ bool Engine::givenUp() const {
 }
 
 uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
+                           const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                           LaunchRef launch) {
+  return runDirect(name, timeout, fingerprint, &fields, nullptr, launch);
+}
+
+uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
                            const CollectiveFingerprint& fingerprint, const std::string& summary,
                            const std::function<void(const OpContext&)>& launch) {
+  return runDirect(name, timeout, fingerprint, nullptr, &summary, LaunchRef(launch));
+}
+
+uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
+                           const CollectiveFingerprint& fingerprint, const OpFields* fields,
+                           const std::string* summary, LaunchRef launch) {
   // Held throughout: no collective can be queued (and start) meanwhile.
   std::lock_guard<std::mutex> lock(submitMutex_);
   refuseIfShutDown(name);
@@ -173,22 +188,36 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     return 0;
   }
   const uint64_t seq = ++nextSeq_;
-  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary << " (direct)");
-  const uint64_t traceId = trace_.enabled() ? trace_.queued(seq, false, name, summary) : 0;
-  if (trace_.enabled()) trace_.started(traceId);
-  OpContext op(name, seq, timeout);
-  op.fingerprint = fingerprintByte(fingerprint);
+  RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
+                                 << (fields ? describe(*fields) : *summary) << " (direct)");
+  // The op's one clock read: its deadline and its time in the trace.
+  const Clock::time_point now = Clock::now();
+  OpContext op;
+  op.opName = name;
+  op.seq = seq;
+  op.timeout = timeout;
+  op.deadline = now + timeout;
+  op.fingerprintWord = fingerprintWord(fingerprint);
+  op.fingerprint = fingerprintByte(op.fingerprintWord);
+  const auto record = [&](const char* error) {
+    if (!trace_.enabled()) return;
+    if (fields) {
+      trace_.direct(seq, name, *fields, op.fingerprintWord, now, error);
+    } else {
+      trace_.direct(seq, name, *summary, op.fingerprintWord, now, error);
+    }
+  };
   try {
     launch(op);
   } catch (const std::exception& e) {
-    if (trace_.enabled()) trace_.failed(traceId, e.what());
+    record(e.what());
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) {
       // The ranks are out of step now: as markUnusable, from this thread.
       transport_->abort(e.what());
     }
     throw;
   }
-  if (trace_.enabled()) trace_.completed(traceId);
+  record(nullptr);
   if (timeline_) {
     std::shared_ptr<TimelineOp> line = timelineOp(name, seq, fingerprint);
     timeline_->record(*line, Clock::now(), "");
@@ -212,7 +241,7 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
   Operation operation;
-  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary);
+  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary, 0);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -224,9 +253,10 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
 
 std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCallbacks> callbacks,
                                                    uint64_t seq, bool pointToPoint,
-                                                   const char* name, const std::string& summary) {
+                                                   const char* name, const std::string& summary,
+                                                   uint32_t fingerprint) {
   if (!trace_.enabled()) return callbacks;
-  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary);
+  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary, fingerprint);
   return std::make_shared<TracedCallbacks>(std::move(callbacks), trace_, id);
 }
 

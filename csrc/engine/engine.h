@@ -31,6 +31,8 @@
 #include "core/base/record_exchange.h"
 #include "core/config/config.h"
 #include "engine/executor.h"
+#include "engine/function_ref.h"
+#include "engine/op_fields.h"
 #include "engine/op_trace.h"
 #include "engine/operation.h"
 #include "transport/transport.h"
@@ -90,6 +92,20 @@ class Engine {
   // without the neighbour check: a peer that ran it directly sends none).
   // What `launch` throws reaches the caller and, unless InvalidArgument,
   // makes the group unusable.
+  //
+  // The hot path of a small device collective, so it costs the least it
+  // can: the submit mutex is its one lock (the executor's busy state is an
+  // atomic); one clock read serves its deadline and its trace entry, written
+  // once after the launch; the fingerprint is hashed once and `launch` finds
+  // the hash in OpContext::fingerprintWord (the word its device flags carry:
+  // no need to hash again); `fields` stay plain fields until the trace is
+  // read or an Info log line is written. Nothing is allocated unless Info
+  // logging is on, the timeline is on, or the launch fails.
+  using LaunchRef = FunctionRef<void(const OpContext&)>;
+  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
+                     const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                     LaunchRef launch);
+  // The same, described by a string (the trace keeps it as it is).
   uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
                      const CollectiveFingerprint& fingerprint, const std::string& summary,
                      const std::function<void(const OpContext&)>& launch);
@@ -147,9 +163,13 @@ class Engine {
 
  private:
   void submit(Operation operation);  // with submitMutex_ held
+  // Both runDirect forms: exactly one of `fields` and `summary` is set.
+  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
+                     const CollectiveFingerprint& fingerprint, const OpFields* fields,
+                     const std::string* summary, LaunchRef launch);
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
-                                             const std::string& summary);
+                                             const std::string& summary, uint32_t fingerprint);
   void runCollective(const Operation& operation);
   std::shared_ptr<TimelineOp> timelineOp(const char* name, uint64_t seq,
                                          const CollectiveFingerprint& fingerprint);

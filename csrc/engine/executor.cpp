@@ -83,6 +83,7 @@ Executor::~Executor() {
 void Executor::submit(Task task, Runner runner) {
   callerCore_.noteCaller();
   std::lock_guard<std::mutex> lock(mutex_);
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
   queue_.push_back({std::move(task), Clock::now(), runner});
   // A sleeping worker starts it when it is due unless a caller that waits
   // for it runs it first; an awake worker sees the queue anyway.
@@ -117,25 +118,14 @@ Executor::Task Executor::popTask() {
   return task;
 }
 
-bool Executor::busy() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || running_ > 0;
-}
-
 void Executor::runTask(Task& task) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++running_;
-  }
   try {
     task();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringreduce: internal error escaped a task: %s\n", e.what());
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --running_;
-  }
+  task = nullptr;  // what it holds goes before it stops counting as running
+  outstanding_.fetch_sub(1, std::memory_order_release);
   lastActivity_ = Clock::now();
   runPollers();
 }

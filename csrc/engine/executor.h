@@ -52,8 +52,11 @@ class Executor {
   // `runner`: who is expected to run it (above).
   void submit(Task task, Runner runner = Runner::CallerOrWorker);
 
-  // Any thread: tasks are queued or one is running.
-  bool busy();
+  // Any thread: tasks are queued or one is running. Lock-free (the direct
+  // path asks on every collective): a task counts from submit() until it
+  // has run, so there is no moment between its pop and its run when it
+  // does not. After false, what the tasks did is visible to the caller.
+  bool busy() const { return outstanding_.load(std::memory_order_acquire) != 0; }
 
   // Caller's thread, about to block until `done()`: if no thread drives the
   // transport now, runs queued tasks here until `done()` or the queue is
@@ -110,8 +113,9 @@ class Executor {
   std::deque<Queued> queue_;
   bool stopping_ = false;
   bool sleeping_ = false;  // the worker is asleep (or about to be)
-  int running_ = 0;        // tasks being run now
   Clock::time_point alarm_ = Clock::time_point::max();
+
+  std::atomic<uint64_t> outstanding_{0};  // tasks submitted and not yet run to their end
 
   std::mutex driveMutex_;  // held while running tasks, pollers or progress
   std::atomic<std::thread::id> driver_{};  // the thread holding driveMutex_, if any

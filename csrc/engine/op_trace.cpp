@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "core/observe/json_text.h"
 
@@ -16,7 +17,47 @@ long long micros(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
+// Makes `e` the entry `id`, keeping its strings' capacity (a full ring
+// allocates nothing for an entry without text). False when a newer entry
+// already took the slot (a writer that lapped this one): leave it.
+bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const char* name,
+           uint32_t fingerprint) {
+  if (e.id > id) return false;
+  e.id = id;
+  e.seq = seq;
+  e.pointToPoint = pointToPoint;
+  e.direct = false;
+  e.fingerprint = fingerprint;
+  e.name = name;
+  e.summary.clear();
+  e.fields.reset();
+  e.state = TraceEntry::State::Queued;
+  e.queued = e.started = e.finished = Clock::time_point{};
+  e.error.clear();
+  return true;
+}
+
 }  // namespace
+
+// Held while one slot's entry is written or copied. The holder never
+// blocks or allocates much, so a waiter only yields briefly.
+class OpTrace::SlotLock {
+ public:
+  explicit SlotLock(Slot& slot) : slot_(slot) {
+    while (slot_.writing.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~SlotLock() { slot_.writing.clear(std::memory_order_release); }
+  SlotLock(const SlotLock&) = delete;
+  SlotLock& operator=(const SlotLock&) = delete;
+  TraceEntry& entry() { return slot_.entry; }
+
+ private:
+  Slot& slot_;
+};
+
+std::string TraceEntry::describe() const {
+  return fields ? ringreduce::describe(*fields) : summary;
+}
 
 const char* traceStateName(TraceEntry::State state) {
   switch (state) {
@@ -28,59 +69,83 @@ const char* traceStateName(TraceEntry::State state) {
   return "?";
 }
 
-uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary) {
+OpTrace::OpTrace(size_t capacity)
+    : capacity_(capacity), slots_(capacity == 0 ? nullptr : new Slot[capacity]) {}
+
+uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
+                         uint32_t fingerprint) {
   if (!enabled()) return 0;
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t id = next_++;
-  TraceEntry& e = entries_[id % entries_.size()];
-  e.id = id;
-  e.seq = seq;
-  e.pointToPoint = pointToPoint;
-  e.name = name;
+  const uint64_t id = next_.fetch_add(1);
+  SlotLock lock(slotOf(id));
+  TraceEntry& e = lock.entry();
+  if (!claim(e, id, seq, pointToPoint, name, fingerprint)) return id;
   e.summary = std::move(summary);
-  e.state = TraceEntry::State::Queued;
   e.queued = Clock::now();
-  e.started = e.finished = Clock::time_point{};
-  e.error.clear();
   return id;
 }
 
-TraceEntry* OpTrace::find(uint64_t id) {
-  if (id == 0 || entries_.empty()) return nullptr;
-  TraceEntry& e = entries_[id % entries_.size()];
-  return e.id == id ? &e : nullptr;
+void OpTrace::direct(uint64_t seq, const char* name, const OpFields& fields,
+                     uint32_t fingerprint, Clock::time_point at, const char* error) {
+  writeDirect(seq, name, &fields, nullptr, fingerprint, at, error);
 }
 
-void OpTrace::started(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (TraceEntry* e = find(id)) {
-    e->state = TraceEntry::State::Started;
-    e->started = Clock::now();
-  }
+void OpTrace::direct(uint64_t seq, const char* name, const std::string& summary,
+                     uint32_t fingerprint, Clock::time_point at, const char* error) {
+  writeDirect(seq, name, nullptr, &summary, fingerprint, at, error);
 }
 
-void OpTrace::completed(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (TraceEntry* e = find(id)) {
-    e->state = TraceEntry::State::Completed;
-    e->finished = Clock::now();
+void OpTrace::writeDirect(uint64_t seq, const char* name, const OpFields* fields,
+                          const std::string* summary, uint32_t fingerprint,
+                          Clock::time_point at, const char* error) {
+  if (!enabled()) return;
+  const uint64_t id = next_.fetch_add(1);
+  SlotLock lock(slotOf(id));
+  TraceEntry& e = lock.entry();
+  if (!claim(e, id, seq, false, name, fingerprint)) return;
+  if (fields != nullptr) {
+    e.fields = *fields;
+  } else {
+    e.summary = *summary;
   }
+  e.direct = true;
+  e.queued = e.started = e.finished = at;
+  e.state = error == nullptr ? TraceEntry::State::Completed : TraceEntry::State::Failed;
+  if (error != nullptr) e.error = error;
 }
+
+void OpTrace::started(uint64_t id) { mark(id, TraceEntry::State::Started, nullptr); }
+
+void OpTrace::completed(uint64_t id) { mark(id, TraceEntry::State::Completed, nullptr); }
 
 void OpTrace::failed(uint64_t id, const std::string& error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (TraceEntry* e = find(id)) {
-    e->state = TraceEntry::State::Failed;
-    e->finished = Clock::now();
-    e->error = error;
-  }
+  mark(id, TraceEntry::State::Failed, &error);
+}
+
+void OpTrace::mark(uint64_t id, TraceEntry::State state, const std::string* error) {
+  if (id == 0 || !enabled()) return;
+  SlotLock lock(slotOf(id));
+  TraceEntry& e = lock.entry();
+  if (e.id != id) return;  // overwritten by a newer entry
+  e.state = state;
+  (state == TraceEntry::State::Started ? e.started : e.finished) = Clock::now();
+  if (error != nullptr) e.error = *error;
 }
 
 std::vector<TraceEntry> OpTrace::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TraceEntry> out;
-  const uint64_t first = next_ > entries_.size() ? next_ - entries_.size() : 1;
-  for (uint64_t id = first; id < next_; ++id) out.push_back(entries_[id % entries_.size()]);
+  if (!enabled()) return out;
+  const uint64_t next = next_.load();
+  const uint64_t first = next > capacity_ ? next - capacity_ : 1;
+  out.reserve(next - first);
+  for (uint64_t id = first; id < next; ++id) {
+    SlotLock lock(slotOf(id));
+    // An id handed out but not written yet, or already overwritten.
+    if (lock.entry().id != id) continue;
+    out.push_back(lock.entry());
+  }
+  for (TraceEntry& e : out) {
+    if (e.fields) e.summary = e.describe();  // rendered outside the slot's lock
+  }
   return out;
 }
 
@@ -93,8 +158,10 @@ std::string OpTrace::toJson(int rank, int size, const std::string& group,
   bool first = true;
   for (const TraceEntry& e : snapshot()) {
     json << (first ? "\n  " : ",\n  ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq
-         << ", \"p2p\": " << (e.pointToPoint ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
-         << ", \"summary\": " << jsonQuoted(e.summary) << ", \"state\": \""
+         << ", \"p2p\": " << (e.pointToPoint ? "true" : "false")
+         << ", \"direct\": " << (e.direct ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
+         << ", \"summary\": " << jsonQuoted(e.summary) << ", \"fingerprint\": " << e.fingerprint
+         << ", \"state\": \""
          << traceStateName(e.state) << "\", \"queued_us\": " << micros(e.queued)
          << ", \"started_us\": " << micros(e.started) << ", \"finished_us\": "
          << micros(e.finished) << ", \"error\": " << jsonQuoted(e.error) << "}";

@@ -5,16 +5,24 @@
 // per rank, when the group fails with RINGREDUCE_TRACE_DIR set, or on
 // demand; `python -m torch_ringreduce.trace DIR` reads every rank's file.
 //
-// Cost: one short mutex-protected write per state change; no allocation
-// once the ring is full except the summary strings.
+// Cost: a queued operation makes one short write per state change and
+// carries its summary string. A direct one (Engine::runDirect, the hot path)
+// makes a single write once it was launched, with its plain fields
+// (engine/op_fields.h) and one time: no allocation, no clock read of its own.
+// Each write locks only its own slot of the ring (a flag, uncontended unless
+// a dump reads that very slot), so no lock is shared between the caller's
+// thread and the executor's.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/base/op_context.h"
+#include "engine/op_fields.h"
 
 namespace ringreduce {
 
@@ -23,27 +31,45 @@ struct TraceEntry {
   uint64_t id = 0;           // position in the group's history (1-based)
   uint64_t seq = 0;          // collective (or point-to-point) sequence number
   bool pointToPoint = false;
+  bool direct = false;       // run on the caller's thread (Engine::runDirect)
+  // A collective's fingerprintWord, alike on every rank that calls the same
+  // collective, whichever way each ran it and on whichever device: what the
+  // trace reader compares across ranks. 0: none (send/recv).
+  uint32_t fingerprint = 0;
   const char* name = "";     // op name: "allreduce"
-  std::string summary;       // dtype, sizes, reduce op, root, peer
+  std::string summary;       // dtype, sizes, reduce op, root, peer; unless `fields`
+  std::optional<OpFields> fields;  // a direct op's, rendered only when read
   State state = State::Queued;
   Clock::time_point queued{}, started{}, finished{};
   std::string error;         // Failed: why
+
+  // The summary as text, whichever way it was recorded.
+  std::string describe() const;
 };
 
 const char* traceStateName(TraceEntry::State state);
 
 class OpTrace {
  public:
-  explicit OpTrace(size_t capacity) : entries_(capacity) {}
+  explicit OpTrace(size_t capacity);
 
-  bool enabled() const { return !entries_.empty(); }
+  bool enabled() const { return capacity_ != 0; }
   // Returns the entry's id (0 when disabled).
-  uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary);
+  uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
+                  uint32_t fingerprint = 0);
   void started(uint64_t id);
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);
 
-  // Oldest first.
+  // A direct collective, recorded once it was launched: completed at `at`
+  // (queued, started and finished alike), or failed with `error` if not
+  // null. The second form is for callers that still describe it as text.
+  void direct(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
+              Clock::time_point at, const char* error = nullptr);
+  void direct(uint64_t seq, const char* name, const std::string& summary, uint32_t fingerprint,
+              Clock::time_point at, const char* error = nullptr);
+
+  // Oldest first; each entry's `summary` holds its text (describe()).
   std::vector<TraceEntry> snapshot() const;
   // {"rank": .., "world_size": .., "group": .., "reason": .., "entries": [...]}
   // Times are microseconds of CLOCK_MONOTONIC, comparable across the ranks of
@@ -52,11 +78,22 @@ class OpTrace {
                      const std::string& reason) const;
 
  private:
-  TraceEntry* find(uint64_t id);  // null once overwritten; with mutex_ held
+  struct Slot {
+    std::atomic_flag writing = ATOMIC_FLAG_INIT;  // held while the entry is written or read
+    TraceEntry entry;
+  };
+  class SlotLock;
+  Slot& slotOf(uint64_t id) const { return slots_[id % capacity_]; }
+  // A queued entry's state change (`error`: Failed's reason, else null).
+  void mark(uint64_t id, TraceEntry::State state, const std::string* error);
+  // Both direct() forms: exactly one of `fields` and `summary` is set.
+  void writeDirect(uint64_t seq, const char* name, const OpFields* fields,
+                   const std::string* summary, uint32_t fingerprint, Clock::time_point at,
+                   const char* error);
 
-  mutable std::mutex mutex_;
-  std::vector<TraceEntry> entries_;
-  uint64_t next_ = 1;
+  const size_t capacity_;
+  const std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> next_{1};
 };
 
 // Writes `json` to DIR/ringreduce_trace_<group>_rank<rank>.json when

@@ -72,6 +72,7 @@ struct Operation {
   // (Engine::runDirect, no host message) while its peer queues it.
   bool neighbourCheck = true;
   uint8_t fingerprint = 0;          // the 8 bits in every tag
+  uint32_t fingerprintWord = 0;     // the hash they fold (OpContext::fingerprintWord)
   CollectiveFingerprint identity;   // the whole, for the neighbour check
   // Its timeline event while RINGREDUCE_TIMELINE is set, else null.
   std::shared_ptr<TimelineOp> timeline;
@@ -81,6 +82,7 @@ struct Operation {
     OpContext op(name, seq, timeout);
     op.pointToPoint = static_cast<bool>(post);
     op.fingerprint = fingerprint;
+    op.fingerprintWord = fingerprintWord;
     return op;
   }
 };

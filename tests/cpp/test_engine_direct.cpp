@@ -20,9 +20,13 @@
 #include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
 #include "engine/engine.h"
+#include "engine_ranks.h"
 #include "transport/loopback/loopback_transport.h"
 
 using namespace ringreduce;
+using ringreduce::testing::becomesIdle;
+using ringreduce::testing::eachRank;
+using ringreduce::testing::loopbackEngine;
 
 namespace {
 
@@ -48,10 +52,7 @@ class RecordingCallbacks : public OperationCallbacks {
 
 std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
                                   bool checkCollectives = false) {
-  Config config;
-  return std::make_unique<Engine>(std::make_unique<LoopbackTransport>(fabric, rank, config),
-                                  config, "test", checkCollectives,
-                                  [](const CollectiveFingerprint&) { return std::string("op"); });
+  return loopbackEngine(fabric, rank, Config{}, checkCollectives);
 }
 
 // Queues a collective whose body runs `body`; returns its callbacks.
@@ -64,24 +65,6 @@ std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
                           CollectiveFingerprint{}, 1, "", std::move(body),
                           [&](uint64_t) { return callbacks; }, neighbourCheck);
   return callbacks;
-}
-
-// Waits (up to 10 s) until runDirect would run now. A collective's outcome
-// is delivered from inside its task, so the executor may still count it as
-// running for a moment after outcome() or waitForQueued() returned.
-bool becomesIdle(const Engine& engine) {
-  const auto limit = Clock::now() + std::chrono::seconds(10);
-  while (!engine.canRunDirect()) {
-    if (Clock::now() >= limit) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-void eachRank(int n, const std::function<void(int)>& body) {
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { body(r); });
-  for (auto& t : ranks) t.join();
 }
 
 // Rank 0 runs collective 2 directly, rank 1 queues it (without the

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
+#include <thread>
+
 #include "engine/op_trace.h"
 
 using namespace ringreduce;
@@ -30,4 +34,91 @@ TEST(OpTrace, SizeZeroRecordsNothing) {
   EXPECT_EQ(trace.queued(1, false, "barrier", ""), 0u);
   trace.completed(0);
   EXPECT_TRUE(trace.snapshot().empty());
+}
+
+// A direct op's entry: written once, completed or failed, its fields kept
+// as they are and rendered as text only when read (snapshot, JSON).
+TEST(OpTrace, DirectEntriesRenderTheirFieldsWhenRead) {
+  OpTrace trace(8);
+  OpFields sum;
+  sum.dtype = DataType::BFloat16;
+  sum.count = 4096;
+  sum.reduceOp = static_cast<int>(ReduceOp::Max);
+  sum.device = 1;
+  OpFields premul = sum;
+  premul.reduceOp = OpFields::kPremulSum;
+  OpFields gather;  // no reduce op, no device: neither is named
+  gather.dtype = DataType::Int32;
+  gather.count = 3;
+  gather.root = 2;
+  const Clock::time_point at = Clock::now();
+  trace.direct(1, "allreduce", sum, 0xabcdu, at);
+  trace.direct(2, "allreduce", premul, 0xabceu, at);
+  trace.direct(3, "broadcast", gather, 7, at, "launch failed");
+  trace.direct(4, "allreduce", std::string("2 x Float SUM on cuda:0"), 9, at);
+  trace.queued(5, false, "barrier", "queued text", 11);
+  const auto entries = trace.snapshot();
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_EQ(entries[0].summary, "4096 x bfloat16 MAX on cuda:1");
+  EXPECT_EQ(entries[1].summary, "4096 x bfloat16 PREMUL_SUM on cuda:1");
+  EXPECT_EQ(entries[2].summary, "3 x int32 from root 2");
+  EXPECT_EQ(entries[3].summary, "2 x Float SUM on cuda:0");
+  EXPECT_EQ(entries[4].summary, "queued text");
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(entries[i].direct) << i;
+    EXPECT_EQ(entries[i].queued, at) << i;
+    EXPECT_EQ(entries[i].started, at) << i;
+    EXPECT_EQ(entries[i].finished, at) << i;
+  }
+  EXPECT_FALSE(entries[4].direct);
+  EXPECT_EQ(entries[0].state, TraceEntry::State::Completed);
+  EXPECT_EQ(entries[2].state, TraceEntry::State::Failed);
+  EXPECT_EQ(entries[2].error, "launch failed");
+  EXPECT_EQ(entries[0].fingerprint, 0xabcdu);
+  const std::string json = trace.toJson(0, 2, "g", "why");
+  EXPECT_NE(json.find("\"direct\": true, \"op\": \"allreduce\", \"summary\": \"4096 x bfloat16 MAX "
+                      "on cuda:1\", \"fingerprint\": 43981, \"state\": \"completed\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"summary\": \"3 x int32 from root 2\", \"fingerprint\": 7, \"state\": "
+                      "\"failed\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"direct\": false, \"op\": \"barrier\""), std::string::npos) << json;
+}
+
+// Writers on several threads (the caller's direct ops, the executor's state
+// changes) and a reader at once: each slot is written whole, and a dump
+// sees only whole entries.
+TEST(OpTrace, ConcurrentWritersAndReadersSeeWholeEntries) {
+  OpTrace trace(16);
+  OpFields fields;
+  fields.count = 5;
+  std::atomic<bool> stop{false};
+  std::thread executor([&] {
+    for (uint64_t seq = 1; seq <= 2000; ++seq) {
+      const uint64_t id = trace.queued(seq, true, "send", "5 x uint8 to rank 1");
+      trace.started(id);
+      trace.completed(id);
+    }
+  });
+  std::thread caller([&] {
+    for (uint64_t seq = 1; seq <= 2000; ++seq) {
+      trace.direct(seq, "allreduce", fields, 1, Clock::now());
+    }
+  });
+  std::thread reader([&] {
+    while (!stop) {
+      for (const TraceEntry& e : trace.snapshot()) {
+        const bool direct = std::string(e.name) == "allreduce";
+        EXPECT_EQ(e.direct, direct);
+        EXPECT_EQ(e.summary, direct ? "5 x uint8" : "5 x uint8 to rank 1");
+      }
+    }
+  });
+  executor.join();
+  caller.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(trace.snapshot().size(), 16u);
 }

@@ -61,6 +61,26 @@ def test_trace_reader_names_a_missing_rank():
     assert "did not complete everywhere" in line and "no trace at all from rank(s) [2]" in line
 
 
+def test_trace_reader_compares_fingerprints_not_summaries():
+    """A collective one rank ran directly ("... on cuda:0") and another queued, or two ranks
+    ran on different devices: the summaries differ, the fingerprints agree."""
+    from torch_ringreduce import trace
+
+    def entry(seq, summary, fingerprint, state="completed"):
+        return {"seq": seq, "p2p": False, "op": "allreduce", "summary": summary,
+                "fingerprint": fingerprint, "state": state, "error": ""}
+
+    traces = {0: {"rank": 0, "world_size": 2,
+                  "entries": [entry(1, "4 x float32 SUM on cuda:0", 77)]},
+              1: {"rank": 1, "world_size": 2,
+                  "entries": [entry(1, "4 x Float SUM", 77)]}}
+    line = trace.analyze(traces)
+    assert line.startswith("all 2 ranks agree"), line
+    traces[1]["entries"] = [entry(1, "4 x float32 SUM on cuda:1", 78)]
+    line = trace.analyze(traces)
+    assert "different collectives as #1" in line, line
+
+
 def test_abort_fails_the_pending_collective_and_a_new_group_works():
     results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120)
     error = results[0]["error"]

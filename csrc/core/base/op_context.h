@@ -26,6 +26,11 @@ struct OpContext {
   // A hash of what the collective is (op, dtype, size, reduce op, root),
   // carried in every message tag of the collective (transport/tag.h).
   uint8_t fingerprint = 0;
+  // The whole 32-bit hash the tag's 8 bits fold (fingerprintWord): what a
+  // device collective carries in its flags. The engine hashes once and sets
+  // both, so a launch reuses this one instead of hashing again; 0 where no
+  // fingerprint applies (send/recv).
+  uint32_t fingerprintWord = 0;
   // Where the phases of the operation (waits, reductions) are timed for the
   // timeline (RINGREDUCE_TIMELINE); null when it is off, and then marking a
   // phase is one test of this pointer (core/observe/phase_recorder.h: PhaseScope).
