@@ -33,6 +33,8 @@
 #include "core/base/reduce_op.h"
 #include "core/base/op_context.h"
 #include "engine/engine.h"
+#include "engine/function_ref.h"
+#include "engine/op_fields.h"
 
 namespace ringreduce {
 
@@ -292,16 +294,18 @@ class ProcessGroupRing : public c10d::Backend {
   // caller's current stream at once and its Work completes at once, as
   // NCCL's does; null when it cannot (the caller then queues it). Under
   // CUDA graph capture it must run so, or raise saying why not.
+  // `fields`: what the trace says of it (engine/op_fields.h); `launch`
+  // is called, not kept (no allocation).
   using DirectLaunch =
-      std::function<DevicePathTaken(DevicePath&, const c10::Stream&, const DevicePath::Call&)>;
+      FunctionRef<DevicePathTaken(DevicePath&, const c10::Stream&, const DevicePath::Call&)>;
   c10::intrusive_ptr<c10d::Work> runDirectOnDevice(c10d::OpType type, const char* name,
                                                    std::chrono::milliseconds timeout,
                                                    const at::Tensor& output,
-                                                   const std::string& summary,
+                                                   const OpFields& fields,
                                                    const CollectiveFingerprint& fingerprint,
                                                    DevicePath::Direct kind, size_t bytes,
                                                    DataType dtype, ReduceOp op,
-                                                   const DirectLaunch& launch);
+                                                   DirectLaunch launch);
   // Raises when the caller's stream on `device` is being captured into a
   // CUDA graph: `name` cannot be (it would run outside the graph).
   void refuseCapture(const char* name, c10::Device device);
@@ -333,15 +337,17 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
                                           std::chrono::milliseconds timeout,
                                           const at::Tensor& output, const CheckedArgs& checked,
-                                          const std::string& summary, const Fn& body);
+                                          const OpFields& fields, const Fn& body);
   // The completed Work of a collective run from the caller's thread, given
   // to the completion hooks if any are registered. `queuedOn`: the CUDA
   // stream it went on (none: a host op, or one captured into a graph).
   c10::intrusive_ptr<c10d::Work> finishDirect(c10d::OpType type, uint64_t seq,
                                               const at::Tensor& output,
                                               std::optional<c10::Stream> queuedOn);
-  // What the trace and the log say of a direct reduction.
-  static std::string directSummary(const at::Tensor& tensor, const Reduction& red);
+  // What the trace and the log say of a direct collective named by
+  // `tensor`: its dtype, count and device, and the op's reduce op
+  // (checkedReduceOp) and root, -1 where it has none.
+  static OpFields fieldsOf(const at::Tensor& tensor, int reduceOp = -1, int root = -1);
   c10::intrusive_ptr<c10d::Work> allreduceOnDevice(const at::Tensor& tensor, const Reduction& red,
                                                    const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> broadcastOnDevice(const at::Tensor& tensor, int root,

@@ -8,8 +8,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include "backend/contiguous_buffers.h"
 #include "backend/direct_work.h"
+#include "backend/dtype_mapping.h"
 #include "backend/error_translation.h"
 #include "backend/process_group_ring.h"
 #include "backend/stream_order.h"
@@ -52,9 +52,9 @@ void ProcessGroupRing::orderAfterLastDeviceOp(const c10::Stream& issuedOn,
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
     c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
-    const at::Tensor& output, const std::string& summary,
+    const at::Tensor& output, const OpFields& fields,
     const CollectiveFingerprint& fingerprint, DevicePath::Direct kind, size_t bytes,
-    DataType dtype, ReduceOp op, const DirectLaunch& launch) {
+    DataType dtype, ReduceOp op, DirectLaunch launch) {
   const c10::Device device = output.device();
   const c10::Stream stream = cudaImpl()->getStream(device);
   const bool capturing = DevicePath::capturing(stream);
@@ -85,12 +85,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
   if (!applies) return nullptr;
   const std::chrono::milliseconds limit =
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
-  const DevicePath::Call call{fingerprintWord(fingerprint), limit};
   uint64_t seq = 0;
   try {
-    seq = engine_->runDirect(name, limit, fingerprint, summary + " on " + device.str(),
-                             [&](const OpContext&) {
+    seq = engine_->runDirect(name, limit, fingerprint, fields,
+                             [&](const OpContext& op) {
                                orderAfterLastDeviceOp(stream, stream, capturing);
+                               // The engine hashed the fingerprint once for both.
+                               const DevicePath::Call call{op.fingerprintWord, limit};
                                const DevicePathTaken ran = launch(*path, stream, call);
                                if (!ranOnDevice(ran)) {
                                  throw Error("ringreduce: the device-flags path did not run " +
@@ -126,8 +127,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishDirect(c10d::OpType type,
   return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn);
 }
 
-std::string ProcessGroupRing::directSummary(const at::Tensor& tensor, const Reduction& red) {
-  return describeTensor(tensor) + " " + reductionName(red);
+OpFields ProcessGroupRing::fieldsOf(const at::Tensor& tensor, int reduceOp, int root) {
+  OpFields fields;
+  if (isSupportedScalarType(tensor.scalar_type())) {
+    fields.dtype = toDataType(tensor.scalar_type(), "trace");
+    fields.count = static_cast<uint64_t>(tensor.numel());
+  } else {  // moved as bytes (a gather or broadcast of any dtype)
+    fields.count = tensor.nbytes();
+  }
+  fields.reduceOp = reduceOp;
+  fields.root = root;
+  if (tensor.is_cuda()) fields.device = tensor.device().index();
+  return fields;
 }
 
 }  // namespace ringreduce

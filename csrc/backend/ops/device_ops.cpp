@@ -95,11 +95,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
-  const std::string summary = directSummary(tensor, red);
   const CheckedArgs checked{-1, checkedReduceOp(red)};
   if (usableInPlace(tensor)) {
     auto work = runDirectOnDevice(
-        c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, summary,
+        c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor,
+        fieldsOf(tensor, checked.reduceOp),
         fingerprintOf(c10d::OpType::ALLREDUCE, tensor, checked), DevicePath::Direct::Allreduce,
         tensor.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
@@ -108,7 +108,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     if (work) return work;
   }
   return enqueueOnDevice(
-      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor}, summary,
+      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor, {tensor},
+      describeTensor(tensor) + " " + reductionName(red),
       [this, tensor, red](const OpContext& ctx, const DeviceStep& step) {
         const bool direct = usableInPlace(tensor);
         const at::Tensor flat = direct ? tensor : contiguousInput(tensor);
@@ -182,7 +183,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
   if (usableInPlace(output) && usableInPlace(input)) {
     auto work = runDirectOnDevice(
         c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
-        describeTensor(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, {}),
+        fieldsOf(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, {}),
         DevicePath::Direct::Allgather, input.nbytes(), DataType::UInt8, ReduceOp::Sum,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
           return path.allgatherDirect(input, output, stream, call);
@@ -227,7 +228,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     const CheckedArgs checked{-1, checkedReduceOp(red)};
     auto work = runDirectOnDevice(
         c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
-        describeTensor(output) + " " + reductionName(red),
+        fieldsOf(output, checked.reduceOp),
         fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, output, checked),
         DevicePath::Direct::ReduceScatter, output.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {

@@ -7,7 +7,6 @@
 // turn: behind queued collectives (whose results it may read), inside a
 // coalescing block, or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
 // and the op is queued as at any size.
-#include "backend/contiguous_buffers.h"
 #include "backend/direct_work.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -21,12 +20,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runAlone(c10d::OpType type, con
                                                           std::chrono::milliseconds timeout,
                                                           const at::Tensor& output,
                                                           const CheckedArgs& checked,
-                                                          const std::string& summary,
+                                                          const OpFields& fields,
                                                           const Fn& body) {
   const std::chrono::milliseconds limit =
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
   const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
-                                          summary, [&](const OpContext&) { body(); });
+                                          fields, [&](const OpContext&) { body(); });
   if (seq == 0) return nullptr;
   // A CUDA op went (if anywhere) on the caller's current stream.
   std::optional<c10::Stream> queuedOn;
@@ -40,7 +39,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceAlone(
     const at::Tensor& tensor, const Reduction& red, std::chrono::milliseconds timeout) {
   if (size_ != 1) return nullptr;
   return runAlone(c10d::OpType::ALLREDUCE, "allreduce", timeout, tensor,
-                  CheckedArgs{-1, checkedReduceOp(red)}, directSummary(tensor, red), [&] {
+                  CheckedArgs{-1, checkedReduceOp(red)}, fieldsOf(tensor, checkedReduceOp(red)), [&] {
                     // The sum of one PREMUL_SUM input is that input times its factor.
                     if (red.premul) tensor.mul_(*red.premul);
                   });
@@ -51,7 +50,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterAlone(
     std::chrono::milliseconds timeout) {
   if (size_ != 1) return nullptr;
   return runAlone(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
-                  CheckedArgs{-1, checkedReduceOp(red)}, directSummary(output, red), [&] {
+                  CheckedArgs{-1, checkedReduceOp(red)}, fieldsOf(output, checkedReduceOp(red)), [&] {
                     output.copy_(input.reshape(output.sizes()));
                     if (red.premul) output.mul_(*red.premul);
                   });
@@ -62,7 +61,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherAlone(const at::Tensor
                                                                 std::chrono::milliseconds timeout) {
   if (size_ != 1) return nullptr;
   return runAlone(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
-                  CheckedArgs{}, describeTensor(input),
+                  CheckedArgs{}, fieldsOf(input),
                   [&] { output.copy_(input.reshape(output.sizes())); });
 }
 
@@ -70,7 +69,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastAlone(const at::Tensor
                                                                 std::chrono::milliseconds timeout) {
   if (size_ != 1) return nullptr;
   return runAlone(c10d::OpType::BROADCAST, "broadcast", timeout, tensor, CheckedArgs{0},
-                  describeTensor(tensor) + " from root 0", [] {});
+                  fieldsOf(tensor, -1, 0), [] {});
 }
 
 }  // namespace ringreduce
