@@ -1,5 +1,6 @@
 #include "allocation_counter.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 

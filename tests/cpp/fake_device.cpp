@@ -265,8 +265,9 @@ void launchReduceCopy(const ReduceCopyArgs& args, int device, void*) {
   if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
     throw InvalidArgument("fake reduce-copy: bad fan-in/out");
   }
-  const std::string reason = kernelUnsupportedReason(args.srcType, args.dstType, args.op);
-  if (!reason.empty()) throw InvalidArgument(reason);
+  if (!kernelSupports(args.srcType, args.dstType, args.op)) {
+    throw InvalidArgument(kernelUnsupportedReason(args.srcType, args.dstType, args.op));
+  }
   const DataType s = args.srcType, d = args.dstType;
   if (s == d && s == DataType::Float32) return sameType<float>(args, args.count);
   if (s == d && s == DataType::Int64) return sameType<int64_t>(args, args.count);

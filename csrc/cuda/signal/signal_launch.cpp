@@ -28,8 +28,9 @@ void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp
     type = DataType::UInt8;
     reduceOp = ReduceOp::Sum;
   } else {
-    const std::string reason = kernelUnsupportedReason(type, type, reduceOp);
-    if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+    if (!kernelSupports(type, type, reduceOp)) {
+      throw InvalidArgument("ringreduce: " + kernelUnsupportedReason(type, type, reduceOp));
+    }
     // Complex SUM/AVG: interleaved (re, im) pairs reduce as twice as many reals.
     if (type == DataType::Complex64 || type == DataType::Complex128) {
       type = type == DataType::Complex64 ? DataType::Float32 : DataType::Float64;
