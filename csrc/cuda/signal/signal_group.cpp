@@ -107,6 +107,7 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
     // mapped), as the destructor of a group that did not close does.
     return nullptr;
   }
+  self->cacheView();
   return self;
 }
 
@@ -115,15 +116,18 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
 // still use it. The side stream goes with the process too, unless closed.
 SignalGroup::~SignalGroup() = default;
 
+void SignalGroup::cacheView() {
+  for (int p = 0; p < size_; ++p) view_.regions[p] = regions_[p];
+  view_.status = static_cast<SignalStatus*>(status_->device());
+  view_.bufferBytes = options_.bufferBytes;
+  view_.rank = rank_;
+  view_.nranks = size_;
+}
+
 SignalView SignalGroup::view(const Call& call) const {
-  SignalView v;
-  for (int p = 0; p < size_; ++p) v.regions[p] = regions_[p];
-  v.status = static_cast<SignalStatus*>(status_->device());
-  v.bufferBytes = options_.bufferBytes;
+  SignalView v = view_;
   v.timeoutNs = static_cast<uint64_t>(call.timeout.count()) * 1000 * 1000;
   v.fingerprint = call.fingerprint;
-  v.rank = rank_;
-  v.nranks = size_;
   return v;
 }
 

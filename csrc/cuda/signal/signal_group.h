@@ -121,6 +121,9 @@ class SignalGroup {
 
  private:
   SignalGroup(int rank, int size, int device, const SignalGroupOptions& options);
+  // What every kernel of the group is given, but for the call's deadline
+  // and fingerprint: filled once, at set-up (view() adds those two).
+  void cacheView();
   SignalView view(const Call& call) const;
   int blocksFor(size_t bytes) const;
   void launch(SignalOp op, DataType type, ReduceOp reduceOp, const Call& call);
@@ -147,6 +150,7 @@ class SignalGroup {
   std::unique_ptr<PinnedMirror> status_;   // the kernels' reports (SignalStatus x blocks)
   void* sideStream_ = nullptr;             // for stop(): beside a stream that may be stuck
   std::vector<void*> regions_;             // every rank's, mapped (mine: region_)
+  SignalView view_;                        // cacheView()
   PeerMappings mappings_;
   TensorSharing sharing_{rank_, size_, mappings_};
   uint32_t hostCollectives_ = 0;           // stream memops: collectives so far
