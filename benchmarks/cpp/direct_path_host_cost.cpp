@@ -31,11 +31,7 @@ int main(int argc, char** argv) {
         DirectPathRank self(t, rank, kWorld);
         ringreduce::testing::setFakeKernelsRun(false);
         std::vector<float> data(kDirectCount, 1.f);
-        auto once = [&] {
-          self.paths().allreduceDirect(data.data(), data.data(), kDirectCount, DataType::Float32,
-                                       ReduceOp::Sum, DirectPathRank::stream(),
-                                       DirectPathRank::call(2));
-        };
+        auto once = [&] { self.allreduce(data.data(), data.data(), ReduceOp::Sum, 2); };
         for (int k = 0; k < 1000; ++k) once();  // warm
         std::vector<double>& times = perOp[rank];
         times.reserve(ops);
@@ -71,8 +67,9 @@ int main(int argc, char** argv) {
     std::vector<double>& times = perOp[rank];
     if (times.empty()) continue;
     std::sort(times.begin(), times.end());
-    std::printf("rank %d: back-to-back %.0f ns (median round mean); per call p50 %.0f ns, p90 %.0f ns\n", rank,
-                backToBack[rank], times[times.size() / 2], times[times.size() * 9 / 10]);
+    std::printf("rank %d: back-to-back %.0f ns (median round mean); per call p50 %.0f ns, "
+                "p90 %.0f ns\n",
+                rank, backToBack[rank], times[times.size() / 2], times[times.size() * 9 / 10]);
   }
   return 0;
 }

@@ -1,8 +1,5 @@
 #include "fake_device.h"
 
-#include "fake_call_counts.h"
-#include "fake_device_context.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +16,8 @@
 #include "cuda/kernels/operator_dispatch.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"
+#include "fake_call_counts.h"
+#include "fake_device_context.h"
 
 namespace ringreduce::testing {
 

@@ -91,25 +91,16 @@ TEST_P(DirectCallCounts, AnAllreduceIsOneKernelLaunch) {
     DirectPathRank self(t, rank, n);
     std::vector<float> data = inputOf(rank, kDirectCount), out(kDirectCount);
     const std::vector<float> input = data;
-    // Warm: the first direct collective notes the caller's stream.
-    self.paths().allreduceDirect(input.data(), out.data(), kDirectCount, DataType::Float32,
-                                 ReduceOp::Sum, DirectPathRank::stream(), DirectPathRank::call(2));
+    auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Sum, 3); };
+    auto inPlace = [&] { return self.allreduce(data.data(), data.data(), ReduceOp::Sum, 4); };
+    copying();  // warm: the first direct collective notes the caller's stream
     for (int k = 0; k < kSteadyOps; ++k) {
-      const Cost outOfPlace = costOf([&] {
-        return self.paths().allreduceDirect(input.data(), out.data(), kDirectCount,
-                                            DataType::Float32, ReduceOp::Sum,
-                                            DirectPathRank::stream(), DirectPathRank::call(3));
-      });
-      EXPECT_EQ(outOfPlace.ran, DevicePathTaken::FlagsOneShot);
-      expectOneLaunch(outOfPlace, "an out-of-place allreduce");
+      const Cost copied = costOf(copying);
+      EXPECT_EQ(copied.ran, DevicePathTaken::FlagsOneShot);
+      expectOneLaunch(copied, "an out-of-place allreduce");
       for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
       data = input;
-      const Cost inPlace = costOf([&] {
-        return self.paths().allreduceDirect(data.data(), data.data(), kDirectCount,
-                                            DataType::Float32, ReduceOp::Sum,
-                                            DirectPathRank::stream(), DirectPathRank::call(4));
-      });
-      expectOneLaunch(inPlace, "an in-place allreduce");
+      expectOneLaunch(costOf(inPlace), "an in-place allreduce");
       for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(data[i], sumOf(n, i)) << i;
     }
   });
@@ -158,24 +149,16 @@ TEST(DirectCallCountsWorld1, AnInPlaceAllreduceCallsNothing) {
     DirectPathRank self(t, rank, 1);
     std::vector<float> data = inputOf(0, kDirectCount), out(kDirectCount);
     const std::vector<float> input = data;
-    self.paths().allreduceDirect(input.data(), out.data(), kDirectCount, DataType::Float32,
-                                 ReduceOp::Avg, DirectPathRank::stream(), DirectPathRank::call(2));
+    auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Avg, 3); };
+    auto inPlace = [&] { return self.allreduce(data.data(), data.data(), ReduceOp::Avg, 4); };
+    copying();  // warm
     for (int k = 0; k < kSteadyOps; ++k) {
-      const Cost inPlace = costOf([&] {
-        return self.paths().allreduceDirect(data.data(), data.data(), kDirectCount,
-                                            DataType::Float32, ReduceOp::Avg,
-                                            DirectPathRank::stream(), DirectPathRank::call(3));
-      });
-      EXPECT_EQ(inPlace.ran, DevicePathTaken::FlagsOneShot);
-      EXPECT_EQ(inPlace.calls.total(), 0u) << inPlace.calls.describe();
-      EXPECT_EQ(inPlace.allocations, 0u);
+      const Cost nothing = costOf(inPlace);
+      EXPECT_EQ(nothing.ran, DevicePathTaken::FlagsOneShot);
+      EXPECT_EQ(nothing.calls.total(), 0u) << nothing.calls.describe();
+      EXPECT_EQ(nothing.allocations, 0u);
       EXPECT_EQ(data, input);
-      const Cost outOfPlace = costOf([&] {
-        return self.paths().allreduceDirect(input.data(), out.data(), kDirectCount,
-                                            DataType::Float32, ReduceOp::Avg,
-                                            DirectPathRank::stream(), DirectPathRank::call(4));
-      });
-      expectOneLaunch(outOfPlace, "an out-of-place allreduce at world 1");
+      expectOneLaunch(costOf(copying), "an out-of-place allreduce at world 1");
       EXPECT_EQ(out, input);
     }
   });
