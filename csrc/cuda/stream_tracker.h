@@ -13,6 +13,9 @@ namespace ringreduce::cuda {
 // has passed it (a cudaEvent): how a host thread watches for work that is
 // overdue without waiting for it. Any thread.
 void* recordMark(int device, void* stream);
+// Records a reached mark again, after the work queued so far on `stream`
+// (of the mark's device): a mark reused per collective creates no event.
+void recordMarkAgain(void* mark, void* stream);
 bool markReached(void* mark);
 void freeMark(void* mark);
 

@@ -25,12 +25,15 @@ class DirectPathRank {
  public:
   // Rank `rank` of `n` on device `rank`, current on this thread (as torch
   // makes the tensor's device current); the flags path asked for, so it
-  // runs or the set-up throws.
-  DirectPathRank(Transport& t, int rank, int n) : transport_(t), rank_(rank) {
+  // runs or the set-up throws. `sync`: how ranks meet (RINGREDUCE_CUDA_SYNC;
+  // Auto: flags, one GPU per rank).
+  DirectPathRank(Transport& t, int rank, int n, CudaSync sync = CudaSync::Auto)
+      : transport_(t), rank_(rank) {
     fakeProcess(rank);
     cuda::makeCurrent(rank);
     Config config;
     config.cudaAlgorithm = CudaAlgorithm::Flags;
+    config.cudaSync = sync;
     config.resolveDeviceFlags(true, n);
     config.cudaBufferBytes = 64 * 1024;
     paths_ = std::make_unique<cuda::PathSelection>(rank, n, rank, config, exchangeFor(t, 1));

@@ -336,6 +336,7 @@ void* recordMark(int device, void*) {
   ++testing::calls().eventRecords;
   return new int(0);
 }
+void recordMarkAgain(void*, void*) { ++testing::calls().eventRecords; }
 bool markReached(void*) {
   ++testing::calls().eventQueries;
   return true;

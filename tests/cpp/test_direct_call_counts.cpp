@@ -138,6 +138,38 @@ TEST_P(DirectCallCounts, AnAllgatherAndAReduceScatterAreOneKernelLaunchEach) {
   });
 }
 
+// Ranks time-sliced on one GPU meet through stream memory operations: a
+// copy in, the barrier's writes and waits, the reduce-copy kernel, and a
+// mark for the watchdog's deadline, recorded again from a pool rather than
+// created per collective; still no device switch, no host sync and no
+// allocation.
+TEST_P(DirectCallCounts, UnderStreamMemOpsAnAllreduceCreatesNoEvent) {
+  const int n = GetParam();
+  runRanks(n, [n](Transport& t, int rank) {
+    DirectPathRank self(t, rank, n, CudaSync::StreamMemOps);
+    const std::vector<float> input = inputOf(rank, kDirectCount);
+    std::vector<float> out(kDirectCount);
+    auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Sum, 3); };
+    copying();  // warm: the stream noted, the first mark created
+    for (int k = 0; k < kSteadyOps; ++k) {
+      const Cost cost = costOf(copying);
+      const FakeCallCounts& c = cost.calls;
+      EXPECT_EQ(cost.ran, DevicePathTaken::FlagsOneShot);
+      EXPECT_EQ(c.kernelLaunches, 1u) << c.describe();
+      EXPECT_EQ(c.memcpys, 1u) << c.describe();
+      EXPECT_EQ(c.streamMemOps, 4u * (n - 1)) << c.describe();  // writes and waits, per peer
+      EXPECT_EQ(c.eventCreates, 0u) << c.describe();
+      EXPECT_EQ(c.eventRecords, 1u) << c.describe();
+      EXPECT_EQ(c.eventDestroys, 0u) << c.describe();
+      EXPECT_EQ(c.deviceSets, 0u) << c.describe();
+      EXPECT_EQ(c.hostSyncs, 0u) << c.describe();
+      EXPECT_EQ(cost.allocations, 0u) << "a stream-memops allreduce allocated";
+      for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
+    }
+    EXPECT_EQ(self.paths().signalGroup()->failure(), "");
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(World, DirectCallCounts, ::testing::Values(2, 4),
                          [](const auto& info) { return "World" + std::to_string(info.param); });
 

@@ -30,7 +30,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -162,7 +161,12 @@ class SignalGroup {
     std::chrono::steady_clock::time_point deadline;
     uint32_t collective;
   };
-  std::deque<Pending> pending_;            // stream memops collectives not known finished
+  // Stream-memops collectives not known finished, oldest first (a vector:
+  // few at a time, and no allocation per collective once it has grown).
+  std::vector<Pending> pending_;
+  std::vector<void*> spareMarks_;          // reached marks, recorded again by the next
+  // The oldest pending marks the device has passed go to spareMarks_.
+  void retireReached();
   std::string memOpsFailure_;
   uint32_t fingerprints_[2] = {};  // of the last stream-memops collective of each parity
   bool stopped_ = false;
