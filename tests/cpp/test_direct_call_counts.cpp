@@ -2,10 +2,10 @@
 // thread once the group is set up (issue 44): the calls into the CUDA layer,
 // counted by the fake device (fake_call_counts.h), and the heap allocations,
 // counted by this binary's operator new (allocation_counter.h). On one GPU
-// per rank an allreduce must be one kernel launch and nothing else: no
-// event, no device switch, no host synchronisation, no allocation (no
-// string, vector or std::function). A change that adds any of them to the
-// hot path fails here. Ranks run as threads, the kernels' blocks on the
+// per rank an allreduce must be one kernel launch and nothing else (but
+// the launch's cudaGetDevice): no event, no device switch, no host
+// synchronisation, no allocation (no string, vector or std::function). A
+// change that adds any of them to the hot path fails here. Ranks run as threads, the kernels' blocks on the
 // fake device, and every result is checked against its exact value.
 #include <gtest/gtest.h>
 
