@@ -141,12 +141,12 @@ bool DevicePath::flagsCheckIt(const Config& config, Direct kind, size_t bytes, i
   if (!config.cudaDeviceFlags) return false;
   switch (kind) {
     case Direct::Allreduce:  // any size: in place beyond the buffers
-      return cuda::kernelUnsupportedReason(type, type, op).empty();
+      return cuda::kernelSupports(type, type, op);
     case Direct::Allgather:
       return bytes <= config.cudaBufferBytes;
     case Direct::ReduceScatter:
       return bytes * static_cast<size_t>(ranks) <= config.cudaBufferBytes &&
-             cuda::kernelUnsupportedReason(type, type, op).empty();
+             cuda::kernelSupports(type, type, op);
   }
   return false;
 }
@@ -294,12 +294,12 @@ bool DevicePath::directApplies(Direct kind, size_t bytes, DataType type, ReduceO
   if (group == nullptr) return false;
   switch (kind) {
     case Direct::Allreduce:
-      return bytes <= group->bufferBytes() && cuda::kernelUnsupportedReason(type, type, op).empty();
+      return bytes <= group->bufferBytes() && cuda::kernelSupports(type, type, op);
     case Direct::Allgather:
       return bytes <= group->bufferBytes();
     case Direct::ReduceScatter:
       return bytes * static_cast<size_t>(group->size()) <= group->bufferBytes() &&
-             cuda::kernelUnsupportedReason(type, type, op).empty();
+             cuda::kernelSupports(type, type, op);
   }
   return false;
 }

@@ -307,9 +307,11 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
       throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_ALGO=flags cannot run: " +
                             signalFailure_);
     }
-    const std::string reason = kernelUnsupportedReason(type, type, op);
-    if (!reason.empty() && asked) throw InvalidArgument("ringreduce: " + reason);
-    if (usable && reason.empty()) {
+    const bool supported = kernelSupports(type, type, op);
+    if (!supported && asked) {
+      throw InvalidArgument("ringreduce: " + kernelUnsupportedReason(type, type, op));
+    }
+    if (usable && supported) {
       if (count * elementSize(type) <= signal_->bufferBytes()) {
         return signal_->allreduce(data, data, count, type, op, signalCall(stream, call));
       }
@@ -318,7 +320,7 @@ DevicePathTaken PathSelection::allreduce(void* data, size_t count, DataType type
   }
   Request request(call);
   request.allreduce = true;
-  request.ringable = kernelUnsupportedReason(type, type, op).empty();
+  request.ringable = kernelSupports(type, type, op);
   request.bytes = count * elementSize(type);
   request.ncclCannot = NcclCommunicator::unsupportedReason(type, op);
   const DevicePathTaken path = choose(request, exchange);
@@ -342,7 +344,7 @@ bool PathSelection::ringOrNccl(DataType type, ReduceOp op, const RecordExchange&
                                const CollectiveCall& call) {
   const bool oneNode = sameNode_ && size_ <= kMaxFanout;
   if (config_.cudaAlgorithm != CudaAlgorithm::Auto || oneNode || !ringUsable_ ||
-      !kernelUnsupportedReason(type, type, op).empty() ||
+      !kernelSupports(type, type, op) ||
       !NcclCommunicator::unsupportedReason(type, op).empty()) {
     return false;
   }
@@ -404,7 +406,7 @@ DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, 
                                                const CollectiveCall& call) {
   if (!signal_ || !config_.cudaDeviceFlags ||
       count * elementSize(type) > signal_->bufferBytes() ||
-      !kernelUnsupportedReason(type, type, op).empty()) {
+      !kernelSupports(type, type, op)) {
     return DevicePathTaken::HostStaging;
   }
   return signal_->allreduce(input, output, count, type, op, signalCall(stream, call));
@@ -427,7 +429,7 @@ DevicePathTaken PathSelection::reduceScatterDirect(const void* input, void* outp
                                                    const CollectiveCall& call) {
   if (!signal_ || !config_.cudaDeviceFlags ||
       countPerRank * elementSize(type) * size_ > signal_->bufferBytes() ||
-      !kernelUnsupportedReason(type, type, op).empty()) {
+      !kernelSupports(type, type, op)) {
     return DevicePathTaken::HostStaging;
   }
   signal_->reduceScatter(input, output, countPerRank, type, op, signalCall(stream, call));
@@ -456,7 +458,7 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
   Request request(call);
-  request.ringable = kernelUnsupportedReason(type, type, op).empty();
+  request.ringable = kernelSupports(type, type, op);
   request.ncclCannot = NcclCommunicator::unsupportedType(type);
   return runOn(
       choose(request, exchange),

@@ -20,6 +20,11 @@ void* recordMark(int device, void* stream) {
   return event;
 }
 
+void recordMarkAgain(void* mark, void* stream) {
+  checkCuda(cudaEventRecord(static_cast<cudaEvent_t>(mark), static_cast<cudaStream_t>(stream)),
+            "cudaEventRecord");
+}
+
 bool markReached(void* mark) {
   ThreadLocalCaptureMode relaxed;  // callers include the watchdog's thread
   if (cudaEventQuery(static_cast<cudaEvent_t>(mark)) == cudaSuccess) return true;

@@ -16,6 +16,8 @@
 #include "cuda/kernels/operator_dispatch.h"
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/kernels/reduce_element.cuh"
+#include "fake_call_counts.h"
+#include "fake_device_context.h"
 
 namespace ringreduce::testing {
 
@@ -69,6 +71,15 @@ std::set<int> takeDevicesUsedByThisThread() { return std::exchange(devicesUsed, 
 
 void used(int device) { devicesUsed.insert(device); }
 
+FakeCallCounts& calls() { return fakeCallsOnThisThread; }
+
+namespace {
+thread_local bool kernelsRun = true;
+}  // namespace
+
+void setFakeKernelsRun(bool run) { kernelsRun = run; }
+bool fakeKernelsRun() { return kernelsRun; }
+
 FakePeerAccess accessBetween(int a, int b) {
   if (a == b) return FakePeerAccess::Present;
   std::lock_guard<std::mutex> lock(devicesMutex);
@@ -95,22 +106,26 @@ namespace ringreduce::cuda {
 
 std::array<uint8_t, 16> deviceUuid(int device) {
   testing::used(device);
+  ++testing::calls().deviceQueries;
   return {0xfa, 0xce, static_cast<uint8_t>(device)};
 }
 
 // One GPU per rank, no MPS: the flags plan's inputs.
 bool mpsActive(std::string* how) {
+  ++testing::calls().deviceQueries;
   if (how) *how = "fake device: no MPS";
   return false;
 }
 
 int multiprocessors(int device) {
   testing::used(device);
+  ++testing::calls().deviceQueries;
   return 8;
 }
 
 PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer) {
   testing::used(device);
+  ++testing::calls().deviceQueries;
   return testing::accessBetween(device, peer[2]) == testing::FakePeerAccess::Absent
              ? PeerAccess::No
              : PeerAccess::Yes;
@@ -118,6 +133,7 @@ PeerAccess peerAccessTo(int device, const std::array<uint8_t, 16>& peer) {
 
 ExportedRange exportRange(int device, const void* ptr, std::string* why) {
   testing::used(device);
+  ++testing::calls().ipcCalls;
   ExportedRange range;
   {
     std::lock_guard<std::mutex> lock(testing::unshareableMutex);
@@ -133,6 +149,7 @@ ExportedRange exportRange(int device, const void* ptr, std::string* why) {
 
 void copyOnStream(int device, void* dst, const void* src, size_t bytes, void*) {
   testing::used(device);
+  ++testing::calls().memcpys;
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 
@@ -143,6 +160,7 @@ void* PeerMappings::map(const ExportedRange& range) {
   testing::used(device_);
   auto it = open_.find(range.handle);
   if (it == open_.end()) {
+    ++testing::calls().ipcCalls;  // cudaIpcOpenMemHandle: only for a handle not yet open
     if (testing::mapsFailOn(device_)) {
       throw Error("fake cudaIpcOpenMemHandle: cannot map on device " + std::to_string(device_) +
                   " (test)");
@@ -164,10 +182,14 @@ void* PeerMappings::map(const ExportedRange& range) {
 void PeerMappings::closeAll() { open_.clear(); }
 
 // Host "work" runs at once: nothing is ever pending.
-bool StreamTracker::waitAll(int, std::chrono::milliseconds) const { return true; }
+bool StreamTracker::waitAll(int, std::chrono::milliseconds) const {
+  ++testing::calls().hostSyncs;
+  return true;
+}
 
 DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
   testing::used(device);
+  ++testing::calls().allocations;
   data_ = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (data_ == nullptr) throw Error("fake DeviceBuffer: out of memory");
 }
@@ -175,6 +197,7 @@ DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(b
 DeviceBuffer::~DeviceBuffer() { std::free(data_); }
 
 ExportedRange DeviceBuffer::exported() {
+  ++testing::calls().ipcCalls;
   ExportedRange range;
   range.handle = testing::fakeHandle(data_, device_, bytes_);
   range.ok = 1;
@@ -187,6 +210,7 @@ ExportedRange DeviceBuffer::exported() {
 // protocol shows up as a data race.
 SharedEvent::SharedEvent(int device) : device_(device) {
   testing::used(device);
+  ++testing::calls().eventCreates;
   // Never freed (as the real events): kept reachable for the leak checker.
   static std::mutex poolMutex;
   static std::deque<std::mutex> pool;
@@ -197,14 +221,19 @@ SharedEvent::SharedEvent(int device) : device_(device) {
   std::memcpy(handle_.data(), &event_, sizeof(event_));
 }
 SharedEvent::~SharedEvent() = default;  // left to the process, as the real one
-void SharedEvent::record(void*) { std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
+void SharedEvent::record(void*) {
+  ++testing::calls().eventRecords;
+  std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
 
 PeerEvent::PeerEvent(int device, const IpcHandle& handle) : device_(device) {
   testing::used(device);
+  ++testing::calls().ipcCalls;  // cudaIpcOpenEventHandle
   std::memcpy(&event_, handle.data(), sizeof(event_));
 }
 PeerEvent::~PeerEvent() = default;
-void PeerEvent::waitOn(void*) { std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
+void PeerEvent::waitOn(void*) {
+  ++testing::calls().eventWaits;
+  std::lock_guard<std::mutex> fence(*static_cast<std::mutex*>(event_)); }
 
 namespace {
 
@@ -231,11 +260,13 @@ void sameType(const ReduceCopyArgs& a, size_t count) {
 // and the float32 <-> 16-bit wire casts.
 void launchReduceCopy(const ReduceCopyArgs& args, int device, void*) {
   testing::used(device);
+  if (args.count > 0 && args.ndst > 0) ++testing::calls().kernelLaunches;  // as the real one
   if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
     throw InvalidArgument("fake reduce-copy: bad fan-in/out");
   }
-  const std::string reason = kernelUnsupportedReason(args.srcType, args.dstType, args.op);
-  if (!reason.empty()) throw InvalidArgument(reason);
+  if (!kernelSupports(args.srcType, args.dstType, args.op)) {
+    throw InvalidArgument(kernelUnsupportedReason(args.srcType, args.dstType, args.op));
+  }
   const DataType s = args.srcType, d = args.dstType;
   if (s == d && s == DataType::Float32) return sameType<float>(args, args.count);
   if (s == d && s == DataType::Int64) return sameType<int64_t>(args, args.count);
@@ -277,16 +308,21 @@ namespace ringreduce::cuda {
 
 void fillOnStream(int device, void* dst, int value, size_t bytes, void*) {
   testing::used(device);
+  ++testing::calls().memsets;
   // Byte by byte through atomics: a peer's kernel may be polling the word.
   for (size_t i = 0; i < bytes; ++i) {
     std::atomic_ref<uint8_t>(static_cast<uint8_t*>(dst)[i]).store(static_cast<uint8_t>(value));
   }
 }
 
-void synchronizeStream(int device, void*) { testing::used(device); }
+void synchronizeStream(int device, void*) {
+  testing::used(device);
+  ++testing::calls().hostSyncs;
+}
 
 PinnedMirror::PinnedMirror(int device, size_t bytes) {
   testing::used(device);
+  ++testing::calls().allocations;
   host_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   std::memset(host_, 0, bytes);
   device_ = host_;
@@ -296,24 +332,42 @@ PinnedMirror::~PinnedMirror() { std::free(host_); }
 
 void* recordMark(int device, void*) {
   testing::used(device);
+  ++testing::calls().eventCreates;
+  ++testing::calls().eventRecords;
   return new int(0);
 }
-bool markReached(void*) { return true; }
-void freeMark(void* mark) { delete static_cast<int*>(mark); }
+void recordMarkAgain(void*, void*) { ++testing::calls().eventRecords; }
+bool markReached(void*) {
+  ++testing::calls().eventQueries;
+  return true;
+}
+void freeMark(void* mark) {
+  ++testing::calls().eventDestroys;
+  delete static_cast<int*>(mark);
+}
 
 void* createOwnStream(int device) {
   testing::used(device);
+  ++testing::calls().streamCreates;
   return new int(0);
 }
-void destroyOwnStream(int, void* stream) { delete static_cast<int*>(stream); }
+void destroyOwnStream(int, void* stream) {
+  ++testing::calls().streamCreates;
+  delete static_cast<int*>(stream);
+}
 
-bool streamMemOpsAvailable(std::string*) { return true; }
+bool streamMemOpsAvailable(std::string*) {
+  ++testing::calls().deviceQueries;
+  return true;
+}
 
 void streamWriteValue32(void*, uint32_t* address, uint32_t value) {
+  ++testing::calls().streamMemOps;
   std::atomic_ref<uint32_t>(*address).store(value, std::memory_order_release);
 }
 
 void streamWaitValue32(void*, const uint32_t* address, uint32_t value) {
+  ++testing::calls().streamMemOps;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(testing::streamWaitLimitMs.load());
   std::atomic_ref<uint32_t> word(*const_cast<uint32_t*>(address));
@@ -326,6 +380,7 @@ void streamWaitValue32(void*, const uint32_t* address, uint32_t value) {
 }
 
 void streamWaitValue32Equal(void*, const uint32_t* address, uint32_t value) {
+  ++testing::calls().streamMemOps;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(testing::streamWaitLimitMs.load());
   std::atomic_ref<uint32_t> word(*const_cast<uint32_t*>(address));
@@ -339,15 +394,18 @@ void streamWaitValue32Equal(void*, const uint32_t* address, uint32_t value) {
 
 namespace {
 
+// A kernel of one block runs on the calling thread (no thread started, so
+// the hot path's allocation counts see only the code under test); more
+// blocks run as threads, joined before the launch returns.
 template <typename T, class Op>
 void runBlocks(const SignalView& view, const SignalOp& op) {
+  auto block = [&view, &op](int b) {
+    testing::HostSignalMemory m(static_cast<uint32_t>(view.rank * 977 + b), 20);
+    runSignalBlock<testing::HostSignalMemory, T, T, Op>(m, view, op, b);
+  };
+  if (op.nblocks == 1) return block(0);
   std::vector<std::thread> blocks;
-  for (int b = 0; b < op.nblocks; ++b) {
-    blocks.emplace_back([=] {
-      testing::HostSignalMemory m(static_cast<uint32_t>(view.rank * 977 + b), 20);
-      runSignalBlock<testing::HostSignalMemory, T, T, Op>(m, view, op, b);
-    });
-  }
+  for (int b = 0; b < op.nblocks; ++b) blocks.emplace_back(block, b);
   for (auto& t : blocks) t.join();
 }
 
@@ -360,18 +418,17 @@ void runTyped(const SignalView& view, const SignalOp& op, ReduceOp reduceOp) {
 
 }  // namespace
 
-// The fake covers float32, int64 and (for allgather) bytes.
-void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp,
-                    int device, void*) {
-  testing::used(device);
-  if (op.kind == SignalKind::Allgather) {
-    op.count *= elementSize(type);
-    return runTyped<uint8_t>(view, op, ReduceOp::Sum);
-  }
-  const std::string reason = kernelUnsupportedReason(type, type, reduceOp);
-  if (!reason.empty()) throw InvalidArgument(reason);
+// The device half of launchSignalOp (signal_launch.cpp, which runs as it
+// is: checks, the dtype's mapping, the device switch). The fake covers
+// float32, int64 and bytes (allgather, bool).
+void launchSignalKernel(const SignalView& view, const SignalOp& op, DataType type,
+                        ReduceOp reduceOp, void*) {
+  testing::used(testing::fakeCurrentDevice());
+  ++testing::calls().kernelLaunches;
+  if (!testing::fakeKernelsRun()) return;
   if (type == DataType::Float32) return runTyped<float>(view, op, reduceOp);
   if (type == DataType::Int64) return runTyped<int64_t>(view, op, reduceOp);
+  if (type == DataType::UInt8) return runTyped<uint8_t>(view, op, reduceOp);
   throw InvalidArgument("fake device-flags kernel: dtype not covered by the fake");
 }
 

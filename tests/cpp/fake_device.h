@@ -10,6 +10,8 @@
 #include <chrono>
 #include <set>
 
+#include "fake_call_counts.h"
+
 namespace ringreduce::testing {
 
 // Memory at `ptr` cannot be shared (as with expandable segments) until
@@ -40,5 +42,14 @@ void resetFakePeerAccess();
 // call (which clears them): a rank that touches a device it does not own
 // shows here.
 std::set<int> takeDevicesUsedByThisThread();
+
+// --- what the hot path costs ----------------------------------------------
+// Every call into the fake CUDA layer is counted per thread, by kind:
+// takeFakeCallCounts() (fake_call_counts.h) returns and clears them.
+// Whether this thread's device-flags kernels run (the default) or are only
+// counted: with them off, a benchmark times the host's side of a collective
+// alone, each rank on its own, with no peer to meet.
+void setFakeKernelsRun(bool run);
+bool fakeKernelsRun();
 
 }  // namespace ringreduce::testing

@@ -5,6 +5,7 @@
 
 #include "core/base/errors.h"
 #include "cuda/current_device.h"
+#include "fake_call_counts.h"
 
 namespace ringreduce::testing {
 
@@ -15,7 +16,9 @@ constexpr int kNoProcess = -1;
 struct Machine {
   std::mutex mutex;
   int generation = 0;  // a reset forgets every thread's state
-  int devices = 1;
+  // Until a test resets it: one GPU per rank for the largest device-flags
+  // group (launches switch to the rank's device, test_multi_device's k).
+  int devices = 8;
   std::map<int, std::set<int>> contexts;  // by process
   int threads = 0;  // that made a device current, numbered in that order
   std::map<int, std::set<int>> touched;  // by thread order
@@ -70,6 +73,13 @@ std::map<int, std::set<int>> fakeDevicesByThread() {
   return m.touched;
 }
 
+int fakeCurrentDevice() {
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  const int device = testing::stateOf(m).device;
+  return device < 0 ? 0 : device;  // as cudaGetDevice says on a fresh thread
+}
+
 }  // namespace ringreduce::testing
 
 namespace ringreduce::cuda {
@@ -78,13 +88,12 @@ using testing::machine;
 using testing::Machine;
 
 int currentDevice() {
-  Machine& m = machine();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  const int device = testing::stateOf(m).device;
-  return device < 0 ? 0 : device;  // as cudaGetDevice says on a fresh thread
+  ++testing::fakeCallsOnThisThread.deviceGets;
+  return testing::fakeCurrentDevice();
 }
 
 void makeCurrent(int device) {
+  ++testing::fakeCallsOnThisThread.deviceSets;
   Machine& m = machine();
   std::lock_guard<std::mutex> lock(m.mutex);
   if (device < 0 || device >= m.devices) {
@@ -99,6 +108,7 @@ void makeCurrent(int device) {
 }
 
 bool hasPrimaryContext(int device) {
+  ++testing::fakeCallsOnThisThread.contextQueries;
   Machine& m = machine();
   std::lock_guard<std::mutex> lock(m.mutex);
   return m.contexts[testing::stateOf(m).process].count(device) > 0;

@@ -22,5 +22,8 @@ std::set<int> fakeContexts(int id);
 // Every device each thread has made current since the reset, by thread (in
 // the order threads first did): a thread of a rank should touch one device.
 std::map<int, std::set<int>> fakeDevicesByThread();
+// The calling thread's current device as the fake's own code reads it (not
+// counted as a call: a launch uses the current device without asking).
+int fakeCurrentDevice();
 
 }  // namespace ringreduce::testing

@@ -146,9 +146,10 @@ DevicePathTaken IpcCollectives::allreduce(void* data, size_t count, DataType typ
                                           DataType wire, DevicePathTaken wanted, void* stream,
                                           const RecordExchange& exchange) {
   if (count == 0) return wanted;
-  const std::string reason = kernelUnsupportedReason(type, type, op);
-  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
-  if (wire != type && !kernelUnsupportedReason(type, wire, op).empty()) wire = type;
+  if (!kernelSupports(type, type, op)) {
+    throw InvalidArgument("ringreduce: " + kernelUnsupportedReason(type, type, op));
+  }
+  if (wire != type && !kernelSupports(type, wire, op)) wire = type;
   // Every input here is the same on all ranks (count, types, algorithm), so
   // every rank takes the same branch; only the two-shot's "can every tensor
   // be shared" is learned in the exchange, and all ranks learn it alike.
@@ -226,8 +227,9 @@ bool IpcCollectives::twoShotInPlace(void* data, size_t count, DataType type, Red
 bool IpcCollectives::reduceScatter(const void* input, void* output, size_t countPerRank,
                                    DataType type, ReduceOp op, void* stream,
                                    const RecordExchange& exchange) {
-  const std::string reason = kernelUnsupportedReason(type, type, op);
-  if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
+  if (!kernelSupports(type, type, op)) {
+    throw InvalidArgument("ringreduce: " + kernelUnsupportedReason(type, type, op));
+  }
   std::vector<void*> inputs;
   if (!shareBefore(input, stream, exchange, inputs)) return false;
   ReduceCopyArgs args = reductionOf(type, op, countPerRank, size_);

@@ -43,6 +43,10 @@ struct ReduceCopyArgs {
 // caller then takes another path: NCCL or host staging). Complex SUM/AVG are
 // reduced by the caller as twice as many reals.
 std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp op);
+// The same verdict as a boolean, from a table built once (on the first
+// call) from kernelUnsupportedReason: what the collectives ask per call, so
+// a supported one formats no reason; the reason is for the failure's message.
+bool kernelSupports(DataType srcType, DataType dstType, ReduceOp op);
 
 // Empty when `args` can be launched; otherwise what is wrong, for the
 // caller's error: the fan-in and fan-out, the (source, destination, op)

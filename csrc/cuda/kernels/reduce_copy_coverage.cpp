@@ -37,6 +37,37 @@ std::string kernelUnsupportedReason(DataType srcType, DataType dstType, ReduceOp
 
 namespace {
 
+constexpr int kDataTypes = static_cast<int>(DataType::Complex128) + 1;
+constexpr int kReduceOps = static_cast<int>(ReduceOp::BXor) + 1;
+
+struct SupportTable {
+  bool supported[kDataTypes][kDataTypes][kReduceOps] = {};
+  SupportTable() {
+    for (int s = 0; s < kDataTypes; ++s) {
+      for (int d = 0; d < kDataTypes; ++d) {
+        for (int o = 0; o < kReduceOps; ++o) {
+          supported[s][d][o] = kernelUnsupportedReason(static_cast<DataType>(s),
+                                                       static_cast<DataType>(d),
+                                                       static_cast<ReduceOp>(o))
+                                   .empty();
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+bool kernelSupports(DataType srcType, DataType dstType, ReduceOp op) {
+  static const SupportTable table;
+  const auto s = static_cast<unsigned>(srcType), d = static_cast<unsigned>(dstType),
+             o = static_cast<unsigned>(op);
+  if (s >= kDataTypes || d >= kDataTypes || o >= kReduceOps) return false;
+  return table.supported[s][d][o];
+}
+
+namespace {
+
 // The largest divisor an integer destination can hold.
 long long largestDivisor(DataType type) {
   switch (type) {
@@ -55,8 +86,9 @@ std::string reduceCopyArgsProblem(const ReduceCopyArgs& args) {
            std::to_string(kMaxFanout) + " destinations, got " + std::to_string(args.nsrc) +
            " and " + std::to_string(args.ndst);
   }
-  const std::string reason = kernelUnsupportedReason(args.srcType, args.dstType, args.op);
-  if (!reason.empty()) return reason;
+  if (!kernelSupports(args.srcType, args.dstType, args.op)) {
+    return kernelUnsupportedReason(args.srcType, args.dstType, args.op);
+  }
   if (args.op != ReduceOp::Avg) {
     if (args.avgDivisor != 0) {
       return std::string("avg_divisor ") + std::to_string(args.avgDivisor) +

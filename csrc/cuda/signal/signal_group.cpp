@@ -107,6 +107,7 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
     // mapped), as the destructor of a group that did not close does.
     return nullptr;
   }
+  self->cacheView();
   return self;
 }
 
@@ -115,15 +116,18 @@ std::unique_ptr<SignalGroup> SignalGroup::setUp(int rank, int size, int device,
 // still use it. The side stream goes with the process too, unless closed.
 SignalGroup::~SignalGroup() = default;
 
+void SignalGroup::cacheView() {
+  for (int p = 0; p < size_; ++p) view_.regions[p] = regions_[p];
+  view_.status = static_cast<SignalStatus*>(status_->device());
+  view_.bufferBytes = options_.bufferBytes;
+  view_.rank = rank_;
+  view_.nranks = size_;
+}
+
 SignalView SignalGroup::view(const Call& call) const {
-  SignalView v;
-  for (int p = 0; p < size_; ++p) v.regions[p] = regions_[p];
-  v.status = static_cast<SignalStatus*>(status_->device());
-  v.bufferBytes = options_.bufferBytes;
+  SignalView v = view_;
   v.timeoutNs = static_cast<uint64_t>(call.timeout.count()) * 1000 * 1000;
   v.fingerprint = call.fingerprint;
-  v.rank = rank_;
-  v.nranks = size_;
   return v;
 }
 
@@ -372,13 +376,26 @@ void SignalGroup::memOpsReduceScatter(const void* input, void* output, size_t co
 // no deadline of its own, so failure() reports one that is overdue.
 void SignalGroup::watchMemOps(const Call& call) {
   std::lock_guard<std::mutex> lock(watchMutex_);
-  while (!pending_.empty() && markReached(pending_.front().mark)) {
-    freeMark(pending_.front().mark);
-    pending_.pop_front();
+  retireReached();
+  void* mark = nullptr;
+  if (spareMarks_.empty()) {
+    mark = recordMark(device_, call.stream);
+  } else {
+    mark = spareMarks_.back();
+    recordMarkAgain(mark, call.stream);
+    spareMarks_.pop_back();
   }
-  pending_.push_back({recordMark(device_, call.stream),
-                      std::chrono::steady_clock::now() + call.timeout, hostCollectives_});
+  pending_.push_back({mark, std::chrono::steady_clock::now() + call.timeout, hostCollectives_});
   fingerprints_[hostCollectives_ & 1] = call.fingerprint;
+}
+
+void SignalGroup::retireReached() {
+  size_t reached = 0;
+  while (reached < pending_.size() && markReached(pending_[reached].mark)) {
+    spareMarks_.push_back(pending_[reached].mark);
+    ++reached;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(reached));
 }
 
 std::string SignalGroup::failure() {
@@ -411,20 +428,15 @@ std::string SignalGroup::failure() {
   }
   std::lock_guard<std::mutex> lock(watchMutex_);
   if (!memOpsFailure_.empty()) return memOpsFailure_;
-  while (!pending_.empty()) {
+  retireReached();
+  if (!pending_.empty()) {
     const Pending& oldest = pending_.front();
-    if (markReached(oldest.mark)) {
-      freeMark(oldest.mark);
-      pending_.pop_front();
-      continue;
-    }
     if (std::chrono::steady_clock::now() > oldest.deadline) {
       memOpsFailure_ = "rank " + std::to_string(rank_) + "'s device collective #" +
                        std::to_string(oldest.collective) +
                        " (stream memory operations) timed out: a peer did not arrive, or "
                        "ran another collective there (another op, dtype, size or reduce op)";
     }
-    break;
   }
   return memOpsFailure_;
 }
@@ -486,6 +498,8 @@ bool SignalGroup::close(const RecordExchange& exchange, std::chrono::millisecond
   std::lock_guard<std::mutex> lock(watchMutex_);
   for (const Pending& p : pending_) freeMark(p.mark);
   pending_.clear();
+  for (void* mark : spareMarks_) freeMark(mark);
+  spareMarks_.clear();
   region_->release();  // no rank maps it any more: freed with the object
   region_.reset();
   destroyOwnStream(device_, sideStream_);

@@ -30,7 +30,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -121,6 +120,9 @@ class SignalGroup {
 
  private:
   SignalGroup(int rank, int size, int device, const SignalGroupOptions& options);
+  // What every kernel of the group is given, but for the call's deadline
+  // and fingerprint: filled once, at set-up (view() adds those two).
+  void cacheView();
   SignalView view(const Call& call) const;
   int blocksFor(size_t bytes) const;
   void launch(SignalOp op, DataType type, ReduceOp reduceOp, const Call& call);
@@ -147,6 +149,7 @@ class SignalGroup {
   std::unique_ptr<PinnedMirror> status_;   // the kernels' reports (SignalStatus x blocks)
   void* sideStream_ = nullptr;             // for stop(): beside a stream that may be stuck
   std::vector<void*> regions_;             // every rank's, mapped (mine: region_)
+  SignalView view_;                        // cacheView()
   PeerMappings mappings_;
   TensorSharing sharing_{rank_, size_, mappings_};
   uint32_t hostCollectives_ = 0;           // stream memops: collectives so far
@@ -158,7 +161,12 @@ class SignalGroup {
     std::chrono::steady_clock::time_point deadline;
     uint32_t collective;
   };
-  std::deque<Pending> pending_;            // stream memops collectives not known finished
+  // Stream-memops collectives not known finished, oldest first (a vector:
+  // few at a time, and no allocation per collective once it has grown).
+  std::vector<Pending> pending_;
+  std::vector<void*> spareMarks_;          // reached marks, recorded again by the next
+  // The oldest pending marks the device has passed go to spareMarks_.
+  void retireReached();
   std::string memOpsFailure_;
   uint32_t fingerprints_[2] = {};  // of the last stream-memops collective of each parity
   bool stopped_ = false;

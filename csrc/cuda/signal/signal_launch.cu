@@ -1,42 +1,12 @@
-// Argument checks and routing of launchSignalOp (the kernel itself is in
-// signal_kernel.cuh).
+// The device half of launchSignalOp (signal_launch.cpp checks and routes):
+// the kernel's launch for the type's family (signal_kernel.cuh).
 #include "cuda/cuda_error.h"
-#include "cuda/device_scope.h"
-#include "cuda/kernels/reduce_copy.h"
 #include "cuda/signal/signal_kernel.cuh"
 
 namespace ringreduce::cuda {
 
-void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp,
-                    int device, void* stream) {
-  if (view.nranks < 1 || view.nranks > kSignalRanks || op.nblocks < 1 ||
-      op.nblocks > kSignalBlocks) {
-    throw InvalidArgument("ringreduce: device-flags collective of " +
-                          std::to_string(view.nranks) + " ranks in " +
-                          std::to_string(op.nblocks) + " blocks (at most " +
-                          std::to_string(kSignalRanks) + " and " +
-                          std::to_string(kSignalBlocks) + ")");
-  }
-  if (op.kind == SignalKind::Allgather) {
-    // Data movement: bytes, whatever the dtype.
-    op.count *= elementSize(type);
-    type = DataType::UInt8;
-    reduceOp = ReduceOp::Sum;
-  } else {
-    const std::string reason = kernelUnsupportedReason(type, type, reduceOp);
-    if (!reason.empty()) throw InvalidArgument("ringreduce: " + reason);
-    // Complex SUM/AVG: interleaved (re, im) pairs reduce as twice as many reals.
-    if (type == DataType::Complex64 || type == DataType::Complex128) {
-      type = type == DataType::Complex64 ? DataType::Float32 : DataType::Float64;
-      op.count *= 2;
-    }
-    // Bool holds 0/1 bytes: reduced as uint8 with its logical op.
-    if (type == DataType::Bool) {
-      type = DataType::UInt8;
-      reduceOp = boolOperator(reduceOp);
-    }
-  }
-  DeviceScope scope(device);
+void launchSignalKernel(const SignalView& view, const SignalOp& op, DataType type,
+                        ReduceOp reduceOp, void* stream) {
   const auto cudaStream = static_cast<cudaStream_t>(stream);
   if (isIntegral(type)) {
     launchSignalInteger(view, op, type, reduceOp, cudaStream);

@@ -18,4 +18,10 @@ constexpr int kSignalThreads = 512;
 void launchSignalOp(const SignalView& view, SignalOp op, DataType type, ReduceOp reduceOp,
                     int device, void* stream);
 
+// Its device half (signal_launch.cu; the fake device's in the host tests):
+// launches the kernel for a type it serves as it is (complex and bool
+// already mapped to reals and bytes) on `stream`, on the current device.
+void launchSignalKernel(const SignalView& view, const SignalOp& op, DataType type,
+                        ReduceOp reduceOp, void* stream);
+
 }  // namespace ringreduce::cuda
