@@ -16,6 +16,7 @@ CudaRingSteps::CudaRingSteps(int device)
 // only with a group that closed (DevicePath keeps a failed group's state).
 CudaRingSteps::~CudaRingSteps() {
   for (auto& [ticket, event] : pending_) cuda::freeMark(event);
+  for (void* event : spare_) cuda::freeMark(event);
 }
 
 void* CudaRingSteps::slot(int index) {
@@ -23,7 +24,15 @@ void* CudaRingSteps::slot(int index) {
 }
 
 DeviceSteps::Ticket CudaRingSteps::mark() {
-  pending_.emplace_back(++next_, cuda::recordMark(device_, stream_));
+  void* event = nullptr;
+  if (spare_.empty()) {
+    event = cuda::recordMark(device_, stream_);
+  } else {
+    event = spare_.back();
+    cuda::recordMarkAgain(event, stream_);
+    spare_.pop_back();  // after the record, which may throw: the event stays owned
+  }
+  pending_.emplace_back(++next_, event);
   return next_;
 }
 
@@ -73,7 +82,7 @@ DeviceSteps::Ticket CudaRingSteps::fence() { return mark(); }
 bool CudaRingSteps::done(Ticket ticket) {
   while (!pending_.empty() && cuda::markReached(pending_.front().second)) {
     reached_ = pending_.front().first;
-    cuda::freeMark(pending_.front().second);
+    spare_.push_back(pending_.front().second);
     pending_.pop_front();
   }
   return ticket <= reached_;

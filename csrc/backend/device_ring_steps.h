@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "algorithms/device_ring.h"
 
@@ -54,6 +55,10 @@ class CudaRingSteps : public DeviceSteps {
   std::unique_ptr<cuda::DeviceBuffer> slots_;
   std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the 16-bit wire's copy, grown on demand
   std::deque<std::pair<Ticket, void*>> pending_;  // tickets and their events, in order
+  // Events of reached tickets, recorded again for later ones: a ring step
+  // then costs one record and its queries, not an event created and
+  // destroyed (cudaEventCreate/Destroy) per segment.
+  std::vector<void*> spare_;
   Ticket next_ = 0;
   Ticket reached_ = 0;  // every ticket up to this one is done
 };
