@@ -94,6 +94,12 @@ struct DeviceRingArgs {
   int avgDivisor = 0;
 };
 
+// The segment the device ring moves and reduces at a time, for chunks of
+// `chunkBytes`: a quarter of a chunk (four segments of each ring step in
+// flight), no smaller than the host ring's segment (RINGREDUCE_SEGMENT_BYTES)
+// and no larger than a staging slot. Every rank computes the same.
+size_t deviceSegmentBytes(size_t hostSegmentBytes, size_t chunkBytes, size_t slotBytes);
+
 // In place: every rank ends with the reduction of all ranks' buffers, with
 // the host ring's order of combination (so the same bits). Reduce-scatter
 // with segment-wise pipelining through the slots, then allgather: received

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -52,8 +53,9 @@ struct Expected {
            const float* output_, const FakeDeviceSteps::Options& device)
       : n(n_), rank(rank_), count(count_), allreduce(allreduce_), data(data_), output(output_),
         slots(device.slots), slotBytes(device.slotBytes) {
-    // The host ring's plan, with segments no larger than a slot.
-    const size_t segmentBytes = std::min(smallSegments().segmentBytes, slotBytes);
+    // The host ring's plan, with the device ring's segments.
+    const size_t segmentBytes = deviceSegmentBytes(
+        smallSegments().segmentBytes, chunkOf(count, n, 0).count * sizeof(float), slotBytes);
     plan = planSegments(chunkOf(count, n, 0).count, sizeof(float), segmentBytes,
                         (kMaxSlot + 1) / (2 * static_cast<size_t>(n - 1)));
     window = std::min<size_t>(slots, items());
@@ -169,7 +171,10 @@ void checkTrace(const Expected& e, const FakeDeviceSteps& device, const Schedule
 // `expectOverlap`: every chunk has two segments or more, and the device
 // holds each reduction until the next one is enqueued (overlapReduces), so
 // a receive must complete, and the next go in flight, while one is pending.
-void runAndCheck(TransportKind kind, int n, size_t count, bool allreduce, bool expectOverlap) {
+// Returns the segments per chunk that the ring was checked against.
+size_t runAndCheck(TransportKind kind, int n, size_t count, bool allreduce, bool expectOverlap,
+                   size_t slotBytes = 256) {
+  std::atomic<size_t> segments{0};
   runRanks(
       n,
       [&](Transport& inner, int rank) {
@@ -182,6 +187,7 @@ void runAndCheck(TransportKind kind, int n, size_t count, bool allreduce, bool e
         options.minPolls = 2;
         options.maxPolls = 6;
         options.seed = 5u + static_cast<uint32_t>(rank);
+        options.slotBytes = slotBytes;
         std::vector<float> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + i) % 7);
         std::vector<float> output(chunkOf(count, n, rank).count);
@@ -197,8 +203,10 @@ void runAndCheck(TransportKind kind, int n, size_t count, bool allreduce, bool e
           deviceRingReduceScatter(c, op, args, device);
         }
         checkTrace(e, device, log, checkReductions(e, device), expectOverlap);
+        segments = e.plan.segments;
       },
       smallSegments(), kind);
+  return segments;
 }
 
 }  // namespace
@@ -216,6 +224,19 @@ TEST_P(DeviceRingSchedule, ReduceScatterFollowsTheRingRules) {
 TEST_P(DeviceRingSchedule, EmptySegmentsAreSentButNotReduced) {
   runAndCheck(GetParam(), 5, 3, true, false);
   runAndCheck(GetParam(), 5, 3, false, false);
+}
+
+// With room in the slots, a larger message travels in larger segments (a
+// quarter of a chunk, from the host ring's 1 KiB here up to a 16 KiB slot),
+// and the schedule keeps every rule with them: the ring's reductions are
+// checked segment by segment against that plan.
+TEST_P(DeviceRingSchedule, SegmentsGrowWithTheMessageUpToASlot) {
+  const size_t slot = 16 << 10;
+  // (Two items fit the three slots at once: nothing to overlap.)
+  EXPECT_EQ(runAndCheck(GetParam(), 2, 1001, true, false, slot), 2u);        // 1 KiB segments
+  EXPECT_EQ(runAndCheck(GetParam(), 2, 8192, true, true, slot), 4u);         // 4 KiB: a quarter
+  EXPECT_EQ(runAndCheck(GetParam(), 2, 65536, true, true, slot), 8u);        // 16 KiB: a slot
+  EXPECT_EQ(runAndCheck(GetParam(), 3, 3 * 8192, false, true, slot), 4u);    // reduce-scatter
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceRingSchedule,
