@@ -1,0 +1,67 @@
+// The device ring's CUDA side (backend/device_ring_steps.h, torch-free) run
+// by the device ring's schedule on the fake device: its tickets, slots and
+// staging as the GPU path uses them, with every result exact. Its events
+// are re-recorded once reached, so after the first collective a segment
+// creates no event (issue 43: the ring's per-step cost).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/device_ring.h"
+#include "backend/device_ring_steps.h"
+#include "fake_call_counts.h"
+#include "fake_device_context.h"
+#include "rank_threads.h"
+
+using namespace ringreduce;
+using ringreduce::testing::FakeCallCounts;
+using ringreduce::testing::runComms;
+using ringreduce::testing::takeFakeCallCounts;
+using ringreduce::testing::TransportKind;
+
+namespace {
+
+// Small integers: every sum is exact in float32.
+float inputOf(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 5)); }
+
+// Runs deviceRingAllreduce of `count` floats on `steps`; true when every
+// element is the exact sum over `n` ranks.
+bool allreduceIsExact(const Comm& comm, int rank, int n, size_t count, CudaRingSteps& steps,
+                      uint64_t seq) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = inputOf(rank, i);
+  const OpContext op("allreduce", seq, std::chrono::seconds(60));
+  deviceRingAllreduce(comm, op, {data.data(), count, DataType::Float32, ReduceOp::Sum}, steps);
+  for (size_t i = 0; i < count; ++i) {
+    float expected = 0;
+    for (int r = 0; r < n; ++r) expected += inputOf(r, i);
+    if (data[i] != expected) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(CudaRingSteps, AllreducesAreExactAndLaterOnesCreateNoEvent) {
+  ringreduce::testing::resetFakeDevices(3);
+  for (int n : {2, 3}) {
+    runComms(n, TransportKind::Loopback, [&](const Comm& comm, int rank) {
+      CudaRingSteps steps(rank);  // one GPU per rank
+      int stream = 0;             // the fake runs streams at once: any handle
+      steps.bind(&stream);
+      // 3 MiB of floats per rank: chunks of 1-1.5 MiB, so segments of a
+      // quarter chunk up to the 1 MiB slots, and several reuses of each slot.
+      const size_t count = (size_t{3} << 20) / sizeof(float) + 7;
+      EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 1)) << "rank " << rank;
+      takeFakeCallCounts();
+      EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 2)) << "rank " << rank;
+      EXPECT_TRUE(allreduceIsExact(comm, rank, n, 1000, steps, 3)) << "rank " << rank;
+      const FakeCallCounts calls = takeFakeCallCounts();
+      EXPECT_GT(calls.kernelLaunches, 0u);
+      EXPECT_GE(calls.eventRecords, calls.kernelLaunches) << "a ticket per reduction";
+      EXPECT_EQ(calls.eventCreates, 0u) << "events created after the first collective";
+      EXPECT_EQ(calls.eventDestroys, 0u) << "events destroyed while the steps live";
+    });
+  }
+}
