@@ -2,15 +2,25 @@
 
 #ifdef RINGREDUCE_WITH_CUDA
 
+#include <cstdint>
+#include <string>
+
+#include "core/observe/log.h"
 #include "cuda/ipc/ipc_memory.h"
 #include "cuda/kernels/reduce_copy.h"
+#include "cuda/signal/stream_memops.h"
 #include "cuda/stream_tracker.h"
 
 namespace ringreduce {
 
 CudaRingSteps::CudaRingSteps(int device)
     : device_(device),
-      slots_(std::make_unique<cuda::DeviceBuffer>(device, kSlots * kSlotBytes)) {}
+      slots_(std::make_unique<cuda::DeviceBuffer>(device, kSlots * kSlotBytes)) {
+  std::string why;
+  if (cuda::streamMemOpsAvailable(&why)) {
+    counter_ = std::make_unique<cuda::PinnedMirror>(device, sizeof(uint32_t));
+  }
+}
 
 // Tickets still pending after a failure keep their events; the slots go
 // only with a group that closed (DevicePath keeps a failed group's state).
@@ -23,7 +33,23 @@ void* CudaRingSteps::slot(int index) {
   return static_cast<uint8_t*>(slots_->data()) + static_cast<size_t>(index) * kSlotBytes;
 }
 
+void CudaRingSteps::useEvents() {
+  // Tickets so far are counted: the first event covers them too, being in
+  // stream order after them.
+  counter_.reset();
+}
+
 DeviceSteps::Ticket CudaRingSteps::mark() {
+  if (counter_) {
+    try {
+      cuda::streamWriteValue32(stream_, static_cast<uint32_t*>(counter_->device()),
+                               static_cast<uint32_t>(next_ + 1));
+      return ++next_;
+    } catch (const std::exception& e) {
+      RR_LOG(Warn, -1, "the device ring's tickets go through events: " << e.what());
+      useEvents();
+    }
+  }
   void* event = nullptr;
   if (spare_.empty()) {
     event = cuda::recordMark(device_, stream_);
@@ -80,6 +106,11 @@ void* CudaRingSteps::workspace(size_t bytes) {
 DeviceSteps::Ticket CudaRingSteps::fence() { return mark(); }
 
 bool CudaRingSteps::done(Ticket ticket) {
+  if (counter_) {
+    // The stream's count, compared in cyclic order (it is 32 bits wide).
+    const uint32_t passed = *static_cast<volatile uint32_t*>(counter_->host());
+    return static_cast<int32_t>(passed - static_cast<uint32_t>(ticket)) >= 0;
+  }
   while (!pending_.empty() && cuda::markReached(pending_.front().second)) {
     reached_ = pending_.front().first;
     spare_.push_back(pending_.front().second);

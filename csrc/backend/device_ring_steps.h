@@ -1,8 +1,12 @@
 // The device ring's device side on CUDA (algorithms/device_ring.h):
 // staging slots of the group's own, reductions by the fused reduce-copy
-// kernel on the group's stream, and tickets that are events there, so the
-// host schedule polls them while it drives the transport and never waits
-// for the whole device. Defined only where the CUDA path is compiled.
+// kernel on the group's stream, and tickets the host schedule polls while
+// it drives the transport, never waiting for the whole device. A ticket is
+// a count the stream writes into pinned host memory after its work
+// (cuStreamWriteValue32), so a poll is a load, no CUDA call; where the
+// driver has no stream memory operations, or the write fails, an event
+// per ticket, re-recorded once reached. Torch-free; defined only where
+// the CUDA path is compiled (and on the tests' fake device).
 #pragma once
 
 #include <deque>
@@ -16,6 +20,7 @@ namespace ringreduce {
 
 namespace cuda {
 class DeviceBuffer;
+class PinnedMirror;
 }
 
 class CudaRingSteps : public DeviceSteps {
@@ -49,12 +54,17 @@ class CudaRingSteps : public DeviceSteps {
 
  private:
   Ticket mark();
+  // Events instead of the counter from now on (the counter's write failed).
+  void useEvents();
 
   const int device_;
   void* stream_ = nullptr;
   std::unique_ptr<cuda::DeviceBuffer> slots_;
   std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the 16-bit wire's copy, grown on demand
-  std::deque<std::pair<Ticket, void*>> pending_;  // tickets and their events, in order
+  // The last ticket the stream has passed, written by the stream; null:
+  // tickets are events.
+  std::unique_ptr<cuda::PinnedMirror> counter_;
+  std::deque<std::pair<Ticket, void*>> pending_;  // events only: tickets and their events, in order
   // Events of reached tickets, recorded again for later ones: a ring step
   // then costs one record and its queries, not an event created and
   // destroyed (cudaEventCreate/Destroy) per segment.

@@ -39,6 +39,8 @@ void clearUnshareable() {
 std::atomic<int64_t> streamWaitLimitMs{30000};
 
 void setFakeStreamWaitLimit(std::chrono::milliseconds limit) { streamWaitLimitMs = limit.count(); }
+std::atomic<bool> streamMemOps{true};
+void setFakeStreamMemOps(bool available) { streamMemOps = available; }
 
 namespace {
 std::mutex devicesMutex;
@@ -356,9 +358,10 @@ void destroyOwnStream(int, void* stream) {
   delete static_cast<int*>(stream);
 }
 
-bool streamMemOpsAvailable(std::string*) {
+bool streamMemOpsAvailable(std::string* why) {
   ++testing::calls().deviceQueries;
-  return true;
+  if (!testing::streamMemOps && why != nullptr) *why = "the fake driver has none (a test said so)";
+  return testing::streamMemOps;
 }
 
 void streamWriteValue32(void*, uint32_t* address, uint32_t value) {

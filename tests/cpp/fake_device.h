@@ -22,6 +22,8 @@ void clearUnshareable();
 // How long a fake stream wait waits before it throws (a real one waits
 // until the watchdog releases it); 30 s unless a test says otherwise.
 void setFakeStreamWaitLimit(std::chrono::milliseconds limit);
+// Whether the fake driver offers stream memory operations (default: yes).
+void setFakeStreamMemOps(bool available);
 
 // --- several devices ------------------------------------------------------
 // Each rank of a test passes its own device index (rank k: device k), as

@@ -1,8 +1,10 @@
 // The device ring's CUDA side (backend/device_ring_steps.h, torch-free) run
 // by the device ring's schedule on the fake device: its tickets, slots and
-// staging as the GPU path uses them, with every result exact. Its events
-// are re-recorded once reached, so after the first collective a segment
-// creates no event (issue 43: the ring's per-step cost).
+// staging as the GPU path uses them, with every result exact. Per segment
+// it costs no CUDA call beyond the work and one ticket (issue 43: the
+// ring's per-step cost): a stream write of a count that the host polls by
+// reading memory, or, without stream memory operations, an event recorded
+// again once reached (none created after the first collective).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "algorithms/device_ring.h"
 #include "backend/device_ring_steps.h"
 #include "fake_call_counts.h"
+#include "fake_device.h"
 #include "fake_device_context.h"
 #include "rank_threads.h"
 
@@ -43,25 +46,52 @@ bool allreduceIsExact(const Comm& comm, int rank, int n, size_t count, CudaRingS
 
 }  // namespace
 
-TEST(CudaRingSteps, AllreducesAreExactAndLaterOnesCreateNoEvent) {
+// Three allreduces on each rank's own steps (worlds 2 and 3), the first
+// uncounted; returns each rank's calls into the CUDA layer for the other two.
+std::vector<FakeCallCounts> runThree(int n) {
+  std::vector<FakeCallCounts> counted(static_cast<size_t>(n));
+  runComms(n, TransportKind::Loopback, [&](const Comm& comm, int rank) {
+    CudaRingSteps steps(rank);  // one GPU per rank
+    int stream = 0;             // the fake runs streams at once: any handle
+    steps.bind(&stream);
+    // 3 MiB of floats per rank: chunks of 1-1.5 MiB, so segments of a
+    // quarter chunk up to the 1 MiB slots, and several reuses of each slot.
+    const size_t count = (size_t{3} << 20) / sizeof(float) + 7;
+    EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 1)) << "rank " << rank;
+    takeFakeCallCounts();
+    EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 2)) << "rank " << rank;
+    EXPECT_TRUE(allreduceIsExact(comm, rank, n, 1000, steps, 3)) << "rank " << rank;
+    counted[static_cast<size_t>(rank)] = takeFakeCallCounts();
+  });
+  return counted;
+}
+
+TEST(CudaRingSteps, TicketsAreAStreamWrittenCountPolledWithoutACudaCall) {
   ringreduce::testing::resetFakeDevices(3);
   for (int n : {2, 3}) {
-    runComms(n, TransportKind::Loopback, [&](const Comm& comm, int rank) {
-      CudaRingSteps steps(rank);  // one GPU per rank
-      int stream = 0;             // the fake runs streams at once: any handle
-      steps.bind(&stream);
-      // 3 MiB of floats per rank: chunks of 1-1.5 MiB, so segments of a
-      // quarter chunk up to the 1 MiB slots, and several reuses of each slot.
-      const size_t count = (size_t{3} << 20) / sizeof(float) + 7;
-      EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 1)) << "rank " << rank;
-      takeFakeCallCounts();
-      EXPECT_TRUE(allreduceIsExact(comm, rank, n, count, steps, 2)) << "rank " << rank;
-      EXPECT_TRUE(allreduceIsExact(comm, rank, n, 1000, steps, 3)) << "rank " << rank;
-      const FakeCallCounts calls = takeFakeCallCounts();
+    for (const FakeCallCounts& calls : runThree(n)) {
       EXPECT_GT(calls.kernelLaunches, 0u);
-      EXPECT_GE(calls.eventRecords, calls.kernelLaunches) << "a ticket per reduction";
+      // A ticket per reduction, and the fence of each collective.
+      EXPECT_EQ(calls.streamMemOps, calls.kernelLaunches + 2) << calls.describe();
+      EXPECT_EQ(calls.eventCreates + calls.eventRecords + calls.eventQueries, 0u)
+          << calls.describe();
+    }
+  }
+}
+
+TEST(CudaRingSteps, WithoutStreamMemoryOperationsEventsAreRecordedAgain) {
+  ringreduce::testing::resetFakeDevices(3);
+  struct NoMemOps {  // restored however the test ends
+    NoMemOps() { ringreduce::testing::setFakeStreamMemOps(false); }
+    ~NoMemOps() { ringreduce::testing::setFakeStreamMemOps(true); }
+  } noMemOps;
+  for (int n : {2, 3}) {
+    for (const FakeCallCounts& calls : runThree(n)) {
+      EXPECT_GT(calls.kernelLaunches, 0u);
+      EXPECT_EQ(calls.eventRecords, calls.kernelLaunches + 2) << calls.describe();
       EXPECT_EQ(calls.eventCreates, 0u) << "events created after the first collective";
       EXPECT_EQ(calls.eventDestroys, 0u) << "events destroyed while the steps live";
-    });
+      EXPECT_EQ(calls.streamMemOps, 0u);
+    }
   }
 }
