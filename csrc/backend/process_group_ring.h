@@ -175,7 +175,13 @@ class ProcessGroupRing : public c10d::Backend {
   // CUDA collective completed.
   std::string cudaPaths() const {
     const DevicePath* path = devicePathMade_.load();
-    return path ? path->pathsDescription() : "not set up (no CUDA collective has run)";
+    if (path) return path->pathsDescription();
+    if (size_ == 1) {
+      return "a group of one: allreduce, reduce_scatter_tensor, all_gather_into_tensor and "
+             "broadcast complete on the caller's stream with no device path; the other "
+             "collectives set one up when they first run";
+    }
+    return "not set up (no CUDA collective has run)";
   }
   // The settings the group was created with (RINGREDUCE_* names and values).
   std::vector<std::pair<std::string, std::string>> effectiveConfig() const {

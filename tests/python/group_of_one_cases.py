@@ -96,8 +96,9 @@ def hooks_and_trace_alone(rank, world_size, init_method):
         dist.all_reduce(torch.ones(16))
     dist.group.WORLD._wait_for_pending_works()
     json_text = torch_ringreduce.trace_json()
+    paths = dist.group.WORLD._get_backend(torch.device("cpu"))._cuda_paths()
     dist.destroy_process_group()
-    return {"seen": seen, "json": json_text}
+    return {"seen": seen, "json": json_text, "paths": paths}
 
 
 def ddp_alone(rank, world_size, init_method, backend):

@@ -52,6 +52,8 @@ def test_group_of_one_waits_for_queued_work_and_coalesces():
 def test_group_of_one_reports_to_hooks_and_trace():
     [r] = run_world(1, hooks_and_trace_alone, timeout=120)
     assert [seq for _, seq in r["seen"]] == [1, 2, 3]
+    # What `python -m torch_ringreduce.info` reports of its CUDA paths.
+    assert r["paths"].startswith("a group of one"), r["paths"]
     assert all("ALLREDUCE" in op for op, _ in r["seen"])
     entries = json.loads(r["json"])["entries"]
     allreduces = [e for e in entries if e["op"] == "allreduce"]
