@@ -168,18 +168,6 @@ bool Engine::givenUp() const {
 uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
                            const CollectiveFingerprint& fingerprint, const OpFields& fields,
                            LaunchRef launch) {
-  return runDirect(name, timeout, fingerprint, &fields, nullptr, launch);
-}
-
-uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
-                           const CollectiveFingerprint& fingerprint, const std::string& summary,
-                           const std::function<void(const OpContext&)>& launch) {
-  return runDirect(name, timeout, fingerprint, nullptr, &summary, LaunchRef(launch));
-}
-
-uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
-                           const CollectiveFingerprint& fingerprint, const OpFields* fields,
-                           const std::string* summary, LaunchRef launch) {
   // Held throughout: no collective can be queued (and start) meanwhile.
   std::lock_guard<std::mutex> lock(submitMutex_);
   refuseIfShutDown(name);
@@ -189,7 +177,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   }
   const uint64_t seq = ++nextSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
-                                 << (fields ? describe(*fields) : *summary) << " (direct)");
+                                 << fields << " (direct)");
   // The op's one clock read: its deadline and its time in the trace.
   const Clock::time_point now = Clock::now();
   OpContext op;
@@ -200,12 +188,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.fingerprintWord = fingerprintWord(fingerprint);
   op.fingerprint = fingerprintByte(op.fingerprintWord);
   const auto record = [&](const char* error) {
-    if (!trace_.enabled()) return;
-    if (fields) {
-      trace_.direct(seq, name, *fields, op.fingerprintWord, now, error);
-    } else {
-      trace_.direct(seq, name, *summary, op.fingerprintWord, now, error);
-    }
+    if (trace_.enabled()) trace_.direct(seq, name, fields, op.fingerprintWord, now, error);
   };
   try {
     launch(op);

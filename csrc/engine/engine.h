@@ -105,10 +105,6 @@ class Engine {
   uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
                      const CollectiveFingerprint& fingerprint, const OpFields& fields,
                      LaunchRef launch);
-  // The same, described by a string (the trace keeps it as it is).
-  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
-                     const CollectiveFingerprint& fingerprint, const std::string& summary,
-                     const std::function<void(const OpContext&)>& launch);
   // Whether runDirect would run now.
   bool canRunDirect() const;
   // Any thread: the group has failed or was aborted.
@@ -163,10 +159,6 @@ class Engine {
 
  private:
   void submit(Operation operation);  // with submitMutex_ held
-  // Both runDirect forms: exactly one of `fields` and `summary` is set.
-  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
-                     const CollectiveFingerprint& fingerprint, const OpFields* fields,
-                     const std::string* summary, LaunchRef launch);
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
                                              const std::string& summary, uint32_t fingerprint);

@@ -86,7 +86,7 @@ TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
     if (rank == 0) {
       ASSERT_TRUE(becomesIdle(*engine));
       uint64_t seen = 0;
-      const uint64_t seq = engine->runDirect("direct", std::chrono::seconds(20), {}, "",
+      const uint64_t seq = engine->runDirect("direct", std::chrono::seconds(20), {}, OpFields{},
                                              [&](const OpContext& op) { seen = op.seq; });
       EXPECT_EQ(seq, 2u);
       EXPECT_EQ(seen, 2u);
@@ -121,7 +121,7 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   ASSERT_TRUE(running) << "the queued collective did not start within 10 s";
   EXPECT_FALSE(engine->canRunDirect());
   bool ran = false;
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
                               [&](const OpContext&) { ran = true; }),
             0u);
   EXPECT_FALSE(ran);
@@ -129,7 +129,7 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   EXPECT_EQ(blocked->outcome(), "");
   engine->waitForQueued();
   EXPECT_TRUE(becomesIdle(*engine));
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
                               [&](const OpContext&) { ran = true; }),
             2u);
   EXPECT_TRUE(ran);
@@ -139,7 +139,7 @@ TEST(EngineDirect, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
   engine->startCoalescing();
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "", [](const OpContext&) {}),
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
             0u);
   engine->endCoalescing([](const auto&) { return std::make_shared<RecordingCallbacks>(); });
   auto checked = engineFor(std::make_shared<LoopbackFabric>(1), 0, true);
@@ -151,17 +151,17 @@ TEST(EngineDirect, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
 TEST(EngineDirect, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
-  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
                                  [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
                InvalidArgument);
   EXPECT_TRUE(engine->canRunDirect());
   EXPECT_FALSE(engine->givenUp());
-  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, "",
+  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
                                  [](const OpContext&) { throw Error("kernel launch failed"); }),
                Error);
   EXPECT_TRUE(engine->givenUp());
   EXPECT_FALSE(engine->canRunDirect());
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, "", [](const OpContext&) {}),
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
             0u);
   const std::string refused = queue(*engine, [](const OpContext&) {})->outcome();
   EXPECT_NE(refused.find("kernel launch failed"), std::string::npos) << refused;

@@ -197,22 +197,24 @@ TEST(EngineHotPath, AFailedLaunchIsRecordedAndRethrown) {
   EXPECT_NE(json.find("\"error\": \"kernel launch failed\""), std::string::npos) << json;
 }
 
-// The string form (the backend's call site until it moves to the fields)
-// still works and keeps its summary as given.
-TEST(EngineHotPath, TheStringFormStillRecordsItsSummary) {
+// The launch sees the fingerprint's word, and the trace renders the fields
+// as the summary a queued op's would be.
+TEST(EngineHotPath, TheTraceReadsTheFieldsAsItsSummary) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0, 2000);
   ASSERT_TRUE(becomesIdle(*engine));
   uint32_t seenWord = 0;
-  const std::function<void(const OpContext&)> launch = [&](const OpContext& op) {
-    seenWord = op.fingerprintWord;
-  };
+  OpFields fields;
+  fields.dtype = DataType::Float32;
+  fields.count = 4;
+  fields.reduceOp = static_cast<int>(ReduceOp::Sum);
+  fields.device = 0;
   EXPECT_EQ(engine->runDirect("allreduce", std::chrono::seconds(1), allreduceFingerprint(),
-                              std::string("4 x Float SUM on cuda:0"), launch),
+                              fields, [&](const OpContext& op) { seenWord = op.fingerprintWord; }),
             1u);
   EXPECT_EQ(seenWord, fingerprintWord(allreduceFingerprint()));
   const std::string json = engine->traceJson("test");
-  EXPECT_NE(json.find("\"summary\": \"4 x Float SUM on cuda:0\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"summary\": \"4 x float32 SUM on cuda:0\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"direct\": true"), std::string::npos) << json;
 }
 
