@@ -1,0 +1,380 @@
+#include "transport/host/host_channel.h"
+
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/base/errors.h"
+#include "transport/core_yield.h"
+
+namespace ringreduce {
+
+namespace {
+
+// How a rank fared in one round of the set-up, as it tells the others.
+struct SetupRecord {
+  uint64_t ok = 0;
+  uint64_t pid = 0;
+  uint64_t pidNamespace = 0;
+  uint64_t netNamespace = 0;
+  char reason[224] = {};
+};
+
+uint64_t namespaceInode(const char* path) {
+  struct stat info {};
+  return stat(path, &info) == 0 ? static_cast<uint64_t>(info.st_ino) : 0;
+}
+
+std::vector<uint8_t> bytesOf(const SetupRecord& record) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&record);
+  return std::vector<uint8_t>(p, p + sizeof(record));
+}
+
+SetupRecord recordOf(const std::vector<uint8_t>& bytes) {
+  SetupRecord record;
+  std::memcpy(&record, bytes.data(), std::min(bytes.size(), sizeof(record)));
+  record.reason[sizeof(record.reason) - 1] = '\0';
+  return record;
+}
+
+SetupRecord verdict(bool ok, const std::string& reason) {
+  SetupRecord record;
+  record.ok = ok ? 1 : 0;
+  std::snprintf(record.reason, sizeof(record.reason), "%s", reason.c_str());
+  return record;
+}
+
+// Publishes `mine` under `key`/rank and reads every rank's.
+std::vector<SetupRecord> exchange(KeyValueStore& store, const std::string& key, int rank,
+                                  int size, const SetupRecord& mine,
+                                  std::chrono::milliseconds timeout) {
+  store.set(key + std::to_string(rank), bytesOf(mine));
+  std::vector<SetupRecord> all(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    all[r] = r == rank ? mine : recordOf(store.get(key + std::to_string(r), timeout));
+  }
+  return all;
+}
+
+// The first rank that says no, and why; "" when all say yes.
+std::string firstRefusal(const std::vector<SetupRecord>& all) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].ok) return "rank " + std::to_string(r) + ": " + all[r].reason;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::string& prefix,
+                                               int rank, int size, const Options& options,
+                                               std::chrono::milliseconds timeout,
+                                               std::string* why) {
+  // Rank 0 creates the segment, with its buffer size; its name and that
+  // size (or why there is none) tell the others whether to go on.
+  HostSegment segment;
+  size_t bufferBytes = options.bufferBytes;
+  std::string name;
+  if (rank == 0) {
+    std::string named;
+    try {
+      if (bufferBytes == 0) throw Error("RINGREDUCE_SHM_BYTES=0 on rank 0");
+      segment = HostSegment::create(size, bufferBytes);
+      named = segment.name() + " " + std::to_string(bufferBytes);
+    } catch (const std::exception& e) {
+      named = std::string("!") + e.what();
+    }
+    store.set(prefix + "name", std::vector<uint8_t>(named.begin(), named.end()));
+    name = named[0] == '!' ? named : segment.name();
+  } else {
+    const std::vector<uint8_t> named = store.get(prefix + "name", timeout);
+    name.assign(named.begin(), named.end());
+    const size_t space = name.find(' ');
+    if (!name.empty() && name[0] != '!' && space != std::string::npos) {
+      bufferBytes = std::stoull(name.substr(space + 1));
+      name.resize(space);
+    }
+  }
+  if (name.empty() || name[0] == '!') {
+    *why = "rank 0: " + (name.empty() ? std::string("no segment name") : name.substr(1));
+    return nullptr;
+  }
+
+  // Round 1: every rank maps it, binds its doorbell and says which
+  // process it is; then the name can go.
+  std::unique_ptr<Doorbell> doorbell;
+  SetupRecord mine;
+  try {
+    // 0 here: this rank wants none, which turns it off for the whole group.
+    if (options.bufferBytes == 0) throw Error("RINGREDUCE_SHM_BYTES=0");
+    if (rank != 0) segment = HostSegment::open(name, size, bufferBytes);
+    doorbell = std::make_unique<Doorbell>(name.substr(1), rank, size);
+    mine = verdict(true, "");
+  } catch (const std::exception& e) {
+    mine = verdict(false, e.what());
+  }
+  mine.pid = static_cast<uint64_t>(getpid());
+  mine.pidNamespace = namespaceInode("/proc/self/ns/pid");
+  mine.netNamespace = namespaceInode("/proc/self/ns/net");
+  if (mine.ok && (mine.pidNamespace == 0 || mine.netNamespace == 0)) {
+    mine = verdict(false, "cannot read /proc/self/ns (pid and network namespaces unknown)");
+  }
+  const std::vector<SetupRecord> mapped = exchange(store, prefix + "mapped/", rank, size, mine,
+                                                   timeout);
+  if (rank == 0) segment.unlink();
+  *why = firstRefusal(mapped);
+  if (!why->empty()) return nullptr;
+
+  // Round 2: the peers' deaths must reach this rank (their process fds)
+  // and its doorbell must reach them (one network namespace: abstract
+  // sockets are per namespace).
+  PeerExits exits;
+  SetupRecord usable = verdict(true, "");
+  std::vector<long> pids;
+  for (int r = 0; r < size; ++r) {
+    pids.push_back(static_cast<long>(mapped[r].pid));
+    if (mapped[r].pidNamespace != mine.pidNamespace || mapped[r].netNamespace != mine.netNamespace) {
+      usable = verdict(false, "rank " + std::to_string(r) +
+                                  " runs in another pid or network namespace");
+    }
+  }
+  if (usable.ok) {
+    try {
+      exits = PeerExits(pids, rank);
+    } catch (const std::exception& e) {
+      usable = verdict(false, e.what());
+    }
+  }
+  *why = firstRefusal(exchange(store, prefix + "usable/", rank, size, usable, timeout));
+  if (!why->empty()) return nullptr;
+  auto& control = segment.lines(rank).control;
+  control.pid.store(mine.pid, std::memory_order_relaxed);
+  control.pidNamespace.store(mine.pidNamespace, std::memory_order_relaxed);
+  control.netNamespace.store(mine.netNamespace, std::memory_order_relaxed);
+  return std::unique_ptr<HostChannel>(new HostChannel(rank, size, std::move(segment),
+                                                      std::move(doorbell), std::move(exits),
+                                                      options));
+}
+
+HostChannel::HostChannel(int rank, int size, HostSegment segment,
+                         std::unique_ptr<Doorbell> doorbell, PeerExits exits,
+                         const Options& options)
+    : rank_(rank),
+      size_(size),
+      segment_(std::move(segment)),
+      doorbell_(std::move(doorbell)),
+      exits_(std::move(exits)),
+      yields_(options.yields),
+      callerSpin_(options.callerSpin, options.adaptiveSpin) {
+  if (yields_) callerSpin_.setDescheduledGap(kLongYield);
+  // What a sleep polls, prepared once: the doorbell, then each peer's process.
+  sleepFds_.push_back({doorbell_->fd(), POLLIN, 0});
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) sleepFds_.push_back({exits_.fd(peer), POLLIN, 0});
+  }
+}
+
+HostChannel::~HostChannel() {
+  if (!stateSet_.exchange(true)) setState(RankState::Left, "");
+}
+
+void HostChannel::setState(RankState state, const std::string& reason) {
+  ReasonLines& text = lines(rank_).reason;
+  std::snprintf(text.text, sizeof(text.text), "%s", reason.c_str());
+  lines(rank_).control.state.store(static_cast<uint32_t>(state), std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Every peer, asleep or about to be: a departure or failure is rare.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) doorbell_->ring(peer);
+  }
+}
+
+void HostChannel::fail(const std::string& reason) {
+  if (stateSet_.exchange(true)) return;  // the first reason is the one the peers read
+  setState(RankState::Failed, reason);
+}
+
+void HostChannel::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reasonMutex_);
+    if (abortReason_.empty()) abortReason_ = reason;
+  }
+  aborted_.store(true, std::memory_order_release);
+  doorbell_->ring(rank_);  // this rank's own sleep, if it sleeps
+  fail(reason);
+}
+
+void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes) {
+  PositionLine& position = lines(rank_).position;
+  bytes = std::min(bytes, PositionLine::kDetailBytes);
+  uint64_t words[PositionLine::kDetailBytes / 8] = {};
+  std::memcpy(words, detail, bytes);
+  // A reader takes seq (acquire), the fields, then seq again: equal means
+  // the fields belong to it. Zeroed first, so a torn read sees a change.
+  position.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  position.word.store(word, std::memory_order_relaxed);
+  position.detailBytes.store(static_cast<uint32_t>(bytes), std::memory_order_relaxed);
+  for (size_t i = 0; i < PositionLine::kDetailBytes / 8; ++i) {
+    position.detail[i].store(words[i], std::memory_order_relaxed);
+  }
+  position.seq.store(seq, std::memory_order_release);
+}
+
+void HostChannel::publish(FlagKind kind, uint64_t seq) {
+  lines(rank_).flags[static_cast<int>(kind)].value.store(seq, std::memory_order_release);
+  // Dekker with a sleeper (sleep()): it says it sleeps, fences, then reads
+  // the flag; this side sets the flag, fences, then reads whether it
+  // sleeps. One of the two sees the other's write.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && lines(peer).control.asleep.load(std::memory_order_relaxed) != 0) {
+      doorbell_->ring(peer);
+    }
+  }
+}
+
+int HostChannel::firstBehind(FlagKind kind, uint64_t seq) const {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    if (lines(peer).flags[static_cast<int>(kind)].value.load(std::memory_order_acquire) < seq) {
+      return peer;
+    }
+  }
+  return -1;
+}
+
+std::string HostChannel::where(const OpContext& op) const {
+  return "ringreduce: " + op.describe() + " on rank " + std::to_string(rank_);
+}
+
+std::string HostChannel::whereIs(int peer) const {
+  const PositionLine& position = lines(peer).position;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint64_t seq = position.seq.load(std::memory_order_acquire);
+    uint64_t words[PositionLine::kDetailBytes / 8];
+    for (size_t i = 0; i < PositionLine::kDetailBytes / 8; ++i) {
+      words[i] = position.detail[i].load(std::memory_order_relaxed);
+    }
+    const uint32_t bytes = position.detailBytes.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seq != position.seq.load(std::memory_order_relaxed)) continue;
+    if (seq == 0) return "has not started a collective of this group yet";
+    const std::string what = describe_ ? describe_(words, bytes) : std::string("a collective");
+    return "is in " + what + " #" + std::to_string(seq);
+  }
+  return "is moving on";
+}
+
+void HostChannel::checkPeer(int peer, const OpContext& op, bool behind) const {
+  const auto state =
+      static_cast<RankState>(lines(peer).control.state.load(std::memory_order_acquire));
+  // A peer whose flag is here gave this collective its data; whatever it
+  // did after is for the next collective to see.
+  if (behind && state == RankState::Failed) {
+    throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
+                         " gave up on the group: " + std::string(lines(peer).reason.text));
+  }
+  const PositionLine& position = lines(peer).position;
+  const uint64_t seq = position.seq.load(std::memory_order_acquire);
+  const uint32_t word = position.word.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (seq == op.seq && position.seq.load(std::memory_order_relaxed) == seq &&
+      word != op.fingerprintWord) {
+    throw TransportError(where(op) + ": rank " + std::to_string(peer) +
+                         " is in a different collective: it " + whereIs(peer) +
+                         " (the operation, dtype, size, reduce op or root differ)");
+  }
+  if (behind && state == RankState::Left) {
+    throw TransportError(where(op) + ": rank " + std::to_string(peer) +
+                         " has left the group (it destroyed its process group or exited) "
+                         "without joining " + op.describe() + " (did it skip this call?)");
+  }
+}
+
+void HostChannel::checkExits(const OpContext& op) const {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || !exits_.exited(peer)) continue;
+    // A rank that destroyed its group first says so: leaving is no death.
+    if (lines(peer).control.state.load(std::memory_order_acquire) ==
+        static_cast<uint32_t>(RankState::Active)) {
+      throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
+                           " is gone (its process exited); the process died");
+    }
+  }
+}
+
+void HostChannel::checkAborted(const OpContext& op) const {
+  if (!aborted_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(reasonMutex_);
+  throw TransportError(where(op) + ": " + abortReason_);
+}
+
+void HostChannel::awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spin) {
+  int behind = firstBehind(kind, op.seq);
+  if (behind >= 0) {
+    spin.startWait();
+    // The syscall that asks after the peers' processes runs every so many
+    // passes of the spin, and before every sleep.
+    constexpr unsigned kPassesPerExitCheck = 1024;
+    unsigned passes = 0;
+    while (behind >= 0) {
+      checkAborted(op);
+      checkPeer(behind, op, true);
+      if (++passes % kPassesPerExitCheck == 0) checkExits(op);
+      const Clock::time_point now = Clock::now();
+      if (now >= op.deadline) {
+        spin.abandon();
+        throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
+                           std::to_string(op.timeout.count()) + " ms on rank " +
+                           std::to_string(rank_) +
+                           " (operation timeout reached): still waiting for rank " +
+                           std::to_string(behind) + ", which " + whereIs(behind) +
+                           " (is that rank alive and calling the same collective?)");
+      }
+      if (spin.keepSpinning(now)) {
+        if (yields_) yieldCore();
+      } else {
+        sleep(kind, op, now);
+        spin.startWait();
+      }
+      behind = firstBehind(kind, op.seq);
+    }
+    spin.finishWait();
+  }
+  // Every peer's flag is here: each is in this collective or past it, and
+  // past it only if it found this rank's fingerprint equal to its own.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) checkPeer(peer, op, false);
+  }
+}
+
+void HostChannel::sleep(FlagKind kind, const OpContext& op, Clock::time_point now) {
+  std::atomic<uint32_t>& asleep = lines(rank_).control.asleep;
+  struct Awake {  // however the sleep ends, this rank no longer sleeps
+    std::atomic<uint32_t>& word;
+    ~Awake() { word.store(0, std::memory_order_relaxed); }
+  } awake{asleep};
+  asleep.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker: see publish()
+  const int behind = firstBehind(kind, op.seq);
+  if (behind < 0) return;
+  checkPeer(behind, op, true);  // a state set before this rank said it sleeps rang no one
+  checkExits(op);
+  const auto remaining =
+      std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  const int ready = poll(sleepFds_.data(), sleepFds_.size(),
+                         static_cast<int>(std::min<long long>(remaining, 1 << 30)));
+  if (ready <= 0) return;
+  if (sleepFds_[0].revents != 0) doorbell_->drain();
+  for (size_t i = 1; i < sleepFds_.size(); ++i) {
+    if (sleepFds_[i].revents != 0) checkExits(op);
+  }
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,161 @@
+// The group's channel between its ranks on one host: what small collectives
+// need instead of messages, the way MPI's shared-memory transport and
+// DeepSpeed's CPU allreduce work. A segment mapped once when the group is
+// made (host_segment.h); per rank, sequence-numbered flags on cache lines
+// of their own; the caller's thread spins on them for as long as spinning
+// pays (core/base/spin_budget.h), then sleeps on its doorbell (doorbell.h).
+//
+// It keeps the group's contracts, which UCX's messages kept before:
+// - every collective, whichever way it runs, first announces where this
+//   rank is (its sequence number and fingerprint), so a peer waiting on a
+//   flag sees at once that this rank called something else, and says what;
+// - a wait ends on the flag, on the peer's death (its process fd,
+//   peer_exits.h: the kernel says so the moment it exits), on its
+//   departure (its group destroyed: it says so and rings), on its failure
+//   (it gave up on the group: it says why and rings), on this group's
+//   abort, or at the deadline, whose error names the rank that is late
+//   and where it is;
+// - a sleeper is woken by the event itself: the peer that sets a flag rings
+//   every peer that said it sleeps (Dekker: each side writes its own word,
+//   fences, then reads the other's), so no sleep outlasts its event and
+//   no sleep is sliced.
+//
+// Waits run on one thread at a time (the engine runs one collective at a
+// time), with the SpinBudget the caller passes. abort(), fail() and
+// wakeSelf() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <poll.h>
+
+#include "core/base/op_context.h"
+#include "core/base/spin_budget.h"
+#include "transport/host/doorbell.h"
+#include "transport/host/host_segment.h"
+#include "transport/host/peer_exits.h"
+#include "transport/key_value_store.h"
+
+namespace ringreduce {
+
+// The flags a rank sets, each on its own cache line.
+enum class FlagKind : int {
+  Input = 0,    // its input for collective #seq is in its buffer
+  Reduced = 1,  // its share of #seq's result is in its buffer (two-phase forms)
+};
+
+class HostChannel {
+ public:
+  struct Options {
+    // Per rank and parity: rank 0's serves the group; 0 on any rank: no
+    // channel for the group.
+    size_t bufferBytes = 0;
+    bool yields = false;           // spins give the core away at every pass (Config::spinYields)
+    std::chrono::microseconds callerSpin{1000};  // the caller budget's ceiling
+    bool adaptiveSpin = true;
+  };
+
+  // Collective over `store` (keys under `prefix`, which must be unique to
+  // this group's generation): every rank of the group calls it, and every
+  // rank is on this host. Returns the channel on every rank, or null on
+  // every rank when any rank could not set it up (each says why in `why`:
+  // the first rank that failed and its reason). Throws TimeoutError when a
+  // rank does not take part within `timeout`.
+  static std::unique_ptr<HostChannel> open(KeyValueStore& store, const std::string& prefix,
+                                           int rank, int size, const Options& options,
+                                           std::chrono::milliseconds timeout, std::string* why);
+  // Says this rank has left (if it had not failed) and rings every peer.
+  ~HostChannel();
+  HostChannel(const HostChannel&) = delete;
+  HostChannel& operator=(const HostChannel&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t bufferBytes() const { return segment_.bufferBytes(); }
+  char* buffer(int rank, int parity) const { return segment_.buffer(rank, parity); }
+  // The parity the next collective on the buffers takes: they alternate,
+  // alike on every rank, since every rank runs the same collectives here.
+  // A rank writes buffer p for collective k only after every peer has
+  // started collective k-1 (the wait of k-1 saw their flags), which they do
+  // only once done reading collective k-2's, the last one on buffer p.
+  int takeParity() { return static_cast<int>(buffersUsed_++ & 1); }
+
+  // Any collective of the group, as it starts: this rank's sequence number,
+  // fingerprint word and the fingerprint's fields (up to
+  // PositionLine::kDetailBytes, rendered by `describe` in mismatch errors).
+  void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes);
+  using Describe = std::function<std::string(const void* detail, size_t bytes)>;
+  void setDescribe(Describe describe) { describe_ = std::move(describe); }
+
+  // Sets this rank's `kind` flag to `seq` (release) and rings the peers
+  // that sleep.
+  void publish(FlagKind kind, uint64_t seq);
+  // Returns once every peer's `kind` flag is at op.seq or later and each
+  // of them is in this same collective (op.fingerprintWord). Throws
+  // TransportError for a peer in another collective, dead, gone or failed,
+  // or for this group's abort; TimeoutError at op.deadline.
+  void awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spin);
+
+  // The budget of a caller's thread that runs collectives past the queue
+  // (Engine::runDirect); the thread that runs it holds the engine's submit
+  // lock, so one at a time.
+  SpinBudget& callerSpin() { return callerSpin_; }
+
+  // Whether `rank` says it sleeps on its doorbell (its peers ring it then).
+  bool asleep(int rank) const {
+    return lines(rank).control.asleep.load(std::memory_order_relaxed) != 0;
+  }
+  // How often this rank's waits have slept: each sleep is one wake-up, what
+  // a small collective cannot afford more than once.
+  uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+
+  // This rank gave up on the group: its peers' waits fail at once with
+  // `reason`. Any thread; once.
+  void fail(const std::string& reason);
+  // This group was aborted here (ProcessGroup.abort()): this rank's own wait
+  // fails at once with `reason`, and so do the peers'. Any thread.
+  void abort(const std::string& reason);
+
+ private:
+  HostChannel(int rank, int size, HostSegment segment, std::unique_ptr<Doorbell> doorbell,
+              PeerExits exits, const Options& options);
+  RankLines& lines(int rank) const { return segment_.lines(rank); }
+  // The first peer whose `kind` flag is below `seq`, or -1.
+  int firstBehind(FlagKind kind, uint64_t seq) const;
+  // Throws if `peer` is in another collective than `op`; while its flag is
+  // `behind`, also if it has left or failed.
+  void checkPeer(int peer, const OpContext& op, bool behind) const;
+  void checkExits(const OpContext& op) const;
+  void checkAborted(const OpContext& op) const;
+  void sleep(FlagKind kind, const OpContext& op, Clock::time_point now);
+  // "allreduce(Float, 2 elements, SUM) #7" of `peer`'s position; or what
+  // it last did when it is elsewhere.
+  std::string whereIs(int peer) const;
+  std::string where(const OpContext& op) const;
+  void setState(RankState state, const std::string& reason);
+
+  const int rank_;
+  const int size_;
+  HostSegment segment_;
+  std::unique_ptr<Doorbell> doorbell_;
+  PeerExits exits_;
+  const bool yields_;
+  SpinBudget callerSpin_;
+  uint64_t buffersUsed_ = 0;
+  Describe describe_;
+  std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
+  std::atomic<bool> stateSet_{false};  // Left or Failed said (once)
+  std::atomic<bool> aborted_{false};
+  std::atomic<uint64_t> sleeps_{0};
+  mutable std::mutex reasonMutex_;
+  std::string abortReason_;  // guarded by reasonMutex_
+};
+
+}  // namespace ringreduce

@@ -1,0 +1,164 @@
+#include "transport/host/host_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "core/base/errors.h"
+
+namespace ringreduce {
+
+namespace {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared words must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared words must be lock-free");
+
+constexpr size_t kPage = 4096;
+
+struct alignas(kCacheLine) Header {
+  uint64_t magic;
+  uint64_t ranks;
+  uint64_t bufferBytes;
+};
+
+size_t roundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+size_t linesOffset() { return sizeof(Header); }
+size_t buffersOffset(int ranks) {
+  return roundUp(linesOffset() + sizeof(RankLines) * static_cast<size_t>(ranks), kPage);
+}
+
+std::string freshName() {
+  std::random_device random;
+  const uint64_t word = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char name[64];
+  std::snprintf(name, sizeof(name), "/ringreduce-%d-%016llx", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(word));
+  return name;
+}
+
+[[noreturn]] void fail(const std::string& what, int error) {
+  throw Error("ringreduce: host shared memory: " + what + " failed: " + std::strerror(error));
+}
+
+}  // namespace
+
+size_t HostSegment::bytesFor(int ranks, size_t bufferBytes) {
+  return buffersOffset(ranks) + roundUp(bufferBytes, kPage) * 2 * static_cast<size_t>(ranks);
+}
+
+HostSegment HostSegment::create(int ranks, size_t bufferBytes) {
+  const std::string name = freshName();
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) fail("shm_open(" + name + ")", errno);
+  const size_t bytes = bytesFor(ranks, bufferBytes);
+  // Reserved now: tmpfs pages are otherwise allocated at first touch, and a
+  // /dev/shm too small for them (a container's 64 MiB) would kill the
+  // process with SIGBUS in the middle of a collective.
+  int error = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+  if (error == 0) error = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (error != 0) {
+    ::close(fd);
+    shm_unlink(name.c_str());
+    fail("reserving " + std::to_string(bytes) + " bytes of /dev/shm for " + name, error);
+  }
+  HostSegment segment;
+  try {
+    segment = map(fd, name, ranks, bufferBytes, true);
+  } catch (...) {
+    shm_unlink(name.c_str());
+    throw;
+  }
+  auto* header = new (segment.base_) Header{kMagic, static_cast<uint64_t>(ranks), bufferBytes};
+  (void)header;
+  for (int r = 0; r < ranks; ++r) {
+    new (segment.base_ + linesOffset() + sizeof(RankLines) * static_cast<size_t>(r)) RankLines();
+  }
+  return segment;
+}
+
+HostSegment HostSegment::open(const std::string& name, int ranks, size_t bufferBytes) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) fail("shm_open(" + name + ") (is /dev/shm shared with rank 0?)", errno);
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || static_cast<size_t>(info.st_size) != bytesFor(ranks, bufferBytes)) {
+    ::close(fd);
+    throw Error("ringreduce: host shared memory: " + name + " has " +
+                std::to_string(info.st_size) + " bytes, expected " +
+                std::to_string(bytesFor(ranks, bufferBytes)));
+  }
+  HostSegment segment = map(fd, name, ranks, bufferBytes, false);
+  const auto* header = reinterpret_cast<const Header*>(segment.base_);
+  if (header->magic != kMagic || header->ranks != static_cast<uint64_t>(ranks) ||
+      header->bufferBytes != bufferBytes) {
+    throw Error("ringreduce: host shared memory: " + name +
+                " is not this group's segment (its header differs)");
+  }
+  return segment;
+}
+
+HostSegment HostSegment::map(int fd, const std::string& name, int ranks, size_t bufferBytes,
+                             bool created) {
+  const size_t bytes = bytesFor(ranks, bufferBytes);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  ::close(fd);  // the mapping keeps the object
+  if (base == MAP_FAILED) fail("mmap of " + std::to_string(bytes) + " bytes of " + name, error);
+  HostSegment segment;
+  segment.name_ = name;
+  segment.linked_ = created;
+  segment.base_ = static_cast<char*>(base);
+  segment.bytes_ = bytes;
+  segment.bufferBytes_ = bufferBytes;
+  segment.ranks_ = ranks;
+  return segment;
+}
+
+HostSegment::HostSegment(HostSegment&& other) noexcept { *this = std::move(other); }
+
+HostSegment& HostSegment::operator=(HostSegment&& other) noexcept {
+  if (this != &other) {
+    release();
+    name_ = std::move(other.name_);
+    linked_ = other.linked_;
+    base_ = other.base_;
+    bytes_ = other.bytes_;
+    bufferBytes_ = other.bufferBytes_;
+    ranks_ = other.ranks_;
+    other.linked_ = false;
+    other.base_ = nullptr;
+  }
+  return *this;
+}
+
+HostSegment::~HostSegment() { release(); }
+
+void HostSegment::release() {
+  unlink();
+  if (base_ != nullptr) munmap(base_, bytes_);
+  base_ = nullptr;
+}
+
+void HostSegment::unlink() {
+  if (!linked_) return;
+  shm_unlink(name_.c_str());
+  linked_ = false;
+}
+
+RankLines& HostSegment::lines(int rank) const {
+  return *reinterpret_cast<RankLines*>(base_ + linesOffset() +
+                                       sizeof(RankLines) * static_cast<size_t>(rank));
+}
+
+char* HostSegment::buffer(int rank, int parity) const {
+  const size_t stride = roundUp(bufferBytes_, kPage);
+  return base_ + buffersOffset(ranks_) + (static_cast<size_t>(rank) * 2 + parity) * stride;
+}
+
+}  // namespace ringreduce
