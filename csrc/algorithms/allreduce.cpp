@@ -11,6 +11,7 @@
 #include "algorithms/halving_doubling.h"
 #include "algorithms/link_probe.h"
 #include "algorithms/record_allgather.h"
+#include "algorithms/shared_memory_allreduce.h"
 #include "algorithms/two_level_allreduce.h"
 #include "core/base/errors.h"
 #include "core/base/host_identity.h"
@@ -73,7 +74,10 @@ const AllreduceCostModel& AllreduceSelector::model(const Comm& comm, const OpCon
 AllreduceAlgorithm AllreduceSelector::choose(const Comm& comm, const OpContext& op, size_t bytes) {
   const AllreduceCostModel& costs = model(comm, op);
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
-  if (forced != AllreduceAlgorithm::Auto) return forced;
+  // shm forced for a message the channel does not take: as auto.
+  if (forced != AllreduceAlgorithm::Auto && forced != AllreduceAlgorithm::SharedMemory) {
+    return forced;
+  }
   if (bytes >= kCrossMemoryFromBytes && peerProcesses(comm, op).usable) {
     return AllreduceAlgorithm::CrossMemory;
   }
@@ -99,6 +103,10 @@ void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, con
     case AllreduceAlgorithm::CrossMemory:
       trace(nameOf(algorithm), nullptr);
       return crossMemoryAllreduce(comm, op, args, selector.peerProcesses(comm, op));
+    case AllreduceAlgorithm::SharedMemory:
+      // Never chosen here: hostAllreduce takes the channel first, and
+      // choose() answers for what it does not take.
+      break;
     case AllreduceAlgorithm::TwoLevel: {
       const Topology& topology = selector.topology(comm, op);
       const AllreduceAlgorithm across = selector.model(comm, op).crossNodeAlgorithm(bytes);
@@ -123,6 +131,11 @@ void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
                           unsupportedReason(args.type, args.op));
   }
   if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
+  // First, and apart from the selector and the tuner (whose state is the
+  // executor's): a caller's thread runs it too (Engine::runDirect).
+  if (sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type))) {
+    return sharedMemoryAllreduce(comm, op, args);
+  }
   noteCallerBuffer(comm, args.data, args.count * elementSize(args.type));
   std::optional<AllreduceSelector> oneNode;
   AllreduceSelector* selector = comm.selector;

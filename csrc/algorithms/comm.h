@@ -11,6 +11,7 @@ namespace ringreduce {
 
 class AllreduceSelector;
 class AllreduceTuner;
+class HostChannel;
 
 struct Comm {
   Transport& transport;
@@ -22,6 +23,17 @@ struct Comm {
   // RINGREDUCE_AUTOTUNE: picks the settings of each host allreduce
   // (algorithms/autotune.h); null: the config as it is.
   AllreduceTuner* tuner = nullptr;
+  // The group's shared-memory channel between its ranks on one host
+  // (transport/host/host_channel.h); null where the group spans hosts or
+  // could not set one up.
+  HostChannel* channel = nullptr;
+  // The waiting thread's spin budget where it is not the transport's: a
+  // caller running a collective past the queue (Engine::runDirect) does not
+  // drive the transport, so it waits with its own (HostChannel::callerSpin).
+  SpinBudget* waitBudget = nullptr;
+
+  // Whose spin budget a wait of this collective uses.
+  SpinBudget& spinBudget() const { return waitBudget ? *waitBudget : transport.spinBudget(); }
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }

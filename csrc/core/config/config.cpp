@@ -141,6 +141,8 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
       readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
   config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
+  config.sharedMemoryBytes = static_cast<size_t>(readPositive(
+      sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.sharedMemoryBytes), 0));
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
       readFlag(sources, "RINGREDUCE_CHECK_COLLECTIVES", config.checkCollectives);
@@ -224,6 +226,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
+      {"RINGREDUCE_SHM_BYTES", number(sharedMemoryBytes)},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
       {"RINGREDUCE_ALGORITHM", nameOf(allreduceAlgorithm)},

@@ -21,6 +21,9 @@ constexpr int kOversubscribedWaitSpinMicroseconds = 200;
 // ... for messages up to this size; a wait for a bigger one sleeps at once.
 constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
 
+// The host channel's buffer per rank and parity (Config::sharedMemoryBytes).
+constexpr size_t kDefaultSharedMemoryBytes = size_t{1} << 20;
+
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
   // segment k. RINGREDUCE_SEGMENT_BYTES.
@@ -87,6 +90,14 @@ struct Config {
   // RINGREDUCE_CROSS_MEMORY=0 turns it off on this rank, and so for every
   // group it is in (the ranks agree).
   bool crossMemory = true;
+
+  // Small allreduces on one machine go through a shared-memory segment the
+  // group maps once (transport/host/host_channel.h,
+  // algorithms/shared_memory_allreduce.h): up to this many bytes, each rank
+  // holding two buffers of this size in /dev/shm (rank 0's size serves the
+  // group). RINGREDUCE_SHM_BYTES; 0 on any rank turns the channel off for
+  // every group that rank is in (the ranks agree when the group is made).
+  size_t sharedMemoryBytes = kDefaultSharedMemoryBytes;
 
   // Watch peers over a TCP side channel so a dead rank is reported at once
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.

@@ -112,7 +112,8 @@ double AllreduceCostModel::predictScatterGather(AllreduceAlgorithm algorithm,
       return predictScatterGather(cheapestScatterGather(bytes), bytes);
     case AllreduceAlgorithm::Direct:
       return timeOf(direct_, b) / 2;
-    case AllreduceAlgorithm::CrossMemory:  // an allreduce only
+    case AllreduceAlgorithm::CrossMemory:  // allreduces only
+    case AllreduceAlgorithm::SharedMemory:
       return never;
   }
   return never;

@@ -1,0 +1,103 @@
+#include "algorithms/shared_memory_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/math/host_reduce.h"
+#include "core/observe/phase_recorder.h"
+#include "core/plan/partition.h"
+#include "transport/host/host_channel.h"
+
+namespace ringreduce {
+
+namespace {
+
+// The one-pass reduction runs in pieces of this many bytes, so each piece of
+// the output stays in L1 while every peer's buffer is added to it.
+constexpr size_t kPieceBytes = 16 * 1024;
+
+// dst[range] = buffer_0 (op) buffer_1 (op) ... (op) buffer_{n-1}, in rank
+// order: the same expression on every rank. `dstHoldsFirst`: dst already
+// holds buffer_0's values (rank 0's own input). AVG divides in the last
+// step, once (reduceAndAverage).
+void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionArgs& args,
+                       char* dst, size_t firstByte, size_t bytes, bool dstHoldsFirst) {
+  const size_t esize = elementSize(args.type);
+  const int n = channel.size();
+  const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
+  for (size_t done = 0; done < bytes;) {
+    const size_t piece = std::min(kPieceBytes / esize * esize, bytes - done);
+    const size_t at = firstByte + done;
+    const size_t count = piece / esize;
+    if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, parity) + at, piece);
+    for (int r = 1; r < n; ++r) {
+      const char* src = channel.buffer(r, parity) + at;
+      if (args.op == ReduceOp::Avg && r == n - 1) {
+        reduceAndAverage(args.type, dst + done, src, count, n);
+      } else {
+        reduceInto(args.type, op, dst + done, src, count);
+      }
+    }
+    done += piece;
+  }
+}
+
+}  // namespace
+
+bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes) {
+  const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
+  return comm.channel != nullptr && bytes <= comm.channel->bufferBytes() &&
+         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::SharedMemory) &&
+         comm.config.hostWireDtype == WireDtype::None && !comm.config.payloadFree;
+}
+
+void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  HostChannel& channel = *comm.channel;
+  SpinBudget& spin = comm.spinBudget();
+  const int rank = channel.rank();
+  const int n = channel.size();
+  const size_t esize = elementSize(args.type);
+  const size_t bytes = args.count * esize;
+  char* data = static_cast<char*>(args.data);
+  const int parity = channel.takeParity();
+  char* mine = channel.buffer(rank, parity);
+
+  std::memcpy(mine, data, bytes);
+  channel.publish(FlagKind::Input, op.seq);
+  probe::mark(ProbePoint::Published);
+  {
+    PhaseScope waiting(op.phases, Phase::WaitPeers);
+    channel.awaitPeers(FlagKind::Input, op, spin);
+  }
+  probe::mark(ProbePoint::PeersHere);
+  if (bytes < kTwoPhaseFromBytes) {
+    PhaseScope reducing(op.phases, Phase::Reduce);
+    reduceInRankOrder(channel, parity, args, data, 0, bytes, rank == 0);
+    return;
+  }
+  // Two phases: this rank's chunk of everyone's buffer, reduced into its
+  // place in the output and back into this rank's buffer for the others.
+  const Range chunk = chunkOf(args.count, n, rank);
+  {
+    PhaseScope reducing(op.phases, Phase::Reduce);
+    char* dst = data + chunk.offset * esize;
+    reduceInRankOrder(channel, parity, args, dst, chunk.offset * esize, chunk.count * esize,
+                      rank == 0);
+    std::memcpy(mine + chunk.offset * esize, dst, chunk.count * esize);
+  }
+  channel.publish(FlagKind::Reduced, op.seq);
+  probe::mark(ProbePoint::Published);
+  {
+    PhaseScope waiting(op.phases, Phase::WaitPeers);
+    channel.awaitPeers(FlagKind::Reduced, op, spin);
+  }
+  probe::mark(ProbePoint::PeersHere);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank) continue;
+    const Range theirs = chunkOf(args.count, n, r);
+    std::memcpy(data + theirs.offset * esize, channel.buffer(r, parity) + theirs.offset * esize,
+                theirs.count * esize);
+  }
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,43 @@
+// Allreduce through the group's host channel (transport/host/host_channel.h),
+// when every rank is on this host and the message fits a channel buffer:
+// what MPI's shared-memory transport and DeepSpeed's CPU allreduce do, with
+// the group's contracts kept (the channel's waits end on deaths, departures,
+// failures, aborts, mismatched collectives and the deadline).
+//
+// One pass, up to kTwoPhaseFromBytes: every rank copies its input into its
+// buffer and sets its Input flag; once every peer's is set, each rank
+// reduces all buffers into its own tensor in rank order. Every rank computes
+// the same expression, so every rank holds the same bits.
+// Two phases, above: rank r reduces chunk r of every buffer (in rank
+// order) and puts the result back into its own buffer (Reduced flag); then
+// every rank copies each peer's reduced chunk. Each rank reads n chunks of
+// b/n instead of n buffers of b.
+//
+// No thread hand-off, allocation or lock of its own: it runs on whichever
+// thread runs the collective (the caller's, Engine::runDirect, or the
+// executor's), spinning with the SpinBudget it is given.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/comm.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/base/op_context.h"
+
+namespace ringreduce {
+
+// From this size the two-phase form (benchmarks/RESULTS.md, "Small
+// collectives").
+constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
+
+// Whether an allreduce of `bytes` goes through the host channel: there is
+// one (every rank on this host, RINGREDUCE_SHM on), it fits a buffer, and no
+// setting asks for another algorithm. A function of what every rank holds
+// alike (the channel's existence and size are agreed when the group is
+// made), so every rank answers the same for the same collective.
+bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes);
+
+// In place, like ringAllreduce; waits with comm.spinBudget().
+void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+
+}  // namespace ringreduce

@@ -1,0 +1,400 @@
+// The host channel (transport/host/host_channel.h) and the allreduce over it
+// (algorithms/shared_memory_allreduce.h): ranks as threads of this process
+// (each with its own mapping, doorbell and process fds), and, for a death, a
+// forked process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/comm.h"
+#include "algorithms/shared_memory_allreduce.h"
+#include "algorithms/workspace.h"
+#include "core/base/errors.h"
+#include "core/math/host_reduce.h"
+#include "transport/file_store.h"
+#include "transport/host/host_channel.h"
+#include "transport/in_memory_store.h"
+#include "transport/loopback/loopback_transport.h"
+
+namespace ringreduce {
+namespace {
+
+using namespace std::chrono_literals;
+
+HostChannel::Options options(size_t bufferBytes = 64 * 1024,
+                             std::chrono::microseconds spin = 200us) {
+  HostChannel::Options o;
+  o.bufferBytes = bufferBytes;
+  o.callerSpin = spin;
+  o.adaptiveSpin = false;  // the tests choose: spin, or sleep at once
+  return o;
+}
+
+// One channel per rank, opened together over one store (the group's set-up).
+std::vector<std::unique_ptr<HostChannel>> openChannels(
+    int n, const std::vector<HostChannel::Options>& perRank, std::vector<std::string>* whys) {
+  InMemoryStore store;
+  std::vector<std::unique_ptr<HostChannel>> channels(static_cast<size_t>(n));
+  whys->assign(static_cast<size_t>(n), "");
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      channels[r] = HostChannel::open(store, "test/", r, n, perRank[r], 10s, &(*whys)[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return channels;
+}
+
+std::vector<std::unique_ptr<HostChannel>> openChannels(int n, const HostChannel::Options& o) {
+  std::vector<std::string> whys;
+  auto channels = openChannels(n, std::vector<HostChannel::Options>(n, o), &whys);
+  for (int r = 0; r < n; ++r) {
+    if (!channels[r]) ADD_FAILURE() << "rank " << r << " has no channel: " << whys[r];
+  }
+  return channels;
+}
+
+// Runs body(rank) on one thread per rank; returns each rank's error text ("" if none).
+std::vector<std::string> onEachRank(int n, const std::function<void(int)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+OpContext opNumbered(uint64_t seq, uint32_t word, std::chrono::milliseconds limit = 10s) {
+  OpContext op("allreduce", seq, limit);
+  op.fingerprintWord = word;
+  return op;
+}
+
+std::string describeWord(const void* detail, size_t bytes) {
+  uint32_t word = 0;
+  std::memcpy(&word, detail, std::min(bytes, sizeof(word)));
+  return "collective-" + std::to_string(word);
+}
+
+void announce(HostChannel& channel, const OpContext& op) {
+  channel.setDescribe(describeWord);
+  channel.announce(op.seq, op.fingerprintWord, &op.fingerprintWord, sizeof(op.fingerprintWord));
+}
+
+// Each rank's allreduce through the channel, as the engine runs it.
+struct ChannelRank {
+  HostChannel& channel;
+  std::shared_ptr<LoopbackFabric> fabric;
+  Config config;
+  LoopbackTransport transport;
+  Workspace workspace;
+  ChannelRank(HostChannel& c, std::shared_ptr<LoopbackFabric> f, int rank)
+      : channel(c), fabric(std::move(f)), transport(fabric, rank, config) {}
+  void allreduce(const OpContext& op, const ReductionArgs& args) {
+    Comm comm{transport, config, workspace};
+    comm.channel = &channel;
+    comm.waitBudget = &channel.callerSpin();
+    ASSERT_TRUE(sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type)));
+    announce(channel, op);
+    sharedMemoryAllreduce(comm, op, args);
+  }
+};
+
+// Rank r's input: distinct per rank, element and collective, small integers
+// (so float sums are exact in any order).
+float inputOf(int rank, size_t i, uint64_t seq) {
+  return static_cast<float>(static_cast<int>((i * 7 + rank * 13 + seq * 3) % 41) - 20);
+}
+
+void expectAllreduceSums(int n, size_t count, int collectives) {
+  SCOPED_TRACE("world " + std::to_string(n) + ", " + std::to_string(count) + " floats");
+  auto channels = openChannels(n, options(size_t{1} << 20));
+  auto fabric = std::make_shared<LoopbackFabric>(n);
+  std::vector<std::vector<float>> results(static_cast<size_t>(n));
+  const auto errors = onEachRank(n, [&](int r) {
+    ChannelRank rank(*channels[r], fabric, r);
+    std::mt19937 jitter(static_cast<unsigned>(r));
+    for (int k = 1; k <= collectives; ++k) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = inputOf(r, i, k);
+      // Ranks arrive in different orders, so buffers alternate under load.
+      if (jitter() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(jitter() % 200));
+      rank.allreduce(opNumbered(k, 7), {data.data(), count, DataType::Float32, ReduceOp::Sum});
+      for (size_t i = 0; i < count; ++i) {
+        float expected = 0;
+        for (int q = 0; q < n; ++q) expected += inputOf(q, i, k);
+        if (data[i] != expected) {
+          throw std::runtime_error("collective " + std::to_string(k) + " element " +
+                                   std::to_string(i) + ": " + std::to_string(data[i]) +
+                                   " != " + std::to_string(expected));
+        }
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(HostChannel, OnePassSumsAreExactAtEveryWorld) {
+  for (int n : {2, 3, 4}) expectAllreduceSums(n, 1000, 60);
+}
+
+TEST(HostChannel, TwoPhaseSumsAreExactAtEveryWorld) {
+  const size_t count = kTwoPhaseFromBytes / sizeof(float) + 1001;  // uneven chunks
+  for (int n : {2, 3, 5}) expectAllreduceSums(n, count, 8);
+}
+
+TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {
+  // float16 rounds at every step, so the order of the reduction shows in the
+  // bits: every rank must compute buffer 0 + buffer 1 + ... in that order.
+  const int n = 4;
+  const size_t count = 4097;
+  auto channels = openChannels(n, options());
+  auto fabric = std::make_shared<LoopbackFabric>(n);
+  std::vector<std::vector<uint16_t>> inputs(n, std::vector<uint16_t>(count));
+  std::mt19937 random(5);
+  for (auto& input : inputs) {
+    for (auto& h : input) h = static_cast<uint16_t>(0x3000 + random() % 0x0fff);  // 0.125..1
+  }
+  std::vector<uint16_t> expected = inputs[0];
+  for (int r = 1; r < n; ++r) {
+    reduceInto(DataType::Float16, ReduceOp::Sum, expected.data(), inputs[r].data(), count);
+  }
+  std::vector<std::vector<uint16_t>> results = inputs;
+  const auto errors = onEachRank(n, [&](int r) {
+    ChannelRank rank(*channels[r], fabric, r);
+    rank.allreduce(opNumbered(1, 3), {results[r].data(), count, DataType::Float16, ReduceOp::Sum});
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "");
+    EXPECT_EQ(results[r], expected) << "rank " << r;
+  }
+}
+
+TEST(HostChannel, AverageAndMaxOverIntegers) {
+  const int n = 3;
+  const size_t count = 513;
+  auto channels = openChannels(n, options());
+  auto fabric = std::make_shared<LoopbackFabric>(n);
+  const auto errors = onEachRank(n, [&](int r) {
+    ChannelRank rank(*channels[r], fabric, r);
+    std::vector<int64_t> maxima(count), sums(count);
+    for (size_t i = 0; i < count; ++i) maxima[i] = sums[i] = static_cast<int64_t>(i * (r + 1)) - 300;
+    rank.allreduce(opNumbered(1, 1), {maxima.data(), count, DataType::Int64, ReduceOp::Max});
+    rank.allreduce(opNumbered(2, 2), {sums.data(), count, DataType::Int64, ReduceOp::Avg});
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t values[3] = {static_cast<int64_t>(i) - 300, static_cast<int64_t>(2 * i) - 300,
+                                 static_cast<int64_t>(3 * i) - 300};
+      if (maxima[i] != std::max({values[0], values[1], values[2]})) throw std::runtime_error("max");
+      // Integer AVG truncates toward zero, as the ring's does.
+      if (sums[i] != (values[0] + values[1] + values[2]) / 3) throw std::runtime_error("avg");
+    }
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(HostChannel, APeerInAnotherCollectiveIsNamedAtOnce) {
+  auto channels = openChannels(2, options());
+  const auto errors = onEachRank(2, [&](int r) {
+    // Same number, different fingerprints: both see it, neither waits for a timeout.
+    const OpContext op = opNumbered(1, r == 0 ? 11 : 22, 60s);
+    announce(*channels[r], op);
+    if (r == 0) channels[r]->publish(FlagKind::Input, op.seq);  // rank 1 never sets its flag
+    channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+  });
+  EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in collective-22 #1"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 is in a different collective: it is in collective-11 #1"),
+            std::string::npos)
+      << errors[1];
+}
+
+TEST(HostChannel, ATimeoutNamesTheLateRankAndWhereItIs) {
+  auto channels = openChannels(3, options(64 * 1024, 0us));
+  const OpContext first = opNumbered(1, 5, 20s);
+  const auto errors = onEachRank(3, [&](int r) {
+    announce(*channels[r], first);
+    channels[r]->publish(FlagKind::Input, 1);
+    channels[r]->awaitPeers(FlagKind::Input, first, channels[r]->callerSpin());
+    if (r == 2) return;  // rank 2 stays in #1
+    const OpContext second = opNumbered(2, 5, 300ms);
+    announce(*channels[r], second);
+    channels[r]->publish(FlagKind::Input, 2);
+    channels[r]->awaitPeers(FlagKind::Input, second, channels[r]->callerSpin());
+  });
+  for (int r : {0, 1}) {
+    EXPECT_NE(errors[r].find("allreduce #2 timed out after 300 ms on rank " + std::to_string(r) +
+                             " (operation timeout reached): still waiting for rank 2, which is "
+                             "in collective-5 #1"),
+              std::string::npos)
+        << errors[r];
+  }
+  EXPECT_EQ(errors[2], "");
+}
+
+TEST(HostChannel, ARankThatLeftOrFailedEndsTheWait) {
+  for (bool leaves : {true, false}) {
+    auto channels = openChannels(2, options(64 * 1024, 0us));
+    const auto errors = onEachRank(2, [&](int r) {
+      const OpContext op = opNumbered(1, 9, 60s);
+      if (r == 1) {
+        // Once rank 0 sleeps, so that the news must wake it.
+        while (!channels[0]->asleep(0)) std::this_thread::yield();
+        if (leaves) {
+          channels[1].reset();
+        } else {
+          channels[1]->fail("its own timeout");
+        }
+        return;
+      }
+      announce(*channels[r], op);
+      channels[r]->publish(FlagKind::Input, 1);
+      channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+    });
+    const std::string expected =
+        leaves ? "allreduce #1 on rank 0: rank 1 has left the group"
+               : "allreduce #1 on rank 0 failed: rank 1 gave up on the group: its own timeout";
+    EXPECT_NE(errors[0].find(expected), std::string::npos) << errors[0];
+  }
+}
+
+TEST(HostChannel, AnAbortWakesThisRanksOwnSleep) {
+  auto channels = openChannels(2, options(64 * 1024, 0us));
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      const OpContext op = opNumbered(1, 9, 60s);
+      announce(*channels[0], op);
+      channels[0]->publish(FlagKind::Input, 1);
+      channels[0]->awaitPeers(FlagKind::Input, op, channels[0]->callerSpin());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  while (!channels[0]->asleep(0)) std::this_thread::yield();
+  channels[0]->abort("process group 'g' was aborted on rank 0");
+  waiter.join();
+  EXPECT_NE(error.find("allreduce #1 on rank 0: process group 'g' was aborted on rank 0"),
+            std::string::npos)
+      << error;
+  // And the peer hears that this rank gave up (rank 0 set its flag for #1
+  // only: #2 needs the flag it never sets).
+  const OpContext op = opNumbered(2, 9, 60s);
+  announce(*channels[1], op);
+  try {
+    channels[1]->awaitPeers(FlagKind::Input, op, channels[1]->callerSpin());
+    ADD_FAILURE() << "rank 1's wait returned";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 gave up on the group: process group 'g' was "
+                                         "aborted"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
+  // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
+  // its sleep before the minute's deadline.
+  auto channels = openChannels(2, options(64 * 1024, 0us));
+  const auto errors = onEachRank(2, [&](int r) {
+    const OpContext op = opNumbered(1, 4, 60s);
+    announce(*channels[r], op);
+    if (r == 1) {
+      while (!channels[0]->asleep(0)) std::this_thread::yield();
+    }
+    channels[r]->publish(FlagKind::Input, 1);
+    channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(channels[0]->sleeps(), 1u);
+}
+
+TEST(HostChannel, EveryRankAgreesWhenOneCannotTakePart) {
+  std::vector<HostChannel::Options> perRank(3, options());
+  perRank[2].bufferBytes = 0;  // RINGREDUCE_SHM_BYTES=0 on rank 2 only
+  std::vector<std::string> whys;
+  auto channels = openChannels(3, perRank, &whys);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(channels[r], nullptr) << "rank " << r;
+    EXPECT_EQ(whys[r], "rank 2: RINGREDUCE_SHM_BYTES=0") << "rank " << r;
+  }
+  perRank.assign(3, options());
+  perRank[0].bufferBytes = 0;
+  channels = openChannels(3, perRank, &whys);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(channels[r], nullptr);
+    EXPECT_EQ(whys[r], "rank 0: RINGREDUCE_SHM_BYTES=0 on rank 0") << "rank " << r;
+  }
+}
+
+TEST(HostChannel, NothingIsLeftInDevShm) {
+  auto channels = openChannels(2, options());
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().find("ringreduce-" + std::to_string(getpid())),
+              std::string::npos)
+        << entry.path();
+  }
+}
+
+TEST(HostChannel, ADeadPeerIsReportedAtOnce) {
+  // Rank 1 is a child process that takes part in the set-up, then dies
+  // (SIGKILL) while rank 0 sleeps waiting for its flag.
+  const std::string directory = ::testing::TempDir() + "host_channel_death_" +
+                                std::to_string(getpid());
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    FileStore store(directory);
+    std::string why;
+    auto channel = HostChannel::open(store, "death/", 1, 2, options(64 * 1024, 0us), 10s, &why);
+    if (!channel) _exit(3);
+    while (!channel->asleep(0)) std::this_thread::yield();
+    kill(getpid(), SIGKILL);
+    _exit(4);
+  }
+  FileStore store(directory);
+  std::string why;
+  auto channel = HostChannel::open(store, "death/", 0, 2, options(64 * 1024, 0us), 10s, &why);
+  ASSERT_NE(channel, nullptr) << why;
+  std::string error;
+  try {
+    const OpContext op = opNumbered(1, 1, 60s);
+    announce(*channel, op);
+    channel->publish(FlagKind::Input, 1);
+    channel->awaitPeers(FlagKind::Input, op, channel->callerSpin());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_NE(error.find("allreduce #1 on rank 0 failed: rank 1 is gone (its process exited)"),
+            std::string::npos)
+      << error;
+  std::filesystem::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace ringreduce
