@@ -14,6 +14,7 @@
 #include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
 #include "core/math/host_loops.h"
+#include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
 #include "core/observe/timeline.h"
 #include "transport/ucx/ucx_transport.h"
@@ -58,7 +59,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
                                    std::chrono::milliseconds timeout, std::string groupName,
                                    int globalRank, int ranksOnHostHint)
     : c10d::Backend(rank, size),
-      groupName_(std::move(groupName)),
+      groupName_((probe::configureFromEnvironment(), std::move(groupName))),
       config_(configFromEnvironment()),
       timeoutMs_(timeout.count()) {
   // RINGREDUCE_CHECK_COLLECTIVES or TORCH_DISTRIBUTED_DEBUG=DETAIL. With
@@ -74,8 +75,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     if (!config_.timelinePath.empty()) {
       timeline = Timeline::forProcess(config_.timelinePath, globalRank < 0 ? rank : globalRank);
     }
-    auto transport = std::make_unique<UcxTransport>(
-        rank, size, std::make_shared<C10dStoreAdapter>(store), timeout, config_);
+    auto storeAdapter = std::make_shared<C10dStoreAdapter>(store);
+    auto transport = std::make_unique<UcxTransport>(rank, size, storeAdapter, timeout, config_);
     // The address exchange told how many ranks share this machine, which
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
@@ -83,9 +84,10 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     config_ = Config::fromEnvironment(ranksOnThisHost_);
     config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);
+    std::unique_ptr<HostChannel> channel = openHostChannel(*storeAdapter, *transport, timeout);
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
-                                       std::move(timeline), timelineLabel);
+                                       std::move(timeline), timelineLabel, std::move(channel));
     if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
     // Across nodes the device ring and NCCL are timed by default: which is
     // faster depends on the network, and only a measurement can say.
@@ -104,6 +106,28 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
+
+std::unique_ptr<HostChannel> ProcessGroupRing::openHostChannel(KeyValueStore& store,
+                                                               const UcxTransport& transport,
+                                                               std::chrono::milliseconds timeout) {
+  // Every rank decides alike: the address exchange told each how many ranks
+  // share its host.
+  if (size_ < 2 || transport.ranksOnThisHost() != size_) return nullptr;
+  HostChannel::Options options;
+  options.bufferBytes = config_.sharedMemoryBytes;
+  options.yields = config_.spinYields;
+  options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
+  options.adaptiveSpin = config_.adaptiveSpin;
+  std::string why;
+  std::unique_ptr<HostChannel> channel = HostChannel::open(
+      store, transport.storePrefix() + "host_channel/", rank_, size_, options, timeout, &why);
+  if (channel) {
+    RR_LOG(Info, rank_, "host channel: " << channel->bufferBytes() << " B per buffer");
+  } else {
+    RR_LOG(Info, rank_, "no host channel (small allreduces take UCX): " << why);
+  }
+  return channel;
+}
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupRing::getBackendOptions() {
   auto options = c10::make_intrusive<Options>(getBackendName(), timeout());
@@ -212,6 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
+  probe::mark(ProbePoint::Queued);
   return work;
 }
 

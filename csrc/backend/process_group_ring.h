@@ -38,6 +38,8 @@
 
 namespace ringreduce {
 
+class UcxTransport;
+
 // What the collective check (algorithms/collective_check.h) compares besides
 // the op type, the first output's dtype and the outputs' element count (when
 // numel is not given).
@@ -339,6 +341,20 @@ class ProcessGroupRing : public c10d::Backend {
                                                 std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
                                                 std::chrono::milliseconds timeout);
+  // A CPU allreduce through the host channel from the caller's thread
+  // (ops/host_direct.cpp); null when it does not apply or the engine has
+  // the op queue.
+  c10::intrusive_ptr<c10d::Work> allreduceOnHostDirect(const at::Tensor& tensor,
+                                                       const Reduction& red,
+                                                       const CallOptions& call);
+  // Whether a CPU allreduce of `bytes` goes through the host channel,
+  // whoever runs it (hostAllreduce takes it first). Any thread.
+  bool throughHostChannel(size_t bytes);
+  // The group's host channel when every rank is on this host
+  // (constructor); null otherwise, or when any rank could not set it up.
+  std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
+                                               const UcxTransport& transport,
+                                               std::chrono::milliseconds timeout);
   template <typename Fn>
   c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
                                           std::chrono::milliseconds timeout,

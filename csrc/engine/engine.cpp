@@ -1,11 +1,14 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <cstring>
 #include <future>
 #include <optional>
 
 #include "algorithms/neighbour_check.h"
 #include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
+#include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
 #include "transport/tag.h"
 
@@ -68,7 +71,7 @@ class TracedCallbacks : public OperationCallbacks {
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
                bool checkCollectives, Describe describe, std::shared_ptr<Timeline> timeline,
-               MakeLabel label)
+               MakeLabel label, std::unique_ptr<HostChannel> channel)
     : rank_(transport->rank()),
       size_(transport->size()),
       config_(config),
@@ -78,8 +81,22 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       timeline_(std::move(timeline)),
       label_(std::move(label)),
       transport_(std::move(transport)),
+      channel_(std::move(channel)),
       trace_(config.traceBufferSize) {
+  if (channel_) {
+    channel_->setDescribe([describe = describe_](const void* detail, size_t bytes) {
+      CollectiveFingerprint fingerprint;
+      std::memcpy(&fingerprint, detail, std::min(bytes, sizeof(fingerprint)));
+      return describe ? describe(fingerprint) : std::string("a collective");
+    });
+  }
   executor_ = std::make_shared<Executor>(*transport_);
+}
+
+void Engine::announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint) {
+  static_assert(sizeof(CollectiveFingerprint) <= PositionLine::kDetailBytes,
+                "a fingerprint must fit a position line");
+  if (channel_) channel_->announce(seq, word, &fingerprint, sizeof(fingerprint));
 }
 
 Engine::~Engine() { shutdown(); }
@@ -102,6 +119,7 @@ bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   executor_.reset();
   if (timeline_) timeline_->flush();  // every operation has run and is recorded
   if (beforeRelease) beforeRelease();
+  channel_.reset();  // says this rank left, to peers still waiting on it
   transport_.reset();
   return true;
 }
@@ -187,6 +205,8 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.deadline = now + timeout;
   op.fingerprintWord = fingerprintWord(fingerprint);
   op.fingerprint = fingerprintByte(op.fingerprintWord);
+  announce(seq, op.fingerprintWord, fingerprint);
+  probe::mark(ProbePoint::DirectStarted);
   const auto record = [&](const char* error) {
     if (trace_.enabled()) trace_.direct(seq, name, fields, op.fingerprintWord, now, error);
   };
@@ -197,6 +217,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) {
       // The ranks are out of step now: as markUnusable, from this thread.
       transport_->abort(e.what());
+      if (channel_) channel_->fail(e.what());
     }
     throw;
   }
@@ -205,6 +226,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     std::shared_ptr<TimelineOp> line = timelineOp(name, seq, fingerprint);
     timeline_->record(*line, Clock::now(), "");
   }
+  probe::mark(ProbePoint::DirectFinished);
   return seq;
 }
 
@@ -261,6 +283,7 @@ void Engine::markUnusable(const std::string& reason) {
   unusable_ = true;
   // The peers may be waiting on this rank: let them fail now too.
   transport_->announceFailure(failure_);
+  if (channel_) channel_->fail(failure_);
   dumpTrace(failure_);
 }
 
@@ -268,6 +291,7 @@ void Engine::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lock(submitMutex_);  // shutdown() cannot release the transport meanwhile
   if (!accepting_ || transport_ == nullptr) return;
   transport_->abort(reason);
+  if (channel_) channel_->abort(reason);
 }
 
 bool Engine::busy() const {
@@ -345,7 +369,9 @@ void Engine::recordTimeline(const Operation& operation) {
 }
 
 void Engine::runCollective(const Operation& operation) {
+  probe::mark(ProbePoint::Claimed);
   OpContext op = operation.context();
+  announce(op.seq, op.fingerprintWord, operation.identity);
   if (operation.timeline) {
     operation.timeline->phases.add(Phase::Queued, operation.timeline->queued, Clock::now());
     op.phases = &operation.timeline->phases;
@@ -368,10 +394,12 @@ void Engine::runCollective(const Operation& operation) {
     if (!checkCollectives_ && operation.neighbourCheck) {
       check.emplace(*transport_, op, operation.identity, describe_);
     }
+    probe::mark(ProbePoint::BodyStarted);
     {
       PhaseScope transfer(op.phases, Phase::Transfer);
       operation.body(op);
     }
+    probe::mark(ProbePoint::BodyFinished);
     if (check) check->verify();
     {
       PhaseScope copyOut(op.phases, Phase::CopyOut);
@@ -379,6 +407,7 @@ void Engine::runCollective(const Operation& operation) {
     }
     onDevice.reset();
     callbacks.succeeded(-1);
+    probe::mark(ProbePoint::Completed);
   } catch (const std::exception& e) {
     // Abandon what is still posted so no late message lands in the caller's
     // tensors, and stop using a group whose ranks are out of step.

@@ -35,6 +35,7 @@
 #include "engine/op_fields.h"
 #include "engine/op_trace.h"
 #include "engine/operation.h"
+#include "transport/host/host_channel.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -54,9 +55,13 @@ class Engine {
   // size in the timeline (the backend knows the names and sizes of torch's
   // op types and dtypes). `timeline`: where every collective is recorded
   // (core/observe/timeline.h), or null (then nothing is timed).
+  // `channel`: the group's shared memory between its ranks on this host
+  // (transport/host/host_channel.h), or null; every collective announces
+  // itself there, and the engine tells it when the group fails or is
+  // aborted. It goes, saying this rank left, when the engine shuts down.
   Engine(std::unique_ptr<Transport> transport, const Config& config, std::string groupName,
          bool checkCollectives, Describe describe, std::shared_ptr<Timeline> timeline = nullptr,
-         MakeLabel label = nullptr);
+         MakeLabel label = nullptr, std::unique_ptr<HostChannel> channel = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -133,7 +138,20 @@ class Engine {
 
   // Executor thread only: what the algorithms run on, and whether the group
   // is unusable after an earlier failure.
-  Comm comm() { return Comm{*transport_, config_, workspace_}; }
+  Comm comm() {
+    Comm c{*transport_, config_, workspace_};
+    c.channel = channel_.get();
+    return c;
+  }
+  // What a launch given to runDirect runs on: comm() with the caller's own
+  // spin budget (it does not drive the transport, and must not touch it).
+  Comm directComm() {
+    Comm c = comm();
+    if (channel_) c.waitBudget = &channel_->callerSpin();
+    return c;
+  }
+  // The group's host channel, or null (the constructor's `channel`).
+  const HostChannel* channel() const { return channel_.get(); }
   bool failed() const { return !failure_.empty(); }
 
   // The flight recorder as JSON (engine/op_trace.h); any thread.
@@ -174,6 +192,8 @@ class Engine {
   std::exception_ptr unusableError(const OpContext& op) const;
   void refuseIfShutDown(const char* name) const;
   void markUnusable(const std::string& reason);
+  // Where this rank is, for the peers' waits on the host channel.
+  void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint);
 
   const int rank_;
   const int size_;
@@ -184,6 +204,7 @@ class Engine {
   const std::shared_ptr<Timeline> timeline_;  // null: off
   const MakeLabel label_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<HostChannel> channel_;  // null: the group spans hosts, or has none
   OpTrace trace_;
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only

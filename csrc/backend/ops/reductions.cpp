@@ -13,12 +13,14 @@
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/contiguous_buffers.h"
+#include "core/observe/latency_probe.h"
 #include "core/plan/partition.h"
 
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"allreduce", rank_};
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
@@ -35,7 +37,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   checkHostTensor(tensor, site, "input");
   checkWritable(tensor, site, "input");
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
+  probe::mark(ProbePoint::Checked);
   if (auto work = allreduceAlone(tensor, red, opts.timeout)) return work;
+  if (auto work = allreduceOnHostDirect(tensor, red, callOptions(opts))) return work;
   return enqueue(
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red),
@@ -45,7 +49,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
           hostAllreduce(comm(), ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)}, 1,
+      // Through the host channel every peer's fingerprint is checked anyway.
+      !throughHostChannel(tensor.nbytes()));
 }
 
 // Sparse COO SUM, as gloo does it: gather every rank's indices and values

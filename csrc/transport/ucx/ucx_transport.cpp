@@ -73,8 +73,8 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
         packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{},
                            myHost}),
         timeout, &generation);
-    setProgressBoard(std::make_unique<ProgressBoard>(
-        store, "ringreduce/gen" + std::to_string(generation) + "/waiting_in/", rank, size));
+    storePrefix_ = "ringreduce/gen" + std::to_string(generation) + "/";
+    setProgressBoard(std::make_unique<ProgressBoard>(store, storePrefix_ + "waiting_in/", rank, size));
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));
     ranksOnThisHost_ = 0;

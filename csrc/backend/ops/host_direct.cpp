@@ -1,0 +1,58 @@
+// Small allreduces of CPU tensors on one host, run from the caller's thread.
+//
+// Where the caller waits for the result at once (async_op=False), the group
+// has a host channel (transport/host/host_channel.h) and the tensor fits its
+// buffers, the collective goes past the queue
+// (Engine::runDirect): no Work with a Future and callbacks, no task on the
+// executor, no thread hand-off; the caller copies its input into the
+// channel, spins on its peers' flags and reduces, the way MPI and DeepSpeed
+// run a small allreduce. It is numbered, traced and announced like any
+// collective, and fails the group the same way. Behind queued work, inside a
+// coalescing block or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
+// and the op is queued; its body then takes the same channel (hostAllreduce
+// chooses it first), so every rank runs the same algorithm whichever way
+// each ran it.
+#include "algorithms/allreduce.h"
+#include "algorithms/shared_memory_allreduce.h"
+#include "backend/contiguous_buffers.h"
+#include "backend/error_translation.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+
+namespace ringreduce {
+
+bool ProcessGroupRing::throughHostChannel(size_t bytes) {
+  return engine_->channel() != nullptr &&
+         sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnHostDirect(
+    const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
+  // Only for a caller that waits at once (async_op=False): an asynchronous
+  // one (DDP's buckets) gets its Work back before its peers arrive.
+  if (!call.callerWaits || !throughHostChannel(tensor.nbytes())) return nullptr;
+  const Comm c = engine_->directComm();
+  const std::chrono::milliseconds limit =
+      call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
+  const int reduceOp = checkedReduceOp(red);
+  uint64_t seq = 0;
+  try {
+    seq = engine_->runDirect(
+        "allreduce", limit,
+        fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
+        fieldsOf(tensor, reduceOp), [&](const OpContext& ctx) {
+          if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
+          withContiguous(tensor, [&](void* data) {
+            hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+          });
+        });
+  } catch (...) {
+    // As a queued op's Work raises it: DistBackendError for a timeout or a
+    // peer's failure, ValueError for bad arguments.
+    std::rethrow_exception(translateCurrentException());
+  }
+  if (seq == 0) return nullptr;
+  return finishDirect(c10d::OpType::ALLREDUCE, seq, tensor, std::nullopt);
+}
+
+}  // namespace ringreduce
