@@ -1,5 +1,7 @@
 #include "backend/direct_work.h"
 
+#include "core/observe/latency_probe.h"
+
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -14,7 +16,9 @@ DirectWork::DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor o
 }
 
 bool DirectWork::wait(std::chrono::milliseconds) {
+  probe::mark(ProbePoint::WaitEntered);
   synchronize();
+  probe::mark(ProbePoint::WaitReturned);
   return true;
 }
 

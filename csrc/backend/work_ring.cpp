@@ -1,5 +1,7 @@
 #include "backend/work_ring.h"
 
+#include "core/observe/latency_probe.h"
+
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
@@ -24,6 +26,7 @@ WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::
 }
 
 bool WorkRing::wait(std::chrono::milliseconds timeout) {
+  probe::mark(ProbePoint::WaitEntered);
   // A CUDA work's wait() must not block the host on the GPU, so only host
   // works are run by the waiting thread.
   if (!stream_) {
@@ -33,6 +36,7 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
   }
   const bool completed = c10d::Work::wait(timeout);  // the host part; throws its error
   synchronize();
+  probe::mark(ProbePoint::WaitReturned);
   return completed;
 }
 

@@ -7,6 +7,7 @@
 #include "backend/device_path.h"
 #include "backend/process_group_ring.h"
 #include "core/math/host_loops.h"
+#include "core/observe/latency_probe.h"
 #include "transport/ucx/ucx_info.h"
 
 namespace py = pybind11;
@@ -81,6 +82,16 @@ PYBIND11_MODULE(_C, m) {
         ringreduce::DevicePath::reduceCopy(srcs, dsts, op, avgDivisor);
       },
       py::arg("srcs"), py::arg("dsts"), py::arg("op"), py::arg("avg_divisor") = 0);
+  // benchmarks/small_path_breakdown.py: the latency probe's marks
+  // (core/observe/latency_probe.h; RINGREDUCE_PROBE=1 before the first group).
+  m.def("_probe_take", [] {
+    py::list marks;
+    for (const ringreduce::probe::Event& event : ringreduce::probe::take()) {
+      marks.append(py::make_tuple(event.thread, ringreduce::nameOf(event.point), event.nanoseconds));
+    }
+    return marks;
+  });
+  m.def("_probe_enabled", &ringreduce::probe::enabled);
   m.def("version", [] { return std::string(RINGREDUCE_VERSION); });
   m.def("ucx_version", &ringreduce::ucxVersion);
   m.def("ucx_transports", &ringreduce::ucxTransports);

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/base/errors.h"
+#include "core/observe/latency_probe.h"
 #include "core/observe/phase_recorder.h"
 #include "transport/core_yield.h"
 #include "transport/tag.h"
@@ -63,6 +64,7 @@ Request Transport::isend(int peer, uint64_t tag, const void* data, size_t bytes,
   } else {
     outstanding_.emplace(request.handle, op.owner());
   }
+  probe::mark(ProbePoint::Posted);
   return request;
 }
 
@@ -84,6 +86,7 @@ Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const
     throw TransportError(where(op) + ": receive from " + peerName(peer) + " failed: " + error);
   }
   outstanding_.emplace(request.handle, op.owner());
+  probe::mark(ProbePoint::Posted);
   return request;
 }
 
@@ -168,7 +171,10 @@ void Transport::wait(Request& request, const OpContext& op) {
 }
 
 bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
-  if (test(request, op)) return true;
+  if (test(request, op)) {
+    probe::mark(ProbePoint::Arrived);
+    return true;
+  }
   // The timeline's "waiting for peers": from here on the data is late.
   PhaseScope waiting(op.phases, Phase::WaitPeers);
   // Oversubscribed, a big message is worth a sleep: its peer has copying or
@@ -209,6 +215,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     spin.startWait();  // what is left of the message may follow at once
   } while (!test(request, op));
   spin.finishWait();
+  probe::mark(ProbePoint::Arrived);
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/op_context.h"
+#include "core/observe/latency_probe.h"
 
 namespace ringreduce {
 
@@ -72,6 +73,8 @@ class PhaseScope {
   }
   ~PhaseScope() {
     if (recorder_ != nullptr) recorder_->add(phase_, begin_, Clock::now());
+    // Every host reduction is inside one: the latency probe's mark too.
+    if (phase_ == Phase::Reduce) probe::mark(ProbePoint::Reduced);
   }
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;

@@ -1,0 +1,214 @@
+"""Where the time of one small allreduce goes, phase by phase, beside UCX's own floor.
+
+    python3 benchmarks/small_path_breakdown.py [--sizes 8,4096] [--calls 3000]
+
+Launches a world of 2 (plain processes, as torchrun would: OMP_NUM_THREADS=1)
+with RINGREDUCE_PROBE=1, so that our C++ marks the boundaries of each
+collective's phases (csrc/core/observe/latency_probe.h) on CLOCK_MONOTONIC,
+the clock of Python's time.perf_counter_ns. Each rank times back-to-back
+float32 SUM allreduces, the tensor written before each, on:
+
+- torch's `fake` backend: torch's Python and dispatcher alone (the floor);
+- ringreduce through UCX (RINGREDUCE_SHM_BYTES=0: the queued path, the
+  ring over UCX's shared-memory transport);
+- ringreduce as it runs by default (the host channel, from the caller's thread).
+
+For each it prints, from rank 0's calls, the median time between
+consecutive marks ("checked -> queued": the engine numbering the op and
+making its Work; "posted -> arrived": the transport and the wait for the
+peer; ...), summed per call where a pair repeats (a ring's steps), and the
+median call. Medians of parts do not add up to the median whole exactly.
+Before the ranks start, `ucx_perftest` (ucx-utils) measures UCX's one-way
+tag latency on this machine at the same sizes: the transport's floor.
+"""
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+# What each pair of consecutive marks spans, in words.
+SPANS = {
+    ("call", "backend entered"): "torch: Python, c10d and the dispatcher, in",
+    ("backend entered", "checked"): "argument checks",
+    ("checked", "queued"): "engine: number, fingerprint, Work, Future, callbacks, queue",
+    ("queued", "wait entered"): "back out to Python and into Work.wait()",
+    ("wait entered", "claimed"): "executor: the waiting caller claims the task",
+    ("claimed", "body started"): "op set-up: trace, neighbour check posted",
+    ("body started", "posted"): "algorithm set-up, first post",
+    ("posted", "posted"): "posting sends and receives",
+    ("posted", "arrived"): "transport progress and the wait for the peer",
+    ("arrived", "reduced"): "reduce",
+    ("arrived", "posted"): "next step's post",
+    ("arrived", "arrived"): "next message",
+    ("reduced", "posted"): "next step's post",
+    ("reduced", "arrived"): "next message",
+    ("arrived", "body finished"): "algorithm end",
+    ("reduced", "body finished"): "algorithm end",
+    ("body finished", "completed"): "neighbour check verified, Work and Future completed",
+    ("completed", "wait returned"): "wait() returns",
+    ("wait returned", "return"): "torch: back to Python",
+    ("checked", "direct started"): "engine: lock, number, fingerprint, announce",
+    ("direct started", "published"): "input copied into the channel, flag set",
+    ("published", "peers here"): "the wait for the peer's flag",
+    ("peers here", "reduced"): "reduce (one pass, rank order)",
+    ("reduced", "direct finished"): "trace entry",
+    ("direct finished", "wait entered"): "Work made, back to Python, into Work.wait()",
+    ("call", "return"): "the whole call (fake: nothing but torch)",
+}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="8,4096")
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ucx_floor(size):
+    """UCX's one-way tag latency (typical, average) in us, or None."""
+    port = str(free_port())
+    try:
+        server = subprocess.Popen(["ucx_perftest", "-p", port], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return None
+    try:
+        for _ in range(50):
+            try:
+                out = subprocess.run(["ucx_perftest", "127.0.0.1", "-p", port, "-t", "tag_lat",
+                                      "-s", str(size), "-n", "100000"], capture_output=True,
+                                     text=True, timeout=60).stdout
+            except subprocess.TimeoutExpired:
+                return None
+            final = re.search(r"Final:\s+\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", out)
+            if final:
+                return float(final.group(1)), float(final.group(3))
+            time.sleep(0.1)  # the server is not listening yet
+        return None
+    finally:
+        server.kill()
+        server.wait()
+
+
+def launch(args):
+    print("# UCX's floor on this machine (ucx_perftest tag_lat, one-way, us: typical / average)")
+    for size in (int(s) for s in args.sizes.split(",")):
+        floor = ucx_floor(size)
+        print(f"#   {size:>7} B: " + ("ucx_perftest not found (apt-get install ucx-utils)"
+                                       if floor is None else f"{floor[0]:.2f} / {floor[1]:.2f}"),
+              flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
+               LOCAL_WORLD_SIZE="2", RINGREDUCE_PROBE="1")
+    command = [sys.executable, os.path.abspath(__file__), "--child"] + sys.argv[1:]
+    ranks = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+             for r in range(2)]
+    status = 0
+    try:
+        for p in ranks:
+            status = status or p.wait(timeout=600)
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return status
+
+
+def spans_of(windows, events):
+    """Per call: {(mark, next mark): summed ns}, from its window and the marks inside it."""
+    events = sorted(events, key=lambda e: e[2])
+    per_call, at = [], 0
+    for start, end in windows:
+        while at < len(events) and events[at][2] < start:
+            at += 1
+        marks = [("call", start)]
+        while at < len(events) and events[at][2] <= end:
+            marks.append((events[at][1], events[at][2]))
+            at += 1
+        marks.append(("return", end))
+        spans = {}
+        for (a, ta), (b, tb) in zip(marks, marks[1:]):
+            spans[(a, b)] = spans.get((a, b), 0) + (tb - ta)
+        per_call.append(spans)
+    return per_call
+
+
+def child(args):
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce  # noqa: F401
+    from torch.testing._internal.distributed import fake_pg  # noqa: F401  registers "fake"
+    from torch_ringreduce import _C
+
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo", init_method="env://")
+    torch.set_num_threads(1)
+    paths = {"fake": dist.new_group(backend="fake")}
+    os.environ["RINGREDUCE_SHM_BYTES"] = "0"
+    paths["ringreduce, UCX (queued)"] = dist.new_group(backend="ringreduce")
+    del os.environ["RINGREDUCE_SHM_BYTES"]
+    paths["ringreduce, host channel (direct)"] = dist.new_group(backend="ringreduce")
+    if not _C._probe_enabled():
+        raise SystemExit("the probe is off: RINGREDUCE_PROBE=1 must be set before the first group")
+    clock = time.perf_counter_ns
+    for size in (int(s) for s in args.sizes.split(",")):
+        tensor = torch.empty(max(1, size // 4))
+        sources = [torch.rand_like(tensor) for _ in range(2)]
+        if rank == 0:
+            print(f"\n# allreduce {size} B float32 SUM, world 2, rank 0's view; "
+                  f"median of {args.calls} calls, us", flush=True)
+        for name, group in paths.items():
+            for i in range(200):  # warm-up
+                tensor.copy_(sources[i & 1])
+                dist.all_reduce(tensor, group=group)
+            dist.barrier()
+            _C._probe_take()
+            windows = []
+            for i in range(args.calls):
+                tensor.copy_(sources[i & 1])  # written before each, as backward does
+                start = clock()
+                dist.all_reduce(tensor, group=group)
+                windows.append((start, clock()))
+            per_call = spans_of(windows, _C._probe_take())
+            if rank != 0:
+                continue
+            whole = statistics.median(e - s for s, e in windows) / 1e3
+            print(f"  {name}: {whole:.2f} per call", flush=True)
+            order = []
+            for spans in per_call:
+                for key in spans:
+                    if key not in order:
+                        order.append(key)
+            for key in order:
+                values = [spans[key] for spans in per_call if key in spans]
+                if len(values) < len(per_call) / 2:
+                    continue  # a path few calls took (the worker ran it, a sleep...)
+                label = SPANS.get(key, "")
+                print(f"    {key[0] + ' -> ' + key[1]:<36} {statistics.median(values) / 1e3:7.2f}"
+                      f"  {label}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    args = parse_args()
+    if args.child:
+        child(args)
+    else:
+        sys.exit(launch(args))
+
+
+if __name__ == "__main__":
+    main()
