@@ -3,12 +3,15 @@
 #include "stub_nccl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -37,6 +40,9 @@ struct Comm {
 };
 
 std::mutex mutex;
+std::atomic<int (*)()> deviceProbe{nullptr};
+unsigned long long devicesUsed[kMaxRanks] = {};
+std::set<std::thread::id> callingThreads[kMaxRanks];
 int behaviour[kMaxRanks] = {};
 int aborts[kMaxRanks] = {};
 int destroysWhileHeld[kMaxRanks] = {};
@@ -50,6 +56,21 @@ void note(int rank, const char* what) {
 }
 
 int behaviourOf(int rank) { return rank >= 0 && rank < kMaxRanks ? behaviour[rank] : 0; }
+
+// The calling thread's current device, asked outside the stub's lock (the
+// probe takes its own); -1 without a probe.
+int callersDevice() {
+  int (*probe)() = deviceProbe.load();
+  return probe == nullptr ? -1 : probe();
+}
+
+// With the lock held: rank `rank`'s communicator was used from this thread,
+// whose current device was `device`.
+void usedFrom(int rank, int device) {
+  if (rank < 0 || rank >= kMaxRanks || device < 0) return;
+  if (device < 64) devicesUsed[rank] |= 1ull << device;
+  callingThreads[rank].insert(std::this_thread::get_id());
+}
 
 Comm* make(int rank) {
   auto* c = new Comm;
@@ -67,9 +88,11 @@ void release(Comm* c) {
 // An op enqueued on `stream` by `comm`: finishes at once, or holds the
 // stream (its kernels would wait on a peer) until the abort.
 int op(void* comm, void* stream) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kInvalidArgument;
+  usedFrom(c->rank, device);
   const int b = behaviourOf(c->rank);
   if (b == kStubNcclAsyncErrorInOp || b == kStubNcclOpHangs) {
     auto* s = static_cast<StubNcclStream*>(stream);
@@ -113,6 +136,20 @@ void stubNcclReset() {
   std::memset(destroysWhileHeld, 0, sizeof(destroysWhileHeld));
   blockingInits = 0;
   for (std::string& c : calls) c.clear();
+  std::memset(devicesUsed, 0, sizeof(devicesUsed));
+  for (auto& threads : callingThreads) threads.clear();
+}
+
+void stubNcclSetDeviceProbe(int (*probe)()) { deviceProbe.store(probe); }
+
+unsigned long long stubNcclDevicesUsedBy(int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return rank >= 0 && rank < kMaxRanks ? devicesUsed[rank] : 0;
+}
+
+int stubNcclThreadsOf(int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return rank >= 0 && rank < kMaxRanks ? static_cast<int>(callingThreads[rank].size()) : 0;
 }
 
 int stubNcclCalls(int rank, char* out, int capacity) {
@@ -178,7 +215,9 @@ int ncclGetUniqueId(void* id) {
 // Blocking: a failing rank fails at once; a hanging one is not modelled
 // (it would hang the test: NCCL before 2.14 cannot be bounded).
 int ncclCommInitRank(void** comm, int, StubNcclUniqueId, int rank) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
+  usedFrom(rank, device);
   ++blockingInits;
   if (behaviourOf(rank) == kStubNcclInitFails || behaviourOf(rank) == kStubNcclInitHangs) {
     *comm = nullptr;
@@ -192,9 +231,11 @@ int ncclCommInitRank(void** comm, int, StubNcclUniqueId, int rank) {
 // Non-blocking communicators only (what NcclCommunicator makes with a
 // finalize at hand): in progress until quiescent.
 int ncclCommFinalize(void* comm) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kInvalidArgument;
+  usedFrom(c->rank, device);
   note(c->rank, "finalize");
   if (c->async != kSuccess && c->async != kInProgress) return c->async;  // an error stays
   c->finalizing = true;
@@ -212,7 +253,9 @@ int ncclCommInitRankConfig(void** comm, int, StubNcclUniqueId, int rank, void* c
   if (head.magic != 0xcafebeef || head.size < sizeof(head) || head.version < 21400) {
     return kInvalidArgument;  // not made by NCCL_CONFIG_INITIALIZER's rules
   }
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
+  usedFrom(rank, device);
   Comm* c = make(rank);
   *comm = c;
   if (head.blocking != 0) {  // blocking, or left undefined (NCCL's default)
@@ -231,9 +274,11 @@ int ncclCommInitRankConfig(void** comm, int, StubNcclUniqueId, int rank, void* c
 #endif
 
 int ncclCommGetAsyncError(void* comm, int* state) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kInvalidArgument;
+  usedFrom(c->rank, device);
   if (c->async == kInProgress && c->initHangs &&
       std::chrono::steady_clock::now() - c->since > kNever) {
     c->async = kSystemError;
@@ -246,9 +291,11 @@ int ncclCommGetAsyncError(void* comm, int* state) {
 }
 
 int ncclCommAbort(void* comm) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kSuccess;
+  usedFrom(c->rank, device);
   if (c->rank >= 0 && c->rank < kMaxRanks) ++aborts[c->rank];
   note(c->rank, "abort");
   release(c);  // the kernels give up: the streams go on
@@ -258,9 +305,11 @@ int ncclCommAbort(void* comm) {
 }
 
 int ncclCommDestroy(void* comm) {
+  const int device = callersDevice();
   std::lock_guard<std::mutex> lock(mutex);
   auto* c = static_cast<Comm*>(comm);
   if (c == nullptr) return kSuccess;
+  usedFrom(c->rank, device);
   if (!c->held.empty() && c->rank >= 0 && c->rank < kMaxRanks) ++destroysWhileHeld[c->rank];
   note(c->rank, "destroy");
   release(c);

@@ -47,4 +47,14 @@ int stubNcclBlockingInits();
 // done), "destroy", "abort"; the ops are left out. Copies at most
 // `capacity` bytes with the terminating zero into `out`; returns the length.
 int stubNcclCalls(int rank, char* out, int capacity);
+// The devices a rank's communicators were used from: every call that makes
+// or names a communicator asks `probe` for the calling thread's current
+// device (the test's model of it: fake_device_context.h), as NCCL works on
+// the device current on the calling thread (and restores it afterwards,
+// creating a context there). Kept until stubNcclReset; no probe, no record.
+void stubNcclSetDeviceProbe(int (*probe)());
+// Those devices for rank `rank`, a bit per device (bit k: device k).
+unsigned long long stubNcclDevicesUsedBy(int rank);
+// How many threads called rank `rank`'s communicators (its own, watchdogs).
+int stubNcclThreadsOf(int rank);
 }

@@ -1,12 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <sched.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -170,13 +175,44 @@ TEST(Executor, StopRunsQueuedTasksWithoutWaitingForTheGrace) {
 }
 
 namespace {
-// Runs one task through helpUntil, so that the worker has seen activity and
-// sleeps on its slow tick afterwards.
+// Whether the executor's worker (the thread named "ringreduce-work"; one
+// executor lives at a time in these tests) is asleep, as the kernel tells:
+// blocked in poll(), where Executor::sleep waits on its timerfd (alone or
+// beside the transport's event fd).
+bool workerBlockedInPoll() {
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return false;
+  bool asleep = false;
+  while (dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + entry->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "ringreduce-work") continue;
+    std::ifstream syscall(task + "/syscall");
+    long number = -1;
+    if (!(syscall >> number)) continue;  // "running": not in a system call
+#ifdef SYS_poll
+    asleep = number == SYS_poll;
+#endif
+    asleep = asleep || number == SYS_ppoll;
+  }
+  closedir(tasks);
+  return asleep;
+}
+
+// Runs one task through helpUntil, so that the worker has seen activity,
+// then waits (bounded) until the worker sleeps on its slow tick.
 void makeRecentActivity(Executor& executor) {
   std::atomic<bool> ran{false};
   executor.submit([&] { ran = true; }, Runner::Caller);
   ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker goes to sleep
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!workerBlockedInPoll()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the worker did not go to sleep (block in poll) within 20 s of its last task";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 }  // namespace
 
@@ -234,11 +270,20 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
         makeRecentActivity(executor);
         std::promise<void> longStarted;
         std::atomic<bool> longDone{false};
+        // How often the waiting caller has looked at its result. helpUntil
+        // looks once, finds the drive taken, arms the worker, and looks
+        // again: the long task holds the drive until that second look.
+        std::mutex looksMutex;
+        std::condition_variable looked;
+        int looks = 0;
+        std::atomic<bool> heldUntilLooked{false};
         std::thread other([&] {
           executor.submit(
               [&] {
                 longStarted.set_value();
-                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                std::unique_lock<std::mutex> lock(looksMutex);
+                heldUntilLooked = looked.wait_for(lock, std::chrono::seconds(30),
+                                                  [&] { return looks >= 2; });
                 longDone = true;
               },
               Runner::Caller);
@@ -255,6 +300,11 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
         executor.submit([&] { mineRan.set_value(); }, Runner::Caller);
         auto mine = mineRan.get_future();
         const auto ready = [&] {
+          {
+            std::lock_guard<std::mutex> lock(looksMutex);
+            ++looks;
+          }
+          looked.notify_all();
           return mine.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
         };
         if (!executor.helpUntil(ready)) {
@@ -262,6 +312,8 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
         }
         other.join();
         EXPECT_TRUE(longDone.load());
+        EXPECT_TRUE(heldUntilLooked.load())
+            << "the waiting caller did not look at its result twice while the long task drove";
       },
       withGrace(std::chrono::milliseconds(2)));
 }

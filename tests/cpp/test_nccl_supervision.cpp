@@ -76,6 +76,16 @@ std::string callsOf(int rank, int (*calls)(int, char*, int) = stubNcclCalls) {
   return text;
 }
 
+// The devices of a mask (bit k: device k), "0, 2".
+std::string devicesIn(unsigned long long mask) {
+  std::string text;
+  for (int device = 0; device < 64; ++device) {
+    if ((mask >> device & 1) == 0) continue;
+    text += (text.empty() ? "" : ", ") + std::to_string(device);
+  }
+  return text;
+}
+
 // What each rank of a test saw.
 struct RankResult {
   std::string error;        // what the constructor or a collective threw
@@ -320,8 +330,12 @@ TEST_F(NcclSupervision, AnNcclWithoutTheConfigInitFallsBackToTheBlockingOne) {
 
 // Rank k on device k: neither its own thread (which never chose a device,
 // as torch's executor) nor the watchdog it starts touches another device,
-// and its process holds a context on device k alone.
+// and its process holds a context on device k alone. Every call into NCCL
+// is seen with the device current on the calling thread (the stub asks the
+// fake device), whichever thread the product made it from: a thread that
+// never chose a device calls on device 0, as the runtime has it.
 TEST_F(NcclSupervision, RankKNeverTouchesAnotherDevice) {
+  stubNcclSetDeviceProbe(&fakeCurrentDevice);
   std::vector<RankResult> results;
   runGroup(3, [](Transport& t, int rank, RankResult& r) {
     NcclCommunicator comm(stubNccl(), rank, 3, rank, exchangeFor(t, 1), kInitLimit);
@@ -330,8 +344,20 @@ TEST_F(NcclSupervision, RankKNeverTouchesAnotherDevice) {
     allreduceOnce(comm, stream);
     float data[4] = {1, 2, 3, 4};
     comm.broadcast(data, 4, DataType::Float32, 0, &stream);
+    // Until the watchdog has looked at the communicator from its thread
+    // (the rank's own is the other caller).
+    if (!eventually([&] { return stubNcclThreadsOf(rank) >= 2; })) {
+      r.error = "the watchdog did not call NCCL within 20 s";
+    }
     r.aborted = comm.aborted();
   }, results);
+  stubNcclSetDeviceProbe(nullptr);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(results[rank].error, "") << "rank " << rank;
+    EXPECT_GE(stubNcclThreadsOf(rank), 2) << "rank " << rank << ": its own thread and the watchdog";
+    EXPECT_EQ(devicesIn(stubNcclDevicesUsedBy(rank)), std::to_string(rank))
+        << "rank " << rank << "'s communicator was called from threads on these devices";
+  }
   for (const auto& [thread, devices] : fakeDevicesByThread()) {
     EXPECT_EQ(devices.size(), 1u) << "thread " << thread << " touched " << devices.size()
                                   << " devices, device 0 among them: " << devices.count(0);

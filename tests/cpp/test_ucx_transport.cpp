@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -15,6 +18,7 @@
 
 using namespace ringreduce;
 using ringreduce::testing::runRanks;
+using ringreduce::testing::smallSegments;
 using ringreduce::testing::StayTogether;
 
 TEST(Tag, LayoutKeepsFieldsApart) {
@@ -25,20 +29,47 @@ TEST(Tag, LayoutKeepsFieldsApart) {
   EXPECT_NE(makeTag(5, 3, 7), makeTag(4, 3, 7));
 }
 
+namespace {
+// A store that tells how many reads (gets, which wait for their key) have
+// begun: a test can let a rank in once its peer waits on the store.
+class StoreCountingReads : public InMemoryStore {
+ public:
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++reads_;
+    }
+    began_.notify_all();
+    return InMemoryStore::get(key, timeout);
+  }
+  // Waits (bounded) until `n` reads have begun.
+  bool waitForReads(int n, std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return began_.wait_for(lock, limit, [&] { return reads_ >= n; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable began_;
+  int reads_ = 0;
+};
+}  // namespace
+
 TEST(Bootstrap, GenerationsDoNotSeeStaleAddresses) {
-  InMemoryStore store;
+  StoreCountingReads store;
   const std::chrono::milliseconds timeout(2000);
-  // Generation 0, both ranks.
+  // Generation 0, both ranks: one read each.
   std::vector<uint8_t> a0{1}, b0{2};
   std::thread other([&] { exchangeAddresses(store, 1, 2, b0, timeout); });
   auto gen0 = exchangeAddresses(store, 0, 2, a0, timeout);
   other.join();
   EXPECT_EQ(gen0[1], b0);
   // A second group on the same store must wait for the new rank 1, not
-  // return its old address.
+  // return its old address: rank 1 joins once rank 0 reads (waits).
   std::vector<uint8_t> a1{3}, b1{4};
   std::thread late([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(store.waitForReads(3, std::chrono::seconds(20)))
+        << "rank 0 of generation 1 did not read the store within 20 s";
     exchangeAddresses(store, 1, 2, b1, timeout);
   });
   auto gen1 = exchangeAddresses(store, 0, 2, a1, timeout);
@@ -155,26 +186,42 @@ TEST(UcxTransport, AReceiveFromARankThatLeftFailsAtOnceNamingIt) {
 // asks for it: leaving is no error for the messages already on their way.
 TEST(UcxTransport, WhatARankSentBeforeItLeftStillArrives) {
   for (size_t bytes : {size_t{8}, size_t{1} << 20}) {  // eager and rendezvous
-    std::atomic<bool> sent{false};
-    runRanks(2, [&](Transport& t, int rank) {
-      OpContext op("broadcast", 5, std::chrono::seconds(20));
-      std::vector<uint8_t> data(bytes, rank == 0 ? 7 : 0);
-      if (rank == 0) {
-        Request s = t.isend(1, makeTag(0, 5, 0), data.data(), bytes, op);
-        t.wait(s, op);  // the rendezvous completes once rank 1 has the data
-        sent = true;
-        return;  // leaves
+    auto store = std::make_shared<InMemoryStore>();
+    std::promise<void> left;  // rank 0's transport is gone: its goodbye was sent
+    std::string zeroError;
+    std::thread zero([&] {
+      try {
+        auto t = std::make_unique<UcxTransport>(0, 2, store, std::chrono::seconds(20),
+                                                smallSegments());
+        OpContext op("broadcast", 5, std::chrono::seconds(20));
+        std::vector<uint8_t> data(bytes, 7);
+        Request s = t->isend(1, makeTag(0, 5, 0), data.data(), bytes, op);
+        t->wait(s, op);  // the rendezvous completes once rank 1 has the data
+        t.reset();       // leaves
+      } catch (const std::exception& e) {
+        zeroError = e.what();
       }
+      left.set_value();
+    });
+    std::vector<uint8_t> data(bytes, 0);
+    try {
+      UcxTransport t(1, 2, store, std::chrono::seconds(20), smallSegments());
+      OpContext op("broadcast", 5, std::chrono::seconds(20));
       Request r = t.irecv(0, makeTag(0, 5, 0), data.data(), bytes, op);
       if (bytes <= 8) {
         // Eager: the message is here before rank 0 even left; ask late,
-        // once its goodbye has surely come too.
-        while (!sent.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        // once rank 0 has left, without progressing in between, so that
+        // this rank learns of the data and of the goodbye in the same wait.
+        EXPECT_EQ(left.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready)
+            << "rank 0 did not leave within 30 s";
       }
       t.wait(r, op);
-      EXPECT_EQ(data, std::vector<uint8_t>(bytes, 7));
-    });
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << bytes << " bytes: rank 1 threw: " << e.what();
+    }
+    zero.join();
+    EXPECT_EQ(zeroError, "") << bytes << " bytes";
+    EXPECT_EQ(data, std::vector<uint8_t>(bytes, 7)) << bytes << " bytes";
   }
 }
 

@@ -4,6 +4,7 @@ and the fused kernel reduces each received segment on the device. Needs a
 UCX that registers CUDA memory (pip's libucx-cu13: scripts/gpu_check.sh
 quick builds against it when .gpu/ carries it); skipped, saying why,
 without one or without a GPU."""
+import glob
 import importlib.util
 import os
 import shutil
@@ -17,18 +18,43 @@ sys.path.insert(0, os.path.dirname(__file__))
 from multiproc import run_world  # noqa: E402
 
 
-def _ucx_moves_device_memory():
+def _loaded_ucx_folder():
+    """The folder of the libucs this process loaded with ringreduce's module
+    (the loader's answer, /proc/self/maps), or None."""
+    from torch_ringreduce import _C  # noqa: F401  (loads UCX)
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libucs.so"):
+                return os.path.dirname(os.path.realpath(path))
+    return None
+
+
+def _why_not_here():
+    """Why the device ring cannot run on this machine, from the machine
+    alone (not from what ringreduce says of itself): no GPU, or a UCX without
+    its CUDA transports (Debian's; pip's libucx-cu13 ships them as
+    ucx/libuct_cuda.so beside libucs). "" where it can."""
     if not torch.cuda.is_available():
-        return False, "no CUDA device on this machine"
+        return "no CUDA device on this machine"
+    folder = _loaded_ucx_folder()
+    if folder is None or not glob.glob(os.path.join(folder, "ucx", "libuct_cuda.so*")):
+        return (f"the UCX loaded ({folder or 'not found'}) has no CUDA transports "
+                "(ucx/libuct_cuda.so)")
+    return ""
+
+
+_WHY = _why_not_here()
+pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY or "-")
+
+
+def test_ucx_registers_device_memory_where_a_gpu_and_its_cuda_transports_are():
+    """What ringreduce reports (and chooses the device ring by) agrees with
+    the machine: a GPU and UCX's CUDA module mean device memory over UCX."""
     from torch_ringreduce import _C
     info = _C.ucx_device_memory()
-    if not info["cuda"]:
-        return False, f"this build's UCX ({_C.ucx_version()}) does not register CUDA memory"
-    return True, ""
-
-
-_OK, _WHY = _ucx_moves_device_memory()
-pytestmark = pytest.mark.skipif(not _OK, reason=_WHY or "-")
+    assert info["cuda_module"], info
+    assert info["cuda"], f"UCX {_C.ucx_version()} does not register CUDA memory here: {info}"
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -5,6 +5,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from multiproc import event_store
+
 
 def _expect(exc_types, needles, fn):
     """Runs fn, which must raise one of exc_types with every needle in its message."""
@@ -63,10 +65,14 @@ def bad_inputs(rank, world, init_method):
 
 
 def timeout_then_fail_fast(rank, world, init_method):
-    """Rank 1 skips a collective: rank 0 must time out with a clear error."""
+    """Rank 1 skips a collective: rank 0 must time out with a clear error.
+    Rank 1 stays in the group until rank 0 has seen everything (an event, not
+    a sleep): had it left first, rank 0 would rightly report its departure
+    instead of the timeout under test."""
     timeout_s = 2.0
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
+    events = event_store(init_method, world)
     dist.all_reduce(torch.ones(2))  # both ranks connected and in step
     result = {}
     if rank == 0:
@@ -92,8 +98,9 @@ def timeout_then_fail_fast(rank, world, init_method):
         except Exception as error:
             result["later"] = (type(error).__name__, str(error))
         result["later_elapsed"] = time.monotonic() - start
+        events.set("rank 0 is done", b"1")
     else:
-        time.sleep(timeout_s + 2.0)  # never joins the collective
+        events.wait(["rank 0 is done"])  # never joins the collective
     return result
 
 

@@ -7,6 +7,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from multiproc import event_store
+
 
 def _die(kill_file):
     with open(kill_file, "w") as f:
@@ -69,8 +71,11 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s):
 
 
 def monitored_barrier(rank, world, init_method):
-    """All ranks pass one monitored barrier; then ranks 2 and 3 skip the next."""
+    """All ranks pass one monitored barrier; then ranks 2 and 3 skip the next,
+    staying in the group until ranks 0 and 1 have their outcome (an event:
+    a rank that left would be reported as gone, not as missing)."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    events = event_store(init_method, world)
     # torch's dist.monitored_barrier() admits only gloo by name; the process
     # group's own method reaches ringreduce's implementation.
     pg = dist.group.WORLD
@@ -82,18 +87,21 @@ def monitored_barrier(rank, world, init_method):
             result["second"] = "passed"
         except Exception as error:
             result["second"] = (type(error).__name__, str(error))
+        events.set(f"rank {rank} is done", b"1")
     else:
-        time.sleep(3)
+        events.wait(["rank 0 is done", "rank 1 is done"])
     return result
 
 
 def per_op_timeout(rank, world, init_method):
-    """A 1.5 s timeout on one allreduce overrides the group's 60 s."""
+    """A 1.5 s timeout on one allreduce overrides the group's 60 s. Rank 1
+    skips it and stays in the group until rank 0 has its outcome."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
+    events = event_store(init_method, world)
     dist.all_reduce(torch.ones(2))
     if rank == 1:
-        time.sleep(3.0)  # skips the next collective
+        events.wait(["rank 0 is done"])  # skips the next collective
         return {}
     opts = dist.AllreduceOptions()
     opts.timeout = datetime.timedelta(seconds=1.5)
@@ -103,4 +111,6 @@ def per_op_timeout(rank, world, init_method):
         outcome = "no error"
     except Exception as error:
         outcome = (type(error).__name__, str(error))
-    return {"outcome": outcome, "elapsed": time.monotonic() - start}
+    elapsed = time.monotonic() - start
+    events.set("rank 0 is done", b"1")
+    return {"outcome": outcome, "elapsed": elapsed}

@@ -95,15 +95,54 @@ def _native_stacks(pid, limit_s=20):
                      if line.startswith(("#", "Thread ")) and "New LWP" not in line)
 
 
+def _threads_holding(pid, signum):
+    """The threads of `pid` for which `signum` is pending or blocked (from
+    /proc: SigPnd, ShdPnd, SigBlk), or None once the process is gone. A
+    handler installed without SA_NODEFER (faulthandler's, unchained) runs
+    with its signal blocked, so a thread that holds it is still in it."""
+    bit = 1 << (signum - 1)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    holding = set()
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                masks = dict(line.split(":", 1) for line in f)
+        except OSError:
+            continue  # the thread ended meanwhile
+        if any(int(masks.get(k, "0"), 16) & bit for k in ("SigPnd", "ShdPnd", "SigBlk")):
+            holding.add(tid)
+    return holding
+
+
+def _dump_python_stacks(pids, limit_s=10.0):
+    """Signals each process to write its Python stacks (faulthandler, on
+    SIGUSR1) and waits until every one has: the signal delivered and no
+    thread still in the handler, beyond the threads that blocked it before
+    (a library's thread that blocks every signal). Bounded by `limit_s`."""
+    blocked_before = {pid: _threads_holding(pid, signal.SIGUSR1) or set() for pid in pids}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + limit_s
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            holding = _threads_holding(pid, signal.SIGUSR1)
+            if holding is None or holding <= blocked_before[pid]:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.01)
+
+
 def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     """What each rank in `ranks` is doing: its Python stacks (faulthandler,
     on SIGUSR1) and native stacks, for the message of a world that overran."""
-    for r in ranks:
-        try:
-            os.kill(procs[r].pid, signal.SIGUSR1)
-        except ProcessLookupError:
-            pass
-    time.sleep(1.0)
+    _dump_python_stacks([procs[r].pid for r in ranks])
     parts = []
     for r in ranks:
         try:

@@ -1,6 +1,7 @@
 """The host reduction loops exist once per instruction set (core/math/host_loops.h):
 every set this CPU runs, forced with RINGREDUCE_HOST_ISA, gives the same bits
 through real collectives, and `torch_ringreduce.info` names the choice."""
+import platform
 import subprocess
 import sys
 
@@ -10,7 +11,29 @@ import torch
 import torch_ringreduce
 from multiproc import LOOPBACK_ENV, run_world
 
-AVAILABLE = torch_ringreduce._C.build_info()["host_loops_available"]
+
+def _sets_this_cpu_runs():
+    """What the CPU runs, asked of the kernel (/proc/cpuinfo's flags), not of
+    ringreduce: each set needs what core/math/host_loops.cpp compiles it
+    with (AVX2 with F16C; AVX-512 F, BW, VL, DQ with F16C)."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ["baseline"]
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((set(line.split(":", 1)[1].split()) for line in cpuinfo
+                      if line.startswith("flags")), set())
+    sets = ["baseline"]
+    if {"avx2", "f16c"} <= flags:
+        sets.append("avx2")
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "f16c"} <= flags:
+        sets.append("avx512")
+    return sets
+
+
+CPU_RUNS = _sets_this_cpu_runs()
+
+
+def test_the_library_finds_the_instruction_sets_the_cpu_runs():
+    assert torch_ringreduce._C.build_info()["host_loops_available"] == CPU_RUNS
 
 
 def _reduce_every_dtype(rank, world_size, init_method):
@@ -38,9 +61,8 @@ def _reduce_every_dtype(rank, world_size, init_method):
 
 
 def test_every_instruction_set_gives_the_same_collective_results():
-    assert AVAILABLE[0] == "baseline"
     runs = {}
-    for isa in AVAILABLE:
+    for isa in CPU_RUNS:
         results = run_world(2, _reduce_every_dtype,
                             env=dict(LOOPBACK_ENV, RINGREDUCE_HOST_ISA=isa), timeout=180)
         assert [r["isa"] for r in results] == [isa, isa]
@@ -73,7 +95,7 @@ def test_info_names_the_instruction_set_and_refuses_an_unknown_one():
     result = _info(env)
     assert result.returncode == 0, result.stdout + result.stderr
     line = next(l for l in result.stdout.splitlines() if l.strip().startswith("CPU reduction loops"))
-    assert line.split(":", 1)[1].split()[0] == AVAILABLE[-1]  # the best this CPU runs
+    assert line.split(":", 1)[1].split()[0] == CPU_RUNS[-1]  # the best this CPU runs
     result = _info(dict(env, RINGREDUCE_HOST_ISA="baseline"))
     assert "CPU reduction loops: baseline" in " ".join(result.stdout.split())
     result = _info(dict(env, RINGREDUCE_HOST_ISA="sse9"))
@@ -81,12 +103,14 @@ def test_info_names_the_instruction_set_and_refuses_an_unknown_one():
     assert "RINGREDUCE_HOST_ISA=sse9 is not one of baseline, avx2, avx512" in result.stdout
 
 
-@pytest.mark.skipif("avx512" in AVAILABLE, reason="this CPU runs every instruction set")
+@pytest.mark.skipif("avx512" in CPU_RUNS, reason="this CPU runs every instruction set "
+                    "(/proc/cpuinfo): none to lack")
 def test_an_instruction_set_the_cpu_lacks_falls_back_with_a_warning():
     import os
 
     result = _info(dict(os.environ, RINGREDUCE_HOST_ISA="avx512"))
-    assert "this CPU lacks that instruction set" in result.stderr
+    assert (f"RINGREDUCE_HOST_ISA=avx512: this CPU lacks that instruction set; "
+            f"using {CPU_RUNS[-1]}") in result.stderr, result.stderr
 
 
 def _create_group(rank, world_size, init_method):
