@@ -88,7 +88,7 @@ std::string AllreduceTuner::describe(const Config& candidate) {
 }
 
 void AllreduceTuner::allreduce(const Comm& comm, const OpContext& op, size_t bytes,
-                               const std::function<void(const Comm&)>& run) {
+                               const std::function<void(const Comm&)>& run, TrialClock* clock) {
   const size_t classBytes = sizeClassOf(bytes);
   SizeClass& sizeClass = classes_[classBytes];
   if (sizeClass.candidates.empty()) {
@@ -103,10 +103,17 @@ void AllreduceTuner::allreduce(const Comm& comm, const OpContext& op, size_t byt
   }
   const size_t count = sizeClass.candidates.size();
   const size_t candidate = static_cast<size_t>(sizeClass.trials) % count;
-  const auto start = std::chrono::steady_clock::now();
-  runWith(sizeClass.candidates[candidate]);
-  sizeClass.seconds[candidate].push_back(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  double seconds = 0;
+  if (clock != nullptr) {
+    clock->start();
+    runWith(sizeClass.candidates[candidate]);
+    seconds = clock->stop();
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    runWith(sizeClass.candidates[candidate]);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  sizeClass.seconds[candidate].push_back(seconds);
   if (++sizeClass.trials == static_cast<int>(count) * base_.autotuneSteps) {
     decide(comm, op, classBytes, sizeClass);
   }

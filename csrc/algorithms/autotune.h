@@ -28,6 +28,23 @@
 
 namespace ringreduce {
 
+// How a trial is timed, when not by the host's clock around the run: the
+// CUDA candidates across nodes are timed by the device's own clock on the
+// group's stream (backend/device_trial_clock.h), where both end up: the
+// device ring's host-driven schedule and NCCL's kernels. Timed alike, the
+// faster one wins whichever it is; the host cannot time NCCL's queued work
+// without waiting for it, and any wait of its own would be added to one
+// candidate only.
+class TrialClock {
+ public:
+  virtual ~TrialClock() = default;
+  // Just before the candidate runs.
+  virtual void start() = 0;
+  // Just after it returned: the seconds its work took, once it is done
+  // (waits for it, bounded by the operation's deadline).
+  virtual double stop() = 0;
+};
+
 class AllreduceTuner {
  public:
   // What a tuner tries: the candidates of a size class (the group's own
@@ -41,8 +58,8 @@ class AllreduceTuner {
   };
   static Trials hostAllreduce();
   // CUDA allreduces across nodes where both can run: the device ring
-  // (RINGREDUCE_CUDA_ALGO=ring, first) and NCCL, timed to the end of their
-  // device work.
+  // (RINGREDUCE_CUDA_ALGO=ring, first) and NCCL, timed alike by a
+  // TrialClock on the device (the caller passes it).
   static Trials cudaPaths();
 
   explicit AllreduceTuner(const Config& base) : AllreduceTuner(base, hostAllreduce()) {}
@@ -54,10 +71,11 @@ class AllreduceTuner {
   bool onTrial(size_t bytes) const;
 
   // Runs `run` once on `comm` with the settings for an allreduce of `bytes`:
-  // a candidate while its class is on trial, then the chosen one. Executor
-  // thread only.
+  // a candidate while its class is on trial, then the chosen one. A trial
+  // is timed by `clock` when given (it may wait for the run's work to be
+  // done), else by the host's clock around `run`. Executor thread only.
   void allreduce(const Comm& comm, const OpContext& op, size_t bytes,
-                 const std::function<void(const Comm&)>& run);
+                 const std::function<void(const Comm&)>& run, TrialClock* clock = nullptr);
 
   struct Choice {
     size_t classBytes = 0;  // allreduces of (classBytes/2, classBytes] bytes

@@ -1,5 +1,7 @@
 #include "algorithms/device_poll.h"
 
+#include <algorithm>
+
 #include "transport/core_yield.h"
 
 namespace ringreduce {
@@ -15,9 +17,16 @@ void DevicePoller::moved() {
   spin.startWait();
 }
 
-bool DevicePoller::idlePass() {
+void DevicePoller::moved(Clock::time_point passStart) {
+  t_.spinBudget().moved(passStart);  // what the pass did after its start is work
+  moved();
+}
+
+bool DevicePoller::idlePass(DeviceSteps& steps, DeviceSteps::Ticket ticket) {
+  SpinBudget& spin = t_.spinBudget();
+  const auto now = spin.now();  // the pass's one read, before it looks
   if (t_.progress() > 0) {
-    moved();
+    moved(now);
     return false;
   }
   if (t_.aborted()) {
@@ -26,22 +35,26 @@ bool DevicePoller::idlePass() {
   }
   // A collective cannot finish without every rank: any death ends it.
   t_.checkPeersAlive(-1, op_);
-  const auto now = Clock::now();
   if (now >= op_.deadline) return true;
   // Oversubscribed (RINGREDUCE_SPIN_YIELD), spinning means yielding, and
   // only while yields are cheap (transport/core_yield.h).
   const bool yields = t_.config().spinYields;
-  SpinBudget& spin = t_.spinBudget();
   if (yields && !yieldingPays()) {
     spin.abandon();
   } else if (spin.keepSpinning(now)) {
     if (yields) yieldCore();
     return false;
   }
-  // A device segment takes microseconds; a ticket still open after the spin
-  // waits behind other work on the device (the caller's, before a fence):
-  // a millisecond's sleep costs little there, and the network wakes it.
-  t_.sleepUntilEvent(-1, 1);
+  // The spin is over: sleep until the device passes the ticket (it makes
+  // the wake fd readable), the network has news, or 100 ms pass (to notice
+  // abort()), within the deadline. Asked for only now, so a spin that
+  // finds the ticket done costs the device nothing.
+  const int wake = steps.wakeFd(ticket);
+  if (!steps.done(ticket)) {
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(op_.deadline - now).count() + 1;
+    t_.sleepUntilEvent(wake, static_cast<int>(std::min<long long>(remaining, 100)));
+  }
   spin.startWait();
   return false;
 }

@@ -88,10 +88,15 @@ class DeviceRing {
     for (size_t k = 0; k < plan_.segments; ++k) send(segment(rank_ + shift_, k), 0, k);
 
     while (nextReduce_ < rsTotal_ || !pending_.empty() || nextAg_ < agRecvs_.size()) {
+      // Before the pass looks: what advance() then enqueues and sends is
+      // its work, not a sign that this thread was away.
+      const auto passStart = poller_.now();
       if (advance()) {
-        poller_.moved();
+        poller_.moved(passStart);
       } else if (!pending_.empty()) {
-        poller_.idle([this] { return describe(pending_.front().item); });
+        // The oldest reduction on the device: what the sleep waits for.
+        poller_.idle(steps_, pending_.front().ticket,
+                     [this] { return describe(pending_.front().item); });
       } else {
         // Nothing on the device: only the network moves things on, and the
         // transport's own wait (spin, sleep, checks, timeout) waits for it.

@@ -28,7 +28,8 @@ namespace ringreduce {
 // Work is enqueued in order on one queue (the group's stream) and runs in
 // that order; a ticket stands for one piece of work and, being in order,
 // for everything enqueued before it. Nothing here blocks the host: the
-// schedule polls done() while it progresses the transport.
+// schedule polls done() while it progresses the transport, and once its
+// spin is over sleeps on wakeFd() beside the transport's event fd.
 class DeviceSteps {
  public:
   using Ticket = uint64_t;
@@ -70,6 +71,16 @@ class DeviceSteps {
   // before it has finished, and its output is visible to the transport.
   // May throw (a device error); the schedule lets the exception through.
   virtual bool done(Ticket ticket) = 0;
+  // For a waiter about to sleep until `ticket` is done (its spin is over):
+  // a file descriptor that the device itself makes readable once it has
+  // passed the ticket, at the latest once it has finished everything
+  // enqueued before this call (CUDA: a host function queued on the stream
+  // writes an eventfd). Each call first clears what the fd said before, so
+  // a readable fd afterwards is news; it may be readable early (the waiter
+  // then polls done() again), never later than that. Asked only when the
+  // waiter would otherwise sleep: a spin that finds its ticket done costs
+  // nothing here. The fd belongs to the steps.
+  virtual int wakeFd(Ticket ticket) = 0;
 };
 
 // `count` elements of `type` in device memory at `data`, reduced in place.

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "backend/device_ring_steps.h"
+#include "backend/device_trial_clock.h"
 #include "backend/dtype_mapping.h"
 #include "core/observe/log.h"
 
@@ -250,6 +251,11 @@ DevicePathTaken DevicePath::allreduceAcross(CudaAlgorithm algorithm, const at::T
                                         stream.native_handle());
 }
 
+std::unique_ptr<TrialClock> DevicePath::trialClock(const c10::Stream& stream,
+                                                  const OpContext& op) {
+  return std::make_unique<StreamTrialClock>(device_.index(), stream.native_handle(), op);
+}
+
 DevicePathTaken DevicePath::reduceScatter(const at::Tensor& input, const at::Tensor& output,
                                           DataType type, ReduceOp op, const c10::Stream& stream,
                                           const RecordExchange& exchange, const Call& call) {
@@ -379,6 +385,10 @@ DevicePath::DevicePath(int, int, c10::Device device, const Config&, const Record
     : device_(device), state_(std::make_unique<State>()) {}
 
 DeviceSteps* DevicePath::ringSteps(const c10::Stream&) { return nullptr; }
+
+std::unique_ptr<TrialClock> DevicePath::trialClock(const c10::Stream&, const OpContext&) {
+  return nullptr;
+}
 
 const Topology& DevicePath::nodes() const {
   static const Topology none;

@@ -19,6 +19,7 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "algorithms/autotune.h"
 #include "algorithms/device_ring.h"
 #include "core/plan/topology.h"
 #include "core/base/data_type.h"
@@ -81,6 +82,10 @@ class DevicePath {
   bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange, const Call& call);
   DevicePathTaken allreduceAcross(CudaAlgorithm algorithm, const at::Tensor& tensor,
                                   DataType type, ReduceOp op, const c10::Stream& stream);
+  // How the autotuner times those two candidates alike: the device's time
+  // on `stream` around each (backend/device_trial_clock.h). Null where the
+  // CUDA path is not compiled.
+  std::unique_ptr<TrialClock> trialClock(const c10::Stream& stream, const OpContext& op);
   // The same contract for single-tensor reduce-scatter, allgather and
   // broadcast (contiguous tensors; the caller copies around views).
   DevicePathTaken reduceScatter(const at::Tensor& input, const at::Tensor& output, DataType type,

@@ -10,6 +10,7 @@
 #include "cuda/kernels/reduce_copy.h"
 #include "cuda/signal/stream_memops.h"
 #include "cuda/stream_tracker.h"
+#include "cuda/stream_wake.h"
 
 namespace ringreduce {
 
@@ -117,6 +118,20 @@ bool CudaRingSteps::done(Ticket ticket) {
     pending_.pop_front();
   }
   return ticket <= reached_;
+}
+
+int CudaRingSteps::wakeFd(Ticket ticket) {
+  if (!wake_) wake_ = std::make_unique<cuda::StreamWake>();
+  wake_->clear();
+  // A host function queued now runs after everything enqueued so far, so
+  // it covers every ticket up to next_: a waiter that the network woke
+  // sleeps again on the one already queued. (It may wake a little after
+  // `ticket`, once the later work queued before it is done too.)
+  if (wakeArmedThrough_ < ticket) {
+    wake_->armAfter(stream_);
+    wakeArmedThrough_ = next_;
+  }
+  return wake_->fd();
 }
 
 }  // namespace ringreduce

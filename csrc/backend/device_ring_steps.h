@@ -5,7 +5,9 @@
 // a count the stream writes into pinned host memory after its work
 // (cuStreamWriteValue32), so a poll is a load, no CUDA call; where the
 // driver has no stream memory operations, or the write fails, an event
-// per ticket, re-recorded once reached. Torch-free; defined only where
+// per ticket, re-recorded once reached. A waiter whose spin is over sleeps
+// on a wake fd that a host function queued on the stream writes
+// (cuda/stream_wake.h), armed only then. Torch-free; defined only where
 // the CUDA path is compiled (and on the tests' fake device).
 #pragma once
 
@@ -21,6 +23,7 @@ namespace ringreduce {
 namespace cuda {
 class DeviceBuffer;
 class PinnedMirror;
+class StreamWake;
 }
 
 class CudaRingSteps : public DeviceSteps {
@@ -51,6 +54,7 @@ class CudaRingSteps : public DeviceSteps {
   void* workspace(size_t bytes) override;
   Ticket fence() override;
   bool done(Ticket ticket) override;
+  int wakeFd(Ticket ticket) override;
 
  private:
   Ticket mark();
@@ -71,6 +75,8 @@ class CudaRingSteps : public DeviceSteps {
   std::vector<void*> spare_;
   Ticket next_ = 0;
   Ticket reached_ = 0;  // every ticket up to this one is done
+  std::unique_ptr<cuda::StreamWake> wake_;  // made for the first sleep
+  Ticket wakeArmedThrough_ = 0;  // a host function queued after this ticket will wake it
 };
 
 }  // namespace ringreduce

@@ -34,6 +34,32 @@ bool markReached(void* mark) {
 
 void freeMark(void* mark) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(mark)); }
 
+void* recordTimingMark(int device, void* stream) {
+  DeviceScope scope(device);
+  cudaEvent_t event;
+  checkCuda(cudaEventCreate(&event), "cudaEventCreate");
+  if (const cudaError_t status = cudaEventRecord(event, static_cast<cudaStream_t>(stream));
+      status != cudaSuccess) {
+    (void)cudaEventDestroy(event);
+    throwCudaError(status, "cudaEventRecord");
+  }
+  return event;
+}
+
+double secondsBetweenMarks(void* start, void* end) {
+  float ms = 0;
+  checkCuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                 static_cast<cudaEvent_t>(end)),
+            "cudaEventElapsedTime");
+  return static_cast<double>(ms) / 1e3;
+}
+
+void callAfterQueuedWork(void* stream, void (*fn)(void*), void* arg) {
+  ThreadLocalCaptureMode relaxed;  // the group's stream is never captured
+  checkCuda(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, arg),
+            "cudaLaunchHostFunc");
+}
+
 bool StreamTracker::waitAll(int device, std::chrono::milliseconds limit) const {
   DeviceScope scope(device);
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -18,6 +18,16 @@ void* recordMark(int device, void* stream);
 void recordMarkAgain(void* mark, void* stream);
 bool markReached(void* mark);
 void freeMark(void* mark);
+// A mark that also keeps the device's time (a cudaEvent with timing): two of
+// them on one stream, both reached, give the device time between them,
+// whatever drove the work in between (kernels, or a host schedule whose
+// work ends on the stream). Freed with freeMark.
+void* recordTimingMark(int device, void* stream);
+double secondsBetweenMarks(void* start, void* end);
+// Calls `fn(arg)` once the work queued so far on `stream` is done, on a
+// thread of the CUDA runtime (cudaLaunchHostFunc): how the device wakes a
+// host thread that sleeps (cuda/stream_wake.h). `fn` must not call CUDA.
+void callAfterQueuedWork(void* stream, void (*fn)(void*), void* arg);
 
 class StreamTracker {
  public:

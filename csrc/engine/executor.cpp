@@ -47,14 +47,14 @@ timespec toTimespec(Clock::time_point when) {
 }
 }  // namespace
 
-Executor::Executor(Transport& transport)
+Executor::Executor(Transport& transport, SpinBudget::Now spinClock)
     : transport_(transport),
       spin_(std::chrono::microseconds(transport.config().spinMicroseconds)),
       waitSpin_(std::chrono::microseconds(transport.config().waitSpinMicroseconds)),
       grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)),
       yields_(transport.config().spinYields),
       adaptive_(transport.config().adaptiveSpin),
-      hotSpin_(spin_, adaptive_),
+      hotSpin_(spin_, adaptive_, std::move(spinClock)),
       callerCore_(transport.config().workerFollowsCaller) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
@@ -155,8 +155,13 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
   pollSpin.setLimits(spin_, adaptive_);
   pollSpin.setDescheduledGap(yields_ ? kLongYield : SpinBudget::kDescheduledGap);
   pollSpin.startWait();
-  while (!done() && !driveUntil(done)) {
-    if (!pollSpin.keepSpinning()) return done();
+  while (!done()) {
+    const auto passStart = pollSpin.now();
+    if (driveUntil(done)) {
+      pollSpin.moved(passStart);  // it ran the rest itself: work, not a gap
+      break;
+    }
+    if (!pollSpin.keepSpinning(passStart)) return done();
     if (yields_) yieldCore();
   }
   pollSpin.finishWait();
@@ -185,9 +190,12 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
   SpinBudget& spin = transport_.spinBudget();
   spin.startWait();
   while (!done() && !pollers_.empty()) {
-    if (transport_.progress() > 0) spin.moved();
+    const auto passStart = spin.now();
+    const bool moved = transport_.progress() > 0;
+    if (moved) spin.moved(passStart);
     runPollers();
-    if (!spin.keepSpinning()) break;
+    // After work, a read of its end: the spin's length is still bounded.
+    if (!spin.keepSpinning(moved ? spin.now() : passStart)) break;
   }
   if (done()) {
     spin.finishWait();
@@ -280,13 +288,16 @@ void Executor::run() {
       runPollers(/*abandon=*/true);
       return;
     }
+    // The pass's clock read, before it looks (core/base/spin_budget.h);
+    // only a hot spin needs one.
+    const auto passStart = hotSpin_.waiting() ? hotSpin_.now() : Clock::time_point{};
     if (transport_.progress() > 0) {
-      hotSpin_.moved();
+      hotSpin_.moved(passStart);
       runPollers();
       continue;
     }
     runPollers();
-    if (!waiting && hotSpin_.waiting() && claimSpin() && hotSpin_.keepSpinning()) {
+    if (!waiting && hotSpin_.waiting() && claimSpin() && hotSpin_.keepSpinning(passStart)) {
       if (yields_) yieldCore();
       continue;
     }

@@ -41,7 +41,9 @@ class Executor {
  public:
   using Task = std::function<void()>;  // must not throw
 
-  explicit Executor(Transport& transport);
+  // `spinClock`: the worker's spin's clock (null: the steady clock), for
+  // tests that drive that spin on a controlled one.
+  explicit Executor(Transport& transport, SpinBudget::Now spinClock = nullptr);
   // Runs the tasks already submitted, gives up pending pollers and joins the
   // thread. Idempotent; submit() must not be called afterwards.
   void stop();
@@ -72,6 +74,11 @@ class Executor {
   // from a task.
   using Poller = std::function<bool(bool abandon)>;
   void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
+
+  // The account of the worker's spin after a task (core/base/spin_budget.h),
+  // for tests: the worker thread writes it, so read it only while the
+  // worker sleeps (after something it did before sleeping was seen).
+  const SpinBudget& workerSpin() const { return hotSpin_; }
 
  private:
   struct Queued {

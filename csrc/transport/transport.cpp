@@ -188,15 +188,18 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   spin.startWait();
   do {
     if (aborted_.load()) throw TransportError(where(op) + ": " + abortReason());
+    // The pass's one clock read, before it looks: the budget judges the
+    // time up to here, and a pass that brings something does its work
+    // after it (core/base/spin_budget.h).
+    const auto now = spin.now();
     if (progress() > 0) {
-      spin.moved();
+      spin.moved(now);
       continue;
     }
     if (watch_) watch_();
     // Nothing more arrived. A collective cannot finish without every rank,
     // so any death ends it; a send/recv only needs its peer.
     checkPeersAlive(op.groupWide() ? -1 : request.peer, op);
-    const auto now = Clock::now();
     if (now >= op.deadline) return false;  // before a departure: the timeout came first
     throwIfSenderLeft(request, op);
     if (request.done) break;
@@ -214,6 +217,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
     sleepUntilEvent(-1, static_cast<int>(std::min<long long>(remaining, 100)));
     spin.startWait();  // what is left of the message may follow at once
   } while (!test(request, op));
+  // Found while spinning: paid, unless the thread was away when it came.
   spin.finishWait();
   probe::mark(ProbePoint::Arrived);
   return true;

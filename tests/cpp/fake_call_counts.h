@@ -31,11 +31,13 @@ struct FakeCallCounts {
   uint64_t deviceQueries = 0;   // uuid, SMs, peer access, MPS, stream memops support
   uint64_t ipcCalls = 0;        // export, map (cudaIpc*)
   uint64_t allocations = 0;     // device buffers, pinned memory
+  uint64_t hostFunctions = 0;   // callAfterQueuedWork (cudaLaunchHostFunc)
 
   uint64_t total() const {
     return kernelLaunches + eventCreates + eventRecords + eventWaits + eventQueries +
            eventDestroys + memcpys + memsets + streamMemOps + streamCreates + hostSyncs +
-           deviceGets + deviceSets + contextQueries + deviceQueries + ipcCalls + allocations;
+           deviceGets + deviceSets + contextQueries + deviceQueries + ipcCalls + allocations +
+           hostFunctions;
   }
 
   // Every nonzero counter, for a test's failure message.
@@ -63,6 +65,7 @@ struct FakeCallCounts {
     add("device queries", deviceQueries);
     add("IPC calls", ipcCalls);
     add("allocations", allocations);
+    add("host functions", hostFunctions);
     return text.empty() ? "no CUDA call" : text;
   }
 };

@@ -1,5 +1,6 @@
 #include "fake_device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +82,57 @@ thread_local bool kernelsRun = true;
 
 void setFakeKernelsRun(bool run) { kernelsRun = run; }
 bool fakeKernelsRun() { return kernelsRun; }
+
+namespace {
+// Each stream's device clock: when its queued work ends, and how far the
+// host that drives it is ahead of the real clock (it "waited" for marks
+// the device reached later than now: the fake's host never sleeps).
+struct StreamClock {
+  std::chrono::steady_clock::time_point busyUntil{};
+  std::chrono::nanoseconds hostAhead{0};
+};
+std::mutex deviceClockMutex;
+std::map<const void*, StreamClock> streamClocks;
+thread_local std::chrono::nanoseconds kernelTime{0};
+
+std::chrono::steady_clock::time_point hostNow(const StreamClock& clock) {
+  return std::chrono::steady_clock::now() + clock.hostAhead;
+}
+}  // namespace
+
+void setFakeKernelTime(std::chrono::nanoseconds duration) { kernelTime = duration; }
+
+void resetFakeDeviceClocks() {
+  std::lock_guard<std::mutex> lock(deviceClockMutex);
+  streamClocks.clear();
+}
+
+void fakeDeviceWork(void* stream, std::chrono::nanoseconds duration) {
+  std::lock_guard<std::mutex> lock(deviceClockMutex);
+  StreamClock& clock = streamClocks[stream];
+  clock.busyUntil = std::max(clock.busyUntil, hostNow(clock)) + duration;
+}
+
+// When the device reaches a mark queued now on `stream`.
+std::chrono::steady_clock::time_point deviceTimeOf(const void* stream) {
+  std::lock_guard<std::mutex> lock(deviceClockMutex);
+  const StreamClock& clock = streamClocks[stream];
+  return std::max(clock.busyUntil, hostNow(clock));
+}
+
+// The host saw the device reach `at` on `stream`: it has waited until then.
+void hostWaitedUntil(const void* stream, std::chrono::steady_clock::time_point at) {
+  std::lock_guard<std::mutex> lock(deviceClockMutex);
+  StreamClock& clock = streamClocks[stream];
+  const auto now = hostNow(clock);
+  if (at > now) clock.hostAhead += at - now;
+}
+
+// A mark of the fake: when the device reached it (timing marks only).
+struct FakeMark {
+  std::chrono::steady_clock::time_point at{};
+  const void* stream = nullptr;  // timing marks only
+};
 
 FakePeerAccess accessBetween(int a, int b) {
   if (a == b) return FakePeerAccess::Present;
@@ -260,9 +312,10 @@ void sameType(const ReduceCopyArgs& a, size_t count) {
 
 // The fake covers what the protocol tests use: float32, int64, bfloat16
 // and the float32 <-> 16-bit wire casts.
-void launchReduceCopy(const ReduceCopyArgs& args, int device, void*) {
+void launchReduceCopy(const ReduceCopyArgs& args, int device, void* stream) {
   testing::used(device);
   if (args.count > 0 && args.ndst > 0) ++testing::calls().kernelLaunches;  // as the real one
+  if (testing::kernelTime.count() > 0) testing::fakeDeviceWork(stream, testing::kernelTime);
   if (args.nsrc < 1 || args.nsrc > kMaxFanout || args.ndst < 0 || args.ndst > kMaxFanout) {
     throw InvalidArgument("fake reduce-copy: bad fan-in/out");
   }
@@ -336,16 +389,34 @@ void* recordMark(int device, void*) {
   testing::used(device);
   ++testing::calls().eventCreates;
   ++testing::calls().eventRecords;
-  return new int(0);
+  return new testing::FakeMark;
+}
+void* recordTimingMark(int device, void* stream) {
+  testing::used(device);
+  ++testing::calls().eventCreates;
+  ++testing::calls().eventRecords;
+  return new testing::FakeMark{testing::deviceTimeOf(stream), stream};
+}
+double secondsBetweenMarks(void* start, void* end) {
+  return std::chrono::duration<double>(static_cast<testing::FakeMark*>(end)->at -
+                                       static_cast<testing::FakeMark*>(start)->at)
+      .count();
+}
+// The fake's streams have done their work by the time it is queued.
+void callAfterQueuedWork(void*, void (*fn)(void*), void* arg) {
+  ++testing::calls().hostFunctions;
+  fn(arg);
 }
 void recordMarkAgain(void*, void*) { ++testing::calls().eventRecords; }
-bool markReached(void*) {
+bool markReached(void* mark) {
   ++testing::calls().eventQueries;
+  const auto* m = static_cast<const testing::FakeMark*>(mark);
+  if (m->stream != nullptr) testing::hostWaitedUntil(m->stream, m->at);
   return true;
 }
 void freeMark(void* mark) {
   ++testing::calls().eventDestroys;
-  delete static_cast<int*>(mark);
+  delete static_cast<testing::FakeMark*>(mark);
 }
 
 void* createOwnStream(int device) {

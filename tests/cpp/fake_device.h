@@ -54,4 +54,18 @@ std::set<int> takeDevicesUsedByThisThread();
 void setFakeKernelsRun(bool run);
 bool fakeKernelsRun();
 
+// --- the device's own clock -----------------------------------------------
+// Work runs at once on the host, but timing marks (recordTimingMark) read a
+// device clock of each stream: the time its queued work would end, had
+// each reduce-copy kernel launched by this thread taken `duration` and
+// each fakeDeviceWork its own, starting no earlier than the host queued
+// it. A host that sees a timing mark reached (markReached) is taken to
+// have waited for it: its later work on that stream starts from there.
+// So a test makes a candidate slow on the device without waiting.
+void setFakeKernelTime(std::chrono::nanoseconds duration);  // this thread's launches
+void fakeDeviceWork(void* stream, std::chrono::nanoseconds duration);
+// Every stream idle again (a test's streams are locals whose addresses
+// later tests reuse).
+void resetFakeDeviceClocks();
+
 }  // namespace ringreduce::testing

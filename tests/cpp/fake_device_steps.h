@@ -6,8 +6,18 @@
 // before its ticket is done sends stale data, and one that receives into a
 // slot still being read feeds the pending reduction the wrong segment;
 // both give wrong results, and the records say which rule was broken.
+//
+// Its wake fd (DeviceSteps::wakeFd): this device moves only when polled, so
+// a waiter about to sleep is told at once to look again (the fd is readable
+// as soon as it is asked for), except for work held back with holdFrom():
+// that finishes when another thread calls release(), which is also what
+// makes the fd readable, as a device that gets there late would.
 #pragma once
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -53,7 +63,13 @@ class FakeDeviceSteps : public DeviceSteps {
 
   explicit FakeDeviceSteps(Options options, ScheduleLog* log = nullptr)
       : options_(options), log_(log), random_(options.seed),
-        memory_(static_cast<size_t>(options.slots) * options.slotBytes) {}
+        memory_(static_cast<size_t>(options.slots) * options.slotBytes),
+        wakeFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (wakeFd_ < 0) throw std::runtime_error("fake device: no eventfd");
+  }
+  ~FakeDeviceSteps() override { ::close(wakeFd_); }
+  FakeDeviceSteps(const FakeDeviceSteps&) = delete;
+  FakeDeviceSteps& operator=(const FakeDeviceSteps&) = delete;
 
   int slots() const override { return options_.slots; }
   size_t slotBytes() const override { return options_.slotBytes; }
@@ -118,6 +134,30 @@ class FakeDeviceSteps : public DeviceSteps {
     return ticket <= finished_;
   }
 
+  int wakeFd(Ticket ticket) override {
+    if (ticket == 0 || ticket > next_) throw std::logic_error("fake device: unknown ticket");
+    uint64_t said;
+    [[maybe_unused]] const ssize_t got = ::read(wakeFd_, &said, sizeof(said));
+    ++wakeRequests_;
+    const Ticket held = heldFrom_.load();
+    // Held work wakes the waiter when it is released; the rest "moves on"
+    // as soon as the waiter looks again.
+    if (held == 0 || ticket < held || released_.load()) signal();
+    return wakeFd_;
+  }
+  // Work from `ticket` on does not finish until release() (any thread):
+  // a device busy with something else, that gets there late.
+  void holdFrom(Ticket ticket) { heldFrom_ = ticket; }
+  // The held work may finish: the wake fd becomes readable, as the host
+  // function queued behind it would make it.
+  void release() {
+    released_ = true;
+    signal();
+  }
+  // How often a waiter asked for the wake fd (each time it was about to sleep).
+  size_t wakeRequests() const { return wakeRequests_; }
+  int wakeDescriptor() const { return wakeFd_; }
+
   // Called before each reduce with its index (0, 1, ...): a test makes the
   // device fail there (throw) or aborts the rank's transport.
   std::function<void(size_t)> onReduce;
@@ -154,6 +194,7 @@ class FakeDeviceSteps : public DeviceSteps {
   void step() {
     if (queue_.empty()) return;
     Work& work = queue_.front();
+    if (heldFrom_.load() != 0 && work.ticket >= heldFrom_.load() && !released_.load()) return;
     if (work.reduceIndex != npos) {
       if (work.reduceIndex >= stallFrom_) return;
       const size_t next = work.reduceIndex + 1;
@@ -164,6 +205,11 @@ class FakeDeviceSteps : public DeviceSteps {
     finished_ = work.ticket;
     if (log_) log_->push_back({ScheduleEvent::Kind::Finished, nullptr, 0, work.ticket});
     queue_.pop_front();
+  }
+
+  void signal() {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = ::write(wakeFd_, &one, sizeof(one));
   }
 
   Options options_;
@@ -179,6 +225,10 @@ class FakeDeviceSteps : public DeviceSteps {
   Ticket next_ = 0;      // the last ticket handed out
   Ticket finished_ = 0;  // the last one finished (all before it too)
   size_t stallFrom_ = npos;
+  const int wakeFd_;
+  size_t wakeRequests_ = 0;
+  std::atomic<Ticket> heldFrom_{0};  // 0: nothing held
+  std::atomic<bool> released_{false};
 };
 
 }  // namespace ringreduce::testing

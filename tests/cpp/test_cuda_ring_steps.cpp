@@ -6,6 +6,7 @@
 // reading memory, or, without stream memory operations, an event recorded
 // again once reached (no more created than are ever pending at once).
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <cstdint>
 #include <vector>
@@ -99,4 +100,40 @@ TEST(CudaRingSteps, WithoutStreamMemoryOperationsEventsAreRecordedAgain) {
       EXPECT_EQ(calls.streamMemOps, 0u);
     }
   }
+}
+
+// A waiter whose spin is over sleeps on the steps' wake fd (device_poll.h):
+// the steps queue a host function behind the stream's work only when asked
+// (a spin that finds its ticket done costs none), one per range of
+// tickets: a second sleep on a ticket already covered queues nothing. The
+// fake's streams are done by the time work is queued, so its host function
+// runs at once and the fd is readable.
+TEST(CudaRingSteps, AWaiterSleepsOnAHostFunctionQueuedOnlyWhenItAsks) {
+  ringreduce::testing::resetFakeDevices(8);  // the default: later tests rely on it
+  CudaRingSteps steps(0);
+  int stream = 0;
+  steps.bind(&stream);
+  std::vector<float> src(64), dst(64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = inputOf(1, i);
+  takeFakeCallCounts();
+  const auto first = steps.copy(dst.data(), src.data(), 32 * sizeof(float));
+  const auto second = steps.copy(dst.data() + 32, src.data() + 32, 32 * sizeof(float));
+  EXPECT_EQ(takeFakeCallCounts().hostFunctions, 0u);
+  auto readable = [](int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  };
+  const int fd = steps.wakeFd(first);
+  EXPECT_TRUE(readable(fd));
+  EXPECT_EQ(takeFakeCallCounts().hostFunctions, 1u);
+  // Covered by the same host function; the call clears what the fd said.
+  EXPECT_EQ(steps.wakeFd(second), fd);
+  EXPECT_FALSE(readable(fd));
+  EXPECT_EQ(takeFakeCallCounts().hostFunctions, 0u);
+  EXPECT_TRUE(steps.done(second));
+  const auto third = steps.copy(dst.data(), src.data(), sizeof(float));
+  EXPECT_EQ(steps.wakeFd(third), fd);
+  EXPECT_TRUE(readable(fd));
+  EXPECT_EQ(takeFakeCallCounts().hostFunctions, 1u);
+  EXPECT_EQ(dst, src);
 }

@@ -165,16 +165,81 @@ TEST(SpinBudget, OneMissAmongPaidSpinsKeepsSpinning) {
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
 }
 
-TEST(SpinBudget, ADescheduledSpinStopsAtOnceButWorkBetweenPassesIsNoSign) {
+TEST(SpinBudget, ADescheduledSpinStopsAtOnceButAPassesOwnWorkIsNoSign) {
   SimulatedWaits sim;
   sim.budget.startWait();
   ASSERT_TRUE(sim.budget.keepSpinning());
-  sim.now += microseconds(300);  // a pass that copied a large message
-  sim.budget.moved();
+  sim.now += kPass;
+  const auto passStart = sim.now;  // the pass reads the clock, then looks
+  sim.now += microseconds(300);    // and copies a large message
+  sim.budget.moved(passStart);
   EXPECT_TRUE(sim.budget.keepSpinning());
   sim.now += microseconds(300);  // the same gap with nothing done: preempted
   EXPECT_FALSE(sim.budget.keepSpinning());  // well inside its budget
-  EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling() / 2);
+}
+
+// The rule of spin_budget.h: a gap between two reads of a spin is a
+// preemption even when the event came meanwhile and the loop found it on
+// its next pass. Each of the three ways a wait can find it: at the end of
+// the wait (finishWait's read), on a pass that reports it (moved(passStart)
+// of the pass after the gap), and on one that reads the clock itself
+// (moved()).
+TEST(SpinBudget, APreemptedSpinWhoseEventCameMeanwhileIsNotPaid) {
+  // The simulated loop: spinning, preempted for 2 ms, during which the
+  // peer's message came; the first pass after it finds it.
+  SimulatedWaits sim;
+  EXPECT_EQ(sim.wait({microseconds(1000), microseconds(2000)}), Ended::WhileSpinning);
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling() / 2);
+
+  SimulatedWaits reported;
+  reported.budget.startWait();
+  ASSERT_TRUE(reported.budget.keepSpinning());
+  reported.now += microseconds(2000);
+  reported.budget.moved(reported.now);  // the pass that found it started after the gap
+  EXPECT_EQ(reported.budget.budget(), reported.budget.ceiling() / 2);
+  EXPECT_FALSE(reported.budget.waiting());  // its spin is over
+  EXPECT_FALSE(reported.budget.keepSpinning());
+  reported.budget.finishWait();  // closed already: nothing more to learn
+  EXPECT_EQ(reported.budget.budget(), reported.budget.ceiling() / 2);
+
+  SimulatedWaits unmarked;
+  unmarked.budget.startWait();
+  ASSERT_TRUE(unmarked.budget.keepSpinning());
+  unmarked.now += microseconds(2000);
+  unmarked.budget.moved();
+  unmarked.budget.finishWait();
+  EXPECT_EQ(unmarked.budget.budget(), unmarked.budget.ceiling() / 2);
+}
+
+TEST(SpinBudget, AGapJustWithinTheThresholdStillPays) {
+  SimulatedWaits sim;
+  sim.budget.startWait();
+  ASSERT_TRUE(sim.budget.keepSpinning());
+  sim.now += SpinBudget::kDescheduledGap;  // not longer than the gap
+  sim.budget.finishWait();
+  sim.budget.startWait();
+  ASSERT_TRUE(sim.budget.keepSpinning());
+  sim.now += SpinBudget::kDescheduledGap + microseconds(1);
+  sim.budget.finishWait();
+  EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling() / 2);
+}
+
+TEST(SpinBudget, ASpinThatFoundItsEventBeforeSpinningLearnsNothing) {
+  // Found on the first pass, before any idle one: no spin to judge, and
+  // no clock read to pay for (the clock below would fail the test).
+  SimulatedWaits sim;
+  sim.run(3, kLate);  // below the ceiling
+  const auto before = sim.budget.budget();
+  ASSERT_LT(before, sim.budget.ceiling());
+  sim.budget.startWait();
+  sim.budget.setClock([]() -> SpinBudget::Clock::time_point {
+    ADD_FAILURE() << "the budget read its clock";
+    return {};
+  });
+  sim.budget.moved();
+  sim.budget.finishWait();
+  EXPECT_EQ(sim.budget.budget(), before);
 }
 
 TEST(SpinBudget, FixedSpinsNeverAdapt) {
@@ -201,6 +266,7 @@ TEST(SpinBudget, ACeilingOfZeroNeverSpinsNorProbes) {
 
 TEST(SpinBudget, ALowerCeilingClampsAndAHigherOneIsGrownInto) {
   SimulatedWaits sim;
+  sim.run(1, kQuiet);  // learnt from a wait: the account is its own now
   sim.budget.setLimits(microseconds(100), true);
   EXPECT_EQ(sim.budget.budget(), microseconds(100));
   sim.budget.setLimits(kCeiling, true);
@@ -214,4 +280,15 @@ TEST(SpinBudget, AYieldingLoopTakesItsPeersTurnsForNoLoad) {
   EXPECT_EQ(sim.budget.budget(), sim.budget.ceiling());
   EXPECT_EQ(sim.wait({microseconds(3000), microseconds(1500)}), Ended::Blocked);
   EXPECT_LT(sim.budget.budget(), sim.budget.ceiling());
+}
+
+// A budget given its limits after it was made (the transport's: made with
+// the defaults, told RINGREDUCE_SPIN_US later) starts at that ceiling, as
+// one made with it does: quiet until its waits say otherwise.
+TEST(SpinBudget, LimitsGivenBeforeAnyWaitStartAtTheCeiling) {
+  SpinBudget later;
+  later.setLimits(kCeiling, true);
+  EXPECT_EQ(later.budget(), kCeiling);
+  later.setLimits(microseconds(300), true);
+  EXPECT_EQ(later.budget(), microseconds(300));
 }

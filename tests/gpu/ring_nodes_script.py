@@ -18,6 +18,18 @@ def main():
     dist.init_process_group("ringreduce")
     rank, world = dist.get_rank(), dist.get_world_size()
     failures = []
+    if os.environ.get("RINGREDUCE_AUTOTUNE") == "1":
+        # One size class, enough allreduces for the CUDA tuner's trials (the
+        # device ring and NCCL, three each, timed on the device) and more
+        # with its choice.
+        n = 70001
+        for i in range(8):
+            inputs = [make_input(torch.float32, (n,), r, 900 + i) for r in range(world)]
+            mine = inputs[rank].cuda()
+            dist.all_reduce(mine)
+            problem = mismatch(mine.cpu(), reference_allreduce(inputs, "SUM"), True)
+            if problem:
+                failures.append(f"autotuned all_reduce {i}: {problem}")
     for dtype in (torch.float32, torch.bfloat16, torch.int64):
         for n in (1, 70001, (3 << 20) + 5):
             inputs = [make_input(dtype, (n,), r, 300 + n) for r in range(world)]

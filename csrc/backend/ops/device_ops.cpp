@@ -126,15 +126,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
           if (cudaTuner_ && step.path->ringOrNccl(red.type, red.op, step.exchange, step.call)) {
             // RINGREDUCE_AUTOTUNE=1 across nodes: the device ring or NCCL,
             // whichever the size class's trials found faster on every rank.
+            // A trial is timed on the device (marks on the stream around
+            // either candidate), so both are timed alike.
             const size_t bytes = flat.nbytes();
-            const bool trial = cudaTuner_->onTrial(bytes);
-            cudaTuner_->allreduce(comm(), ctx.part(1), bytes, [&](const Comm& settings) {
-              ran = step.path->allreduceAcross(settings.config.cudaAlgorithm, flat, red.type,
-                                               red.op, step.stream);
-              if (ran == DevicePathTaken::DeviceRing) runRing();
-              // A trial's time covers the device work (NCCL's is queued).
-              if (trial) waitForStream(step.stream, ctx, "finish an autotune trial");
-            });
+            const auto clock = cudaTuner_->onTrial(bytes)
+                                   ? step.path->trialClock(step.stream, ctx)
+                                   : nullptr;
+            cudaTuner_->allreduce(
+                comm(), ctx.part(1), bytes,
+                [&](const Comm& settings) {
+                  ran = step.path->allreduceAcross(settings.config.cudaAlgorithm, flat, red.type,
+                                                   red.op, step.stream);
+                  if (ran == DevicePathTaken::DeviceRing) runRing();
+                },
+                clock.get());
           } else {
             ran = step.path->allreduce(flat, red.type, red.op, step.stream, step.exchange,
                                        step.call);

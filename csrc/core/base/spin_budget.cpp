@@ -4,16 +4,23 @@
 
 namespace ringreduce {
 
-SpinBudget::SpinBudget(std::chrono::microseconds ceiling, bool adaptive, Now now)
-    : now_(now ? std::move(now) : Now([] { return Clock::now(); })) {
+SpinBudget::SpinBudget(std::chrono::microseconds ceiling, bool adaptive, Now now) {
+  setClock(std::move(now));
   setLimits(ceiling, adaptive);
   budget_ = ceiling_;  // a machine is taken to be quiet until its waits say otherwise
+}
+
+void SpinBudget::setClock(Now now) {
+  now_ = now ? std::move(now) : Now([] { return Clock::now(); });
 }
 
 void SpinBudget::setLimits(std::chrono::microseconds ceiling, bool adaptive) {
   ceiling_ = std::max<std::chrono::nanoseconds>(ceiling, std::chrono::nanoseconds(0));
   adaptive_ = adaptive;
-  budget_ = adaptive_ ? std::min(budget_, ceiling_) : ceiling_;
+  // Until a wait has said otherwise the machine is taken to be quiet: a
+  // budget made first and given its limits later (the transport's) starts
+  // at its ceiling too, not at the 0 of its first limits.
+  budget_ = adaptive_ && learnt_ ? std::min(budget_, ceiling_) : ceiling_;
 }
 
 std::chrono::nanoseconds SpinBudget::probeBudget() const {
@@ -39,7 +46,31 @@ void SpinBudget::startWait() {
   spinUntil_ = window.count() > 0 ? now_() + window : Clock::time_point{};
 }
 
-void SpinBudget::moved() { hasLastRead_ = false; }
+bool SpinBudget::judging() const { return open_ && adaptive_ && hasLastRead_; }
+
+bool SpinBudget::gapBefore(Clock::time_point now) const {
+  return judging() && now - lastRead_ > gap_;
+}
+
+void SpinBudget::moved() {
+  // Only a spin that is being judged needs the clock.
+  if (judging()) {
+    moved(now_());
+  } else {
+    hasLastRead_ = false;
+  }
+}
+
+void SpinBudget::moved(Clock::time_point passStart) {
+  if (gapBefore(passStart)) {
+    // Away before this pass looked: whatever it found came while the
+    // thread did not run. The wait goes on (it has news to handle) but its
+    // spin is over.
+    blocked();
+    return;
+  }
+  hasLastRead_ = false;  // the pass's own work follows: not judged
+}
 
 bool SpinBudget::keepSpinning() {
   if (open_ && spinUntil_ != Clock::time_point{}) return keepSpinning(now_());
@@ -53,8 +84,7 @@ bool SpinBudget::keepSpinning(Clock::time_point now) {
     return false;
   }
   // Fixed spins run their whole length, as they did before this class.
-  const bool descheduled = adaptive_ && hasLastRead_ && now - lastRead_ > gap_;
-  if (descheduled || now >= spinUntil_) {
+  if (gapBefore(now) || now >= spinUntil_) {
     blocked();
     return false;
   }
@@ -65,7 +95,14 @@ bool SpinBudget::keepSpinning(Clock::time_point now) {
 }
 
 void SpinBudget::finishWait() {
-  if (open_ && spun_) spinPaid();
+  if (!open_) return;
+  // The last interval ends here: a thread that was away while its event
+  // came was descheduled, not rewarded for spinning.
+  if (spun_ && judging() && gapBefore(now_())) {
+    blocked();
+    return;
+  }
+  if (spun_) spinPaid();
   open_ = false;
 }
 
@@ -73,6 +110,7 @@ void SpinBudget::abandon() { open_ = false; }
 
 void SpinBudget::spinPaid() {
   if (!adaptive_) return;
+  learnt_ = true;
   if (probing_) probeInterval_ = kMinProbeInterval;
   budget_ = std::min(ceiling_, std::max(budget_ * 2, probeBudget()));
 }
@@ -81,6 +119,7 @@ void SpinBudget::blocked() {
   const bool spun = spinUntil_ != Clock::time_point{};
   open_ = false;
   if (!adaptive_) return;
+  learnt_ = true;
   if (!spun) {
     ++blockedAtOnce_;
     return;

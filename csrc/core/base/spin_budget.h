@@ -12,16 +12,32 @@
 // waiting loop keeps a running account:
 // - a wait satisfied while spinning: spinning paid; the budget grows back
 //   (doubling) to the ceiling;
-// - a sign that this thread was descheduled during its spin (two successive
-//   clock reads of the spin further apart than kDescheduledGap: a preemption
-//   or a sched_yield that returned late): this wait blocks now, and counts
-//   as a spin that did not pay;
+// - a sign that this thread was descheduled during its spin (below: a
+//   preemption, or a sched_yield that returned late): this wait blocks at
+//   its next idle pass, and counts as a spin that did not pay, even when
+//   the event arrived while the thread was away and the loop finds it
+//   when it runs again (a preempted spin never counts as paid);
 // - a spin that did not pay (it ran out, or was descheduled): the budget
 //   halves, and below a sixteenth of the ceiling it is 0 (block at once):
 //   under load, where nearly every spin is preempted, within five waits;
 // - at 0, every probeInterval-th wait that must block first spins a probe
 //   (an eighth of the ceiling): if the probe pays, spinning resumes at that
 //   budget; if not, probes become rarer (up to one wait in kMaxProbeInterval).
+//
+// Descheduled, precisely: the budget judges the intervals between the clock
+// reads of one spin, and one longer than the gap (kDescheduledGap, or
+// setDescheduledGap's) means the thread did not run in between. The reads
+// are each idle pass's (keepSpinning), the start of each pass that brought
+// something (moved(passStart), the loop's read before it looked; moved()
+// reads the clock then), and the end of a wait that spun (finishWait). The
+// interval from a moved(passStart) to the next read holds that pass's own
+// work (a large message copied, a reduction enqueued) and is not judged:
+// work is no sign of descheduling. Every other interval is, also the one
+// that ends the wait. What escapes: a preemption between a pass's own read
+// and the moment its poll found the event (the start of one pass). The
+// first read of a wait starts the account: what the loop did between
+// startWait and it (setting the wait up) is not judged either.
+//
 // Blocking itself is the caller's (a sleep on the event that the peer's
 // progress signals); this class only says when.
 //
@@ -56,31 +72,49 @@ class SpinBudget {
                       bool adaptive = true, Now now = nullptr);
 
   // The longest spin and whether the account adapts it. A lower ceiling
-  // clamps the current budget; a higher one lets it grow back.
+  // clamps the current budget; a higher one lets it grow back. Before any
+  // wait was learnt from, the budget is the (new) ceiling.
   void setLimits(std::chrono::microseconds ceiling, bool adaptive);
   void setDescheduledGap(std::chrono::microseconds gap) { gap_ = gap; }
 
   // One wait, from the loop's point of view:
-  //   startWait(); loop { if (progress) moved(); else if (!keepSpinning()) block...; }
+  //   startWait();
+  //   loop { t = now(); if (poll brought something) moved(t);
+  //          else if (!keepSpinning(t)) block...; }
   //   finishWait() when the condition came true.
-  // A wait is opened by startWait and closed by finishWait, abandon, or a
+  // A wait is opened by startWait and closed by finishWait, abandon, a
   // keepSpinning that returns false (the wait blocks; after the block the
-  // loop opens a new wait for whatever spin follows). startWait on an open
-  // wait abandons it first.
+  // loop opens a new wait for whatever spin follows), or a moved that found
+  // the spin descheduled (recorded; the wait's next keepSpinning returns
+  // false). startWait on an open wait abandons it first.
   void startWait();
-  // A pass that brought something: the next idle pass's clock read starts a
-  // new interval (the work done in between is no sign of descheduling).
+  // A pass that brought something, and which started (the loop read the
+  // clock before it polled) at `passStart`: the interval up to passStart is
+  // judged; the pass's own work after it is not. moved(): a pass whose work
+  // was short, judged up to now (reads the clock only while a judged spin
+  // is open).
   void moved();
+  void moved(Clock::time_point passStart);
   // An idle pass: true to poll again, false to block now (the outcome
   // "blocked" is recorded and the wait closed). `now`: the loop's own clock
-  // read of this pass, if it has one.
+  // read of this pass (from now()), if it has one.
   bool keepSpinning();
   bool keepSpinning(Clock::time_point now);
-  // The condition came true: "satisfied while spinning" if this wait spun.
+  // The condition came true: "satisfied while spinning" if this wait spun
+  // and its last interval (from the last read to now) was no gap; a gap
+  // there (the thread was away while the event came) counts as
+  // descheduled. Reads the clock only for a wait that spun (adaptive).
   void finishWait();
   // Closes the wait without learning from it (an error, a spin not allowed
   // for another reason).
   void abandon();
+
+  // The budget's clock (the steady clock, or a test's): a loop reads its
+  // passes' times here, so that they and the budget's own reads agree.
+  Clock::time_point now() const { return now_(); }
+  // For tests that drive a product's waiting loop on a controlled clock;
+  // before the loop runs (not thread safe).
+  void setClock(Now now);
 
   bool waiting() const { return open_; }
   std::chrono::nanoseconds budget() const { return budget_; }
@@ -90,6 +124,10 @@ class SpinBudget {
  private:
   void spinPaid();
   void blocked();
+  // An adaptive spin is open and its last read starts a judged interval.
+  bool judging() const;
+  // Whether the interval from that read to `now` was a gap.
+  bool gapBefore(Clock::time_point now) const;
   std::chrono::nanoseconds probeBudget() const;
   std::chrono::nanoseconds floor() const { return ceiling_ / 16; }
 
@@ -100,12 +138,13 @@ class SpinBudget {
   std::chrono::nanoseconds gap_ = kDescheduledGap;
   int probeInterval_ = kMinProbeInterval;
   int blockedAtOnce_ = 0;  // waits that blocked without spinning since the last probe
+  bool learnt_ = false;    // a wait's outcome has changed the account
 
   // The open wait.
   bool open_ = false;
   bool probing_ = false;
   bool spun_ = false;
-  bool hasLastRead_ = false;
+  bool hasLastRead_ = false;  // lastRead_ starts a judged interval
   Clock::time_point spinUntil_{};
   Clock::time_point lastRead_{};
 };

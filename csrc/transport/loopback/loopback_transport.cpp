@@ -107,7 +107,12 @@ bool LoopbackTransport::armForSleep() {
 }
 
 void LoopbackTransport::sleepArmed(int extraFd, int timeoutMs) {
-  // With an extra fd, sleep in 1 ms slices so that it is noticed too.
+  // With an extra fd, sleep in 1 ms slices so that it is noticed too; one
+  // that is readable already ends the sleep before it starts.
+  if (extraFd >= 0) {
+    pollfd fd{extraFd, POLLIN, 0};
+    if (::poll(&fd, 1, 0) > 0) return;
+  }
   const int slice = extraFd >= 0 ? std::min(timeoutMs < 0 ? 1 : timeoutMs, 1) : timeoutMs;
   {
     std::unique_lock<std::mutex> lock(fabric_->mutex_);
