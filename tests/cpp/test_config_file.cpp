@@ -158,22 +158,20 @@ TEST(ConfigFile, GivenSettingsWinOverEnvironmentAndFile) {
 }
 
 TEST(ConfigFile, GivenUnknownKeysAndBadValuesAreErrorsNamingThem) {
-  try {
-    Config::fromEnvironment(0, {{"RINGREDUCE_SEGMENT_SIZE", "4"}});
-    ADD_FAILURE() << "an unknown key was accepted";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'RINGREDUCE_SEGMENT_SIZE' is not a setting"),
-              std::string::npos)
-        << e.what();
-  }
-  try {
-    Config::fromEnvironment(0, {{"RINGREDUCE_SEGMENT_BYTES", "lots"}});
-    ADD_FAILURE() << "a bad value was accepted";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("pg_options RINGREDUCE_SEGMENT_BYTES='lots'"),
-              std::string::npos)
-        << e.what();
-  }
+  const auto errorGiven = [](const char* key, const char* value) -> std::string {
+    try {
+      Config::fromEnvironment(0, {{key, value}});
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  std::string message = errorGiven("RINGREDUCE_SEGMENT_SIZE", "4");
+  EXPECT_NE(message.find("'RINGREDUCE_SEGMENT_SIZE' is not a setting"), std::string::npos)
+      << message;
+  message = errorGiven("RINGREDUCE_SEGMENT_BYTES", "lots");
+  EXPECT_NE(message.find("pg_options RINGREDUCE_SEGMENT_BYTES='lots'"), std::string::npos)
+      << message;
 }
 
 // NCCL's switch for durations turns ours on too, unless ours says otherwise.
