@@ -117,8 +117,9 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupRing::getBackendOptions()
 }
 
 void ProcessGroupRing::performNocolorSplit(c10::Device device) {
-  TORCH_CHECK_VALUE(device.is_cpu() || device.is_cuda(), "ringreduce: perform_nocolor_split on rank ",
-                    rank_, ": the group serves CPU and CUDA tensors, not ", device);
+  TORCH_CHECK_VALUE(device.is_cpu() || device.is_cuda(),
+                    "ringreduce: perform_nocolor_split on rank ", rank_,
+                    ": the group serves CPU and CUDA tensors, not ", device);
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::split(

@@ -50,7 +50,8 @@ void bindOptions(PyProcessGroupRing& group) {
           },
           [](RingOptions& self, const py::dict& config) { self.config = settingsFrom(config); },
           "RINGREDUCE_* settings {name: value} for the group, over the environment")
-      .def("__copy__", [](const RingOptions& self) { return c10::make_intrusive<RingOptions>(self); })
+      .def("__copy__",
+           [](const RingOptions& self) { return c10::make_intrusive<RingOptions>(self); })
       .def(
           "__deepcopy__",
           [](const RingOptions& self, const py::dict&) {

@@ -120,3 +120,8 @@ def test_options_outside_a_group():
         options.config["RINGREDUCE_SPIN_US"] = "1"  # a view: assign a dict instead
     with pytest.raises(TypeError):
         torch_ringreduce.Options(config={1: "x"})
+    # What the backend's creator takes from pg_options.
+    assert torch_ringreduce._settings_of(None) == {}
+    assert torch_ringreduce._settings_of(twin) == {"RINGREDUCE_SPIN_US": "0"}
+    with pytest.raises(TypeError, match="pg_options must be torch_ringreduce.Options"):
+        torch_ringreduce._settings_of({"RINGREDUCE_SPIN_US": "0"})

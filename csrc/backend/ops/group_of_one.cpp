@@ -32,8 +32,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runAlone(c10d::OpType type, con
   // Timed, a CUDA op gets events on its stream, unless the stream is being
   // captured into a CUDA graph (the events would go into the graph).
   const bool timed = timing_.load(std::memory_order_relaxed);
-  DirectTimer timer(timed, output,
-                    timed && queuedOn && DevicePath::capturing(*queuedOn) ? std::nullopt : queuedOn);
+  const bool capturing = timed && queuedOn && DevicePath::capturing(*queuedOn);
+  DirectTimer timer(timed, output, capturing ? std::nullopt : queuedOn);
   const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
                                           fields, [&](const OpContext& op) {
                                             timer.begin(op);
