@@ -30,6 +30,10 @@ except ImportError as error:
 
 __version__ = _C.version()
 BACKEND_NAME = "ringreduce"
+# pg_options for init_process_group and new_group: the timeout and
+# RINGREDUCE_* settings (config) of a group; a group's own are its
+# backend's `options`, which torch copies for the groups it splits from it.
+Options = _C.ProcessGroupRing.Options
 
 
 # Groups a script did not destroy are shut down at exit, while Python still
@@ -70,6 +74,20 @@ def _shutdown_at_exit():
 atexit.register(_shutdown_at_exit)
 
 
+def _settings_of(backend_options):
+    """The RINGREDUCE_* settings pg_options give a new group. torch passes
+    its own timeout apart (and it wins, as for NCCL); a plain c10d
+    Backend.Options carries no settings."""
+    if backend_options is None:
+        return {}
+    if isinstance(backend_options, Options):
+        return dict(backend_options.config)
+    if isinstance(backend_options, torch._C._distributed_c10d.Backend.Options):
+        return {}
+    raise TypeError(f"ringreduce: pg_options must be torch_ringreduce.Options, got "
+                    f"{type(backend_options).__name__}")
+
+
 def _create_backend(dist_backend_opts, backend_options):
     """Creator torch calls for each new group (extended API)."""
     # The default group's creator gets no list of global ranks: its ranks are.
@@ -78,6 +96,7 @@ def _create_backend(dist_backend_opts, backend_options):
     # A subgroup's own members are not all the processes sharing this
     # machine's cores; the live groups (the world among them) know more.
     known = [b._ranks_on_this_host() for b in list(_live_backends) + _groups_torch_knows()]
+    settings = _settings_of(backend_options)
     backend = _C.ProcessGroupRing(
         dist_backend_opts.store,
         group_rank,
@@ -86,6 +105,7 @@ def _create_backend(dist_backend_opts, backend_options):
         dist_backend_opts.group_id,
         ranks[group_rank] if group_rank < len(ranks) else group_rank,
         max(known, default=0),
+        config=settings,
     )
     _live_backends.add(backend)
     _warn_if_threads_oversubscribe(backend._ranks_on_this_host())
@@ -202,5 +222,5 @@ def autotune_choices(group=None):
     return list(_ring_backend(group)._autotune_choices())
 
 
-__all__ = ["BACKEND_NAME", "__version__", "trace_json", "dump_trace", "config",
+__all__ = ["BACKEND_NAME", "Options", "__version__", "trace_json", "dump_trace", "config",
            "autotune_choices", "ThreadsOversubscribedWarning"]

@@ -6,12 +6,17 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "backend/stream_order.h"
+#include "backend/work_result.h"
 
 namespace ringreduce {
 
 DirectWork::DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
-                       std::optional<c10::Stream> queuedOn)
-    : c10d::Work(rank, opType), seq_(seq), output_(std::move(output)), queuedOn_(queuedOn) {
+                       std::optional<c10::Stream> queuedOn, DirectTiming timing)
+    : c10d::Work(rank, opType),
+      seq_(seq),
+      output_(std::move(output)),
+      queuedOn_(queuedOn),
+      timing_(std::move(timing)) {
   completed_ = true;  // no one can see it yet: no lock, no notify
 }
 
@@ -42,6 +47,22 @@ c10::intrusive_ptr<c10::ivalue::Future> DirectWork::getFuture() {
   if (queuedOn_) onQueuedStream.emplace(*queuedOn_);
   future_->markCompleted(c10::IValue(std::vector<at::Tensor>{output_}));
   return future_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> DirectWork::getFutureResult() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!result_) result_ = completedResult(c10d::WorkResult::SUCCESS);
+  return result_;
+}
+
+float DirectWork::getDuration() const {
+  const WorkName who{opType_, seq_, rank_};
+  if (output_.is_cuda()) {
+    const DeviceSpan* span = timing_.device.get();
+    return deviceMilliseconds(who, span ? &span->start : nullptr, span ? &span->end : nullptr,
+                              timing_.captured ? Untimed::Captured : Untimed::TimingOff);
+  }
+  return hostMilliseconds(who, timing_.started, timing_.finished, Untimed::TimingOff);
 }
 
 }  // namespace ringreduce

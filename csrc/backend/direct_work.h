@@ -5,6 +5,11 @@
 // same stream has nothing to wait for; from another stream it is one
 // stream wait through a reused event) and no Future until get_future()
 // asks for one (DDP's comm hooks do; a plain all_reduce does not).
+// Any direct path makes one through ProcessGroupRing::finishDirect, with
+// what its DirectTimer measured (work_timing.h): its duration is host time
+// on the host (timed while the group's timing is on), CUDA events on the
+// device; its get_future_result() is SUCCESS, since it exists only once
+// the collective went through.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -12,6 +17,8 @@
 
 #include <optional>
 #include <vector>
+
+#include "backend/work_timing.h"
 
 namespace ringreduce {
 
@@ -21,7 +28,7 @@ class DirectWork : public c10d::Work {
   // collective, or one captured into a CUDA graph, whose order the graph
   // keeps).
   DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
-             std::optional<c10::Stream> queuedOn);
+             std::optional<c10::Stream> queuedOn, DirectTiming timing);
 
   bool isCompleted() override { return true; }
   bool isSuccess() const override { return true; }
@@ -30,16 +37,18 @@ class DirectWork : public c10d::Work {
   // The caller's current stream waits for the collective's stream.
   void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   std::vector<at::Tensor> result() override { return {output_}; }
   uint64_t getSequencenumber() const override { return seq_; }
-  // The collective is queued, not timed, on the caller's thread.
-  float getDuration() const override { return 0.0f; }
+  float getDuration() const override;
 
  private:
   const uint64_t seq_;
   const at::Tensor output_;
   const std::optional<c10::Stream> queuedOn_;
+  const DirectTiming timing_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // made by getFuture(), under mutex_
+  c10::intrusive_ptr<c10::ivalue::Future> result_;  // made by getFutureResult(), under mutex_
 };
 
 }  // namespace ringreduce

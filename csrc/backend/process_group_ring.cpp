@@ -10,6 +10,7 @@
 #include "algorithms/collective_check.h"
 #include "backend/error_translation.h"
 #include "backend/host_staging.h"
+#include "backend/ring_options.h"
 #include "backend/store_adapter.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
@@ -23,9 +24,9 @@ namespace ringreduce {
 
 namespace {
 
-Config configFromEnvironment() {
+Config configFromEnvironment(const std::map<std::string, std::string>& given) {
   try {
-    return Config::fromEnvironment();
+    return Config::fromEnvironment(0, given);
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
@@ -57,10 +58,12 @@ Engine::Label timelineLabel(const CollectiveFingerprint& fp) {
 
 ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout, std::string groupName,
-                                   int globalRank, int ranksOnHostHint)
+                                   int globalRank, int ranksOnHostHint,
+                                   std::map<std::string, std::string> settings)
     : c10d::Backend(rank, size),
       groupName_((probe::configureFromEnvironment(), std::move(groupName))),
-      config_(configFromEnvironment()),
+      givenSettings_(std::move(settings)),
+      config_(configFromEnvironment(givenSettings_)),
       timeoutMs_(timeout.count()) {
   // RINGREDUCE_CHECK_COLLECTIVES or TORCH_DISTRIBUTED_DEBUG=DETAIL. With
   // DETAIL torch also wraps the group in its own checker, which compares op,
@@ -81,13 +84,14 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
     ranksOnThisHost_ = std::max(transport->ranksOnThisHost(), ranksOnHostHint);
-    config_ = Config::fromEnvironment(ranksOnThisHost_);
+    config_ = Config::fromEnvironment(ranksOnThisHost_, givenSettings_);
     config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);
     std::unique_ptr<HostChannel> channel = openHostChannel(*storeAdapter, *transport, timeout);
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
                                        std::move(timeline), timelineLabel, std::move(channel));
+    timing_ = config_.enableTiming;
     if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
     // Across nodes the device ring and NCCL are timed by default: which is
     // faster depends on the network, and only a measurement can say.
@@ -130,9 +134,16 @@ std::unique_ptr<HostChannel> ProcessGroupRing::openHostChannel(KeyValueStore& st
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupRing::getBackendOptions() {
-  auto options = c10::make_intrusive<Options>(getBackendName(), timeout());
+  auto options = c10::make_intrusive<RingOptions>(timeout());
   options->group_name = groupName_;
+  options->config = givenSettings_;
   return options;
+}
+
+void ProcessGroupRing::performNocolorSplit(c10::Device device) {
+  TORCH_CHECK_VALUE(device.is_cpu() || device.is_cuda(),
+                    "ringreduce: perform_nocolor_split on rank ", rank_,
+                    ": the group serves CPU and CUDA tensors, not ", device);
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::split(
@@ -150,9 +161,13 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::split(
   std::string childName = opts && !opts->group_name.empty()
                               ? opts->group_name
                               : groupName_ + ":split:" + std::to_string(members.front());
+  // Our own options (deep-copied from `options` by torch's split_group) say
+  // the child's settings; others (torch's base Options) leave ours.
+  const auto* ours = dynamic_cast<const RingOptions*>(opts.get());
   return c10::make_intrusive<ProcessGroupRing>(store, static_cast<int>(me - members.begin()),
                                                static_cast<int>(members.size()), childTimeout,
-                                               std::move(childName), -1, ranksOnThisHost_);
+                                               std::move(childName), -1, ranksOnThisHost_,
+                                               ours ? ours->config : givenSettings_);
 }
 
 void ProcessGroupRing::abort() {
@@ -229,7 +244,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
                               std::move(body), [&](uint64_t seq) {
                                 work = c10::make_intrusive<WorkRing>(
                                     rank_, type, seq, std::move(outputs), device.get(),
-                                    engine_->executor());
+                                    engine_->executor(), timing_.load());
                                 return std::make_shared<WorkCallbacks>(work, device, hooks_);
                               },
                               neighbourCheck);
@@ -280,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
                                 device ? Runner::Worker : Runner::CallerOrWorker, summary,
                                 std::move(post), [&](uint64_t seq) {
       work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get(),
-                                           engine_->executor());
+                                           engine_->executor(), timing_.load());
       return std::make_shared<WorkCallbacks>(work, device);
     });
   } catch (...) {
@@ -324,7 +339,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
         if (callbacks.device()) device = callbacks.device();
       }
       combined = c10::make_intrusive<WorkRing>(rank_, c10d::OpType::COALESCED, 0, outputs,
-                                               device.get(), engine_->executor());
+                                               device.get(), engine_->executor(), timing_.load());
+      // Its duration runs from its first part's start (an empty block's
+      // from now).
+      if (parts.empty()) {
+        combined->markStarted();
+      } else {
+        combined->startsWith(static_cast<const WorkCallbacks&>(*parts.front()).work());
+      }
       return std::make_shared<WorkCallbacks>(combined, nullptr);
     });
   } catch (...) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "backend/host_staging.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_ring.h"
+#include "backend/work_timing.h"
 #include "core/config/config.h"
 #include "core/base/data_type.h"
 #include "core/base/reduce_op.h"
@@ -57,10 +59,13 @@ class ProcessGroupRing : public c10d::Backend {
   // on this machine that another live group of this process counted (a
   // subgroup's members are not all the processes that share the cores);
   // the defaults that depend on it take the larger of it and this group's
-  // own count where torchrun's LOCAL_WORLD_SIZE is not set.
+  // own count where torchrun's LOCAL_WORLD_SIZE is not set. `settings`:
+  // RINGREDUCE_* settings given to the group (its pg_options' config,
+  // ring_options.h), over the environment.
   ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, std::string groupName,
-                   int globalRank = -1, int ranksOnHostHint = 0);
+                   int globalRank = -1, int ranksOnHostHint = 0,
+                   std::map<std::string, std::string> settings = {});
   ~ProcessGroupRing() override;
 
   const std::string getBackendName() const override { return "ringreduce"; }
@@ -127,8 +132,20 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
-  // What a split child inherits: the timeout and the name.
+  // What a split child inherits: the timeout, the name and the settings
+  // given (a RingOptions; Python's `options`, which torch deep-copies).
   c10::intrusive_ptr<Options> getBackendOptions() override;
+  // A rank outside a new group made from this one while it is bound to a
+  // device (torch's new_group then calls this where NCCL must join its
+  // parent communicator's split). Our groups are made by their members
+  // alone, on the new group's own store keys, so taking part is doing
+  // nothing; raises for a device the backend does not serve.
+  void performNocolorSplit(c10::Device device);
+
+  // Work.get_duration() for every collective issued from now on
+  // (work_timing.h): CUDA events, and the end time of host collectives run
+  // on the caller's thread. Also on with RINGREDUCE_ENABLE_TIMING.
+  void enableCollectivesTiming() override { timing_ = true; }
 
   // torch's coalescing manager (and batch_isend_irecv): operations issued
   // between the two calls are held back and run as one queued operation.
@@ -363,9 +380,11 @@ class ProcessGroupRing : public c10d::Backend {
   // The completed Work of a collective run from the caller's thread, given
   // to the completion hooks if any are registered. `queuedOn`: the CUDA
   // stream it went on (none: a host op, or one captured into a graph).
+  // `timing`: what its DirectTimer measured (work_timing.h).
   c10::intrusive_ptr<c10d::Work> finishDirect(c10d::OpType type, uint64_t seq,
                                               const at::Tensor& output,
-                                              std::optional<c10::Stream> queuedOn);
+                                              std::optional<c10::Stream> queuedOn,
+                                              const DirectTiming& timing);
   // What the trace and the log say of a direct collective named by
   // `tensor`: its dtype, count and device, and the op's reduce op
   // (checkedReduceOp) and root, -1 where it has none.
@@ -407,6 +426,8 @@ class ProcessGroupRing : public c10d::Backend {
   }
 
   const std::string groupName_;
+  const std::map<std::string, std::string> givenSettings_;  // over the environment
+  std::atomic<bool> timing_{false};  // enableCollectivesTiming
   // From the environment; its defaults that depend on the ranks sharing this
   // machine are settled once the transport has met the peers (constructor).
   Config config_;

@@ -3,6 +3,7 @@
 #include <c10/core/StreamGuard.h>
 
 #include "backend/error_translation.h"
+#include "backend/work_result.h"
 
 namespace ringreduce {
 
@@ -12,7 +13,9 @@ std::shared_ptr<void> WorkCallbacks::enterDevice() {
 }
 
 void WorkCallbacks::stageIn(const OpContext& op) {
-  if (device_) startDeviceCall(*device_, op);
+  if (!device_) return;
+  startDeviceCall(*device_, op);
+  work_->markDeviceStarted();
 }
 
 void WorkCallbacks::stageOut() {
@@ -29,16 +32,21 @@ void WorkCallbacks::failed(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (...) {
-    work_->markFailed(translateCurrentException());
+    work_->markFailed(translateCurrentException(), workResultOf(error));
   }
   report();
 }
 
 void WorkCallbacks::report() {
   if (!hooks_ || !hooks_->active()) return;
-  const auto active = std::chrono::duration<float>(work_->endTime() - work_->startTime());
+  // One that never ran (its group had failed) began as it ended.
+  const auto end = work_->endTime();
+  const auto start = work_->startTime() == std::chrono::steady_clock::time_point{}
+                         ? end
+                         : work_->startTime();
+  const auto active = std::chrono::duration<float>(end - start);
   hooks_->push(std::make_shared<c10d::WorkInfo>(work_->opType(), work_->getSequencenumber(),
-                                                work_->startTime(), work_->endTime(), active));
+                                                start, end, active));
 }
 
 }  // namespace ringreduce

@@ -15,14 +15,21 @@ std::vector<c10::Device> devicesOf(const DeviceCall* device) {
 }  // namespace
 
 WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-                   const DeviceCall* device, std::weak_ptr<Executor> executor)
+                   const DeviceCall* device, std::weak_ptr<Executor> executor, bool timed)
     : c10d::Work(rank, opType),
       seq_(seq),
       outputs_(std::move(outputs)),
       executor_(std::move(executor)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), devicesOf(device))) {
-  if (device != nullptr) stream_ = device->stream;
+  if (device != nullptr) {
+    stream_ = device->stream;
+    if (timed) span_ = std::make_shared<DeviceSpan>();
+  }
+}
+
+void WorkRing::markDeviceStarted() {
+  if (span_) span_->start.record(*stream_);
 }
 
 bool WorkRing::wait(std::chrono::milliseconds timeout) {
@@ -51,27 +58,34 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() { return future_; 
 std::vector<at::Tensor> WorkRing::result() { return outputs_; }
 
 float WorkRing::getDuration() const {
-  TORCH_CHECK(started_ != std::chrono::steady_clock::time_point{} &&
-                  finished_ != std::chrono::steady_clock::time_point{},
-              "ringreduce: get_duration() of ", c10d::opTypeToString(opType_),
-              " #", seq_, ": the work has not completed yet");
-  return std::chrono::duration<float, std::milli>(finished_ - started_).count();
+  const WorkName who{opType_, seq_, rank_};
+  if (stream_) {
+    // From the first part's start event for a coalesced block, as NCCL
+    // spans a coalesced work from its first collective.
+    const DeviceSpan* first = firstPart_ ? firstPart_->span_.get() : span_.get();
+    return deviceMilliseconds(who, first ? &first->start : nullptr,
+                              span_ ? &span_->end : nullptr, Untimed::TimingOff);
+  }
+  return hostMilliseconds(who, startTime(), finished_, Untimed::NotYet);
 }
 
 void WorkRing::markSucceeded() {
   finished_ = std::chrono::steady_clock::now();
-  if (started_ == std::chrono::steady_clock::time_point{}) started_ = finished_;
   std::optional<c10::StreamGuard> onInternalStream;
-  if (stream_) onInternalStream.emplace(*stream_);  // the future's events go there
+  if (stream_) {
+    onInternalStream.emplace(*stream_);  // the future's events go there
+    if (span_) span_->end.record(*stream_);
+  }
   finish();
   future_->markCompleted(c10::IValue(outputs_));
+  result_.settle(c10d::WorkResult::SUCCESS);
 }
 
-void WorkRing::markFailed(std::exception_ptr error) {
+void WorkRing::markFailed(std::exception_ptr error, c10d::WorkResult result) {
   finished_ = std::chrono::steady_clock::now();
-  if (started_ == std::chrono::steady_clock::time_point{}) started_ = finished_;
   finish(error);
   future_->setError(error);
+  result_.settle(result);
 }
 
 }  // namespace ringreduce

@@ -4,6 +4,8 @@
 // For CUDA tensors they behave as with NCCL: the future carries the device
 // and completes with events on the group's internal stream; wait() and
 // synchronize() make the caller's current stream wait on them.
+// get_duration() and get_future_result() as work_timing.h and
+// work_result.h say.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "backend/device_call.h"
+#include "backend/work_result.h"
+#include "backend/work_timing.h"
 #include "engine/executor.h"
 
 namespace ringreduce {
@@ -21,16 +25,20 @@ namespace ringreduce {
 class WorkRing : public c10d::Work {
  public:
   // `executor`: the group's, so that wait() on a host work can run it on the
-  // waiting thread instead of sleeping until the executor has.
+  // waiting thread instead of sleeping until the executor has. `timed`: the
+  // group's timing is on (a CUDA work then records events around its
+  // device work).
   WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-           const DeviceCall* device = nullptr, std::weak_ptr<Executor> executor = {});
+           const DeviceCall* device = nullptr, std::weak_ptr<Executor> executor = {},
+           bool timed = false);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  // Milliseconds from the start of the work to its end (Work.get_duration()).
+  // Milliseconds from the start of the work to its end (work_timing.h).
   float getDuration() const override;
   void synchronize() override;
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override { return result_.get(); }
   std::vector<at::Tensor> result() override;
   uint64_t getSequencenumber() const override { return seq_; }
   // For a recv from any source: the rank the message came from.
@@ -39,13 +47,21 @@ class WorkRing : public c10d::Work {
 
   // On the thread that runs it: the work begins.
   void markStarted() { started_ = std::chrono::steady_clock::now(); }
-  std::chrono::steady_clock::time_point startTime() const { return started_; }
+  // Executor thread, with the internal stream current, once it waited for
+  // the caller's stream: the device work begins (its start event, if timed).
+  void markDeviceStarted();
+  // A coalesced block's work: it began when its first part did.
+  void startsWith(c10::intrusive_ptr<WorkRing> firstPart) { firstPart_ = std::move(firstPart); }
+  std::chrono::steady_clock::time_point startTime() const {
+    return firstPart_ ? firstPart_->startTime() : started_;
+  }
   std::chrono::steady_clock::time_point endTime() const { return finished_; }
   c10d::OpType opType() const { return opType_; }
 
-  // Called once, on the executor thread.
+  // Called once, on the executor thread. `result`: what the failure means
+  // for get_future_result() (work_result.h).
   void markSucceeded();
-  void markFailed(std::exception_ptr error);
+  void markFailed(std::exception_ptr error, c10d::WorkResult result);
 
  private:
   const uint64_t seq_;
@@ -56,6 +72,10 @@ class WorkRing : public c10d::Work {
   std::chrono::steady_clock::time_point started_{};
   std::chrono::steady_clock::time_point finished_{};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  ResultFuture result_;
+  // CUDA, while timed: events around the device work.
+  std::shared_ptr<DeviceSpan> span_;
+  c10::intrusive_ptr<WorkRing> firstPart_;  // a coalesced block's
 };
 
 }  // namespace ringreduce

@@ -6,6 +6,7 @@
 
 #include "backend/device_path.h"
 #include "backend/process_group_ring.h"
+#include "python/options_binding.h"
 #include "core/math/host_loops.h"
 #include "core/observe/latency_probe.h"
 #include "transport/ucx/ucx_info.h"
@@ -21,17 +22,20 @@ PYBIND11_MODULE(_C, m) {
   // The base class must be known to pybind11 before we derive from it.
   py::module_::import("torch.distributed");
 
-  py::class_<ringreduce::ProcessGroupRing, c10d::Backend,
-             c10::intrusive_ptr<ringreduce::ProcessGroupRing>>(m, "ProcessGroupRing")
+  ringreduce::PyProcessGroupRing group(m, "ProcessGroupRing");
+  ringreduce::bindOptions(group);
+  group
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, std::string groupName, int globalRank,
-                       int ranksOnHostHint) {
+                       int ranksOnHostHint, std::map<std::string, std::string> config) {
              return c10::make_intrusive<ringreduce::ProcessGroupRing>(
-                 store, rank, size, timeout, std::move(groupName), globalRank, ranksOnHostHint);
+                 store, rank, size, timeout, std::move(groupName), globalRank, ranksOnHostHint,
+                 std::move(config));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("group_name") = "", py::arg("global_rank") = -1,
            py::arg("ranks_on_host_hint") = 0,
+           py::arg("config") = std::map<std::string, std::string>{},
            // Bootstrap waits on the store for the other ranks.
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)

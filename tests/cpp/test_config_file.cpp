@@ -144,6 +144,47 @@ TEST(ConfigFile, EverySettingDescribedReadsBackFromAFile) {
   EXPECT_EQ(Config::fromEnvironment().describe(), changed.describe());
 }
 
+// Settings a group is given (its pg_options' config) win over the
+// environment and the file, and are checked as strictly.
+TEST(ConfigFile, GivenSettingsWinOverEnvironmentAndFile) {
+  const TempConfig file("RINGREDUCE_SEGMENT_BYTES=65536\nRINGREDUCE_ALGORITHM=direct\n");
+  ScopedEnv config("RINGREDUCE_CONFIG", file.path().c_str());
+  ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "131072");
+  const Config read = Config::fromEnvironment(
+      0, {{"RINGREDUCE_SEGMENT_BYTES", "8192"}, {"RINGREDUCE_ENABLE_TIMING", "1"}});
+  EXPECT_EQ(read.segmentBytes, 8192u);
+  EXPECT_TRUE(read.enableTiming);
+  EXPECT_EQ(read.allreduceAlgorithm, AllreduceAlgorithm::Direct);  // the file's, not given
+}
+
+TEST(ConfigFile, GivenUnknownKeysAndBadValuesAreErrorsNamingThem) {
+  const auto errorGiven = [](const char* key, const char* value) -> std::string {
+    try {
+      Config::fromEnvironment(0, {{key, value}});
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  std::string message = errorGiven("RINGREDUCE_SEGMENT_SIZE", "4");
+  EXPECT_NE(message.find("'RINGREDUCE_SEGMENT_SIZE' is not a setting"), std::string::npos)
+      << message;
+  message = errorGiven("RINGREDUCE_SEGMENT_BYTES", "lots");
+  EXPECT_NE(message.find("pg_options RINGREDUCE_SEGMENT_BYTES='lots'"), std::string::npos)
+      << message;
+}
+
+// NCCL's switch for durations turns ours on too, unless ours says otherwise.
+TEST(ConfigFile, TimingFollowsNcclsSettingByDefault) {
+  ScopedEnv unset("TORCH_NCCL_ENABLE_TIMING", nullptr);
+  ScopedEnv unsetOurs("RINGREDUCE_ENABLE_TIMING", nullptr);
+  EXPECT_FALSE(Config::fromEnvironment().enableTiming);
+  ScopedEnv nccl("TORCH_NCCL_ENABLE_TIMING", "true");
+  EXPECT_TRUE(Config::fromEnvironment().enableTiming);
+  ScopedEnv ours("RINGREDUCE_ENABLE_TIMING", "0");
+  EXPECT_FALSE(Config::fromEnvironment().enableTiming);
+}
+
 TEST(Autotune, SumsStayRightAndEveryRankChoosesAlike) {
   Config config;
   config.autotune = true;

@@ -135,6 +135,26 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   EXPECT_TRUE(ran);
 }
 
+// A direct collective's duration starts at runDirect's one clock read
+// (backend/work_timing.h reads OpContext::started(), no clock of its own):
+// its deadline must be counted from the moment the op began.
+TEST(EngineDirect, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  Clock::time_point started{};
+  Clock::time_point launched{};
+  const Clock::time_point before = Clock::now();
+  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(7), {}, OpFields{},
+                              [&](const OpContext& op) {
+                                started = op.started();
+                                launched = Clock::now();
+                                EXPECT_EQ(op.deadline - op.timeout, started);
+                              }),
+            1u);
+  EXPECT_LE(before, started);
+  EXPECT_LE(started, launched);
+}
+
 TEST(EngineDirect, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);

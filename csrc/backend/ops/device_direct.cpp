@@ -86,10 +86,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
   const std::chrono::milliseconds limit =
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
   uint64_t seq = 0;
+  // A captured collective is not timed (its events would go into the graph).
+  DirectTimer timer(timing_.load(std::memory_order_relaxed), output,
+                    capturing ? std::nullopt : std::optional<c10::Stream>(stream));
   try {
     seq = engine_->runDirect(name, limit, fingerprint, fields,
                              [&](const OpContext& op) {
                                orderAfterLastDeviceOp(stream, stream, capturing);
+                               timer.begin(op);
                                // The engine hashed the fingerprint once for both.
                                const DevicePath::Call call{op.fingerprintWord, limit};
                                const DevicePathTaken ran = launch(*path, stream, call);
@@ -97,6 +101,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
                                  throw Error("ringreduce: the device-flags path did not run " +
                                              std::string(name) + " after accepting it");
                                }
+                               timer.end();
                              });
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
@@ -113,18 +118,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
   // device); a captured one completes on the host only, since no event may
   // be recorded into the graph for it.
   return finishDirect(type, seq, output,
-                      capturing ? std::nullopt : std::optional<c10::Stream>(stream));
+                      capturing ? std::nullopt : std::optional<c10::Stream>(stream),
+                      timer.timing());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishDirect(c10d::OpType type, uint64_t seq,
                                                               const at::Tensor& output,
-                                                              std::optional<c10::Stream> queuedOn) {
+                                                              std::optional<c10::Stream> queuedOn,
+                                                              const DirectTiming& timing) {
   if (hooks_->active()) {
-    const auto now = std::chrono::steady_clock::now();
-    hooks_->push(std::make_shared<c10d::WorkInfo>(type, seq, now, now,
-                                                  std::chrono::duration<float>(0)));
+    // The hooks read host times: the end as the timer read it, or now.
+    const auto end = timing.finished != Clock::time_point{} ? timing.finished : Clock::now();
+    hooks_->push(std::make_shared<c10d::WorkInfo>(
+        type, seq, timing.started, end, std::chrono::duration<float>(end - timing.started)));
   }
-  return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn);
+  return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn, timing);
 }
 
 OpFields ProcessGroupRing::fieldsOf(const at::Tensor& tensor, int reduceOp, int root) {

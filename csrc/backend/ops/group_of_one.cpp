@@ -24,15 +24,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runAlone(c10d::OpType type, con
                                                           const Fn& body) {
   const std::chrono::milliseconds limit =
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
-  const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
-                                          fields, [&](const OpContext&) { body(); });
-  if (seq == 0) return nullptr;
-  // A CUDA op went (if anywhere) on the caller's current stream.
+  // A CUDA op goes (if anywhere) on the caller's current stream.
   std::optional<c10::Stream> queuedOn;
   if (output.is_cuda()) {
     queuedOn = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(output.device());
   }
-  return finishDirect(type, seq, output, queuedOn);
+  // Timed, a CUDA op gets events on its stream, unless the stream is being
+  // captured into a CUDA graph (the events would go into the graph).
+  const bool timed = timing_.load(std::memory_order_relaxed);
+  const bool capturing = timed && queuedOn && DevicePath::capturing(*queuedOn);
+  DirectTimer timer(timed, output, capturing ? std::nullopt : queuedOn);
+  const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
+                                          fields, [&](const OpContext& op) {
+                                            timer.begin(op);
+                                            body();
+                                            timer.end();
+                                          });
+  if (seq == 0) return nullptr;
+  return finishDirect(type, seq, output, queuedOn, timer.timing());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceAlone(

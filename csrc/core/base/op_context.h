@@ -40,6 +40,10 @@ struct OpContext {
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)
       : opName(name), seq(sequence), timeout(limit), deadline(Clock::now() + limit) {}
 
+  // When the operation began: its deadline is counted from that moment
+  // (the constructor, Engine::runDirect), so knowing it reads no clock.
+  Clock::time_point started() const { return deadline - timeout; }
+
   // The i-th of several collectives fused into one queued operation (the
   // caller reserved consecutive sequence numbers for them).
   OpContext part(uint64_t i) const {

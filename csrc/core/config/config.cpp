@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -24,13 +25,19 @@ struct Setting {
   std::string origin;
 };
 
-// The environment (when `useEnvironment`) over a config file's lines.
+// Settings given to the group (pg_options), over the environment (when
+// `useEnvironment`), over a config file's lines.
 class Sources {
  public:
-  Sources(bool useEnvironment, const std::vector<ConfigFileLine>& file, const std::string& path)
-      : useEnvironment_(useEnvironment), file_(file), path_(path) {}
+  Sources(bool useEnvironment, const std::vector<ConfigFileLine>& file, const std::string& path,
+          const std::map<std::string, std::string>* given = nullptr)
+      : useEnvironment_(useEnvironment), file_(file), path_(path), given_(given) {}
 
   std::optional<Setting> get(const char* name) const {
+    if (given_ != nullptr) {
+      const auto it = given_->find(name);
+      if (it != given_->end() && !it->second.empty()) return Setting{it->second, "pg_options "};
+    }
     if (useEnvironment_) {
       const char* value = std::getenv(name);
       if (value != nullptr && *value != '\0') return Setting{value, "environment variable "};
@@ -48,6 +55,7 @@ class Sources {
   const bool useEnvironment_;
   const std::vector<ConfigFileLine>& file_;
   const std::string& path_;
+  const std::map<std::string, std::string>* given_;
 };
 
 long long readPositive(const Sources& sources, const char* name, long long fallback,
@@ -101,6 +109,17 @@ std::optional<int> ranksBeyondCores(int ranksOnHost) {
   return ranks - CPU_COUNT(&cpus);
 }
 
+// TORCH_NCCL_ENABLE_TIMING as torch reads its boolean settings: NCCL users
+// ask for durations so, and get them from this backend too.
+bool ncclTimingRequested() {
+  const char* value = std::getenv("TORCH_NCCL_ENABLE_TIMING");
+  if (value == nullptr) return false;
+  std::string text(value);
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text == "1" || text == "true" || text == "yes" || text == "y" || text == "on";
+}
+
 Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   Config config;
   config.segmentBytes = static_cast<size_t>(readPositive(
@@ -146,6 +165,7 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
       readFlag(sources, "RINGREDUCE_CHECK_COLLECTIVES", config.checkCollectives);
+  config.enableTiming = readFlag(sources, "RINGREDUCE_ENABLE_TIMING", ncclTimingRequested());
   config.cudaAlgorithm = readChoice(sources, "RINGREDUCE_CUDA_ALGO", config.cudaAlgorithm);
   config.cudaOneShotBytes = static_cast<size_t>(
       readPositive(sources, "RINGREDUCE_CUDA_ONESHOT_BYTES",
@@ -229,6 +249,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_SHM_BYTES", number(sharedMemoryBytes)},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
+      {"RINGREDUCE_ENABLE_TIMING", number(int(enableTiming))},
       {"RINGREDUCE_ALGORITHM", nameOf(allreduceAlgorithm)},
       {"RINGREDUCE_LINK_INTRA", linkCostSetting(intraNode)},
       {"RINGREDUCE_LINK_INTER", linkCostSetting(interNode)},
@@ -300,14 +321,25 @@ void Config::resolveDeviceFlags(bool allRanksOnThisHost, int size) {
                      size <= kDeviceFlagsMaxRanks);
 }
 
-Config Config::fromEnvironment(int ranksOnHost) {
+Config Config::fromEnvironment(int ranksOnHost, const std::map<std::string, std::string>& given) {
+  if (!given.empty()) {
+    std::set<std::string> known;
+    for (const auto& [key, value] : Config().describe()) known.insert(key);
+    for (const auto& [key, value] : given) {
+      if (known.count(key) == 0) {
+        throw InvalidArgument("ringreduce: pg_options config: '" + key +
+                              "' is not a setting (the keys are those "
+                              "torch_ringreduce.config() lists)");
+      }
+    }
+  }
   const char* path = std::getenv("RINGREDUCE_CONFIG");
   const std::string file = path == nullptr ? "" : path;
   const std::vector<ConfigFileLine> lines =
       file.empty() ? std::vector<ConfigFileLine>{} : readConfigFile(file);
   // Every value in the file must be good, also those the environment overrides.
   if (!lines.empty()) readConfig(Sources(false, lines, file));
-  return readConfig(Sources(true, lines, file), ranksOnHost);
+  return readConfig(Sources(true, lines, file, &given), ranksOnHost);
 }
 
 }  // namespace ringreduce

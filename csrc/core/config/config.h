@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,6 +107,14 @@ struct Config {
   // Compare every collective's fingerprint across ranks before running it
   // (also on with TORCH_DISTRIBUTED_DEBUG=DETAIL). RINGREDUCE_CHECK_COLLECTIVES=1.
   bool checkCollectives = false;
+
+  // Time every collective (Work.get_duration()) from the start: CUDA events
+  // around the device work, a second clock read on the caller's thread for
+  // host collectives run there. Off, those are timed only once
+  // ProcessGroup._enable_collectives_timing() is called, as with NCCL (host
+  // collectives queued on the executor are timed either way).
+  // RINGREDUCE_ENABLE_TIMING=1; by default NCCL's TORCH_NCCL_ENABLE_TIMING.
+  bool enableTiming = false;
 
   // Host allreduce algorithm: auto (the cost model's cheapest for the size
   // and the nodes, core/plan/allreduce_cost.h), ring, halving_doubling, two_level
@@ -215,7 +224,10 @@ struct Config {
   // core (spinYields, workerFollowsCaller) count torchrun's LOCAL_WORLD_SIZE
   // where it is set, else these: launchers other than torchrun (Lightning's,
   // mp.spawn, srun) set no such variable.
-  static Config fromEnvironment(int ranksOnHost = 0);
+  // `given`: settings the group was made with (its pg_options' config),
+  // over the environment and the file; a key that is no setting throws.
+  static Config fromEnvironment(int ranksOnHost = 0,
+                                const std::map<std::string, std::string>& given = {});
 
   // The most ranks the device-flags kernels serve (cuda/signal/signal_pad.h).
   static constexpr int kDeviceFlagsMaxRanks = 8;

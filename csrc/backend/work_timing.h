@@ -1,0 +1,90 @@
+// Work.get_duration() for every Work of the group, in milliseconds, measured
+// as ProcessGroupNCCL measures where it applies:
+//   - a collective on CUDA tensors: a pair of CUDA events around its device
+//     work, made and recorded only while the group's timing is on
+//     (ProcessGroup._enable_collectives_timing(), RINGREDUCE_ENABLE_TIMING,
+//     TORCH_NCCL_ENABLE_TIMING), read once the device has passed the end;
+//   - a host collective: host time from its start to its completion. The
+//     executor reads both times anyway; a collective run from the caller's
+//     thread (Engine::runDirect) takes its start from runDirect's one clock
+//     read and reads the clock again at its end only while timing is on, so
+//     that the untimed hot path costs nothing more.
+// A Work without a duration says why and how to get one.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <memory>
+#include <optional>
+
+#include "core/base/op_context.h"
+
+namespace ringreduce {
+
+// CUDA events (timing-capable) around a collective's device work.
+struct DeviceSpan {
+  DeviceSpan();
+  c10::Event start;
+  c10::Event end;
+};
+
+// Whose duration: for the errors ("allreduce #3 on rank 0").
+struct WorkName {
+  c10d::OpType type;
+  uint64_t seq;
+  int rank;
+};
+
+// Why a Work has no measurement, for its error.
+enum class Untimed {
+  NotYet,        // it has not completed
+  NeverRan,      // it failed before it started (the group had failed)
+  TimingOff,     // it was not timed: timing was off when it was issued
+  Captured,      // it was captured into a CUDA graph
+};
+
+// The elapsed milliseconds from `start` to `end`; raises naming `who`
+// (`why` when they were not recorded; "not finished" while the device has
+// not reached `end`).
+float deviceMilliseconds(const WorkName& who, const c10::Event* start, const c10::Event* end,
+                         Untimed why);
+// The same between two host times; an unset one raises with `why` (an
+// unset start: NeverRan).
+float hostMilliseconds(const WorkName& who, Clock::time_point start, Clock::time_point end,
+                       Untimed why);
+
+// What a collective run from the caller's thread knows of its duration.
+struct DirectTiming {
+  Clock::time_point started{};          // runDirect's clock read (OpContext::started)
+  Clock::time_point finished{};         // host, while timed: after the work
+  std::shared_ptr<DeviceSpan> device;   // CUDA, while timed: around the work
+  bool captured = false;                // CUDA: captured into a graph, not timed
+};
+
+// Times a collective run from the caller's thread through Engine::runDirect,
+// any direct path alike: construct it before runDirect, call begin() and
+// end() inside the launch around the work, and hand timing() to
+// finishDirect. Untimed it costs a copy of runDirect's start time.
+class DirectTimer {
+ public:
+  // `timed`: the group's timing is on. `output`: the collective's tensor;
+  // on CUDA, `stream` is the stream its work goes on (none: it is being
+  // captured into a CUDA graph, and is not timed).
+  DirectTimer(bool timed, const at::Tensor& output,
+              std::optional<c10::Stream> stream = std::nullopt);
+
+  void begin(const OpContext& op);
+  void end();
+  const DirectTiming& timing() const { return timing_; }
+
+ private:
+  const bool timed_;
+  const bool onHost_;
+  const std::optional<c10::Stream> stream_;
+  DirectTiming timing_;
+};
+
+}  // namespace ringreduce
