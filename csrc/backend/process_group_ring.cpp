@@ -59,6 +59,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
                                    int globalRank, int ranksOnHostHint)
     : c10d::Backend(rank, size),
       groupName_(std::move(groupName)),
+      store_(store),
+      globalRank_(globalRank),
       config_(configFromEnvironment()),
       timeoutMs_(timeout.count()) {
   // RINGREDUCE_CHECK_COLLECTIVES or TORCH_DISTRIBUTED_DEBUG=DETAIL. With
@@ -159,12 +161,12 @@ void ProcessGroupRing::shutdown() {
   // The device path goes after the executor (its last tasks may use it) and
   // before the transport, which its cross-rank close still uses: every rank
   // closes its mappings of the peers' memory before any rank frees its own.
-  // After a failure its resources are kept, since freeing them could block
-  // on a peer that never comes.
+  // After a failure or a shrink its resources are kept, since freeing them
+  // could block on a peer that never comes.
   const bool stopped = engine_->shutdown([this] {
     if (!devicePath_) return;
     devicePathMade_ = nullptr;
-    if (engine_->failed() || engine_->givenUp()) {
+    if (engine_->failed() || engine_->givenUp() || shrunk_) {
       devicePath_->abandon();
     } else {
       const auto limit = std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(60));

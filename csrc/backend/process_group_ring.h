@@ -128,6 +128,16 @@ class ProcessGroupRing : public c10d::Backend {
   // What a split child inherits: the timeout and the name.
   c10::intrusive_ptr<Options> getBackendOptions() override;
 
+  // dist.shrink_group (backend/shrink.cpp): a new group of this group's
+  // ranks but `ranksToExclude`, made on this group's store by the ranks
+  // that stay, after this group's queued work has run (SHRINK_DEFAULT) or
+  // been aborted (SHRINK_ABORT). Within the timeout (optsOverride's, if
+  // given) or a DistBackendError naming the ranks that did not come.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+
   // torch's coalescing manager (and batch_isend_irecv): operations issued
   // between the two calls are held back and run as one queued operation.
   bool supportsCoalescing() const override { return true; }
@@ -391,6 +401,15 @@ class ProcessGroupRing : public c10d::Backend {
   }
 
   const std::string groupName_;
+  // What shrink() needs: the store the group was made on, the rank that
+  // names this process's timeline file, how many shrinks were begun (part
+  // of the new group's store prefix, so a retry never meets the keys of an
+  // attempt that failed), and whether one was (the excluded ranks take no
+  // part in this group's close).
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const int globalRank_;
+  std::atomic<uint64_t> shrinks_{0};
+  std::atomic<bool> shrunk_{false};
   // From the environment; its defaults that depend on the ranks sharing this
   // machine are settled once the transport has met the peers (constructor).
   Config config_;
