@@ -82,6 +82,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
     ranksOnThisHost_ = std::max(transport->ranksOnThisHost(), ranksOnHostHint);
+    storeGeneration_ = transport->storeGeneration();
     config_ = Config::fromEnvironment(ranksOnThisHost_);
     config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);

@@ -401,14 +401,14 @@ class ProcessGroupRing : public c10d::Backend {
   }
 
   const std::string groupName_;
-  // What shrink() needs: the store the group was made on, the rank that
-  // names this process's timeline file, how many shrinks were begun (part
-  // of the new group's store prefix, so a retry never meets the keys of an
-  // attempt that failed), and whether one was (the excluded ranks take no
-  // part in this group's close).
+  // What shrink() needs: the store the group was made on, the generation
+  // its keys there carry (the same on all its ranks, another for a group
+  // re-created on the store), the rank that names this process's timeline
+  // file; and whether it was shrunk (the excluded ranks take no part in
+  // this group's close).
   const c10::intrusive_ptr<c10d::Store> store_;
+  int64_t storeGeneration_ = 0;
   const int globalRank_;
-  std::atomic<uint64_t> shrinks_{0};
   std::atomic<bool> shrunk_{false};
   // From the environment; its defaults that depend on the ranks sharing this
   // machine are settled once the transport has met the peers (constructor).

@@ -6,8 +6,9 @@
 // right after shrink() returns, so the new group meets its peers afresh,
 // as any new group does: a rendezvous on the store, under a prefix every
 // rank that stays derives alike from what it knows (this group's store
-// prefix, the how-manieth shrink of this group, the excluded ranks), so
-// that it never meets the keys of another shrink or of a re-created group.
+// prefix and key generation, the excluded ranks), so that it never meets
+// the keys of another shrink or of a re-created group. A shrink of the new
+// group nests in its prefix.
 // The store must still be reachable: if the process that hosted it (rank 0
 // under torchrun, MASTER_ADDR) is among the lost ranks, no rendezvous is
 // possible and the error says so.
@@ -40,7 +41,9 @@ std::string joinRanks(const std::vector<int>& ranks) {
 
 // "arrived/<parent rank>" for every rank that stays, each waiting for the
 // others' within `timeout`; then every one of them is there to make the
-// group. Names all the ranks that did not come, not just the first.
+// group. Names all the ranks that did not come, not just the first. A
+// retry after a rank did not come meets under the same keys: its own key
+// is still true, and the late rank's now is.
 void awaitRanksThatStay(c10d::Store& store, int rank, const std::vector<int>& staying,
                         std::chrono::milliseconds timeout, const std::string& what) {
   const auto key = [](int r) { return "arrived/" + std::to_string(r); };
@@ -120,9 +123,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
   for (int r = 0; r < size_; ++r) {
     if (!excluded[static_cast<size_t>(r)]) staying.push_back(r);
   }
-  const uint64_t attempt = ++shrinks_;
-  const std::string what = where + " (attempt " + std::to_string(attempt) + ", excluding rank(s) " +
-                           joinRanks(excludedRanks) + ")";
+  const std::string what = where + " (excluding rank(s) " + joinRanks(excludedRanks) + ")";
 
   // ProcessGroupNCCL: SHRINK_ABORT aborts the parent's operations in flight;
   // SHRINK_DEFAULT lets them finish first. Ours finish within their timeout,
@@ -134,11 +135,12 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
                    joinRanks(excludedRanks) + ")");
   }
   engine_->waitForQueued();
-  shrunk_ = true;
 
   const std::chrono::milliseconds childTimeout =
       optsOverride && optsOverride->timeout.count() > 0 ? optsOverride->timeout : timeout();
-  std::string prefix = "ringreduce/shrink/" + std::to_string(attempt) + "/excluding";
+  // This group's keys' generation tells it from a group re-created on the
+  // same store; the excluded ranks tell a retry that excludes more apart.
+  std::string prefix = "ringreduce/shrink/gen" + std::to_string(storeGeneration_) + "/excluding";
   for (int r : excludedRanks) {
     prefix += '-';
     prefix += std::to_string(r);
@@ -151,13 +153,14 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
       static_cast<int>(std::find(staying.begin(), staying.end(), rank_) - staying.begin());
   std::string childName = optsOverride && !optsOverride->group_name.empty()
                               ? optsOverride->group_name
-                              : groupName_ + ":shrunk" + std::to_string(attempt);
+                              : groupName_ + ":shrunk";
   // No ranks-on-host hint: the excluded ranks are leaving this machine's
   // cores (torch tells them to end), so the new group's own count is right.
-  return c10::make_intrusive<ProcessGroupRing>(childStore, childRank,
-                                               static_cast<int>(staying.size()), childTimeout,
-                                               std::move(childName),
-                                               globalRank_ < 0 ? rank_ : globalRank_, 0);
+  auto child = c10::make_intrusive<ProcessGroupRing>(
+      childStore, childRank, static_cast<int>(staying.size()), childTimeout, std::move(childName),
+      globalRank_ < 0 ? rank_ : globalRank_, 0);
+  shrunk_ = true;
+  return child;
 }
 
 }  // namespace ringreduce

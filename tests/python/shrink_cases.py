@@ -110,26 +110,35 @@ def bad_arguments(rank, world, init_method):
 
 
 def rank_missing(rank, world, init_method):
-    """Rank 2 is excluded; rank 1 never calls shrink_group; rank 0's shrink,
-    with a 2 s timeout in its options, fails naming rank 1."""
+    """Rank 2 is excluded; rank 1 does not call shrink_group at first, and
+    rank 0's shrink, with a 2 s timeout in its options, fails naming rank 1.
+    Then both try again, and meet."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     events = event_store(init_method, world)
     dist.all_reduce(torch.ones(2))
-    if rank != 0:
+    if rank == 2:
         events.wait(["done"])
         return {}
-    options = torch._C._distributed_c10d.Backend.Options("ringreduce",
-                                                         datetime.timedelta(seconds=2))
-    start = time.monotonic()
-    try:
-        dist.shrink_group([2], pg_options=options)
-        outcome = "no error"
-    except Exception as error:
-        outcome = (type(error).__name__, str(error))
-    elapsed = time.monotonic() - start
-    events.set("done", "1")
-    return {"outcome": outcome, "elapsed": elapsed}
+    out = {}
+    if rank == 0:
+        options = torch._C._distributed_c10d.Backend.Options("ringreduce",
+                                                             datetime.timedelta(seconds=2))
+        try:
+            dist.shrink_group([2], pg_options=options)
+            out["first"] = "no error"
+        except Exception as error:
+            out["first"] = (type(error).__name__, str(error))
+        events.set("retry", "1")
+    else:
+        events.wait(["retry"])
+    group = dist.shrink_group([2])
+    t = _ints(rank)
+    dist.all_reduce(t, group=group)
+    out["retry"] = (group.rank(), group.size(), t)
+    if rank == 0:
+        events.set("done", "1")
+    return out
 
 
 # --- DDP: a rank killed mid-training, the others shrink and carry on --------
@@ -289,3 +298,26 @@ def store_host_killed(rank, world, init_method, kill_file):
     except Exception as error:
         outcome = (type(error).__name__, str(error))
     return {"failure": failure, "outcome": outcome, "elapsed": time.monotonic() - start}
+
+
+def shrink_twice(rank, world, init_method):
+    """World 4 drops rank 0, then the group of three drops its rank 1 (rank 2
+    of the world), leaving ranks 1 and 3: the second shrink meets under the
+    first's keys, nested."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    events = event_store(init_method, world)
+    if rank == 0:
+        events.wait(["done"])
+        return {}
+    first = dist.shrink_group([0])
+    first_place = (first.rank(), first.size())
+    if rank == 2:
+        events.wait(["done"])
+        return {}
+    second = dist.shrink_group([1])
+    t = _ints(rank)
+    dist.all_reduce(t)
+    out = {"first": first_place, "second": (second.rank(), second.size()), "sum": t}
+    if second.rank() == 0:
+        events.set("done", "1")
+    return out

@@ -13,8 +13,7 @@ from shrink_cases import _ints
 
 @pytest.mark.parametrize("world,excluded,flags", [
     (4, (1,), c10d.SHRINK_DEFAULT),   # a middle rank: the ranks after it are renumbered
-    (3, (2,), c10d.SHRINK_ABORT),     # with an allreduce in flight that rank 2 never joins
-    (4, (0, 2), c10d.SHRINK_DEFAULT),  # rank 0 and another: world 2 of the old 1 and 3
+    (4, (0, 2), c10d.SHRINK_ABORT),   # with an allreduce in flight that ranks 0 and 2 never join
 ])
 def test_shrink_a_healthy_group(world, excluded, flags):
     results = run_world(world, shrink_cases.healthy, excluded, flags, timeout=150)
@@ -72,12 +71,16 @@ def test_bad_shrink_arguments_raise_and_leave_the_group_usable():
         assert kind == "TypeError" and "str" in message, errors["options"]
 
 
-def test_shrink_names_a_rank_that_does_not_come():
-    r = run_world(3, shrink_cases.rank_missing, timeout=120)[0]
-    kind, message = r["outcome"]
-    assert kind == "DistBackendError", r["outcome"]
+def test_shrink_names_a_rank_that_does_not_come_and_a_retry_meets_it():
+    results = run_world(3, shrink_cases.rank_missing, timeout=120)
+    kind, message = results[0]["first"]
+    assert kind == "DistBackendError", results[0]["first"]
     assert "rank(s) 1 did not call shrink_group within 2000 ms" in message, message
     assert "excluding rank(s) 2" in message, message
+    for rank in (0, 1):
+        new_rank, size, total = results[rank]["retry"]
+        assert (new_rank, size) == (rank, 2)
+        assert torch.equal(total, _ints(0) + _ints(1))
 
 
 def test_ddp_carries_on_after_a_rank_is_killed_and_the_rest_shrink(tmp_path, capsys):
@@ -126,3 +129,11 @@ def test_shrink_after_the_store_host_died_says_why_it_cannot(tmp_path):
         assert kind == "DistBackendError", r["outcome"]
         assert "the store is unreachable" in message or "the store failed" in message, message
         assert "rank 0 under torchrun" in message, message
+
+
+def test_a_shrunk_group_shrinks_again():
+    results = run_world(4, shrink_cases.shrink_twice, timeout=120)
+    for rank, first, second in ((1, (0, 3), (0, 2)), (3, (2, 3), (1, 2))):
+        r = results[rank]
+        assert r["first"] == first and r["second"] == second, r
+        assert torch.equal(r["sum"], _ints(1) + _ints(3))

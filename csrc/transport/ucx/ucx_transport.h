@@ -44,6 +44,9 @@ class UcxTransport : public Transport {
   // How many of the group's ranks run on this machine, this one included
   // (their records in the store carry the machine's identity).
   int ranksOnThisHost() const { return ranksOnThisHost_; }
+  // The generation the group's keys carry in the store (bootstrap.h): the
+  // same on all its ranks, another for each group made on the same store.
+  int64_t storeGeneration() const { return storeGeneration_; }
   // Whether this group's UCX context registers CUDA device memory
   // (ucp_context_query's memory types), asked when the group was created.
   bool registersCudaMemory() const { return registersCudaMemory_; }
@@ -65,6 +68,7 @@ class UcxTransport : public Transport {
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
   int ranksOnThisHost_ = 1;
+  int64_t storeGeneration_ = 0;
   bool registersCudaMemory_ = false;
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
   Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
