@@ -39,6 +39,12 @@ std::string joinRanks(const std::vector<int>& ranks) {
   return text;
 }
 
+// What a store that fails here means.
+constexpr const char* kStoreHostGone =
+    "The new group meets on the group's store; if the process that hosted it (torchrun's "
+    "agent on the rendezvous host, or rank 0 with init_method=tcp:// or MASTER_ADDR) is "
+    "gone, the ranks that stay cannot meet: restart the job instead.";
+
 // "arrived/<parent rank>" for every rank that stays, each waiting for the
 // others' within `timeout`; then every one of them is there to make the
 // group. Names all the ranks that did not come, not just the first. A
@@ -55,11 +61,7 @@ void awaitRanksThatStay(c10d::Store& store, int rank, const std::vector<int>& st
     store.set(key(rank), std::vector<uint8_t>{1});
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError,
-                    what + ": the store is unreachable (" + e.what() +
-                        "). The new group meets on the group's store; if the process that "
-                        "hosted it (rank 0 under torchrun, MASTER_ADDR) is among the lost "
-                        "ranks, the ranks that stay cannot meet: restart the job instead "
-                        "(torchrun --max-restarts).");
+                    what + ": the store is unreachable (" + e.what() + "). " + kStoreHostGone);
   }
   try {
     store.wait(others, timeout);
@@ -74,12 +76,8 @@ void awaitRanksThatStay(c10d::Store& store, int rank, const std::vector<int>& st
       missing.clear();  // the store itself failed: say so below
     }
     if (missing.empty()) {
-      C10_THROW_ERROR(DistBackendError,
-                      what + ": the store failed while the ranks that stay met on it (" +
-                          e.what() +
-                          "). If the process that hosted it (rank 0 under torchrun, "
-                          "MASTER_ADDR) is among the lost ranks, they cannot meet: restart "
-                          "the job instead (torchrun --max-restarts).");
+      C10_THROW_ERROR(DistBackendError, what + ": the store failed while the ranks that stay met "
+                                               "on it (" + e.what() + "). " + kStoreHostGone);
     }
     C10_THROW_ERROR(DistBackendError,
                     what + ": rank(s) " + joinRanks(missing) +

@@ -128,7 +128,8 @@ def test_shrink_after_the_store_host_died_says_why_it_cannot(tmp_path):
         kind, message = r["outcome"]
         assert kind == "DistBackendError", r["outcome"]
         assert "the store is unreachable" in message or "the store failed" in message, message
-        assert "rank 0 under torchrun" in message, message
+        assert "rank 0 with init_method=tcp://" in message and "restart the job" in message, \
+            message
 
 
 def test_a_shrunk_group_shrinks_again():
