@@ -187,6 +187,10 @@ def _register():
 
 _register()
 
+from . import _shrink  # noqa: E402
+
+_shrink.install(_C.ProcessGroupRing)  # dist.shrink_group's group, registered as ours are
+
 
 def _ring_backend(group):
     group = group if group is not None else dist.group.WORLD

@@ -62,6 +62,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
                                    std::map<std::string, std::string> settings)
     : c10d::Backend(rank, size),
       groupName_((probe::configureFromEnvironment(), std::move(groupName))),
+      store_(store),
+      globalRank_(globalRank),
       givenSettings_(std::move(settings)),
       config_(configFromEnvironment(givenSettings_)),
       timeoutMs_(timeout.count()) {
@@ -84,6 +86,7 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
     ranksOnThisHost_ = std::max(transport->ranksOnThisHost(), ranksOnHostHint);
+    storeGeneration_ = transport->storeGeneration();
     config_ = Config::fromEnvironment(ranksOnThisHost_, givenSettings_);
     config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);
@@ -198,12 +201,12 @@ void ProcessGroupRing::shutdown() {
   // The device path goes after the executor (its last tasks may use it) and
   // before the transport, which its cross-rank close still uses: every rank
   // closes its mappings of the peers' memory before any rank frees its own.
-  // After a failure its resources are kept, since freeing them could block
-  // on a peer that never comes.
+  // After a failure or a shrink its resources are kept, since freeing them
+  // could block on a peer that never comes.
   const bool stopped = engine_->shutdown([this] {
     if (!devicePath_) return;
     devicePathMade_ = nullptr;
-    if (engine_->failed() || engine_->givenUp()) {
+    if (engine_->failed() || engine_->givenUp() || shrunk_) {
       devicePath_->abandon();
     } else {
       const auto limit = std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(60));

@@ -147,6 +147,16 @@ class ProcessGroupRing : public c10d::Backend {
   // on the caller's thread. Also on with RINGREDUCE_ENABLE_TIMING.
   void enableCollectivesTiming() override { timing_ = true; }
 
+  // dist.shrink_group (backend/shrink.cpp): a new group of this group's
+  // ranks but `ranksToExclude`, made on this group's store by the ranks
+  // that stay, after this group's queued work has run (SHRINK_DEFAULT) or
+  // been aborted (SHRINK_ABORT). Within the timeout (optsOverride's, if
+  // given) or a DistBackendError naming the ranks that did not come.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+
   // torch's coalescing manager (and batch_isend_irecv): operations issued
   // between the two calls are held back and run as one queued operation.
   bool supportsCoalescing() const override { return true; }
@@ -426,6 +436,15 @@ class ProcessGroupRing : public c10d::Backend {
   }
 
   const std::string groupName_;
+  // What shrink() needs: the store the group was made on, the generation
+  // its keys there carry (the same on all its ranks, another for a group
+  // re-created on the store), the rank that names this process's timeline
+  // file; and whether it was shrunk (the excluded ranks take no part in
+  // this group's close).
+  const c10::intrusive_ptr<c10d::Store> store_;
+  int64_t storeGeneration_ = 0;
+  const int globalRank_;
+  std::atomic<bool> shrunk_{false};
   const std::map<std::string, std::string> givenSettings_;  // over the environment
   std::atomic<bool> timing_{false};  // enableCollectivesTiming
   // From the environment; its defaults that depend on the ranks sharing this

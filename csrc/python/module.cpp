@@ -39,6 +39,29 @@ PYBIND11_MODULE(_C, m) {
            // Bootstrap waits on the store for the other ranks.
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ringreduce::ProcessGroupRing::timeout)
+      .def(
+          "shrink",
+          // dist.shrink_group calls it; the ranks that stay meet on the store
+          // (without the GIL: the parent's finishing work may need it).
+          [](ringreduce::ProcessGroupRing& group, const std::vector<int64_t>& ranksToExclude,
+             int shrinkFlags, const py::object& options) {
+            c10::intrusive_ptr<c10d::Backend::Options> opts;
+            if (!options.is_none()) {
+              try {
+                opts = options.cast<c10::intrusive_ptr<c10d::Backend::Options>>();
+              } catch (const py::cast_error&) {
+                throw py::type_error(
+                    "ringreduce: shrink_group's pg_options must be a "
+                    "torch.distributed.Backend.Options (its timeout and group_name are used) "
+                    "or None, not " + std::string(py::str(py::type::of(options).attr("__name__"))));
+              }
+            }
+            py::gil_scoped_release release;
+            return c10::intrusive_ptr<c10d::Backend>(group.shrink(ranksToExclude, shrinkFlags, opts));
+          },
+          py::arg("ranks_to_exclude"), py::arg("shrink_flags") = 0,
+          py::arg("opts_override") = py::none(),
+          "A new group without `ranks_to_exclude` (dist.shrink_group calls it).")
       .def("_ranks_on_this_host", &ringreduce::ProcessGroupRing::ranksOnThisHost,
            "The ranks on this machine the group's defaults went by (LOCAL_WORLD_SIZE aside).")
       .def("_cuda_paths", &ringreduce::ProcessGroupRing::cudaPaths,

@@ -66,14 +66,13 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
   const std::vector<uint8_t>& myAddress = ucx.address;
   try {
     if (config.peerMonitor) monitor_ = std::make_unique<PeerMonitor>(rank, size);
-    int64_t generation = 0;
     const uint64_t myHost = hostIdentityHash();
     const auto published = exchangeAddresses(
         *store, rank, size,
         packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{},
                            myHost}),
-        timeout, &generation);
-    storePrefix_ = "ringreduce/gen" + std::to_string(generation) + "/";
+        timeout, &storeGeneration_);
+    storePrefix_ = "ringreduce/gen" + std::to_string(storeGeneration_) + "/";
     setProgressBoard(std::make_unique<ProgressBoard>(store, storePrefix_ + "waiting_in/", rank, size));
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));

@@ -44,8 +44,11 @@ class UcxTransport : public Transport {
   // How many of the group's ranks run on this machine, this one included
   // (their records in the store carry the machine's identity).
   int ranksOnThisHost() const { return ranksOnThisHost_; }
-  // The store keys this group's generation owns ("ringreduce/gen<N>/"):
-  // whatever else the group sets up through the store goes under it.
+  // The generation the group's keys carry in the store (bootstrap.h): the
+  // same on all its ranks, another for each group made on the same store.
+  int64_t storeGeneration() const { return storeGeneration_; }
+  // The store keys this generation owns ("ringreduce/gen<N>/"): whatever
+  // else the group sets up through the store goes under it.
   const std::string& storePrefix() const { return storePrefix_; }
   // Whether this group's UCX context registers CUDA device memory
   // (ucp_context_query's memory types), asked when the group was created.
@@ -68,6 +71,7 @@ class UcxTransport : public Transport {
   int eventFd_ = -1;
   std::vector<std::vector<uint8_t>> peerAddresses_;
   int ranksOnThisHost_ = 1;
+  int64_t storeGeneration_ = 0;
   std::string storePrefix_;
   bool registersCudaMemory_ = false;
   std::unique_ptr<PeerMonitor> monitor_;  // null when RINGREDUCE_PEER_MONITOR=0
