@@ -63,7 +63,7 @@ void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const Reductio
   char* mine = channel.buffer(rank, parity);
 
   std::memcpy(mine, data, bytes);
-  channel.publish(FlagKind::Input, op.seq);
+  channel.publish(FlagKind::Input, op);
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
@@ -85,7 +85,7 @@ void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const Reductio
                       rank == 0);
     std::memcpy(mine + chunk.offset * esize, dst, chunk.count * esize);
   }
-  channel.publish(FlagKind::Reduced, op.seq);
+  channel.publish(FlagKind::Reduced, op);
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);

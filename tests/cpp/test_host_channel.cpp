@@ -217,7 +217,7 @@ TEST(HostChannel, APeerInAnotherCollectiveIsNamedAtOnce) {
     // Same number, different fingerprints: both see it, neither waits for a timeout.
     const OpContext op = opNumbered(1, r == 0 ? 11 : 22, 60s);
     announce(*channels[r], op);
-    if (r == 0) channels[r]->publish(FlagKind::Input, op.seq);  // rank 1 never sets its flag
+    if (r == 0) channels[r]->publish(FlagKind::Input, op);  // rank 1 never sets its flag
     channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
   });
   EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in collective-22 #1"),
@@ -228,23 +228,47 @@ TEST(HostChannel, APeerInAnotherCollectiveIsNamedAtOnce) {
       << errors[1];
 }
 
+TEST(HostChannel, DataFromAnotherCollectiveIsRefusedEvenOnceItsRankMovedOn) {
+  // Rank 1 set its flag for #1 in another collective, then went on to #2
+  // (as a rank that failed does): its position no longer says #1, its flag
+  // still does.
+  auto channels = openChannels(2, options());
+  const OpContext mine = opNumbered(1, 11, 60s);
+  const OpContext theirs = opNumbered(1, 22, 60s);
+  announce(*channels[1], theirs);
+  channels[1]->publish(FlagKind::Input, theirs);
+  announce(*channels[1], opNumbered(2, 33));
+  announce(*channels[0], mine);
+  channels[0]->publish(FlagKind::Input, mine);
+  try {
+    channels[0]->awaitPeers(FlagKind::Input, mine, channels[0]->callerSpin());
+    ADD_FAILURE() << "rank 0 took rank 1's data";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce #1 on rank 0: rank 1 is in a different "
+                                         "collective"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HostChannel, ATimeoutNamesTheLateRankAndWhereItIs) {
   auto channels = openChannels(3, options(64 * 1024, 0us));
   const OpContext first = opNumbered(1, 5, 20s);
   const auto errors = onEachRank(3, [&](int r) {
     announce(*channels[r], first);
-    channels[r]->publish(FlagKind::Input, 1);
+    channels[r]->publish(FlagKind::Input, first);
     channels[r]->awaitPeers(FlagKind::Input, first, channels[r]->callerSpin());
     if (r == 2) return;  // rank 2 stays in #1
     const OpContext second = opNumbered(2, 5, 300ms);
     announce(*channels[r], second);
-    channels[r]->publish(FlagKind::Input, 2);
+    channels[r]->publish(FlagKind::Input, second);
     channels[r]->awaitPeers(FlagKind::Input, second, channels[r]->callerSpin());
   });
   for (int r : {0, 1}) {
     EXPECT_NE(errors[r].find("allreduce #2 timed out after 300 ms on rank " + std::to_string(r) +
-                             " (operation timeout reached): still waiting for rank 2, which is "
-                             "in collective-5 #1"),
+                             " (operation timeout reached): still waiting for rank 2 (is that "
+                             "rank alive and calling the same collective?); rank(s) not seen in "
+                             "allreduce #2: 2 (it is in collective-5 #1)"),
               std::string::npos)
         << errors[r];
   }
@@ -267,7 +291,7 @@ TEST(HostChannel, ARankThatLeftOrFailedEndsTheWait) {
         return;
       }
       announce(*channels[r], op);
-      channels[r]->publish(FlagKind::Input, 1);
+      channels[r]->publish(FlagKind::Input, op);
       channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
     });
     const std::string expected =
@@ -284,7 +308,7 @@ TEST(HostChannel, AnAbortWakesThisRanksOwnSleep) {
     try {
       const OpContext op = opNumbered(1, 9, 60s);
       announce(*channels[0], op);
-      channels[0]->publish(FlagKind::Input, 1);
+      channels[0]->publish(FlagKind::Input, op);
       channels[0]->awaitPeers(FlagKind::Input, op, channels[0]->callerSpin());
     } catch (const std::exception& e) {
       error = e.what();
@@ -311,6 +335,31 @@ TEST(HostChannel, AnAbortWakesThisRanksOwnSleep) {
   }
 }
 
+TEST(HostChannel, APeerThatGaveUpAfterItsFlagFailsTheCollectiveNotTheOneBefore) {
+  auto channels = openChannels(2, options());
+  for (int k = 1; k <= 2; ++k) {
+    const OpContext op = opNumbered(k, 6, 60s);
+    announce(*channels[0], op);
+    channels[0]->publish(FlagKind::Input, op);
+  }
+  channels[0]->abort("aborted on rank 0");  // while in #2, its flag set
+  const auto await = [&](uint64_t seq) -> std::string {
+    try {
+      const OpContext op = opNumbered(seq, 6, 60s);
+      announce(*channels[1], op);
+      channels[1]->publish(FlagKind::Input, op);
+      channels[1]->awaitPeers(FlagKind::Input, op, channels[1]->callerSpin());
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(await(1), "");  // #1 was over on rank 0 before it gave up
+  EXPECT_NE(await(2).find("allreduce #2 on rank 1 failed: rank 0 gave up on the group: aborted "
+                          "on rank 0"),
+            std::string::npos);
+}
+
 TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
   // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
   // its sleep before the minute's deadline.
@@ -321,7 +370,7 @@ TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
     if (r == 1) {
       while (!channels[0]->asleep(0)) std::this_thread::yield();
     }
-    channels[r]->publish(FlagKind::Input, 1);
+    channels[r]->publish(FlagKind::Input, op);
     channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
   });
   EXPECT_EQ(errors[0], "");
@@ -382,7 +431,7 @@ TEST(HostChannel, ADeadPeerIsReportedAtOnce) {
   try {
     const OpContext op = opNumbered(1, 1, 60s);
     announce(*channel, op);
-    channel->publish(FlagKind::Input, 1);
+    channel->publish(FlagKind::Input, op);
     channel->awaitPeers(FlagKind::Input, op, channel->callerSpin());
   } catch (const std::exception& e) {
     error = e.what();

@@ -2,6 +2,8 @@
 the flight recorder (and the trace reader) and abort."""
 import json
 
+import pytest
+
 from multiproc import LOOPBACK_ENV, run_world
 import trace_cases
 
@@ -15,23 +17,33 @@ def test_completion_hooks_see_every_collective_and_survive_a_raising_hook():
         assert result["duration"] > 0
 
 
-def test_trace_names_the_ranks_that_called_different_collectives(tmp_path):
+@pytest.mark.parametrize("path", ["ucx", "host channel"])
+def test_trace_names_the_ranks_that_called_different_collectives(tmp_path, path):
     from torch_ringreduce import trace
 
     env = dict(LOOPBACK_ENV, RINGREDUCE_TRACE_DIR=str(tmp_path))
+    if path == "ucx":
+        env["RINGREDUCE_SHM_BYTES"] = "0"
     results = run_world(2, trace_cases.skip_one_collective, env=env, timeout=120)
-    # Rank 0 learns it one of two ways, whichever comes first: the tag check
-    # sees the barrier's messages arrive in its allreduce, or the neighbour
-    # check's fingerprints differ. Either names both ranks' collectives.
+    # Over UCX rank 0 learns it one of two ways, whichever comes first: the
+    # tag check sees the barrier's messages arrive in its allreduce, or the
+    # neighbour check's fingerprints differ. Through the host channel it
+    # sees rank 1's position. Each names both ranks' collectives.
     error = results[0]["error"]
     assert error is not None and "allreduce #2 on rank 0" in error, error
     assert ("rank 1 is in a different collective" in error or
             "rank 1 calls BARRIER" in error), error
-    # Rank 1's barrier got the allreduce's bytes: it names itself, the
-    # sender and the likely cause.
     error = results[1]["error"]
     assert error is not None and "barrier #2 on rank 1" in error, error
-    assert "from rank 0" in error and "same collective" in error, error
+    if path == "ucx":
+        # Rank 1's barrier got the allreduce's bytes: it names itself, the
+        # sender and the likely cause.
+        assert "from rank 0" in error and "same collective" in error, error
+    else:
+        # Rank 0 never sent it a byte; its failure ended rank 1's barrier,
+        # saying what rank 1 itself called.
+        assert "rank 0 gave up on the group" in error, error
+        assert "rank 1 is in a different collective: it is in BARRIER" in error, error
     files = sorted(p.name for p in tmp_path.iterdir())
     assert len(files) == 2 and all(f.endswith(("_rank0.json", "_rank1.json")) for f in files)
     line = trace.analyze(next(iter(trace.load(str(tmp_path)).values())))

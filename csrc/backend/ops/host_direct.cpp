@@ -18,6 +18,7 @@
 #include "backend/error_translation.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
+#include "backend/work_timing.h"
 
 namespace ringreduce {
 
@@ -35,16 +36,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnHostDirect(
   const std::chrono::milliseconds limit =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
   const int reduceOp = checkedReduceOp(red);
+  DirectTimer timer(timing_.load(std::memory_order_relaxed), tensor);
   uint64_t seq = 0;
   try {
     seq = engine_->runDirect(
         "allreduce", limit,
         fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
         fieldsOf(tensor, reduceOp), [&](const OpContext& ctx) {
+          timer.begin(ctx);
           if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
           withContiguous(tensor, [&](void* data) {
             hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
           });
+          timer.end();
         });
   } catch (...) {
     // As a queued op's Work raises it: DistBackendError for a timeout or a
@@ -52,7 +56,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnHostDirect(
     std::rethrow_exception(translateCurrentException());
   }
   if (seq == 0) return nullptr;
-  return finishDirect(c10d::OpType::ALLREDUCE, seq, tensor, std::nullopt);
+  return finishDirect(c10d::OpType::ALLREDUCE, seq, tensor, std::nullopt, timer.timing());
 }
 
 }  // namespace ringreduce

@@ -185,6 +185,8 @@ HostChannel::~HostChannel() {
 void HostChannel::setState(RankState state, const std::string& reason) {
   ReasonLines& text = lines(rank_).reason;
   std::snprintf(text.text, sizeof(text.text), "%s", reason.c_str());
+  lines(rank_).control.failedAt.store(lines(rank_).position.seq.load(std::memory_order_relaxed),
+                                      std::memory_order_relaxed);
   lines(rank_).control.state.store(static_cast<uint32_t>(state), std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Every peer, asleep or about to be: a departure or failure is rare.
@@ -225,8 +227,10 @@ void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size
   position.seq.store(seq, std::memory_order_release);
 }
 
-void HostChannel::publish(FlagKind kind, uint64_t seq) {
-  lines(rank_).flags[static_cast<int>(kind)].value.store(seq, std::memory_order_release);
+void HostChannel::publish(FlagKind kind, const OpContext& op) {
+  FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
+  flag.word.store(op.fingerprintWord, std::memory_order_relaxed);
+  flag.value.store(op.seq, std::memory_order_release);
   // Dekker with a sleeper (sleep()): it says it sleeps, fences, then reads
   // the flag; this side sets the flag, fences, then reads whether it
   // sleeps. One of the two sees the other's write.
@@ -270,12 +274,10 @@ std::string HostChannel::whereIs(int peer) const {
   return "is moving on";
 }
 
-void HostChannel::checkPeer(int peer, const OpContext& op, bool behind) const {
+void HostChannel::checkPeer(int peer, const OpContext& op) const {
   const auto state =
       static_cast<RankState>(lines(peer).control.state.load(std::memory_order_acquire));
-  // A peer whose flag is here gave this collective its data; whatever it
-  // did after is for the next collective to see.
-  if (behind && state == RankState::Failed) {
+  if (state == RankState::Failed) {
     throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
                          " gave up on the group: " + std::string(lines(peer).reason.text));
   }
@@ -285,15 +287,55 @@ void HostChannel::checkPeer(int peer, const OpContext& op, bool behind) const {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (seq == op.seq && position.seq.load(std::memory_order_relaxed) == seq &&
       word != op.fingerprintWord) {
-    throw TransportError(where(op) + ": rank " + std::to_string(peer) +
-                         " is in a different collective: it " + whereIs(peer) +
-                         " (the operation, dtype, size, reduce op or root differ)");
+    throw TransportError(mismatch(peer, op));
   }
-  if (behind && state == RankState::Left) {
+  if (state == RankState::Left) {
     throw TransportError(where(op) + ": rank " + std::to_string(peer) +
                          " has left the group (it destroyed its process group or exited) "
                          "without joining " + op.describe() + " (did it skip this call?)");
   }
+}
+
+void HostChannel::checkFlag(FlagKind kind, int peer, const OpContext& op) const {
+  // A peer that gave up in this collective (after it set its flag: an
+  // abort, a failure with another peer) leaves it without a result: this
+  // rank must not complete it either.
+  const ControlLine& control = lines(peer).control;
+  if (control.state.load(std::memory_order_acquire) == static_cast<uint32_t>(RankState::Failed) &&
+      control.failedAt.load(std::memory_order_relaxed) <= op.seq) {
+    throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
+                         " gave up on the group: " + std::string(lines(peer).reason.text));
+  }
+  const FlagLine& flag = lines(peer).flags[static_cast<int>(kind)];
+  const uint64_t seq = flag.value.load(std::memory_order_acquire);
+  const uint32_t word = flag.word.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Moved on meanwhile: it finished op.seq, having found the words equal.
+  if (seq != op.seq || flag.value.load(std::memory_order_relaxed) != seq) return;
+  if (word != op.fingerprintWord) throw TransportError(mismatch(peer, op));
+}
+
+std::string HostChannel::describeTimeout(int behind, const OpContext& op) const {
+  // The ranks that have not reached this collective, and where each is.
+  std::string late;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || lines(peer).position.seq.load(std::memory_order_acquire) >= op.seq) {
+      continue;
+    }
+    late += (late.empty() ? "" : ", ") + std::to_string(peer) + " (it " + whereIs(peer) + ")";
+  }
+  return "ringreduce: " + op.describe() + " timed out after " + std::to_string(op.timeout.count()) +
+         " ms on rank " + std::to_string(rank_) +
+         " (operation timeout reached): still waiting for rank " + std::to_string(behind) +
+         " (is that rank alive and calling the same collective?); " +
+         (late.empty() ? "every rank was seen in " + op.describe() +
+                             ", so one is stuck inside it"
+                       : "rank(s) not seen in " + op.describe() + ": " + late);
+}
+
+std::string HostChannel::mismatch(int peer, const OpContext& op) const {
+  return where(op) + ": rank " + std::to_string(peer) + " is in a different collective: it " +
+         whereIs(peer) + " (the operation, dtype, size, reduce op or root differ)";
 }
 
 void HostChannel::checkExits(const OpContext& op) const {
@@ -324,17 +366,12 @@ void HostChannel::awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spi
     unsigned passes = 0;
     while (behind >= 0) {
       checkAborted(op);
-      checkPeer(behind, op, true);
+      checkPeer(behind, op);
       if (++passes % kPassesPerExitCheck == 0) checkExits(op);
-      const Clock::time_point now = Clock::now();
+      const Clock::time_point now = spin.now();  // the pass's one clock read
       if (now >= op.deadline) {
         spin.abandon();
-        throw TimeoutError("ringreduce: " + op.describe() + " timed out after " +
-                           std::to_string(op.timeout.count()) + " ms on rank " +
-                           std::to_string(rank_) +
-                           " (operation timeout reached): still waiting for rank " +
-                           std::to_string(behind) + ", which " + whereIs(behind) +
-                           " (is that rank alive and calling the same collective?)");
+        throw TimeoutError(describeTimeout(behind, op));
       }
       if (spin.keepSpinning(now)) {
         if (yields_) yieldCore();
@@ -346,10 +383,9 @@ void HostChannel::awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spi
     }
     spin.finishWait();
   }
-  // Every peer's flag is here: each is in this collective or past it, and
-  // past it only if it found this rank's fingerprint equal to its own.
+  // Every peer's flag is here: the data is of this same collective.
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) checkPeer(peer, op, false);
+    if (peer != rank_) checkFlag(kind, peer, op);
   }
 }
 
@@ -363,7 +399,7 @@ void HostChannel::sleep(FlagKind kind, const OpContext& op, Clock::time_point no
   std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker: see publish()
   const int behind = firstBehind(kind, op.seq);
   if (behind < 0) return;
-  checkPeer(behind, op, true);  // a state set before this rank said it sleeps rang no one
+  checkPeer(behind, op);  // a state set before this rank said it sleeps rang no one
   checkExits(op);
   const auto remaining =
       std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;

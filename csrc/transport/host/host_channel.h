@@ -94,11 +94,13 @@ class HostChannel {
   using Describe = std::function<std::string(const void* detail, size_t bytes)>;
   void setDescribe(Describe describe) { describe_ = std::move(describe); }
 
-  // Sets this rank's `kind` flag to `seq` (release) and rings the peers
-  // that sleep.
-  void publish(FlagKind kind, uint64_t seq);
+  // Sets this rank's `kind` flag to op.seq (release), with op's fingerprint
+  // word, and rings the peers that sleep.
+  void publish(FlagKind kind, const OpContext& op);
   // Returns once every peer's `kind` flag is at op.seq or later and each
-  // of them is in this same collective (op.fingerprintWord). Throws
+  // of them is in this same collective (the flag's fingerprint word at
+  // op.seq is op.fingerprintWord; a flag past op.seq was set by a peer that
+  // finished op.seq, which it does only where the words were equal). Throws
   // TransportError for a peer in another collective, dead, gone or failed,
   // or for this group's abort; TimeoutError at op.deadline.
   void awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spin);
@@ -129,9 +131,15 @@ class HostChannel {
   RankLines& lines(int rank) const { return segment_.lines(rank); }
   // The first peer whose `kind` flag is below `seq`, or -1.
   int firstBehind(FlagKind kind, uint64_t seq) const;
-  // Throws if `peer` is in another collective than `op`; while its flag is
-  // `behind`, also if it has left or failed.
-  void checkPeer(int peer, const OpContext& op, bool behind) const;
+  // While `peer`'s flag is behind: throws if it is in another collective
+  // than `op` (its position), or has left or failed.
+  void checkPeer(int peer, const OpContext& op) const;
+  // Once `peer`'s flag has come: throws if it came from another collective.
+  void checkFlag(FlagKind kind, int peer, const OpContext& op) const;
+  std::string mismatch(int peer, const OpContext& op) const;
+  // The timeout's message: the rank waited for, and every rank not yet in
+  // the collective with where it is.
+  std::string describeTimeout(int behind, const OpContext& op) const;
   void checkExits(const OpContext& op) const;
   void checkAborted(const OpContext& op) const;
   void sleep(FlagKind kind, const OpContext& op, Clock::time_point now);

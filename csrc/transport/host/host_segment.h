@@ -31,9 +31,13 @@ struct alignas(kCacheLine) PositionLine {
   std::atomic<uint64_t> detail[kDetailBytes / 8]{};
 };
 
-// A rank's sequence-numbered flag, alone on its cache line: the peers poll it.
+// A rank's sequence-numbered flag, alone on its cache line: the peers poll
+// it. `word` is the fingerprint of the collective whose data the flag
+// announces, written before `value` (release), so that a peer can tell
+// that the data it is about to read is of the same collective as its own.
 struct alignas(kCacheLine) FlagLine {
   std::atomic<uint64_t> value{0};
+  std::atomic<uint32_t> word{0};
 };
 
 enum class RankState : uint32_t { Active = 0, Left = 1, Failed = 2 };
@@ -44,6 +48,9 @@ struct alignas(kCacheLine) ControlLine {
   // then rings it (host_channel.h's protocol).
   std::atomic<uint32_t> asleep{0};
   std::atomic<uint32_t> state{static_cast<uint32_t>(RankState::Active)};
+  // Failed: the collective it was in (its position) when it gave up; a
+  // peer's collective before that one still completes with its data.
+  std::atomic<uint64_t> failedAt{0};
   std::atomic<uint64_t> pid{0};
   std::atomic<uint64_t> pidNamespace{0};  // inode of /proc/self/ns/pid
   std::atomic<uint64_t> netNamespace{0};  // inode of /proc/self/ns/net (abstract sockets)
