@@ -134,6 +134,9 @@ void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
   // First, and apart from the selector and the tuner (whose state is the
   // executor's): a caller's thread runs it too (Engine::runDirect).
   if (sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type))) {
+    RR_LOG(Trace, comm.rank(),
+           op.describe() << " of " << args.count * elementSize(args.type) << " B: "
+                         << nameOf(AllreduceAlgorithm::SharedMemory));
     return sharedMemoryAllreduce(comm, op, args);
   }
   noteCallerBuffer(comm, args.data, args.count * elementSize(args.type));

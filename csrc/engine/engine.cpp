@@ -207,10 +207,18 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.fingerprint = fingerprintByte(op.fingerprintWord);
   announce(seq, op.fingerprintWord, fingerprint);
   probe::mark(ProbePoint::DirectStarted);
+  // The timeline (off by default) draws it with its phases, as a queued one.
+  std::shared_ptr<TimelineOp> line;
+  if (timeline_) {
+    line = timelineOp(name, seq, fingerprint);
+    op.phases = &line->phases;
+  }
   const auto record = [&](const char* error) {
     if (trace_.enabled()) trace_.direct(seq, name, fields, op.fingerprintWord, now, error);
+    if (line) timeline_->record(*line, Clock::now(), error ? error : "");
   };
   try {
+    PhaseScope transfer(op.phases, Phase::Transfer);
     launch(op);
   } catch (const std::exception& e) {
     record(e.what());
@@ -222,10 +230,6 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     throw;
   }
   record(nullptr);
-  if (timeline_) {
-    std::shared_ptr<TimelineOp> line = timelineOp(name, seq, fingerprint);
-    timeline_->record(*line, Clock::now(), "");
-  }
   probe::mark(ProbePoint::DirectFinished);
   return seq;
 }

@@ -251,6 +251,28 @@ TEST(HostChannel, DataFromAnotherCollectiveIsRefusedEvenOnceItsRankMovedOn) {
   }
 }
 
+TEST(HostChannel, ASleeperWakesWhenItsPeerCallsAnotherCollective) {
+  // Rank 0 sleeps before rank 1 says where it is; rank 1 then announces
+  // another collective under the same number (and sets no flag): that
+  // alone must wake rank 0, long before its minute's deadline.
+  auto channels = openChannels(2, options(64 * 1024, 0us));
+  const auto errors = onEachRank(2, [&](int r) {
+    if (r == 1) {
+      while (!channels[0]->asleep(0)) std::this_thread::yield();
+      announce(*channels[1], opNumbered(1, 22));
+      return;
+    }
+    const OpContext op = opNumbered(1, 11, 60s);
+    announce(*channels[0], op);
+    channels[0]->publish(FlagKind::Input, op);
+    channels[0]->awaitPeers(FlagKind::Input, op, channels[0]->callerSpin());
+  });
+  EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in collective-22 #1"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_EQ(channels[0]->sleeps(), 1u);
+}
+
 TEST(HostChannel, ATimeoutNamesTheLateRankAndWhereItIs) {
   auto channels = openChannels(3, options(64 * 1024, 0us));
   const OpContext first = opNumbered(1, 5, 20s);

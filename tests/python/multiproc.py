@@ -217,12 +217,15 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
             for p in procs:
                 p.join(timeout=20)
             hung = [r for r, p in enumerate(procs) if p.is_alive() and r not in may_die]
+            # Where a rank that returned its result is stuck on its way out:
+            # every thread (a group's worker in a collective, its caller joining it).
+            stacks = _stacks_of(procs, hung, init_file, per_rank_chars=30000) if hung else ""
             for p in procs:
                 if p.is_alive():
                     p.kill()
                     p.join(timeout=5)
     if hung:
-        raise WorldFailed(f"rank(s) {hung} did not exit by themselves and were killed")
+        raise WorldFailed(f"rank(s) {hung} did not exit by themselves and were killed\n" + stacks)
     bad_exit = [r for r, p in enumerate(procs) if r not in may_die and p.exitcode != 0]
     if bad_exit:
         raise WorldFailed(f"rank(s) {bad_exit} exited with {[procs[r].exitcode for r in bad_exit]}")

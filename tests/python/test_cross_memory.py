@@ -5,6 +5,8 @@ tensor, and ranks that pass different sizes: each gets a clear error
 instead of a peer writing past its tensor. The whole dtype x op sweep with
 cma forced is in test_allreduce_algorithms.py; a rank killed mid-allreduce,
 which at 4 MiB now runs cma, in test_failures.py."""
+import pytest
+
 from multiproc import TRANSPORTS, run_world
 
 
@@ -34,8 +36,13 @@ def _allreduces_of_each_size(rank, world, init_method):
     return wrong
 
 
-def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd):
+@pytest.mark.parametrize("host_channel", [True, False])
+def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd, host_channel):
+    # With the host channel (the default) it takes what fits its buffers
+    # (1 MiB); without it (RINGREDUCE_SHM_BYTES=0) cma starts at 32 KiB.
     env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
+    if not host_channel:
+        env["RINGREDUCE_SHM_BYTES"] = "0"
     reports = run_world(2, _allreduces_of_each_size, env=env, timeout=120)
     for rank, wrong in enumerate(reports):
         assert wrong == [], f"rank {rank}: {wrong}"
@@ -46,8 +53,11 @@ def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd):
         if "allreduce #" in line and " B: " in line:
             nbytes = int(line.split(" of ")[1].split(" B: ")[0])
             ran.setdefault(nbytes, set()).add(line.split(" B: ")[1].strip())
-    assert ran[16384] != {"cma"}, ran
-    for nbytes in (65536, 4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
+    if host_channel:
+        assert ran[16384] == {"shm"} and ran[65536] == {"shm"}, ran
+    else:
+        assert ran[16384] not in ({"cma"}, {"shm"}) and ran[65536] == {"cma"}, ran
+    for nbytes in (4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
         assert ran[nbytes] == {"cma"}, ran
 
 

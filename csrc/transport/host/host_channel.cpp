@@ -225,21 +225,29 @@ void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size
     position.detail[i].store(words[i], std::memory_order_relaxed);
   }
   position.seq.store(seq, std::memory_order_release);
+  // A peer asleep in an earlier collective of the same number waits for a
+  // flag this rank will not set if it now calls something else: it must
+  // wake to see that.
+  ringSleepers();
 }
 
-void HostChannel::publish(FlagKind kind, const OpContext& op) {
-  FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
-  flag.word.store(op.fingerprintWord, std::memory_order_relaxed);
-  flag.value.store(op.seq, std::memory_order_release);
+void HostChannel::ringSleepers() const {
   // Dekker with a sleeper (sleep()): it says it sleeps, fences, then reads
-  // the flag; this side sets the flag, fences, then reads whether it
-  // sleeps. One of the two sees the other's write.
+  // the flags and positions; this side writes them, fences, then reads
+  // whether it sleeps. One of the two sees the other's write.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && lines(peer).control.asleep.load(std::memory_order_relaxed) != 0) {
       doorbell_->ring(peer);
     }
   }
+}
+
+void HostChannel::publish(FlagKind kind, const OpContext& op) {
+  FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
+  flag.word.store(op.fingerprintWord, std::memory_order_relaxed);
+  flag.value.store(op.seq, std::memory_order_release);
+  ringSleepers();
 }
 
 int HostChannel::firstBehind(FlagKind kind, uint64_t seq) const {

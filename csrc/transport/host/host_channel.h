@@ -148,6 +148,8 @@ class HostChannel {
   std::string whereIs(int peer) const;
   std::string where(const OpContext& op) const;
   void setState(RankState state, const std::string& reason);
+  // Rings every peer that says it sleeps, after this rank's latest write.
+  void ringSleepers() const;
 
   const int rank_;
   const int size_;
