@@ -21,9 +21,10 @@ gradients; the write is not timed), torch's intra-op threads as torchrun leaves
 them (OMP_NUM_THREADS=1 unless set), two patterns: back-to-back, and after
 2 ms of busy CPU work before each call (how DDP's first bucket of a step
 arrives, the group idle meanwhile). Per call the slowest rank's time counts
-(what a user waits for); printed per size: p50, p90 and the best block's mean,
-in us, and the ratios (ringreduce - fake) / best peer and ringreduce / best
-peer. Missing libraries are skipped with a message.
+(what a user waits for); printed per size: p50, p90 and the mean, in us, and the ratios (ringreduce - fake) / best peer and ringreduce / best
+peer. Libraries take turns in short blocks, round after round, so that each
+meets the same machine (a shared VM's speed changes within milliseconds);
+mean is over every counted call. Missing libraries are skipped with a message.
 """
 import argparse
 import glob
@@ -46,10 +47,14 @@ def parse_args():
     parser.add_argument("--patterns", default="back-to-back,after-compute")
     parser.add_argument("--compute-ms", type=float, default=2.0)
     parser.add_argument("--libraries", default=",".join(LIBRARIES))
-    parser.add_argument("--blocks", type=int, default=5, help="interleaved blocks per cell")
-    parser.add_argument("--cell-seconds", type=float, default=0.25,
-                        help="about this long per library, size and pattern")
-    parser.add_argument("--max-calls", type=int, default=2000, help="calls per block at most")
+    parser.add_argument("--blocks", type=int, default=10,
+                        help="rounds per cell at least (each runs every library once)")
+    parser.add_argument("--block-calls", type=int, default=16,
+                        help="calls per library in a round, at most (fewer for large sizes)")
+    parser.add_argument("--cell-seconds", type=float, default=1.0,
+                        help="about this long per size and pattern, all libraries together")
+    parser.add_argument("--max-calls", type=int, default=4000,
+                        help="counted calls per library and cell at most")
     parser.add_argument("--no-mpi", action="store_true", help="launch without mpirun")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -236,20 +241,26 @@ class Rank:
             start = time.perf_counter()
             self.time_calls(name, tensor, array, source, 5, compute_s)
             per_call[name] = self.agree((time.perf_counter() - start) / 5)
-        results = {name: [] for name in self.names}
-        block_means = {name: [] for name in self.names}
-        for _ in range(args.blocks):
+        # Short blocks in rounds, every library in each round: a shared VM's
+        # speed changes within tens of milliseconds, and every library must
+        # meet the same machine. Each block's first calls are not counted: the
+        # library before it (gloo's slow calls, the fake's unsynchronised
+        # ones) left the ranks apart, and the first calls bring them together.
+        slowest_call = max(per_call.values())
+        block = int(max(2, min(args.block_calls, 0.002 / slowest_call)))
+        rounds = int(max(args.blocks, min(args.max_calls // block,
+                                          args.cell_seconds / (block * sum(per_call.values())))))
+        local = {name: [] for name in self.names}
+        for _ in range(rounds):
             for name in self.names:
-                calls = int(max(5, min(args.max_calls,
-                                       args.cell_seconds / args.blocks / per_call[name])))
-                times = self.slowest(self.time_calls(name, tensor, array, source, calls, compute_s))
-                results[name].append(times)
-                block_means[name].append(times.mean().item())
+                times = self.time_calls(name, tensor, array, source, block + 3, compute_s)[3:]
+                local[name] += times
         out = {}
         for name in self.names:
-            ordered = torch.cat(results[name]).sort().values
+            times = self.slowest(local[name])  # per call, the slowest rank's
+            ordered = times.sort().values
             at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))].item() * 1e6  # noqa: E731
-            out[name] = (at(0.5), at(0.9), min(block_means[name]) * 1e6)
+            out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
         return out
 
     def report(self, pattern, size, stats, args):

@@ -16,22 +16,46 @@ namespace {
 // the output stays in L1 while every peer's buffer is added to it.
 constexpr size_t kPieceBytes = 16 * 1024;
 
+// Whether a (op) b has the bits of b (op) a for every a and b: IEEE sums
+// and products, and the bitwise ops. Not MIN and MAX, whose choice between
+// two NaNs or between -0 and +0 follows the order.
+bool commutesExactly(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+    case ReduceOp::Product:
+    case ReduceOp::BAnd:
+    case ReduceOp::BOr:
+    case ReduceOp::BXor:
+      return true;
+    case ReduceOp::Min:
+    case ReduceOp::Max:
+      break;
+  }
+  return false;
+}
+
 // dst[range] = buffer_0 (op) buffer_1 (op) ... (op) buffer_{n-1}, in rank
-// order: the same expression on every rank. `dstHoldsFirst`: dst already
-// holds buffer_0's values (rank 0's own input). AVG divides in the last
-// step, once (reduceAndAverage).
+// order: the same expression on every rank. dst holds this rank's own
+// input (buffer_rank's values). AVG divides in the last step, once
+// (reduceAndAverage).
 void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionArgs& args,
-                       char* dst, size_t firstByte, size_t bytes, bool dstHoldsFirst) {
+                       char* dst, size_t firstByte, size_t bytes) {
   const size_t esize = elementSize(args.type);
   const int n = channel.size();
   const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
+  // Rank 0's own input is the expression's start. Of two ranks, rank 1
+  // computes its input (op) buffer_0, the same bits where the op commutes:
+  // one pass instead of a copy and a pass.
+  const bool swapTwo = n == 2 && channel.rank() == 1 && commutesExactly(args.op);
+  const bool dstHoldsFirst = channel.rank() == 0 || swapTwo;
   for (size_t done = 0; done < bytes;) {
     const size_t piece = std::min(kPieceBytes / esize * esize, bytes - done);
     const size_t at = firstByte + done;
     const size_t count = piece / esize;
     if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, parity) + at, piece);
     for (int r = 1; r < n; ++r) {
-      const char* src = channel.buffer(r, parity) + at;
+      const char* src = channel.buffer(swapTwo ? 0 : r, parity) + at;
       if (args.op == ReduceOp::Avg && r == n - 1) {
         reduceAndAverage(args.type, dst + done, src, count, n);
       } else {
@@ -72,7 +96,7 @@ void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const Reductio
   probe::mark(ProbePoint::PeersHere);
   if (bytes < kTwoPhaseFromBytes) {
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, parity, args, data, 0, bytes, rank == 0);
+    reduceInRankOrder(channel, parity, args, data, 0, bytes);
     return;
   }
   // Two phases: this rank's chunk of everyone's buffer, reduced into its
@@ -81,8 +105,7 @@ void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const Reductio
   {
     PhaseScope reducing(op.phases, Phase::Reduce);
     char* dst = data + chunk.offset * esize;
-    reduceInRankOrder(channel, parity, args, dst, chunk.offset * esize, chunk.count * esize,
-                      rank == 0);
+    reduceInRankOrder(channel, parity, args, dst, chunk.offset * esize, chunk.count * esize);
     std::memcpy(mine + chunk.offset * esize, dst, chunk.count * esize);
   }
   channel.publish(FlagKind::Reduced, op);

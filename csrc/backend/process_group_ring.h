@@ -369,11 +369,11 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
                                                 std::chrono::milliseconds timeout);
   // A CPU allreduce through the host channel from the caller's thread
-  // (ops/host_direct.cpp); null when it does not apply or the engine has
-  // the op queue.
-  c10::intrusive_ptr<c10d::Work> allreduceOnHostDirect(const at::Tensor& tensor,
-                                                       const Reduction& red,
-                                                       const CallOptions& call);
+  // (ops/host_direct.cpp): done, with its Work or none (the caller has its
+  // result); nothing when it does not apply or the engine has the op queue.
+  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostDirect(const at::Tensor& tensor,
+                                                                      const Reduction& red,
+                                                                      const CallOptions& call);
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
@@ -395,6 +395,9 @@ class ProcessGroupRing : public c10d::Backend {
                                               const at::Tensor& output,
                                               std::optional<c10::Stream> queuedOn,
                                               const DirectTiming& timing);
+  // What finishDirect tells the completion hooks, for a direct collective
+  // that returns no Work.
+  void noteDirectCompleted(c10d::OpType type, uint64_t seq, const DirectTiming& timing);
   // What the trace and the log say of a direct collective named by
   // `tensor`: its dtype, count and device, and the op's reduce op
   // (checkedReduceOp) and root, -1 where it has none.

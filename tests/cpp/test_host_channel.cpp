@@ -162,30 +162,59 @@ TEST(HostChannel, TwoPhaseSumsAreExactAtEveryWorld) {
   for (int n : {2, 3, 5}) expectAllreduceSums(n, count, 8);
 }
 
+// Each rank's result of one collective over `inputs` (one per rank).
+template <typename T>
+std::vector<std::vector<T>> reduceOnEachRank(std::vector<std::vector<T>> data, DataType type,
+                                             ReduceOp op) {
+  const int n = static_cast<int>(data.size());
+  auto channels = openChannels(n, options());
+  auto fabric = std::make_shared<LoopbackFabric>(n);
+  const auto errors = onEachRank(n, [&](int r) {
+    ChannelRank rank(*channels[r], fabric, r);
+    rank.allreduce(opNumbered(1, 3), {data[r].data(), data[r].size(), type, op});
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return data;
+}
+
+TEST(HostChannel, MinAndMaxKeepRankOrderWhereTheOrderShows) {
+  // Between -0 and +0, and between two NaNs, MIN and MAX pick by order:
+  // both ranks of two must pick as rank order says (rank 1 may not swap).
+  const auto floatOf = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  const float nanA = floatOf(0x7fc00001u), nanB = floatOf(0x7fc00002u);
+  const std::vector<std::vector<float>> inputs = {{-0.0f, +0.0f, nanA, 1.0f},
+                                                  {+0.0f, -0.0f, nanB, nanB}};
+  for (ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
+    std::vector<float> expected = inputs[0];
+    reduceInto(DataType::Float32, op, expected.data(), inputs[1].data(), expected.size());
+    const auto results = reduceOnEachRank(inputs, DataType::Float32, op);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(std::memcmp(results[r].data(), expected.data(), expected.size() * 4), 0)
+          << reduceOpName(op) << " rank " << r;
+    }
+  }
+}
+
 TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {
   // float16 rounds at every step, so the order of the reduction shows in the
   // bits: every rank must compute buffer 0 + buffer 1 + ... in that order.
-  const int n = 4;
-  const size_t count = 4097;
-  auto channels = openChannels(n, options());
-  auto fabric = std::make_shared<LoopbackFabric>(n);
-  std::vector<std::vector<uint16_t>> inputs(n, std::vector<uint16_t>(count));
-  std::mt19937 random(5);
-  for (auto& input : inputs) {
-    for (auto& h : input) h = static_cast<uint16_t>(0x3000 + random() % 0x0fff);  // 0.125..1
-  }
-  std::vector<uint16_t> expected = inputs[0];
-  for (int r = 1; r < n; ++r) {
-    reduceInto(DataType::Float16, ReduceOp::Sum, expected.data(), inputs[r].data(), count);
-  }
-  std::vector<std::vector<uint16_t>> results = inputs;
-  const auto errors = onEachRank(n, [&](int r) {
-    ChannelRank rank(*channels[r], fabric, r);
-    rank.allreduce(opNumbered(1, 3), {results[r].data(), count, DataType::Float16, ReduceOp::Sum});
-  });
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(errors[r], "");
-    EXPECT_EQ(results[r], expected) << "rank " << r;
+  for (int n : {2, 4}) {
+    const size_t count = 4097;
+    std::vector<std::vector<uint16_t>> inputs(n, std::vector<uint16_t>(count));
+    std::mt19937 random(5);
+    for (auto& input : inputs) {
+      for (auto& h : input) h = static_cast<uint16_t>(0x3000 + random() % 0x0fff);  // 0.125..1
+    }
+    std::vector<uint16_t> expected = inputs[0];
+    for (int r = 1; r < n; ++r) {
+      reduceInto(DataType::Float16, ReduceOp::Sum, expected.data(), inputs[r].data(), count);
+    }
+    const auto results = reduceOnEachRank(inputs, DataType::Float16, ReduceOp::Sum);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(results[r], expected) << "world " << n << " rank " << r;
   }
 }
 

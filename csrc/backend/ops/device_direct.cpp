@@ -126,13 +126,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishDirect(c10d::OpType type,
                                                               const at::Tensor& output,
                                                               std::optional<c10::Stream> queuedOn,
                                                               const DirectTiming& timing) {
-  if (hooks_->active()) {
-    // The hooks read host times: the end as the timer read it, or now.
-    const auto end = timing.finished != Clock::time_point{} ? timing.finished : Clock::now();
-    hooks_->push(std::make_shared<c10d::WorkInfo>(
-        type, seq, timing.started, end, std::chrono::duration<float>(end - timing.started)));
-  }
+  noteDirectCompleted(type, seq, timing);
   return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn, timing);
+}
+
+void ProcessGroupRing::noteDirectCompleted(c10d::OpType type, uint64_t seq,
+                                           const DirectTiming& timing) {
+  if (!hooks_->active()) return;
+  // The hooks read host times: the end as the timer read it, or now.
+  const auto end = timing.finished != Clock::time_point{} ? timing.finished : Clock::now();
+  hooks_->push(std::make_shared<c10d::WorkInfo>(
+      type, seq, timing.started, end, std::chrono::duration<float>(end - timing.started)));
 }
 
 OpFields ProcessGroupRing::fieldsOf(const at::Tensor& tensor, int reduceOp, int root) {

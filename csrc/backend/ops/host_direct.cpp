@@ -20,6 +20,8 @@
 #include "backend/tensor_checks.h"
 #include "backend/work_timing.h"
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
 namespace ringreduce {
 
 bool ProcessGroupRing::throughHostChannel(size_t bytes) {
@@ -27,11 +29,11 @@ bool ProcessGroupRing::throughHostChannel(size_t bytes) {
          sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnHostDirect(
+std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostDirect(
     const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
   // Only for a caller that waits at once (async_op=False): an asynchronous
   // one (DDP's buckets) gets its Work back before its peers arrive.
-  if (!call.callerWaits || !throughHostChannel(tensor.nbytes())) return nullptr;
+  if (!call.callerWaits || !throughHostChannel(tensor.nbytes())) return std::nullopt;
   const Comm c = engine_->directComm();
   const std::chrono::milliseconds limit =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
@@ -55,7 +57,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnHostDirect(
     // peer's failure, ValueError for bad arguments.
     std::rethrow_exception(translateCurrentException());
   }
-  if (seq == 0) return nullptr;
+  if (seq == 0) return std::nullopt;
+  // The result is in the caller's tensor already. torch's all_reduce waits
+  // on a returned Work, and returning none is how a backend that "has
+  // synced at the C++ level" says so (distributed_c10d.py): no Work to make,
+  // convert for Python and wait on, a microsecond of a small collective.
+  // Except where torch keeps the Work of every collective for a compiled
+  // graph's inputs (allow_inflight_collective_as_graph_input).
+  if (!c10d::allow_inflight_collective_as_graph_input()) {
+    noteDirectCompleted(c10d::OpType::ALLREDUCE, seq, timer.timing());
+    return c10::intrusive_ptr<c10d::Work>();
+  }
   return finishDirect(c10d::OpType::ALLREDUCE, seq, tensor, std::nullopt, timer.timing());
 }
 

@@ -39,7 +39,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   probe::mark(ProbePoint::Checked);
   if (auto work = allreduceAlone(tensor, red, opts.timeout)) return work;
-  if (auto work = allreduceOnHostDirect(tensor, red, callOptions(opts))) return work;
+  if (auto done = allreduceOnHostDirect(tensor, red, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red),
