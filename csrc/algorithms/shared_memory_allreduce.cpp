@@ -12,9 +12,9 @@ namespace ringreduce {
 
 namespace {
 
-// The one-pass reduction runs in pieces of this many bytes, so each piece of
-// the output stays in L1 while every peer's buffer is added to it.
-constexpr size_t kPieceBytes = 16 * 1024;
+// The reduction runs in slices of this many bytes, so each slice of the
+// output stays in L1 while every peer's buffer is added to it.
+constexpr size_t kSliceBytes = 16 * 1024;
 
 // Whether a (op) b has the bits of b (op) a for every a and b: IEEE sums
 // and products, and the bitwise ops. Not MIN and MAX, whose choice between
@@ -50,10 +50,10 @@ void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionAr
   const bool swapTwo = n == 2 && channel.rank() == 1 && commutesExactly(args.op);
   const bool dstHoldsFirst = channel.rank() == 0 || swapTwo;
   for (size_t done = 0; done < bytes;) {
-    const size_t piece = std::min(kPieceBytes / esize * esize, bytes - done);
+    const size_t slice = std::min(kSliceBytes / esize * esize, bytes - done);
     const size_t at = firstByte + done;
-    const size_t count = piece / esize;
-    if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, parity) + at, piece);
+    const size_t count = slice / esize;
+    if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, parity) + at, slice);
     for (int r = 1; r < n; ++r) {
       const char* src = channel.buffer(swapTwo ? 0 : r, parity) + at;
       if (args.op == ReduceOp::Avg && r == n - 1) {
@@ -62,7 +62,7 @@ void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionAr
         reduceInto(args.type, op, dst + done, src, count);
       }
     }
-    done += piece;
+    done += slice;
   }
 }
 
@@ -70,56 +70,73 @@ void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionAr
 
 bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
-  return comm.channel != nullptr && bytes <= comm.channel->bufferBytes() &&
+  return comm.channel != nullptr &&
+         bytes <= comm.channel->bufferBytes() * kSharedMemoryMaxPieces &&
          (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::SharedMemory) &&
          comm.config.hostWireDtype == WireDtype::None && !comm.config.payloadFree;
 }
 
-void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  HostChannel& channel = *comm.channel;
-  SpinBudget& spin = comm.spinBudget();
+namespace {
+
+// One piece of the message, at most a buffer: one turn of the channel.
+void reducePiece(HostChannel& channel, SpinBudget& spin, const OpContext& op,
+                 const ReductionArgs& args, char* data, size_t count) {
   const int rank = channel.rank();
-  const int n = channel.size();
   const size_t esize = elementSize(args.type);
-  const size_t bytes = args.count * esize;
-  char* data = static_cast<char*>(args.data);
-  const int parity = channel.takeParity();
-  char* mine = channel.buffer(rank, parity);
+  const size_t bytes = count * esize;
+  const HostChannel::Turn turn = channel.takeTurn();
+  char* mine = channel.buffer(rank, turn.parity);
 
   std::memcpy(mine, data, bytes);
-  channel.publish(FlagKind::Input, op);
+  channel.publish(FlagKind::Input, turn, op);
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
-    channel.awaitPeers(FlagKind::Input, op, spin);
+    channel.awaitPeers(FlagKind::Input, turn, op, spin);
   }
   probe::mark(ProbePoint::PeersHere);
   if (bytes < kTwoPhaseFromBytes) {
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, parity, args, data, 0, bytes);
+    reduceInRankOrder(channel, turn.parity, args, data, 0, bytes);
     return;
   }
   // Two phases: this rank's chunk of everyone's buffer, reduced into its
   // place in the output and back into this rank's buffer for the others.
-  const Range chunk = chunkOf(args.count, n, rank);
+  const int n = channel.size();
+  const Range chunk = chunkOf(count, n, rank);
   {
     PhaseScope reducing(op.phases, Phase::Reduce);
     char* dst = data + chunk.offset * esize;
-    reduceInRankOrder(channel, parity, args, dst, chunk.offset * esize, chunk.count * esize);
+    reduceInRankOrder(channel, turn.parity, args, dst, chunk.offset * esize, chunk.count * esize);
     std::memcpy(mine + chunk.offset * esize, dst, chunk.count * esize);
   }
-  channel.publish(FlagKind::Reduced, op);
+  channel.publish(FlagKind::Reduced, turn, op);
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
-    channel.awaitPeers(FlagKind::Reduced, op, spin);
+    channel.awaitPeers(FlagKind::Reduced, turn, op, spin);
   }
   probe::mark(ProbePoint::PeersHere);
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
-    const Range theirs = chunkOf(args.count, n, r);
-    std::memcpy(data + theirs.offset * esize, channel.buffer(r, parity) + theirs.offset * esize,
-                theirs.count * esize);
+    const Range theirs = chunkOf(count, n, r);
+    std::memcpy(data + theirs.offset * esize,
+                channel.buffer(r, turn.parity) + theirs.offset * esize, theirs.count * esize);
+  }
+}
+
+}  // namespace
+
+void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  HostChannel& channel = *comm.channel;
+  SpinBudget& spin = comm.spinBudget();
+  const size_t esize = elementSize(args.type);
+  // Every rank cuts the message alike: the same turns in the same order.
+  const size_t perPiece = std::max<size_t>(1, channel.bufferBytes() / esize);
+  char* data = static_cast<char*>(args.data);
+  for (size_t first = 0; first < args.count; first += perPiece) {
+    reducePiece(channel, spin, op, args, data + first * esize,
+                std::min(perPiece, args.count - first));
   }
 }
 

@@ -4,8 +4,9 @@
 // the group's contracts kept (the channel's waits end on deaths, departures,
 // failures, aborts, mismatched collectives and the deadline).
 //
-// One pass, up to kTwoPhaseFromBytes: every rank copies its input into its
-// buffer and sets its Input flag; once every peer's is set, each rank
+// In pieces of a buffer, each one turn of the channel. One pass, up to
+// kTwoPhaseFromBytes: every rank copies its input into its buffer and sets
+// its Input flag; once every peer's is set, each rank
 // reduces all buffers into its own tensor in rank order. Every rank computes
 // the same expression, so every rank holds the same bits.
 // Two phases, above: rank r reduces chunk r of every buffer (in rank
@@ -29,10 +30,15 @@ namespace ringreduce {
 // From this size the two-phase form (benchmarks/RESULTS.md, "Small
 // collectives").
 constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
+// A message larger than a buffer goes through it in pieces, one turn each,
+// up to this many; beyond, cma (algorithms/cross_memory_allreduce.h) is
+// faster (benchmarks/RESULTS.md, "Small collectives").
+constexpr size_t kSharedMemoryMaxPieces = 4;
 
 // Whether an allreduce of `bytes` goes through the host channel: there is
-// one (every rank on this host, RINGREDUCE_SHM on), it fits a buffer, and no
-// setting asks for another algorithm. A function of what every rank holds
+// one (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), it
+// fits kSharedMemoryMaxPieces buffers, and no setting asks for another
+// algorithm. A function of what every rank holds
 // alike (the channel's existence and size are agreed when the group is
 // made), so every rank answers the same for the same collective.
 bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes);

@@ -95,6 +95,17 @@ std::string describeWord(const void* detail, size_t bytes) {
   return "collective-" + std::to_string(word);
 }
 
+// One turn of a test's collective: the channel's next turn, as the
+// algorithm takes it.
+void publishTurn(HostChannel& channel, const OpContext& op) {
+  channel.publish(FlagKind::Input, HostChannel::Turn{op.seq, static_cast<int>(op.seq & 1)}, op);
+}
+
+void awaitTurn(HostChannel& channel, const OpContext& op) {
+  channel.awaitPeers(FlagKind::Input, HostChannel::Turn{op.seq, static_cast<int>(op.seq & 1)}, op,
+                     channel.callerSpin());
+}
+
 void announce(HostChannel& channel, const OpContext& op) {
   channel.setDescribe(describeWord);
   channel.announce(op.seq, op.fingerprintWord, &op.fingerprintWord, sizeof(op.fingerprintWord));
@@ -125,9 +136,10 @@ float inputOf(int rank, size_t i, uint64_t seq) {
   return static_cast<float>(static_cast<int>((i * 7 + rank * 13 + seq * 3) % 41) - 20);
 }
 
-void expectAllreduceSums(int n, size_t count, int collectives) {
+void expectAllreduceSums(int n, size_t count, int collectives,
+                         size_t bufferBytes = size_t{1} << 20) {
   SCOPED_TRACE("world " + std::to_string(n) + ", " + std::to_string(count) + " floats");
-  auto channels = openChannels(n, options(size_t{1} << 20));
+  auto channels = openChannels(n, options(bufferBytes));
   auto fabric = std::make_shared<LoopbackFabric>(n);
   std::vector<std::vector<float>> results(static_cast<size_t>(n));
   const auto errors = onEachRank(n, [&](int r) {
@@ -199,6 +211,14 @@ TEST(HostChannel, MinAndMaxKeepRankOrderWhereTheOrderShows) {
   }
 }
 
+TEST(HostChannel, AMessageLargerThanABufferGoesInPieces) {
+  // 512 KiB buffers: three two-phase pieces and a one-pass rest, each a
+  // turn of its own, over several collectives.
+  const size_t buffer = size_t{512} << 10;
+  const size_t count = (3 * buffer + 150 * 1024) / sizeof(float) + 7;
+  for (int n : {2, 3}) expectAllreduceSums(n, count, 5, buffer);
+}
+
 TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {
   // float16 rounds at every step, so the order of the reduction shows in the
   // bits: every rank must compute buffer 0 + buffer 1 + ... in that order.
@@ -246,8 +266,8 @@ TEST(HostChannel, APeerInAnotherCollectiveIsNamedAtOnce) {
     // Same number, different fingerprints: both see it, neither waits for a timeout.
     const OpContext op = opNumbered(1, r == 0 ? 11 : 22, 60s);
     announce(*channels[r], op);
-    if (r == 0) channels[r]->publish(FlagKind::Input, op);  // rank 1 never sets its flag
-    channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+    if (r == 0) publishTurn(*channels[r], op);  // rank 1 never sets its flag
+    awaitTurn(*channels[r], op);
   });
   EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in collective-22 #1"),
             std::string::npos)
@@ -265,12 +285,12 @@ TEST(HostChannel, DataFromAnotherCollectiveIsRefusedEvenOnceItsRankMovedOn) {
   const OpContext mine = opNumbered(1, 11, 60s);
   const OpContext theirs = opNumbered(1, 22, 60s);
   announce(*channels[1], theirs);
-  channels[1]->publish(FlagKind::Input, theirs);
+  publishTurn(*channels[1], theirs);
   announce(*channels[1], opNumbered(2, 33));
   announce(*channels[0], mine);
-  channels[0]->publish(FlagKind::Input, mine);
+  publishTurn(*channels[0], mine);
   try {
-    channels[0]->awaitPeers(FlagKind::Input, mine, channels[0]->callerSpin());
+    awaitTurn(*channels[0], mine);
     ADD_FAILURE() << "rank 0 took rank 1's data";
   } catch (const TransportError& e) {
     EXPECT_NE(std::string(e.what()).find("allreduce #1 on rank 0: rank 1 is in a different "
@@ -293,8 +313,8 @@ TEST(HostChannel, ASleeperWakesWhenItsPeerCallsAnotherCollective) {
     }
     const OpContext op = opNumbered(1, 11, 60s);
     announce(*channels[0], op);
-    channels[0]->publish(FlagKind::Input, op);
-    channels[0]->awaitPeers(FlagKind::Input, op, channels[0]->callerSpin());
+    publishTurn(*channels[0], op);
+    awaitTurn(*channels[0], op);
   });
   EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in collective-22 #1"),
             std::string::npos)
@@ -307,13 +327,13 @@ TEST(HostChannel, ATimeoutNamesTheLateRankAndWhereItIs) {
   const OpContext first = opNumbered(1, 5, 20s);
   const auto errors = onEachRank(3, [&](int r) {
     announce(*channels[r], first);
-    channels[r]->publish(FlagKind::Input, first);
-    channels[r]->awaitPeers(FlagKind::Input, first, channels[r]->callerSpin());
+    publishTurn(*channels[r], first);
+    awaitTurn(*channels[r], first);
     if (r == 2) return;  // rank 2 stays in #1
     const OpContext second = opNumbered(2, 5, 300ms);
     announce(*channels[r], second);
-    channels[r]->publish(FlagKind::Input, second);
-    channels[r]->awaitPeers(FlagKind::Input, second, channels[r]->callerSpin());
+    publishTurn(*channels[r], second);
+    awaitTurn(*channels[r], second);
   });
   for (int r : {0, 1}) {
     EXPECT_NE(errors[r].find("allreduce #2 timed out after 300 ms on rank " + std::to_string(r) +
@@ -342,8 +362,8 @@ TEST(HostChannel, ARankThatLeftOrFailedEndsTheWait) {
         return;
       }
       announce(*channels[r], op);
-      channels[r]->publish(FlagKind::Input, op);
-      channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+      publishTurn(*channels[r], op);
+      awaitTurn(*channels[r], op);
     });
     const std::string expected =
         leaves ? "allreduce #1 on rank 0: rank 1 has left the group"
@@ -359,8 +379,8 @@ TEST(HostChannel, AnAbortWakesThisRanksOwnSleep) {
     try {
       const OpContext op = opNumbered(1, 9, 60s);
       announce(*channels[0], op);
-      channels[0]->publish(FlagKind::Input, op);
-      channels[0]->awaitPeers(FlagKind::Input, op, channels[0]->callerSpin());
+      publishTurn(*channels[0], op);
+      awaitTurn(*channels[0], op);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -376,7 +396,7 @@ TEST(HostChannel, AnAbortWakesThisRanksOwnSleep) {
   const OpContext op = opNumbered(2, 9, 60s);
   announce(*channels[1], op);
   try {
-    channels[1]->awaitPeers(FlagKind::Input, op, channels[1]->callerSpin());
+    awaitTurn(*channels[1], op);
     ADD_FAILURE() << "rank 1's wait returned";
   } catch (const TransportError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0 gave up on the group: process group 'g' was "
@@ -391,15 +411,15 @@ TEST(HostChannel, APeerThatGaveUpAfterItsFlagFailsTheCollectiveNotTheOneBefore) 
   for (int k = 1; k <= 2; ++k) {
     const OpContext op = opNumbered(k, 6, 60s);
     announce(*channels[0], op);
-    channels[0]->publish(FlagKind::Input, op);
+    publishTurn(*channels[0], op);
   }
   channels[0]->abort("aborted on rank 0");  // while in #2, its flag set
   const auto await = [&](uint64_t seq) -> std::string {
     try {
       const OpContext op = opNumbered(seq, 6, 60s);
       announce(*channels[1], op);
-      channels[1]->publish(FlagKind::Input, op);
-      channels[1]->awaitPeers(FlagKind::Input, op, channels[1]->callerSpin());
+      publishTurn(*channels[1], op);
+      awaitTurn(*channels[1], op);
       return "";
     } catch (const std::exception& e) {
       return e.what();
@@ -421,8 +441,8 @@ TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
     if (r == 1) {
       while (!channels[0]->asleep(0)) std::this_thread::yield();
     }
-    channels[r]->publish(FlagKind::Input, op);
-    channels[r]->awaitPeers(FlagKind::Input, op, channels[r]->callerSpin());
+    publishTurn(*channels[r], op);
+    awaitTurn(*channels[r], op);
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
@@ -482,8 +502,8 @@ TEST(HostChannel, ADeadPeerIsReportedAtOnce) {
   try {
     const OpContext op = opNumbered(1, 1, 60s);
     announce(*channel, op);
-    channel->publish(FlagKind::Input, op);
-    channel->awaitPeers(FlagKind::Input, op, channel->callerSpin());
+    publishTurn(*channel, op);
+    awaitTurn(*channel, op);
   } catch (const std::exception& e) {
     error = e.what();
   }

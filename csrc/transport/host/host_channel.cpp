@@ -243,17 +243,17 @@ void HostChannel::ringSleepers() const {
   }
 }
 
-void HostChannel::publish(FlagKind kind, const OpContext& op) {
+void HostChannel::publish(FlagKind kind, const Turn& turn, const OpContext& op) {
   FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
   flag.word.store(op.fingerprintWord, std::memory_order_relaxed);
-  flag.value.store(op.seq, std::memory_order_release);
+  flag.value.store(turn.number, std::memory_order_release);
   ringSleepers();
 }
 
-int HostChannel::firstBehind(FlagKind kind, uint64_t seq) const {
+int HostChannel::firstBehind(FlagKind kind, uint64_t turn) const {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    if (lines(peer).flags[static_cast<int>(kind)].value.load(std::memory_order_acquire) < seq) {
+    if (lines(peer).flags[static_cast<int>(kind)].value.load(std::memory_order_acquire) < turn) {
       return peer;
     }
   }
@@ -304,7 +304,8 @@ void HostChannel::checkPeer(int peer, const OpContext& op) const {
   }
 }
 
-void HostChannel::checkFlag(FlagKind kind, int peer, const OpContext& op) const {
+void HostChannel::checkFlag(FlagKind kind, int peer, const Turn& turn,
+                            const OpContext& op) const {
   // A peer that gave up in this collective (after it set its flag: an
   // abort, a failure with another peer) leaves it without a result: this
   // rank must not complete it either.
@@ -318,8 +319,8 @@ void HostChannel::checkFlag(FlagKind kind, int peer, const OpContext& op) const 
   const uint64_t seq = flag.value.load(std::memory_order_acquire);
   const uint32_t word = flag.word.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
-  // Moved on meanwhile: it finished op.seq, having found the words equal.
-  if (seq != op.seq || flag.value.load(std::memory_order_relaxed) != seq) return;
+  // Moved on meanwhile: it finished the turn, having found the words equal.
+  if (seq != turn.number || flag.value.load(std::memory_order_relaxed) != seq) return;
   if (word != op.fingerprintWord) throw TransportError(mismatch(peer, op));
 }
 
@@ -364,8 +365,9 @@ void HostChannel::checkAborted(const OpContext& op) const {
   throw TransportError(where(op) + ": " + abortReason_);
 }
 
-void HostChannel::awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spin) {
-  int behind = firstBehind(kind, op.seq);
+void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op,
+                             SpinBudget& spin) {
+  int behind = firstBehind(kind, turn.number);
   if (behind >= 0) {
     spin.startWait();
     // The syscall that asks after the peers' processes runs every so many
@@ -384,20 +386,21 @@ void HostChannel::awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spi
       if (spin.keepSpinning(now)) {
         if (yields_) yieldCore();
       } else {
-        sleep(kind, op, now);
+        sleep(kind, turn.number, op, now);
         spin.startWait();
       }
-      behind = firstBehind(kind, op.seq);
+      behind = firstBehind(kind, turn.number);
     }
     spin.finishWait();
   }
   // Every peer's flag is here: the data is of this same collective.
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) checkFlag(kind, peer, op);
+    if (peer != rank_) checkFlag(kind, peer, turn, op);
   }
 }
 
-void HostChannel::sleep(FlagKind kind, const OpContext& op, Clock::time_point now) {
+void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
+                        Clock::time_point now) {
   std::atomic<uint32_t>& asleep = lines(rank_).control.asleep;
   struct Awake {  // however the sleep ends, this rank no longer sleeps
     std::atomic<uint32_t>& word;
@@ -405,7 +408,7 @@ void HostChannel::sleep(FlagKind kind, const OpContext& op, Clock::time_point no
   } awake{asleep};
   asleep.store(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker: see publish()
-  const int behind = firstBehind(kind, op.seq);
+  const int behind = firstBehind(kind, turn);
   if (behind < 0) return;
   checkPeer(behind, op);  // a state set before this rank said it sleeps rang no one
   checkExits(op);

@@ -80,12 +80,20 @@ class HostChannel {
   int size() const { return size_; }
   size_t bufferBytes() const { return segment_.bufferBytes(); }
   char* buffer(int rank, int parity) const { return segment_.buffer(rank, parity); }
-  // The parity the next collective on the buffers takes: they alternate,
-  // alike on every rank, since every rank runs the same collectives here.
-  // A rank writes buffer p for collective k only after every peer has
-  // started collective k-1 (the wait of k-1 saw their flags), which they do
-  // only once done reading collective k-2's, the last one on buffer p.
-  int takeParity() { return static_cast<int>(buffersUsed_++ & 1); }
+  // One use of the buffers: its number (what the flags count, alike on
+  // every rank, since every rank runs the same collectives here, in
+  // buffer-sized pieces alike) and the buffer it takes. They alternate: a
+  // rank writes buffer p for turn k only after every peer has started turn
+  // k-1 (the wait of k-1 saw their flags), which they do only once done
+  // reading turn k-2's, the last one on buffer p.
+  struct Turn {
+    uint64_t number = 0;
+    int parity = 0;
+  };
+  Turn takeTurn() {
+    ++turns_;
+    return Turn{turns_, static_cast<int>(turns_ & 1)};
+  }
 
   // Any collective of the group, as it starts: this rank's sequence number,
   // fingerprint word and the fingerprint's fields (up to
@@ -94,16 +102,17 @@ class HostChannel {
   using Describe = std::function<std::string(const void* detail, size_t bytes)>;
   void setDescribe(Describe describe) { describe_ = std::move(describe); }
 
-  // Sets this rank's `kind` flag to op.seq (release), with op's fingerprint
-  // word, and rings the peers that sleep.
-  void publish(FlagKind kind, const OpContext& op);
-  // Returns once every peer's `kind` flag is at op.seq or later and each
-  // of them is in this same collective (the flag's fingerprint word at
-  // op.seq is op.fingerprintWord; a flag past op.seq was set by a peer that
-  // finished op.seq, which it does only where the words were equal). Throws
-  // TransportError for a peer in another collective, dead, gone or failed,
-  // or for this group's abort; TimeoutError at op.deadline.
-  void awaitPeers(FlagKind kind, const OpContext& op, SpinBudget& spin);
+  // Sets this rank's `kind` flag to the turn (release), with op's
+  // fingerprint word, and rings the peers that sleep.
+  void publish(FlagKind kind, const Turn& turn, const OpContext& op);
+  // Returns once every peer's `kind` flag is at the turn or later and each
+  // of them is in this same collective (the flag's fingerprint word at the
+  // turn is op.fingerprintWord; a flag past it was set by a peer that
+  // finished the turn, which it does only where the words were equal).
+  // Throws TransportError for a peer in another collective (its position
+  // says op.seq with another word), dead, gone or failed, or for this
+  // group's abort; TimeoutError at op.deadline.
+  void awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op, SpinBudget& spin);
 
   // The budget of a caller's thread that runs collectives past the queue
   // (Engine::runDirect); the thread that runs it holds the engine's submit
@@ -130,19 +139,19 @@ class HostChannel {
               PeerExits exits, const Options& options);
   RankLines& lines(int rank) const { return segment_.lines(rank); }
   // The first peer whose `kind` flag is below `seq`, or -1.
-  int firstBehind(FlagKind kind, uint64_t seq) const;
+  int firstBehind(FlagKind kind, uint64_t turn) const;
   // While `peer`'s flag is behind: throws if it is in another collective
   // than `op` (its position), or has left or failed.
   void checkPeer(int peer, const OpContext& op) const;
   // Once `peer`'s flag has come: throws if it came from another collective.
-  void checkFlag(FlagKind kind, int peer, const OpContext& op) const;
+  void checkFlag(FlagKind kind, int peer, const Turn& turn, const OpContext& op) const;
   std::string mismatch(int peer, const OpContext& op) const;
   // The timeout's message: the rank waited for, and every rank not yet in
   // the collective with where it is.
   std::string describeTimeout(int behind, const OpContext& op) const;
   void checkExits(const OpContext& op) const;
   void checkAborted(const OpContext& op) const;
-  void sleep(FlagKind kind, const OpContext& op, Clock::time_point now);
+  void sleep(FlagKind kind, uint64_t turn, const OpContext& op, Clock::time_point now);
   // "allreduce(Float, 2 elements, SUM) #7" of `peer`'s position; or what
   // it last did when it is elsewhere.
   std::string whereIs(int peer) const;
@@ -158,7 +167,7 @@ class HostChannel {
   PeerExits exits_;
   const bool yields_;
   SpinBudget callerSpin_;
-  uint64_t buffersUsed_ = 0;
+  uint64_t turns_ = 0;
   Describe describe_;
   std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
   std::atomic<bool> stateSet_{false};  // Left or Failed said (once)
