@@ -16,6 +16,9 @@
 #              access gets, against the oracle
 #   default    the default path (auto: device flags on one node) on every
 #              dtype and op, the other collectives, stream semantics
+#   groups     issue 50 on CUDA tensors: subgroups of a group bound to its
+#              device (new_group with non-members, split_group, a 2-D
+#              mesh) and Work durations from CUDA events
 #   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
 #              user-space daemon of our own, stopped afterwards
 #   ring       the device ring (UCX moving device segments), when .gpu/
@@ -134,6 +137,8 @@ run default 100 "${PYTEST[@]}" --maxfail 3 \
   "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-1]" \
   "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-2]" \
   "$CUDA_TESTS::test_stream_semantics[2]"
+run groups 150 "${PYTEST[@]}" tests/gpu/test_device_bound_groups_cuda.py \
+  tests/gpu/test_work_timing_cuda.py
 if ! wanted mps && ! wanted bench-mps; then
   :
 elif mps_start; then
