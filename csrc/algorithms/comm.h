@@ -32,6 +32,11 @@ struct Comm {
   // drive the transport, so it waits with its own (HostChannel::callerSpin).
   SpinBudget* waitBudget = nullptr;
 
+  // The transport where this thread drives it (a queued collective), for a
+  // wait outside it that must keep it moving (HostChannel::awaitPeers);
+  // null on a caller's thread past the queue, where the worker drives it.
+  Transport* drivenTransport() const { return waitBudget ? nullptr : &transport; }
+
   // Whose spin budget a wait of this collective uses.
   SpinBudget& spinBudget() const { return waitBudget ? *waitBudget : transport.spinBudget(); }
 

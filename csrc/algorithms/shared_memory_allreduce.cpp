@@ -79,7 +79,7 @@ bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes) {
 namespace {
 
 // One piece of the message, at most a buffer: one turn of the channel.
-void reducePiece(HostChannel& channel, SpinBudget& spin, const OpContext& op,
+void reducePiece(HostChannel& channel, SpinBudget& spin, Transport* driven, const OpContext& op,
                  const ReductionArgs& args, char* data, size_t count) {
   const int rank = channel.rank();
   const size_t esize = elementSize(args.type);
@@ -92,7 +92,7 @@ void reducePiece(HostChannel& channel, SpinBudget& spin, const OpContext& op,
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
-    channel.awaitPeers(FlagKind::Input, turn, op, spin);
+    channel.awaitPeers(FlagKind::Input, turn, op, spin, driven);
   }
   probe::mark(ProbePoint::PeersHere);
   if (bytes < kTwoPhaseFromBytes) {
@@ -114,7 +114,7 @@ void reducePiece(HostChannel& channel, SpinBudget& spin, const OpContext& op,
   probe::mark(ProbePoint::Published);
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
-    channel.awaitPeers(FlagKind::Reduced, turn, op, spin);
+    channel.awaitPeers(FlagKind::Reduced, turn, op, spin, driven);
   }
   probe::mark(ProbePoint::PeersHere);
   for (int r = 0; r < n; ++r) {
@@ -135,7 +135,7 @@ void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const Reductio
   const size_t perPiece = std::max<size_t>(1, channel.bufferBytes() / esize);
   char* data = static_cast<char*>(args.data);
   for (size_t first = 0; first < args.count; first += perPiece) {
-    reducePiece(channel, spin, op, args, data + first * esize,
+    reducePiece(channel, spin, comm.drivenTransport(), op, args, data + first * esize,
                 std::min(perPiece, args.count - first));
   }
 }

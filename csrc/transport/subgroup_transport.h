@@ -30,6 +30,7 @@ class SubgroupTransport : public Transport {
   }
   bool armForSleep() override { return parent_.armForSleep(); }
   void sleepArmed(int extraFd, int timeoutMs) override { parent_.sleepArmed(extraFd, timeoutMs); }
+  size_t eventFds(int* fds, size_t room) const override { return parent_.eventFds(fds, room); }
   std::string describeEndpoint(int peer) override;
 
  protected:

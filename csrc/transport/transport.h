@@ -155,6 +155,12 @@ class Transport {
   // simulated transport, which one thread drives).
   virtual bool armForSleep() { return true; }
   virtual void sleepArmed(int extraFd, int timeoutMs) { sleepUntilEvent(extraFd, timeoutMs); }
+  // What sleepArmed polls, for a thread that drives the transport and must
+  // sleep on other fds beside it (a wait on the host channel,
+  // transport/host/host_channel.h): up to `room` fds into `fds`, readable
+  // once armForSleep() returned true and an event came. None (the default):
+  // the transport has no fd, and such a sleep is cut into short slices.
+  virtual size_t eventFds(int* fds, size_t room) const { return 0; }
   // How the messages to `peer` travel (for logs).
   virtual std::string describeEndpoint(int peer) = 0;
 

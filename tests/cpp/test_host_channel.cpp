@@ -3,6 +3,7 @@
 // (each with its own mapping, doorbell and process fds), and, for a death, a
 // forked process.
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -435,9 +436,15 @@ TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
   // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
   // its sleep before the minute's deadline.
   auto channels = openChannels(2, options(64 * 1024, 0us));
+  std::atomic<int> announced{0};
   const auto errors = onEachRank(2, [&](int r) {
     const OpContext op = opNumbered(1, 4, 60s);
     announce(*channels[r], op);
+    // Both announcements come before any sleep: an announcement rings a
+    // sleeper too (it may be in another collective), which would wake rank
+    // 0 a second time before the flag does.
+    announced.fetch_add(1);
+    while (announced.load() < 2) std::this_thread::yield();
     if (r == 1) {
       while (!channels[0]->asleep(0)) std::this_thread::yield();
     }
@@ -447,6 +454,91 @@ TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_EQ(channels[0]->sleeps(), 1u);
+}
+
+// A transport whose one news is how often its thread progressed it: a peer
+// that needs a message only this rank's progress moves (the rendezvous of
+// an earlier isend) waits for that count to grow before it comes to the
+// collective. With `withFd`, an eventfd stands for its event fd; without,
+// it has none (as a decorator of another transport), and a sleep beside it
+// must look at it in slices.
+class ProgressCountingTransport : public LoopbackTransport {
+ public:
+  ProgressCountingTransport(std::shared_ptr<LoopbackFabric> fabric, int rank, const Config& config,
+                            bool withFd)
+      : LoopbackTransport(std::move(fabric), rank, config),
+        eventFd_(withFd ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1) {}
+  ~ProgressCountingTransport() override {
+    if (eventFd_ >= 0) ::close(eventFd_);
+  }
+  unsigned progress() override {
+    uint64_t events = 0;
+    if (eventFd_ >= 0) [[maybe_unused]] ssize_t got = ::read(eventFd_, &events, sizeof(events));
+    progressed.fetch_add(1);
+    return LoopbackTransport::progress() + static_cast<unsigned>(events);
+  }
+  size_t eventFds(int* fds, size_t room) const override {
+    if (eventFd_ < 0 || room == 0) return 0;
+    fds[0] = eventFd_;
+    return 1;
+  }
+  // A message for this rank arrived: its event fd turns readable.
+  void deliver() {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t put = ::write(eventFd_, &one, sizeof(one));
+  }
+  std::atomic<uint64_t> progressed{0};
+
+ private:
+  int eventFd_;
+};
+
+// Rank 0 waits in the channel, driving its transport; rank 1 comes to the
+// collective only once rank 0's transport has moved after `nudge` (bounded:
+// it comes anyway after 5 s, and the test then fails on the count).
+void expectTheWaitDrivesItsTransport(std::chrono::microseconds spin, bool withFd) {
+  auto channels = openChannels(2, options(64 * 1024, spin));
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  Config config;
+  ProgressCountingTransport transport(fabric, 0, config, withFd);
+  bool movedInTime = false;
+  const auto errors = onEachRank(2, [&](int r) {
+    const OpContext op = opNumbered(1, 4, 60s);
+    announce(*channels[r], op);
+    if (r == 0) {
+      publishTurn(*channels[0], op);
+      channels[0]->awaitPeers(FlagKind::Input, HostChannel::Turn{1, 1}, op,
+                              channels[0]->callerSpin(), &transport);
+      return;
+    }
+    if (spin == 0us) {
+      while (!channels[0]->asleep(0)) std::this_thread::yield();
+    }
+    const uint64_t before = transport.progressed.load();
+    if (withFd) transport.deliver();
+    const auto giveUp = std::chrono::steady_clock::now() + 5s;
+    while (transport.progressed.load() == before && std::chrono::steady_clock::now() < giveUp) {
+      std::this_thread::yield();
+    }
+    movedInTime = transport.progressed.load() > before;
+    publishTurn(*channels[1], op);
+    awaitTurn(*channels[1], op);
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_TRUE(movedInTime) << "rank 0 waited without progressing its transport";
+}
+
+TEST(HostChannel, ASpinningWaitProgressesTheTransportItDrives) {
+  expectTheWaitDrivesItsTransport(2s, /*withFd=*/true);
+}
+
+TEST(HostChannel, ASleepingWaitWakesForTheTransportItDrives) {
+  expectTheWaitDrivesItsTransport(0us, /*withFd=*/true);
+}
+
+TEST(HostChannel, ASleepBesideATransportWithoutAnFdLooksAtItInSlices) {
+  expectTheWaitDrivesItsTransport(0us, /*withFd=*/false);
 }
 
 TEST(HostChannel, EveryRankAgreesWhenOneCannotTakePart) {

@@ -37,9 +37,10 @@ def _allreduces_of_each_size(rank, world, init_method):
 
 
 @pytest.mark.parametrize("host_channel", [True, False])
-def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd, host_channel):
-    # With the host channel (the default) it takes what fits its buffers
-    # (1 MiB); without it (RINGREDUCE_SHM_BYTES=0) cma starts at 32 KiB.
+def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
+    # With the host channel (the default) it takes what fits four of its
+    # buffers (4 MiB) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
+    # cma starts at 32 KiB.
     env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
     if not host_channel:
         env["RINGREDUCE_SHM_BYTES"] = "0"
@@ -57,8 +58,9 @@ def test_auto_runs_cma_from_32_kib_and_its_results_are_exact(capfd, host_channel
         assert ran[16384] == {"shm"} and ran[65536] == {"shm"}, ran
     else:
         assert ran[16384] not in ({"cma"}, {"shm"}) and ran[65536] == {"cma"}, ran
-    for nbytes in (4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
-        assert ran[nbytes] == {"cma"}, ran
+    assert ran[4 * ((1 << 20) + 3)] == {"cma"}, ran
+    for nbytes in (2 * ((1 << 19) + 1), 8 * 512 * 300):
+        assert ran[nbytes] == ({"shm"} if host_channel else {"cma"}), ran
 
 
 def test_turned_off_on_one_rank_the_group_falls_back_and_stays_exact(capfd):

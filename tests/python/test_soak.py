@@ -9,7 +9,7 @@ OPS = int(os.environ.get("RINGREDUCE_SOAK_OPS", "20000"))
 
 
 def test_soak_random_collectives_four_ranks():
-    results = run_world(4, soak, OPS, env=TRANSPORTS["shm"], timeout=900)
+    results = run_world(4, soak, OPS, env=TRANSPORTS["shm"], timeout=300)
     for rank, r in enumerate(results):
         assert r["failed"] == 0, f"rank {rank}: {r['failed']} mismatches, first: {r['failures']}"
         # Measured from 10% in (after warm-up caches); a leak per op would

@@ -10,6 +10,7 @@
 
 #include "core/base/errors.h"
 #include "transport/core_yield.h"
+#include "transport/transport.h"
 
 namespace ringreduce {
 
@@ -366,7 +367,7 @@ void HostChannel::checkAborted(const OpContext& op) const {
 }
 
 void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op,
-                             SpinBudget& spin) {
+                             SpinBudget& spin, Transport* driven) {
   int behind = firstBehind(kind, turn.number);
   if (behind >= 0) {
     spin.startWait();
@@ -375,6 +376,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
     constexpr unsigned kPassesPerExitCheck = 1024;
     unsigned passes = 0;
     while (behind >= 0) {
+      if (driven != nullptr) driven->progress();
       checkAborted(op);
       checkPeer(behind, op);
       if (++passes % kPassesPerExitCheck == 0) checkExits(op);
@@ -386,7 +388,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
       if (spin.keepSpinning(now)) {
         if (yields_) yieldCore();
       } else {
-        sleep(kind, turn.number, op, now);
+        sleep(kind, turn.number, op, now, driven);
         spin.startWait();
       }
       behind = firstBehind(kind, turn.number);
@@ -400,7 +402,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
 }
 
 void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
-                        Clock::time_point now) {
+                        Clock::time_point now, Transport* driven) {
   std::atomic<uint32_t>& asleep = lines(rank_).control.asleep;
   struct Awake {  // however the sleep ends, this rank no longer sleeps
     std::atomic<uint32_t>& word;
@@ -412,15 +414,30 @@ void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
   if (behind < 0) return;
   checkPeer(behind, op);  // a state set before this rank said it sleeps rang no one
   checkExits(op);
-  const auto remaining =
+  long long timeoutMs =
       std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
+  pollfd* fds = sleepFds_.data();
+  size_t count = sleepFds_.size();
+  if (driven != nullptr) {
+    // Beside the transport this thread drives (awaitPeers): its events end
+    // the sleep too, and the spin that follows progresses them.
+    if (!driven->armForSleep()) return;  // events pending: progress first
+    constexpr size_t kMaxTransportFds = 4;
+    int transportFds[kMaxTransportFds];
+    const size_t extra = driven->eventFds(transportFds, kMaxTransportFds);
+    drivenFds_.assign(sleepFds_.begin(), sleepFds_.end());
+    for (size_t i = 0; i < extra; ++i) drivenFds_.push_back({transportFds[i], POLLIN, 0});
+    // A transport without an fd is looked at every millisecond instead.
+    if (extra == 0) timeoutMs = std::min<long long>(timeoutMs, 1);
+    fds = drivenFds_.data();
+    count = drivenFds_.size();
+  }
   sleeps_.fetch_add(1, std::memory_order_relaxed);
-  const int ready = poll(sleepFds_.data(), sleepFds_.size(),
-                         static_cast<int>(std::min<long long>(remaining, 1 << 30)));
+  const int ready = poll(fds, count, static_cast<int>(std::min<long long>(timeoutMs, 1 << 30)));
   if (ready <= 0) return;
-  if (sleepFds_[0].revents != 0) doorbell_->drain();
+  if (fds[0].revents != 0) doorbell_->drain();
   for (size_t i = 1; i < sleepFds_.size(); ++i) {
-    if (sleepFds_[i].revents != 0) checkExits(op);
+    if (fds[i].revents != 0) checkExits(op);
   }
 }
 

@@ -45,6 +45,8 @@
 
 namespace ringreduce {
 
+class Transport;
+
 // The flags a rank sets, each on its own cache line.
 enum class FlagKind : int {
   Input = 0,    // its input for collective #seq is in its buffer
@@ -112,7 +114,17 @@ class HostChannel {
   // Throws TransportError for a peer in another collective (its position
   // says op.seq with another word), dead, gone or failed, or for this
   // group's abort; TimeoutError at op.deadline.
-  void awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op, SpinBudget& spin);
+  //
+  // `driven`: the transport, where the waiting thread is the one that
+  // drives it (a queued collective, run by the group's worker or by a caller
+  // running the queue). The wait then keeps it moving, on every pass of the
+  // spin and in its sleep: messages of earlier operations still in flight
+  // (an isend's rendezvous, a fragment of a large eager send) move only when
+  // this thread progresses, and a peer may wait for them before it comes to
+  // this collective (a rank in a barrier behind a receive from this one).
+  // Null for a caller past the queue (Engine::runDirect): the worker drives.
+  void awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op, SpinBudget& spin,
+                  Transport* driven = nullptr);
 
   // The budget of a caller's thread that runs collectives past the queue
   // (Engine::runDirect); the thread that runs it holds the engine's submit
@@ -151,7 +163,8 @@ class HostChannel {
   std::string describeTimeout(int behind, const OpContext& op) const;
   void checkExits(const OpContext& op) const;
   void checkAborted(const OpContext& op) const;
-  void sleep(FlagKind kind, uint64_t turn, const OpContext& op, Clock::time_point now);
+  void sleep(FlagKind kind, uint64_t turn, const OpContext& op, Clock::time_point now,
+             Transport* driven);
   // "allreduce(Float, 2 elements, SUM) #7" of `peer`'s position; or what
   // it last did when it is elsewhere.
   std::string whereIs(int peer) const;
@@ -170,6 +183,7 @@ class HostChannel {
   uint64_t turns_ = 0;
   Describe describe_;
   std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
+  std::vector<pollfd> drivenFds_;  // those, then a driven transport's (sleep())
   std::atomic<bool> stateSet_{false};  // Left or Failed said (once)
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sleeps_{0};

@@ -298,6 +298,13 @@ bool UcxTransport::armForSleep() {
   return false;
 }
 
+size_t UcxTransport::eventFds(int* fds, size_t room) const {
+  size_t count = 0;
+  if (count < room) fds[count++] = eventFd_;
+  if (monitor_ && count < room) fds[count++] = monitor_->eventFd();
+  return count;
+}
+
 void UcxTransport::sleepArmed(int extraFd, int timeoutMs) {
   pollfd fds[3];
   nfds_t count = 0;

@@ -39,6 +39,7 @@ class UcxTransport : public Transport {
   unsigned progress() override;
   bool armForSleep() override;
   void sleepArmed(int extraFd, int timeoutMs) override;
+  size_t eventFds(int* fds, size_t room) const override;
   // The transports UCX chose for the endpoint to `peer`.
   std::string describeEndpoint(int peer) override;
   // How many of the group's ranks run on this machine, this one included
