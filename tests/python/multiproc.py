@@ -13,6 +13,7 @@ import queue as queue_module
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -24,11 +25,55 @@ TRANSPORTS = {
 }
 
 
+# Settings a rank reads at run time (when it makes its group), which a rank
+# forked from the preloaded server (below) takes from its env as well as a
+# fresh process would. Anything else (TORCH_*, UCX's global options, read
+# when a library loads) asks for a fresh process.
+_RUN_TIME_SETTINGS = ("RINGREDUCE_", "UCX_TLS", "UCX_NET_DEVICES", "OMP_NUM_THREADS")
+
+
+def _context(env, torch_threads):
+    """The start method for a world's ranks. Each fresh interpreter imports
+    torch, 2.5-3 s of CPU on this suite's 2-core machines, most of a short
+    test's time; so ranks fork from one server process per test session that
+    imported torch and this package once (multiprocessing's forkserver,
+    started before any test changes the environment, and holding no thread,
+    no group and no CUDA context). A fresh `spawn` where the test leaves
+    torch's threads at its default (that reads OMP_NUM_THREADS as torch
+    loads), names a setting read at load time, or RINGREDUCE_TEST_SPAWN=1."""
+    if (torch_threads is None or os.environ.get("RINGREDUCE_TEST_SPAWN") == "1" or
+            any(not key.startswith(_RUN_TIME_SETTINGS) for key in env)):
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch_ringreduce", "multiproc"])
+    return ctx
+
+
+class _ParentStdio:
+    """The parent's stdout and stderr as they are when the ranks start
+    (pytest's capfd, say), for a rank forked from the server, whose own are
+    the server's: sent with the rank's arguments, put in place as they
+    arrive."""
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+        return (_adopt_stdio, (reduction.DupFd(1), reduction.DupFd(2)))
+
+
+def _adopt_stdio(out, err):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for target, received in ((1, out), (2, err)):
+        fd = received.detach()
+        os.dup2(fd, target)
+        os.close(fd)
+
+
 def _stacks_file(init_file, rank):
     return f"{init_file}.stacks.{rank}"
 
 
-def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1):
+def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1, stdio=None):
     # SIGUSR1 writes every thread's Python stack here: the parent asks for
     # it when the rank overruns (faulthandler writes from the signal handler,
     # so it answers even while a native call holds the GIL).
@@ -166,20 +211,27 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
     default (OMP_NUM_THREADS unset unless `env` sets it), as mp.spawn does
     (fn's module must then not import torch at its top: the children import
     it before the thread count is settled)."""
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
     full_env = dict(LOOPBACK_ENV)
     full_env.update(env or {})
+    ctx = _context(full_env, torch_threads)
+    forked = ctx.get_start_method() == "forkserver"
+    results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="ringreduce-test-") as tmp:
         init_file = os.path.join(tmp, "store")
         procs = [ctx.Process(target=_child,
                              args=(r, world_size, init_file, full_env, fn, args, results,
-                                   torch_threads),
+                                   torch_threads, forked and _ParentStdio()),
                              daemon=True)
                  for r in range(world_size)]
-        # The children inherit the environment at start: variables read when a
-        # module is imported (TORCH_DISTRIBUTED_DEBUG, UCX_*) are in place
-        # before the pickled target's module imports torch.
+        # Spawned children inherit the environment at start: variables read
+        # when a module is imported (TORCH_DISTRIBUTED_DEBUG, UCX_*) are in
+        # place before the pickled target's module imports torch. (Forked
+        # ones apply full_env in _child, before their group reads it; the
+        # server itself starts here on first use, so with the environment
+        # the session had before this update.)
+        if forked:
+            from multiprocessing import forkserver
+            forkserver.ensure_running()
         saved = dict(os.environ)
         os.environ.update(full_env)
         try:
