@@ -30,10 +30,11 @@ import argparse
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
+
+from rank_processes import free_port, start_ranks, wait_for_ranks
 
 LIBRARIES = ("mpi", "deepspeed", "ringreduce", "gloo", "fake")
 DEFAULT_SIZES = "8,64,512,4096,32768,65536,262144,1048576,4194304,16777216,67108864"
@@ -64,12 +65,6 @@ def parse_args():
 
 
 # ---------------------------------------------------------------- launching
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def mpi_usable():
     if shutil.which("mpirun") is None:
@@ -105,20 +100,7 @@ def launch(args):
             if name in env:
                 command += ["-x", name]
         return subprocess.run(command + child, env=env, timeout=limit).returncode
-    ranks = []
-    for rank in range(args.world):
-        ranks.append(subprocess.Popen(child, env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
-    deadline = time.monotonic() + limit
-    status = 0
-    try:
-        for p in ranks:
-            status = status or p.wait(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return status
+    return wait_for_ranks(start_ranks(child, env, args.world), limit)
 
 
 # ---------------------------------------------------------------- one rank

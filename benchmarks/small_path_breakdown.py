@@ -24,11 +24,12 @@ tag latency on this machine at the same sizes: the transport's floor.
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from rank_processes import free_port, start_ranks, wait_for_ranks
 
 # What each pair of consecutive marks spans, in words.
 SPANS = {
@@ -69,12 +70,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ucx_floor(size):
     """UCX's one-way tag latency (typical, average) in us, or None."""
     port = str(free_port())
@@ -112,18 +107,7 @@ def launch(args):
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
                LOCAL_WORLD_SIZE="2", RINGREDUCE_PROBE="1")
     command = [sys.executable, os.path.abspath(__file__), "--child"] + sys.argv[1:]
-    ranks = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
-             for r in range(2)]
-    status = 0
-    try:
-        for p in ranks:
-            status = status or p.wait(timeout=600)
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return status
+    return wait_for_ranks(start_ranks(command, env, 2), 600)
 
 
 def spans_of(windows, events):
