@@ -230,6 +230,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     throw;
   }
   record(nullptr);
+  if (channel_) channel_->finished(seq);
   probe::mark(ProbePoint::DirectFinished);
   return seq;
 }
@@ -410,6 +411,7 @@ void Engine::runCollective(const Operation& operation) {
       callbacks.stageOut();
     }
     onDevice.reset();
+    if (channel_) channel_->finished(op.seq + operation.seqCount - 1);
     callbacks.succeeded(-1);
     probe::mark(ProbePoint::Completed);
   } catch (const std::exception& e) {

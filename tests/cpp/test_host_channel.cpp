@@ -432,6 +432,36 @@ TEST(HostChannel, APeerThatGaveUpAfterItsFlagFailsTheCollectiveNotTheOneBefore) 
             std::string::npos);
 }
 
+TEST(HostChannel, APeerThatGaveUpAfterFinishingTheCollectiveLeavesItComplete) {
+  // Rank 0 is done with #1 and gives up before it calls anything else (a
+  // shrink aborting the old group right after an allreduce): rank 1, still
+  // in #1, completes it; without the engine's word that #1 was done, the
+  // same abort fails #1 on rank 1 too.
+  for (const bool done : {true, false}) {
+    auto channels = openChannels(2, options());
+    const OpContext op = opNumbered(1, 6, 60s);
+    announce(*channels[0], op);
+    publishTurn(*channels[0], op);
+    if (done) channels[0]->finished(1);
+    channels[0]->abort("aborted on rank 0");
+    std::string error;
+    try {
+      announce(*channels[1], op);
+      publishTurn(*channels[1], op);
+      awaitTurn(*channels[1], op);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (done) {
+      EXPECT_EQ(error, "");
+    } else {
+      EXPECT_NE(error.find("allreduce #1 on rank 1 failed: rank 0 gave up on the group"),
+                std::string::npos)
+          << error;
+    }
+  }
+}
+
 TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
   // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
   // its sleep before the minute's deadline.

@@ -186,8 +186,12 @@ HostChannel::~HostChannel() {
 void HostChannel::setState(RankState state, const std::string& reason) {
   ReasonLines& text = lines(rank_).reason;
   std::snprintf(text.text, sizeof(text.text), "%s", reason.c_str());
-  lines(rank_).control.failedAt.store(lines(rank_).position.seq.load(std::memory_order_relaxed),
-                                      std::memory_order_relaxed);
+  // The collective the failure leaves without a result on this rank: the
+  // announced one, unless this rank was done with it already (a shrink that
+  // aborts the group right after an allreduce a slower peer still waits in).
+  const uint64_t at = lines(rank_).position.seq.load(std::memory_order_relaxed);
+  const uint64_t failedAt = finished_.load(std::memory_order_relaxed) >= at ? at + 1 : at;
+  lines(rank_).control.failedAt.store(failedAt, std::memory_order_relaxed);
   lines(rank_).control.state.store(static_cast<uint32_t>(state), std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Every peer, asleep or about to be: a departure or failure is rare.

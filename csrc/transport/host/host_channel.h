@@ -101,6 +101,10 @@ class HostChannel {
   // fingerprint word and the fingerprint's fields (up to
   // PositionLine::kDetailBytes, rendered by `describe` in mismatch errors).
   void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes);
+  // This rank is done with collective `seq` (its body ended): should it give
+  // up now, its peers still complete `seq` (they fail the next one). Until
+  // then a failure counts as inside the announced collective.
+  void finished(uint64_t seq) { finished_.store(seq, std::memory_order_relaxed); }
   using Describe = std::function<std::string(const void* detail, size_t bytes)>;
   void setDescribe(Describe describe) { describe_ = std::move(describe); }
 
@@ -187,6 +191,7 @@ class HostChannel {
   std::atomic<bool> stateSet_{false};  // Left or Failed said (once)
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> finished_{0};  // the latest collective this rank is done with
   mutable std::mutex reasonMutex_;
   std::string abortReason_;  // guarded by reasonMutex_
 };
