@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs what torch_ringreduce needs and builds it; skips what is already there.
 # Debian packages: UCX (libucx-dev, ucx-utils), GoogleTest, CMake, Ninja, pkg-config.
-# PyPI: torch 2.13.0 (CPU build), pytest, numpy, expecttest. The extension is built against the
-# installed torch with --no-build-isolation, so pip never pulls a second torch.
+# PyPI: torch 2.13.0, pytest, numpy, expecttest. The torch is whatever `pip install torch==2.13.0`
+# resolves to: on x86-64 from PyPI that is the CUDA wheel (several GB with its nvidia-* packages;
+# it runs on machines without a GPU too); our test machines have the CPU wheel installed already,
+# and an installed 2.13.0 of either kind is kept. For the CPU wheel, install it first from
+# PyTorch's CPU index (pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu).
+# The extension is built against the installed torch with --no-build-isolation, so pip never
+# pulls a second torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +38,8 @@ ringreduce_python_env create
 echo "[install] python: $PYTHON"
 
 if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-  echo "[install] pip install torch==$TORCH_VERSION"
+  echo "[install] pip install torch==$TORCH_VERSION (from PyPI on x86-64: the CUDA wheel, several GB;" \
+       "for the CPU wheel, install torch==$TORCH_VERSION from https://download.pytorch.org/whl/cpu first)"
   "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
