@@ -124,8 +124,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
           };
           DevicePathTaken ran = DevicePathTaken::HostStaging;
           if (cudaTuner_ && step.path->ringOrNccl(red.type, red.op, step.exchange, step.call)) {
-            // RINGREDUCE_AUTOTUNE=1 across nodes: the device ring or NCCL,
-            // whichever the size class's trials found faster on every rank.
+            // Across nodes, by default (RINGREDUCE_CUDA_AUTOTUNE=1, or
+            // RINGREDUCE_AUTOTUNE=1): the device ring or NCCL, whichever the
+            // size class's trials found faster on every rank.
             // A trial is timed on the device (marks on the stream around
             // either candidate), so both are timed alike.
             const size_t bytes = flat.nbytes();
