@@ -82,7 +82,10 @@ def launch(script, args, limit_s=1800):
                WORLD_SIZE=str(args.world), DS_ACCELERATOR="cpu")
     child = [sys.executable, os.path.abspath(script), "--child"] + [
         a for a in sys.argv[1:] if a != "--child"]
-    use_mpi, why = (False, "--no-mpi") if args.no_mpi else mpi_usable()
+    if args.no_mpi or "mpi" not in args.libraries.split(","):
+        use_mpi, why = False, "not asked for"
+    else:
+        use_mpi, why = mpi_usable()
     if not use_mpi:
         print(f"# Open MPI skipped: {why}", flush=True)
         return wait_for_ranks(start_ranks(child, env, args.world), limit_s)

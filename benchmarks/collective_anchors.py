@@ -12,8 +12,10 @@ by op, every library on the same tensors in interleaved short blocks:
 
   op (--ops name)                  torch.distributed call            Open MPI (mpi4py, btl vader)
   all_gather_into_tensor           all_gather_into_tensor(out, in)   Allgather
+  all_gather_single                all_gather_single(out, in)        Allgather
   all_gather                       all_gather([out per rank], in)    Allgather
   reduce_scatter_tensor            reduce_scatter_tensor(out, in)    Reduce_scatter_block
+  reduce_scatter_single            reduce_scatter_single(out, in)    Reduce_scatter_block
   broadcast                        broadcast(t, src=0)               Bcast
   barrier                          barrier()                         Barrier
   all_to_all_single                all_to_all_single(out, in)        Alltoall
@@ -25,7 +27,12 @@ by op, every library on the same tensors in interleaved short blocks:
   c10d_functional_all_reduce       torch.ops._c10d_functional.all_reduce + wait_tensor
                                    (what compiled graphs run: no AsyncCollectiveTensor)   Iallreduce + Wait
 
-(funcol: torch.distributed._functional_collectives, eager, as DTensor calls it.)
+(funcol: torch.distributed._functional_collectives, eager, as DTensor calls it;
+the functional forms allocate their output at each call, as that API does,
+where MPI writes a buffer made once.) Torch 2.13 deprecates
+all_gather_into_tensor and reduce_scatter_tensor (a FutureWarning at each
+call, timed, not printed) for *_single, which FSDP2 calls (synchronously, on
+the CPU); DeepSpeed 0.19 still calls the deprecated ones.
 DeepSpeed's CPU shared-memory op (`inference_all_reduce_`, when deepspeed is
 installed) joins all_reduce: in deepspeed 0.19.x's ShareMemComm op that is
 its only collective (it has no all_gather). The libraries: mpi; deepspeed;
@@ -76,13 +83,17 @@ class Case:
             self.calls[name] = call_on(group)
 
 
-def all_gather_into_tensor(r, n):
-    inp, out = r.empty(n), r.empty(n * r.world)
-    case = Case(r, [inp], [out], lambda name: out, r.gathered(n))
-    case.add_torch(r, lambda g: bind(r.dist.all_gather_into_tensor, out, inp, g))
-    if r.comm:
-        case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
-    return case
+def all_gather_flat(name):
+    """torch.distributed.`name`(out, in), one output tensor: all_gather_into_tensor
+    or torch 2.13's all_gather_single (what FSDP2 calls)."""
+    def build(r, n):
+        inp, out = r.empty(n), r.empty(n * r.world)
+        case = Case(r, [inp], [out], lambda name: out, r.gathered(n))
+        case.add_torch(r, lambda g: bind(getattr(r.dist, name), out, inp, g))
+        if r.comm:
+            case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
+        return case
+    return build
 
 
 def all_gather(r, n):
@@ -96,15 +107,19 @@ def all_gather(r, n):
     return case
 
 
-def reduce_scatter_tensor(r, n):
-    inp, out = r.empty(n * r.world), r.empty(n)
-    case = Case(r, [inp], [out], lambda name: out, r.scattered_sum(n))
-    case.add_torch(r, lambda g: bind(r.dist.reduce_scatter_tensor, out, inp,
-                                     r.dist.ReduceOp.SUM, g))
-    if r.comm:
-        case.calls["mpi"] = bind(r.comm.Reduce_scatter_block, inp.numpy(), out.numpy(),
-                                 r.MPI.SUM)
-    return case
+def reduce_scatter_flat(name):
+    """torch.distributed.`name`(out, in): reduce_scatter_tensor or torch 2.13's
+    reduce_scatter_single (what FSDP2 calls)."""
+    def build(r, n):
+        inp, out = r.empty(n * r.world), r.empty(n)
+        case = Case(r, [inp], [out], lambda name: out, r.scattered_sum(n))
+        case.add_torch(r, lambda g: bind(getattr(r.dist, name), out, inp, r.dist.ReduceOp.SUM,
+                                         g))
+        if r.comm:
+            case.calls["mpi"] = bind(r.comm.Reduce_scatter_block, inp.numpy(), out.numpy(),
+                                     r.MPI.SUM)
+        return case
+    return build
 
 
 def broadcast(r, n):
@@ -221,9 +236,11 @@ def compiled_all_reduce(r):
 
 
 OPS = {
-    "all_gather_into_tensor": all_gather_into_tensor,
+    "all_gather_into_tensor": all_gather_flat("all_gather_into_tensor"),
+    "all_gather_single": all_gather_flat("all_gather_single"),
     "all_gather": all_gather,
-    "reduce_scatter_tensor": reduce_scatter_tensor,
+    "reduce_scatter_tensor": reduce_scatter_flat("reduce_scatter_tensor"),
+    "reduce_scatter_single": reduce_scatter_flat("reduce_scatter_single"),
     "broadcast": broadcast,
     "barrier": barrier,
     "all_to_all_single": all_to_all_single,
@@ -336,6 +353,8 @@ class Rank(RankBase):
                   f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores; "
                   f"float32, per call the slowest rank, us; floor = torch's fake backend",
                   flush=True)
+            if self.MPI is not None:
+                print(f"# {self.MPI.Get_library_version().splitlines()[0].strip()}", flush=True)
         sizes = [int(s) for s in args.sizes.split(",")]
         for op in args.ops.split(","):
             if self.rank == 0:

@@ -10,8 +10,8 @@ trains it unsharded with no communication (the compute), "gloo" and
 "ringreduce" shard every Linear+ReLU block and the root with `fully_shard`
 on a device mesh made from that backend's group (FSDP2 then all-gathers
 parameters before each block's forward and backward and reduce-scatters
-gradients: all_gather_into_tensor / reduce_scatter_tensor with async_op,
-as it issues them on the CPU). The configurations take turns step by step,
+gradients: in torch 2.13 on the CPU, all_gather_single and
+reduce_scatter_single, synchronous; 16 and 8 per two steps of a 4-block MLP). The configurations take turns step by step,
 so that a slow phase of a shared machine lands on all alike. A step is
 zero_grad, forward, backward and SGD's step; per step the slowest rank's
 time counts. Printed: p50, p90 and mean per configuration, "exposed"
