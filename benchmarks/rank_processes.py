@@ -1,5 +1,6 @@
 """Starting a benchmark's ranks as plain processes on this machine (the
-scripts that launch themselves: anchors.py, small_path_breakdown.py)."""
+scripts that launch themselves: anchors.py and collective_anchors.py through
+anchor_harness.py, small_path_breakdown.py, zero3_step.py)."""
 import socket
 import subprocess
 import time

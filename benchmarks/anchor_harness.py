@@ -1,0 +1,260 @@
+"""What the same-run anchor benchmarks share (anchors.py: allreduce against
+Open MPI and DeepSpeed; collective_anchors.py: every collective and call form
+against Open MPI's equivalents).
+
+- their options, and `launch`: the script starts itself again as its ranks,
+  under Open MPI's `mpirun` when openmpi-bin and mpi4py are installed (so
+  that Open MPI can be timed in the same processes), else as plain processes
+  (like torchrun: RANK, WORLD_SIZE, MASTER_ADDR/PORT);
+- `RankBase`: one rank's groups (ringreduce as the world group, gloo, torch's
+  `fake`), Open MPI's communicator, DeepSpeed's shared-memory op, and
+  `measure`: libraries timed in interleaved short blocks, the inputs written
+  before each call (not timed), optionally after busy CPU work, per call the
+  slowest rank's time, summarised as p50, p90 and mean in us.
+"""
+import argparse
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+from rank_processes import free_port, start_ranks, wait_for_ranks
+
+QUICK = dict(sizes="64,65536", blocks=2, block_calls=4, cell_seconds=0.02, max_calls=32)
+
+
+def add_arguments(parser, default_sizes, libraries):
+    parser.add_argument("--world", type=int, default=2)
+    parser.add_argument("--sizes", default=default_sizes,
+                        help="bytes, comma separated; 'all' for every power of two 8 B-64 MiB")
+    parser.add_argument("--patterns", default="back-to-back,after-compute")
+    parser.add_argument("--compute-ms", type=float, default=2.0,
+                        help="busy CPU work before each call in the after-compute pattern")
+    parser.add_argument("--libraries", default=",".join(libraries))
+    parser.add_argument("--blocks", type=int, default=10,
+                        help="rounds per cell at least (each runs every library once)")
+    parser.add_argument("--block-calls", type=int, default=16,
+                        help="calls per library in a round, at most (fewer for large sizes)")
+    parser.add_argument("--cell-seconds", type=float, default=1.0,
+                        help="about this long per size and pattern, all libraries together")
+    parser.add_argument("--max-calls", type=int, default=4000,
+                        help="counted calls per library and cell at most")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: two sizes, a few calls per cell (figures mean nothing)")
+    parser.add_argument("--no-mpi", action="store_true", help="launch without mpirun")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+
+def finish_arguments(args, parser):
+    """--quick's settings (where not given explicitly) and --sizes all."""
+    if args.quick:
+        for name, value in QUICK.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
+    if args.sizes == "all":
+        args.sizes = ",".join(str(8 << i) for i in range(24))
+    return args
+
+
+# ---------------------------------------------------------------- launching
+
+def mpi_usable():
+    if shutil.which("mpirun") is None:
+        return False, "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False, "mpi4py not installed (pip install mpi4py)"
+    return True, ""
+
+
+def launch(script, args, limit_s=1800):
+    """Runs `script` (this benchmark's file) as `args.world` ranks with the
+    same command line plus --child; their exit status."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun leaves it
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               LOCAL_SIZE=str(args.world), LOCAL_WORLD_SIZE=str(args.world),
+               WORLD_SIZE=str(args.world), DS_ACCELERATOR="cpu")
+    child = [sys.executable, os.path.abspath(script), "--child"] + [
+        a for a in sys.argv[1:] if a != "--child"]
+    if args.no_mpi or "mpi" not in args.libraries.split(","):
+        use_mpi, why = False, "not asked for"
+    else:
+        use_mpi, why = mpi_usable()
+    if not use_mpi:
+        print(f"# Open MPI skipped: {why}", flush=True)
+        return wait_for_ranks(start_ranks(child, env, args.world), limit_s)
+    # --bind-to none: Open MPI would otherwise pin each rank (and so every
+    # library's helper threads) to one core. ob1 + vader is Debian's
+    # one-node path (its build has no UCX pml).
+    command = ["mpirun", "--allow-run-as-root", "-np", str(args.world), "--bind-to", "none",
+               "--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
+    for name in ("PATH", "PYTHONPATH", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT",
+                 "LOCAL_SIZE", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "DS_ACCELERATOR",
+                 "UCX_NET_DEVICES", "LD_LIBRARY_PATH"):
+        if name in env:
+            command += ["-x", name]
+    return subprocess.run(command + child, env=env, timeout=limit_s).returncode
+
+
+# ---------------------------------------------------------------- one rank
+
+def remove_deepspeed_segments():
+    # DeepSpeed never removes its /dev/shm segments; stale ones break the next run.
+    for path in glob.glob("/dev/shm/deepspeed_allreduce_buffer*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+class RankBase:
+    """One rank: the groups and libraries every anchor benchmark times."""
+
+    def __init__(self, args):
+        import torch
+        import torch.distributed as dist
+        import torch_ringreduce  # noqa: F401  registers "ringreduce"
+        from torch.testing._internal.distributed import fake_pg  # noqa: F401  registers "fake"
+
+        # torch 2.13 deprecates all_gather_into_tensor, reduce_scatter_tensor and their
+        # functional forms (for *_single), warning at each call: the call is still timed
+        # with its warning's cost (the floor pays it too), but not printed.
+        warnings.simplefilter("ignore", FutureWarning)
+        self.torch, self.dist = torch, dist
+        self.comm = self.MPI = None
+        self.wanted = args.libraries.split(",")
+        if "OMPI_COMM_WORLD_RANK" in os.environ and "mpi" in self.wanted:
+            from mpi4py import MPI
+            self.MPI, self.comm = MPI, MPI.COMM_WORLD
+            rank, world = self.comm.Get_rank(), self.comm.Get_size()
+        else:
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.rank, self.world = rank, world
+        if rank == 0:
+            remove_deepspeed_segments()
+        dist.init_process_group("ringreduce", init_method="env://", rank=rank, world_size=world)
+        self.ring = dist.group.WORLD
+        self.gloo = dist.new_group(backend="gloo")
+        self.fake = dist.new_group(backend="fake") if "fake" in self.wanted else None
+        dist.barrier(group=self.gloo)  # the stale segments are gone
+        self.deepspeed_all_reduce = self._load_deepspeed() if "deepspeed" in self.wanted else None
+
+    def torch_groups(self):
+        """The torch.distributed groups wanted, by library name."""
+        groups = {"ringreduce": self.ring, "gloo": self.gloo, "fake": self.fake}
+        return {name: g for name, g in groups.items() if name in self.wanted and g is not None}
+
+    def _load_deepspeed(self):
+        """DeepSpeed's in-place shm allreduce op, or None (said why) when it cannot run."""
+        try:
+            from deepspeed.accelerator import get_accelerator
+            # Every rank loads the op; rank 0 builds it first so the others find it built.
+            shm = None
+            for turn in range(2):
+                if (self.rank == 0) == (turn == 0):
+                    shm = get_accelerator().create_op_builder("ShareMemCommBuilder").load()
+                self.dist.barrier(group=self.gloo)
+            shm.initialize(self.world, self.rank)
+            return self.torch.ops.deepspeed.inference_all_reduce_
+        except Exception as e:  # noqa: BLE001  any reason it cannot run is a skip
+            if self.rank == 0:
+                print(f"# DeepSpeed skipped: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+            return None
+
+    def busy(self, seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    def time_calls(self, call, prepare, calls, compute_s):
+        """Per call, this rank's seconds from the call to its return; the
+        inputs are written before each (as backward writes gradients), untimed."""
+        clock = time.perf_counter
+        out = []
+        for i in range(calls):
+            prepare(i)
+            if compute_s:
+                self.busy(compute_s)
+            start = clock()
+            call()
+            out.append(clock() - start)
+        return out
+
+    def slowest(self, samples):
+        """Per call, the slowest rank's time (what every rank waits for)."""
+        t = self.torch.tensor(samples, dtype=self.torch.float64)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
+        return t
+
+    def agree(self, value):
+        t = self.torch.tensor([float(value)], dtype=self.torch.float64)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
+        return t.item()
+
+    def measure(self, calls, prepare, compute_s, args):
+        """{library: (p50, p90, mean) us} for `calls` ({library: no-argument
+        call}, timed in this order within each round), `prepare(i)` writing
+        the inputs before the i-th call of a block."""
+        per_call = {}
+        for name, call in calls.items():  # warm-up, and the call count from its speed
+            start = time.perf_counter()
+            self.time_calls(call, prepare, 5, compute_s)
+            per_call[name] = self.agree((time.perf_counter() - start) / 5)
+        # Short blocks in rounds, every library in each round: a shared VM's
+        # speed changes within tens of milliseconds, and every library must
+        # meet the same machine. Each block's first calls are not counted: the
+        # library before it (gloo's slow calls, the fake's unsynchronised
+        # ones) left the ranks apart, and the first calls bring them together.
+        slowest_call = max(per_call.values())
+        block = int(max(2, min(args.block_calls, 0.002 / slowest_call)))
+        rounds = int(max(args.blocks, min(args.max_calls // block,
+                                          args.cell_seconds / (block * sum(per_call.values())))))
+        local = {name: [] for name in calls}
+        for _ in range(rounds):
+            for name, call in calls.items():
+                local[name] += self.time_calls(call, prepare, block + 3, compute_s)[3:]
+        out = {}
+        for name in calls:
+            times = self.slowest(local[name])  # per call, the slowest rank's
+            ordered = times.sort().values
+            at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))].item() * 1e6  # noqa: E731
+            out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
+        return out
+
+    def patterns(self, args):
+        """(pattern, seconds of compute before each call) in the order asked."""
+        return [(p, args.compute_ms / 1e3 if p == "after-compute" else 0.0)
+                for p in args.patterns.split(",")]
+
+    def finish(self):
+        self.dist.barrier(group=self.gloo)
+        if self.rank == 0:
+            remove_deepspeed_segments()
+        self.dist.destroy_process_group()
+
+
+def main(script, parse_args, rank_class):
+    """A benchmark's entry: launch its ranks, or, in a rank, run it."""
+    args = parse_args()
+    if not args.child:
+        sys.exit(launch(script, args))
+    rank_class(args).run(args)
+
+
+def bind(function, *args):
+    """`function(*args)` as a no-argument call, with no Python frame of its own."""
+    return functools.partial(function, *args)
+
+
+def stats_header(names):
+    return "".join(f" {name + ' p50':>10} {'p90':>8} {'mean':>8} |" for name in names)
+
+
+def stats_cells(names, stats):
+    return "".join(" {:10.1f} {:8.1f} {:8.1f} |".format(*stats[name]) for name in names)

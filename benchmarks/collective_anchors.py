@@ -1,0 +1,375 @@
+"""Every collective and call form that training frameworks issue, against
+Open MPI's equivalent in the same processes (issue 53).
+
+    python3 benchmarks/collective_anchors.py [--ops all_gather_into_tensor,barrier,...]
+        [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute]
+        [--libraries mpi,deepspeed,ringreduce,fake,gloo] [--world 2] [--quick]
+
+launches itself like anchors.py (its sibling, for allreduce at every size):
+under Open MPI's `mpirun` when openmpi-bin and mpi4py are installed, else as
+plain processes (Open MPI then skipped, with a message). Each rank times, op
+by op, every library on the same tensors in interleaved short blocks:
+
+  op (--ops name)                  torch.distributed call            Open MPI (mpi4py, btl vader)
+  all_gather_into_tensor           all_gather_into_tensor(out, in)   Allgather
+  all_gather_single                all_gather_single(out, in)        Allgather
+  all_gather                       all_gather([out per rank], in)    Allgather
+  reduce_scatter_tensor            reduce_scatter_tensor(out, in)    Reduce_scatter_block
+  reduce_scatter_single            reduce_scatter_single(out, in)    Reduce_scatter_block
+  broadcast                        broadcast(t, src=0)               Bcast
+  barrier                          barrier()                         Barrier
+  all_to_all_single                all_to_all_single(out, in)        Alltoall
+  all_reduce                       all_reduce(t)                     Allreduce(IN_PLACE)
+  all_reduce_async                 all_reduce(t, async_op=True).wait()   Iallreduce + Wait
+  functional_all_reduce            funcol.all_reduce + funcol.wait_tensor          Iallreduce + Wait
+  functional_all_gather_tensor     funcol.all_gather_tensor + wait_tensor          Iallgather + Wait
+  functional_reduce_scatter_tensor funcol.reduce_scatter_tensor + wait_tensor      Ireduce_scatter_block + Wait
+  c10d_functional_all_reduce       torch.ops._c10d_functional.all_reduce + wait_tensor
+                                   (what compiled graphs run: no AsyncCollectiveTensor)   Iallreduce + Wait
+
+(funcol: torch.distributed._functional_collectives, eager, as DTensor calls it;
+the functional forms allocate their output at each call, as that API does,
+where MPI writes a buffer made once.) Torch 2.13 deprecates
+all_gather_into_tensor and reduce_scatter_tensor (a FutureWarning at each
+call, timed, not printed) for *_single, which FSDP2 calls (synchronously, on
+the CPU); DeepSpeed 0.19 still calls the deprecated ones.
+DeepSpeed's CPU shared-memory op (`inference_all_reduce_`, when deepspeed is
+installed) joins all_reduce: in deepspeed 0.19.x's ShareMemComm op that is
+its only collective (it has no all_gather). The libraries: mpi; deepspeed;
+ringreduce (the world group); floor, torch's `fake` backend, which
+communicates nothing (torch's own Python and dispatcher for the same call,
+what any backend pays); gloo, PyTorch's baseline.
+
+Sizes are bytes of float32 per rank: the tensor reduced or broadcast, each
+rank's shard for all_gather (its input) and reduce_scatter (its output), each
+rank's input for all_to_all. Inputs are written before each call (not timed),
+two patterns: back to back, and after 2 ms of busy CPU work before each call.
+Per call the slowest rank's time counts; printed per op and size: p50, p90
+and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
+(and the same against DeepSpeed where it runs the op). Every library's result
+is checked before it is timed. `--quick` is a smoke run (two sizes, a few
+calls): its figures mean nothing.
+"""
+import argparse
+import os
+
+import anchor_harness as harness
+from anchor_harness import RankBase, bind, stats_cells, stats_header
+
+LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "gloo")  # the table's order
+LABELS = {"fake": "floor"}
+TORCH_LIBRARIES = ("ringreduce", "fake", "gloo")
+DEFAULT_SIZES = "64,4096,65536,1048576"
+
+
+class Case:
+    """One op at one size on this rank: the tensors each call reads (written
+    before each call), how each library calls it, and what it must produce
+    (`result(library)`: the tensor its call filled)."""
+
+    def __init__(self, rank, inputs, outputs, result, expected):
+        self.inputs, self.outputs, self.result, self.expected = inputs, outputs, result, expected
+        # Two versions of each input, alternating, so that each call reads freshly written data.
+        self.sources = [rank.sources(t.numel()) for t in inputs]
+        self.calls = {}
+
+    def prepare(self, i):
+        for tensor, source in zip(self.inputs, self.sources):
+            tensor.copy_(source[i & 1])
+
+    def add_torch(self, rank, call_on):
+        """call_on(group) -> the call on that group, for each torch backend wanted."""
+        for name, group in rank.torch_groups().items():
+            self.calls[name] = call_on(group)
+
+
+def all_gather_flat(name):
+    """torch.distributed.`name`(out, in), one output tensor: all_gather_into_tensor
+    or torch 2.13's all_gather_single (what FSDP2 calls)."""
+    def build(r, n):
+        inp, out = r.empty(n), r.empty(n * r.world)
+        case = Case(r, [inp], [out], lambda name: out, r.gathered(n))
+        case.add_torch(r, lambda g: bind(getattr(r.dist, name), out, inp, g))
+        if r.comm:
+            case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
+        return case
+    return build
+
+
+def all_gather(r, n):
+    inp, out = r.empty(n), r.empty(n * r.world)
+    pieces = [r.empty(n) for _ in range(r.world)]  # torch's list; MPI fills `out`
+    result = lambda name: out if name == "mpi" else r.torch.cat(pieces)  # noqa: E731
+    case = Case(r, [inp], pieces + [out], result, r.gathered(n))
+    case.add_torch(r, lambda g: bind(r.dist.all_gather, pieces, inp, g))
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
+    return case
+
+
+def reduce_scatter_flat(name):
+    """torch.distributed.`name`(out, in): reduce_scatter_tensor or torch 2.13's
+    reduce_scatter_single (what FSDP2 calls)."""
+    def build(r, n):
+        inp, out = r.empty(n * r.world), r.empty(n)
+        case = Case(r, [inp], [out], lambda name: out, r.scattered_sum(n))
+        case.add_torch(r, lambda g: bind(getattr(r.dist, name), out, inp, r.dist.ReduceOp.SUM,
+                                         g))
+        if r.comm:
+            case.calls["mpi"] = bind(r.comm.Reduce_scatter_block, inp.numpy(), out.numpy(),
+                                     r.MPI.SUM)
+        return case
+    return build
+
+
+def broadcast(r, n):
+    t = r.empty(n)
+    case = Case(r, [t], [], lambda name: t, r.source_of(0, n)[0])
+    case.add_torch(r, lambda g: bind(r.dist.broadcast, t, 0, g))
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Bcast, t.numpy(), 0)
+    return case
+
+
+def barrier(r, n):
+    case = Case(r, [], [], None, None)
+    case.add_torch(r, lambda g: bind(r.dist.barrier, g))
+    if r.comm:
+        case.calls["mpi"] = r.comm.Barrier
+    return case
+
+
+def all_to_all_single(r, n):
+    n = -(-n // r.world) * r.world  # a whole number of elements to each rank
+    inp, out = r.empty(n), r.empty(n)
+    piece = n // r.world
+    expected = r.torch.cat([r.source_of(k, n)[0][r.rank * piece:(r.rank + 1) * piece]
+                            for k in range(r.world)])
+    case = Case(r, [inp], [out], lambda name: out, expected)
+    case.add_torch(r, lambda g: bind(r.dist.all_to_all_single, out, inp, None, None, g))
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Alltoall, inp.numpy(), out.numpy())
+    return case
+
+
+def all_reduce(r, n):
+    t = r.empty(n)
+    case = Case(r, [t], [], lambda name: t, r.summed(n))
+    case.add_torch(r, lambda g: bind(r.dist.all_reduce, t, r.dist.ReduceOp.SUM, g))
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Allreduce, r.MPI.IN_PLACE, t.numpy(), r.MPI.SUM)
+    if r.deepspeed_all_reduce is not None:
+        case.calls["deepspeed"] = bind(r.deepspeed_all_reduce, t)
+    return case
+
+
+def all_reduce_async(r, n):
+    t = r.empty(n)
+    case = Case(r, [t], [], lambda name: t, r.summed(n))
+
+    def call_on(group):
+        def call():
+            r.dist.all_reduce(t, group=group, async_op=True).wait()
+        return call
+    case.add_torch(r, call_on)
+    if r.comm:
+        a, request = t.numpy(), r.comm.Iallreduce
+
+        def mpi():
+            request(r.MPI.IN_PLACE, a, r.MPI.SUM).Wait()
+        case.calls["mpi"] = mpi
+    return case
+
+
+# A functional collective's kind: (input, output) elements per rank's n, its
+# result, and Open MPI's nonblocking equivalent.
+KINDS = {
+    "all_reduce": (lambda r, n: (n, n), lambda r, n: r.summed(n), "Iallreduce"),
+    "all_gather": (lambda r, n: (n, n * r.world), lambda r, n: r.gathered(n), "Iallgather"),
+    "reduce_scatter": (lambda r, n: (n * r.world, n), lambda r, n: r.scattered_sum(n),
+                       "Ireduce_scatter_block"),
+}
+
+
+def functional(collective, kind, *extra):
+    """An op of torch's functional collectives (`collective(input, *extra,
+    group)`, then wait_tensor on what it returns) against Open MPI's
+    nonblocking equivalent + Wait."""
+    elements, expected_of, mpi_name = KINDS[kind]
+
+    def build(r, n):
+        inp, out = (r.empty(e) for e in elements(r, n))
+        box = {}
+        case = Case(r, [inp], [out], lambda name: box.pop("out"), expected_of(r, n))
+        run, wait = collective(r)
+
+        def call_on(group):
+            def call():
+                box["out"] = wait(run(inp, *extra, group))
+            return call
+        case.add_torch(r, call_on)
+        if r.comm:
+            start, a_in, a_out = getattr(r.comm, mpi_name), inp.numpy(), out.numpy()
+            op = () if kind == "all_gather" else (r.MPI.SUM,)
+
+            def mpi():
+                start(a_in, a_out, *op).Wait()
+                box["out"] = out
+            case.calls["mpi"] = mpi
+        return case
+    return build
+
+
+def eager_functional(name):
+    """(the eager functional collective `name`, funcol.wait_tensor)"""
+    def pick(r):
+        import torch.distributed._functional_collectives as funcol
+        return getattr(funcol, name), funcol.wait_tensor
+    return pick
+
+
+def compiled_all_reduce(r):
+    """The ops a compiled graph calls: no AsyncCollectiveTensor, the group by name."""
+    ops = r.torch.ops._c10d_functional
+    return (lambda t, reduce_op, group: ops.all_reduce(t, reduce_op, group.group_name),
+            ops.wait_tensor)
+
+
+OPS = {
+    "all_gather_into_tensor": all_gather_flat("all_gather_into_tensor"),
+    "all_gather_single": all_gather_flat("all_gather_single"),
+    "all_gather": all_gather,
+    "reduce_scatter_tensor": reduce_scatter_flat("reduce_scatter_tensor"),
+    "reduce_scatter_single": reduce_scatter_flat("reduce_scatter_single"),
+    "broadcast": broadcast,
+    "barrier": barrier,
+    "all_to_all_single": all_to_all_single,
+    "all_reduce": all_reduce,
+    "all_reduce_async": all_reduce_async,
+    "functional_all_reduce": functional(eager_functional("all_reduce"), "all_reduce", "sum"),
+    "functional_all_gather_tensor": functional(eager_functional("all_gather_tensor"),
+                                               "all_gather", 0),
+    "functional_reduce_scatter_tensor": functional(eager_functional("reduce_scatter_tensor"),
+                                                   "reduce_scatter", "sum", 0),
+    "c10d_functional_all_reduce": functional(compiled_all_reduce, "all_reduce", "sum"),
+}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    harness.add_arguments(parser, DEFAULT_SIZES, LIBRARIES)
+    parser.add_argument("--ops", default=",".join(OPS), help="comma separated, of: " + ", ".join(OPS))
+    args = harness.finish_arguments(parser.parse_args(), parser)
+    unknown = set(args.ops.split(",")) - set(OPS)
+    if unknown:
+        parser.error(f"unknown ops {sorted(unknown)}; known: {', '.join(OPS)}")
+    if "all_reduce" not in args.ops.split(","):  # DeepSpeed's one op: not worth its build
+        args.libraries = ",".join(n for n in args.libraries.split(",") if n != "deepspeed")
+    return args
+
+
+def ratio_width(peer):
+    """The widths of the two ratio columns against `peer`."""
+    return max(17, len("(ring-floor)/" + peer)), max(14, len("ring/" + peer))
+
+
+class Rank(RankBase):
+    def empty(self, n):
+        return self.torch.empty(n, dtype=self.torch.float32)
+
+    def source_of(self, rank, n):
+        """Rank `rank`'s two versions of an n-element input: small integers,
+        so that every sum is exact in float32 and every result checkable."""
+        seeded = self.torch.Generator().manual_seed((n * 1024 + rank) * 2)
+        return [self.torch.randint(-8, 8, (n,), generator=seeded).float() for _ in range(2)]
+
+    def sources(self, n):
+        return self.source_of(self.rank, n)
+
+    def summed(self, n):
+        return sum(self.source_of(k, n)[0] for k in range(self.world))
+
+    def gathered(self, n):
+        return self.torch.cat([self.source_of(k, n)[0] for k in range(self.world)])
+
+    def scattered_sum(self, n):
+        whole = sum(self.source_of(k, n * self.world)[0] for k in range(self.world))
+        return whole[self.rank * n:(self.rank + 1) * n]
+
+    def usable(self, op, case, size):
+        """The case's calls that ran and gave the right result on every rank
+        (the floor's result is not checked: it communicates nothing)."""
+        usable = {}
+        for name in LIBRARIES:
+            if name not in case.calls:
+                continue
+            why = ""
+            try:
+                for t in case.outputs:
+                    t.fill_(float("nan"))
+                case.prepare(0)
+                case.calls[name]()
+                if name != "fake" and case.result and not self.torch.equal(case.result(name),
+                                                                           case.expected):
+                    why = "a wrong result"
+            except Exception as e:  # noqa: BLE001  a library without this op is skipped
+                why = f"{type(e).__name__}: {e}".splitlines()[0]
+            if self.agree(bool(why)):
+                if self.rank == 0 or why:
+                    print(f"# {op} {size} B: {name} skipped on rank {self.rank}: "
+                          f"{why or 'failed on another rank'}", flush=True)
+                continue
+            usable[name] = case.calls[name]
+        return usable
+
+    def report(self, op, pattern, size, stats, state):
+        if self.rank != 0:
+            return
+        names = [n for n in LIBRARIES if n in stats]
+        peers = [n for n in ("mpi", "deepspeed") if n in stats]
+        if state.get("names") != names:
+            state["names"] = names
+            head = f"{'pattern':>13} {'bytes':>9} |" + stats_header(
+                [LABELS.get(n, n) for n in names])
+            for peer in peers:
+                head += f" {'(ring-floor)/' + peer:>{ratio_width(peer)[0]}}" \
+                        f" {'ring/' + peer:>{ratio_width(peer)[1]}}"
+            print(head, flush=True)
+        row = f"{pattern:>13} {size if op != 'barrier' else '-':>9} |" + stats_cells(names, stats)
+        ring = stats.get("ringreduce", (None,))[0]
+        floor = stats["fake"][0] if "fake" in stats else 0.0
+        for peer in peers:
+            first, second = ratio_width(peer)
+            if ring is None:
+                row += f" {'-':>{first}} {'-':>{second}}"
+            else:
+                row += f" {(ring - floor) / stats[peer][0]:{first}.2f}" \
+                       f" {ring / stats[peer][0]:{second}.2f}"
+        print(row, flush=True)
+
+    def run(self, args):
+        if self.rank == 0:
+            print(f"# world {self.world}, torch {self.torch.__version__}, "
+                  f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores; "
+                  f"float32, per call the slowest rank, us; floor = torch's fake backend",
+                  flush=True)
+            if self.MPI is not None:
+                print(f"# {self.MPI.Get_library_version().splitlines()[0].strip()}", flush=True)
+        sizes = [int(s) for s in args.sizes.split(",")]
+        for op in args.ops.split(","):
+            if self.rank == 0:
+                print(f"\n## {op}", flush=True)
+            state = {}
+            for pattern, compute_s in self.patterns(args):
+                for size in ([0] if op == "barrier" else sizes):
+                    case = OPS[op](self, max(1, size // 4))
+                    calls = self.usable(op, case, size)
+                    if not calls:
+                        continue
+                    stats = self.measure(calls, case.prepare, compute_s, args)
+                    self.report(op, pattern, size, stats, state)
+        self.finish()
+
+
+if __name__ == "__main__":
+    harness.main(__file__, parse_args, Rank)
