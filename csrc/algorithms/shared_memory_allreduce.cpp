@@ -16,10 +16,12 @@ namespace {
 // output stays in L1 while every peer's buffer is added to it.
 constexpr size_t kSliceBytes = 16 * 1024;
 
-// Whether a (op) b has the bits of b (op) a for every a and b: IEEE sums
-// and products, and the bitwise ops. Not MIN and MAX, whose choice between
-// two NaNs or between -0 and +0 follows the order.
-bool commutesExactly(ReduceOp op) {
+// Whether a (op) b has the bits of b (op) a for every a and b of `type`:
+// integer and boolean sums, products and bitwise ops. Not floating point:
+// of two NaNs x86 keeps the first operand's payload and sign, and MIN and
+// MAX pick between -0 and +0 (or two NaNs) by order.
+bool commutesExactly(DataType type, ReduceOp op) {
+  if (!isIntegral(type) && type != DataType::Bool) return false;
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
@@ -45,9 +47,9 @@ void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionAr
   const int n = channel.size();
   const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
   // Rank 0's own input is the expression's start. Of two ranks, rank 1
-  // computes its input (op) buffer_0, the same bits where the op commutes:
-  // one pass instead of a copy and a pass.
-  const bool swapTwo = n == 2 && channel.rank() == 1 && commutesExactly(args.op);
+  // computes its input (op) buffer_0 where that has the same bits (integer
+  // types): one pass instead of a copy and a pass.
+  const bool swapTwo = n == 2 && channel.rank() == 1 && commutesExactly(args.type, args.op);
   const bool dstHoldsFirst = channel.rank() == 0 || swapTwo;
   for (size_t done = 0; done < bytes;) {
     const size_t slice = std::min(kSliceBytes / esize * esize, bytes - done);

@@ -14,10 +14,12 @@
 #include "backend/store_adapter.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
+#include "core/base/errors.h"
 #include "core/math/host_loops.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
 #include "core/observe/timeline.h"
+#include "transport/progressing_store.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace ringreduce {
@@ -90,10 +92,11 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
     config_ = Config::fromEnvironment(ranksOnThisHost_, givenSettings_);
     config_.resolveDeviceFlags(transport->ranksOnThisHost() == size, size);
     transport->adoptConfig(config_);
-    std::unique_ptr<HostChannel> channel = openHostChannel(*storeAdapter, *transport, timeout);
+    Engine::ChannelOpener opener = hostChannelOpener(storeAdapter, *transport, timeout);
     engine_ = std::make_unique<Engine>(std::move(transport), config_, groupName_,
                                        checkCollectives, describeFingerprint,
-                                       std::move(timeline), timelineLabel, std::move(channel));
+                                       std::move(timeline), timelineLabel);
+    engine_->openChannelWhenFirstNeeded(std::move(opener));
     timing_ = config_.enableTiming;
     if (config_.autotune) tuner_ = std::make_unique<AllreduceTuner>(config_);
     // Across nodes the device ring and NCCL are timed by default: which is
@@ -114,9 +117,9 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
 
 ProcessGroupRing::~ProcessGroupRing() { shutdown(); }
 
-std::unique_ptr<HostChannel> ProcessGroupRing::openHostChannel(KeyValueStore& store,
-                                                               const UcxTransport& transport,
-                                                               std::chrono::milliseconds timeout) {
+Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyValueStore> store,
+                                                          const UcxTransport& transport,
+                                                          std::chrono::milliseconds timeout) {
   // Every rank decides alike: the address exchange told each how many ranks
   // share its host.
   if (size_ < 2 || transport.ranksOnThisHost() != size_) return nullptr;
@@ -125,15 +128,48 @@ std::unique_ptr<HostChannel> ProcessGroupRing::openHostChannel(KeyValueStore& st
   options.yields = config_.spinYields;
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;
-  std::string why;
-  std::unique_ptr<HostChannel> channel = HostChannel::open(
-      store, transport.storePrefix() + "host_channel/", rank_, size_, options, timeout, &why);
-  if (channel) {
-    RR_LOG(Info, rank_, "host channel: " << channel->bufferBytes() << " B per buffer");
-  } else {
-    RR_LOG(Info, rank_, "no host channel (small allreduces take UCX): " << why);
+  // What decides which way a collective runs must agree on every rank.
+  for (const auto& [name, value] : config_.describe()) {
+    if (name == "RINGREDUCE_ALGORITHM" || name == "RINGREDUCE_WIRE_DTYPE") {
+      options.agreedSettings += name + "=" + value + "\n";
+    }
   }
-  return channel;
+  const bool checks =
+      config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
+  options.agreedSettings +=
+      std::string("the collective check (RINGREDUCE_CHECK_COLLECTIVES, TORCH_DISTRIBUTED_DEBUG)=") +
+      (checks ? "on" : "off") + "\n";
+  // Opened at the group's first host collective, on the thread that runs
+  // the queue (Engine::needChannel).
+  return [store, prefix = transport.storePrefix() + "host_channel/", rank = rank_, size = size_,
+          options, timeout](Transport& driven) -> std::unique_ptr<HostChannel> {
+    // A peer that left or died will not come: no channel then, and the
+    // collective that asked for it runs over UCX, which names that peer.
+    const OpContext setUp("host channel set-up", 0, timeout);
+    ProgressingStore waiting(*store, driven, [&driven, &setUp, rank, size] {
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank && driven.peerLeft(peer)) {
+          throw TransportError("rank " + std::to_string(peer) + " has left the group");
+        }
+      }
+      driven.checkPeersAlive(-1, setUp);
+    });
+    std::string why;
+    std::unique_ptr<HostChannel> channel;
+    try {
+      channel = HostChannel::open(waiting, prefix, rank, size, options, timeout, &why);
+    } catch (const InvalidArgument&) {
+      throw;  // the ranks' settings differ: the group cannot go on
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (channel) {
+      RR_LOG(Info, rank, "host channel: " << channel->bufferBytes() << " B per buffer");
+    } else {
+      RR_LOG(Info, rank, "no host channel (small collectives take UCX): " << why);
+    }
+    return channel;
+  };
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupRing::getBackendOptions() {
@@ -237,6 +273,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
   if (device) outputs = HostStaging::deviceOutputs(*device, outputs);
   c10::intrusive_ptr<WorkRing> work;
   try {
+    // A collective on host memory: the group's channel opens ahead of the
+    // first (a CUDA group's staged calls do not ask for it).
+    if (!device) engine_->needChannel();
     // A CUDA call's wait() never runs the host part (work_ring.h): nobody
     // but the worker will, so it starts at once.
     const Runner runner = device            ? Runner::Worker

@@ -377,11 +377,12 @@ class ProcessGroupRing : public c10d::Backend {
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
-  // The group's host channel when every rank is on this host
-  // (constructor); null otherwise, or when any rank could not set it up.
-  std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
-                                               const UcxTransport& transport,
-                                               std::chrono::milliseconds timeout);
+  // What opens the group's host channel at its first host collective
+  // (Engine::openChannelWhenFirstNeeded) when every rank is on this host;
+  // null otherwise. The channel is null when any rank could not set it up.
+  Engine::ChannelOpener hostChannelOpener(std::shared_ptr<KeyValueStore> store,
+                                          const UcxTransport& transport,
+                                          std::chrono::milliseconds timeout);
   template <typename Fn>
   c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
                                           std::chrono::milliseconds timeout,

@@ -81,22 +81,71 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       timeline_(std::move(timeline)),
       label_(std::move(label)),
       transport_(std::move(transport)),
-      channel_(std::move(channel)),
       trace_(config.traceBufferSize) {
-  if (channel_) {
-    channel_->setDescribe([describe = describe_](const void* detail, size_t bytes) {
-      CollectiveFingerprint fingerprint;
-      std::memcpy(&fingerprint, detail, std::min(bytes, sizeof(fingerprint)));
-      return describe ? describe(fingerprint) : std::string("a collective");
-    });
-  }
+  adoptChannel(std::move(channel));
   executor_ = std::make_shared<Executor>(*transport_);
+}
+
+void Engine::adoptChannel(std::unique_ptr<HostChannel> channel) {
+  if (!channel) return;
+  channel->setDescribe([describe = describe_](const void* detail, size_t bytes) {
+    CollectiveFingerprint fingerprint;
+    std::memcpy(&fingerprint, detail, std::min(bytes, sizeof(fingerprint)));
+    return describe ? describe(fingerprint) : std::string("a collective");
+  });
+  channel_ = std::move(channel);
+  channelView_.store(channel_.get(), std::memory_order_release);
+}
+
+void Engine::openChannelWhenFirstNeeded(ChannelOpener opener) {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  opener_ = std::move(opener);
+  channelRequested_.store(opener_ == nullptr, std::memory_order_relaxed);
+}
+
+void Engine::needChannel() {
+  if (channelRequested_.load(std::memory_order_acquire)) return;  // every call but the first
+  {
+    std::unique_lock<std::mutex> lock(submitMutex_);
+    awaitDirect(lock);
+    if (channelRequested_.load(std::memory_order_relaxed) || !accepting_) return;
+    // Queued like a collective, so it runs after what this rank queued
+    // before: every rank opens the channel at the same place in its
+    // sequence, and no collective's body sees it appear.
+    executor_->submit(
+        [this, opener = std::move(opener_)] {
+          try {
+            std::unique_ptr<HostChannel> opened = opener(*transport_);
+            // An abort that came while it was being opened reaches it too.
+            if (opened && transport_->aborted()) opened->abort(transport_->abortReason());
+            adoptChannel(std::move(opened));
+          } catch (const std::exception& e) {
+            // The ranks cannot agree on the channel (a setting differs, a
+            // rank is missing): every rank fails here, saying why; the
+            // caller waiting in needChannel raises it as it is.
+            RR_LOG(Warn, rank_, e.what());
+            channelError_ = std::current_exception();
+            markUnusable(e.what());
+          }
+        },
+        Runner::CallerOrWorker);
+    opener_ = nullptr;
+    channelRequested_.store(true, std::memory_order_release);
+  }
+  // Returns with the channel in its final state, alike on every rank (it
+  // opens on all or on none), so that what the caller decides from it now
+  // (run past the queue, or queue without the neighbour check) every rank
+  // decides alike.
+  waitForQueued();
+  if (channelError_) std::rethrow_exception(channelError_);
 }
 
 void Engine::announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint) {
   static_assert(sizeof(CollectiveFingerprint) <= PositionLine::kDetailBytes,
                 "a fingerprint must fit a position line");
-  if (channel_) channel_->announce(seq, word, &fingerprint, sizeof(fingerprint));
+  if (HostChannel* channel = channelView_.load(std::memory_order_relaxed)) {
+    channel->announce(seq, word, &fingerprint, sizeof(fingerprint));
+  }
 }
 
 Engine::~Engine() { shutdown(); }
@@ -108,7 +157,8 @@ uint64_t Engine::sequenceNumber() {
 
 bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   {
-    std::lock_guard<std::mutex> lock(submitMutex_);
+    std::unique_lock<std::mutex> lock(submitMutex_);
+    awaitDirect(lock);  // it runs on the channel and the transport shutdown releases
     if (!accepting_ || executor_ == nullptr) return false;
     accepting_ = false;  // submits are refused from here on
   }
@@ -119,6 +169,7 @@ bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   executor_.reset();
   if (timeline_) timeline_->flush();  // every operation has run and is recorded
   if (beforeRelease) beforeRelease();
+  channelView_.store(nullptr, std::memory_order_release);
   channel_.reset();  // says this rank left, to peers still waiting on it
   transport_.reset();
   return true;
@@ -136,7 +187,8 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
                                   uint64_t seqCount,
                                   const std::string& summary, Operation::Body body,
                                   const MakeCallbacks& makeCallbacks, bool neighbourCheck) {
-  std::lock_guard<std::mutex> lock(submitMutex_);
+  std::unique_lock<std::mutex> lock(submitMutex_);
+  awaitDirect(lock);
   refuseIfShutDown(name);
   if (checkCollectives_) {
     // The check runs first with the op's own sequence number and a neutral
@@ -175,7 +227,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
 bool Engine::canRunDirect() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
   return accepting_ && executor_ != nullptr && !coalescing_ && !checkCollectives_ &&
-         !unusable_ && !transport_->aborted() && !executor_->busy();
+         !directActive_ && !unusable_ && !transport_->aborted() && !executor_->busy();
 }
 
 bool Engine::givenUp() const {
@@ -186,14 +238,32 @@ bool Engine::givenUp() const {
 uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
                            const CollectiveFingerprint& fingerprint, const OpFields& fields,
                            LaunchRef launch) {
-  // Held throughout: no collective can be queued (and start) meanwhile.
-  std::lock_guard<std::mutex> lock(submitMutex_);
-  refuseIfShutDown(name);
-  if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
-      executor_->busy()) {
-    return 0;
+  // The lock orders the number with the queue; it is not held while the
+  // collective runs, so abort(), givenUp() and busy() from another thread
+  // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
+  // start a collective meanwhile waits for this one instead (directActive_).
+  uint64_t seq = 0;
+  {
+    std::unique_lock<std::mutex> lock(submitMutex_);
+    awaitDirect(lock);
+    refuseIfShutDown(name);
+    if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
+        executor_->busy()) {
+      return 0;
+    }
+    seq = ++nextSeq_;
+    directActive_ = true;
   }
-  const uint64_t seq = ++nextSeq_;
+  struct EndDirect {  // however it ends, the next collective may start
+    Engine& engine;
+    ~EndDirect() {
+      {
+        std::lock_guard<std::mutex> lock(engine.submitMutex_);
+        engine.directActive_ = false;
+      }
+      engine.directDone_.notify_all();
+    }
+  } endDirect{*this};
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
                                  << fields << " (direct)");
   // The op's one clock read: its deadline and its time in the trace.
@@ -222,17 +292,32 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     launch(op);
   } catch (const std::exception& e) {
     record(e.what());
-    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) {
-      // The ranks are out of step now: as markUnusable, from this thread.
-      transport_->abort(e.what());
-      if (channel_) channel_->fail(e.what());
-    }
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failFromCaller(e.what());
     throw;
   }
   record(nullptr);
   if (channel_) channel_->finished(seq);
   probe::mark(ProbePoint::DirectFinished);
   return seq;
+}
+
+void Engine::awaitDirect(std::unique_lock<std::mutex>& lock) {
+  directDone_.wait(lock, [this] { return !directActive_; });
+}
+
+// The ranks are out of step now: what markUnusable does for a queued
+// collective, from the caller's thread. The peers waiting on the channel
+// fail at once (its Failed state), those in a UCX wait through the
+// announcement, which the thread that drives the transport sends (the
+// transport is not for two threads at once); the trace is written here, so
+// it exists by the time the caller sees the error.
+void Engine::failFromCaller(const std::string& reason) {
+  unusable_ = true;  // no later collective runs past the queue
+  transport_->abort(reason);
+  if (channel_) channel_->fail(reason);
+  dumpTrace(reason);
+  executor_->submit([this, reason] { markUnusable(reason, /*traceWritten=*/true); },
+                    Runner::Worker);
 }
 
 RecordExchange Engine::closingExchange(std::chrono::milliseconds limit) {
@@ -246,7 +331,8 @@ RecordExchange Engine::closingExchange(std::chrono::milliseconds limit) {
 uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
                                     Runner runner, const std::string& summary, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
-  std::lock_guard<std::mutex> lock(submitMutex_);
+  std::unique_lock<std::mutex> lock(submitMutex_);
+  awaitDirect(lock);
   refuseIfShutDown(name);
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
@@ -282,26 +368,30 @@ std::string Engine::dumpTrace(const std::string& reason) const {
 }
 
 // Executor side: the group's ranks are out of step from here on.
-void Engine::markUnusable(const std::string& reason) {
+void Engine::markUnusable(const std::string& reason, bool traceWritten) {
   if (!failure_.empty()) return;
   failure_ = reason;
   unusable_ = true;
   // The peers may be waiting on this rank: let them fail now too.
   transport_->announceFailure(failure_);
   if (channel_) channel_->fail(failure_);
-  dumpTrace(failure_);
+  if (!traceWritten) dumpTrace(failure_);
 }
 
 void Engine::abort(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(submitMutex_);  // shutdown() cannot release the transport meanwhile
+  // shutdown() cannot release the transport meanwhile; a collective running
+  // past the queue does not hold this lock, so this never waits for it.
+  std::lock_guard<std::mutex> lock(submitMutex_);
   if (!accepting_ || transport_ == nullptr) return;
   transport_->abort(reason);
-  if (channel_) channel_->abort(reason);
+  // The channel may be opening on the executor meanwhile: then the opening
+  // sees the transport's abort and passes it on.
+  if (HostChannel* channel = channelView_.load(std::memory_order_acquire)) channel->abort(reason);
 }
 
 bool Engine::busy() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
-  return accepting_ && executor_ != nullptr && executor_->busy();
+  return accepting_ && executor_ != nullptr && (directActive_ || executor_->busy());
 }
 
 void Engine::waitForQueued() {
@@ -311,7 +401,8 @@ void Engine::waitForQueued() {
   std::future<void> marker = ran->get_future();
   std::shared_ptr<Executor> executor;
   {
-    std::lock_guard<std::mutex> lock(submitMutex_);
+    std::unique_lock<std::mutex> lock(submitMutex_);
+    awaitDirect(lock);
     if (!accepting_ || executor_ == nullptr) return;
     executor = executor_;
     executor->submit([ran] { ran->set_value(); });
@@ -492,7 +583,8 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
 }
 
 void Engine::startCoalescing() {
-  std::lock_guard<std::mutex> lock(submitMutex_);
+  std::unique_lock<std::mutex> lock(submitMutex_);
+  awaitDirect(lock);
   if (coalescing_) {
     throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
                 ": already coalescing (nested coalescing managers are not supported)");
@@ -501,7 +593,8 @@ void Engine::startCoalescing() {
 }
 
 void Engine::endCoalescing(const Combine& combine) {
-  std::lock_guard<std::mutex> lock(submitMutex_);
+  std::unique_lock<std::mutex> lock(submitMutex_);
+  awaitDirect(lock);
   if (!coalescing_) {
     throw Error("ringreduce: endCoalescing on rank " + std::to_string(rank_) +
                 " without startCoalescing");

@@ -19,6 +19,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -96,7 +98,10 @@ class Engine {
   // sequence number, or 0 when it cannot run now (the caller queues it,
   // without the neighbour check: a peer that ran it directly sends none).
   // What `launch` throws reaches the caller and, unless InvalidArgument,
-  // makes the group unusable.
+  // makes the group unusable, tells the peers and writes the trace, as a
+  // queued failure does. abort() from any thread ends it at once: the
+  // submit mutex is taken to number it and to say it ended, never held while
+  // it waits for its peers.
   //
   // The hot path of a small device collective, so it costs the least it
   // can: the submit mutex is its one lock (the executor's busy state is an
@@ -140,18 +145,37 @@ class Engine {
   // is unusable after an earlier failure.
   Comm comm() {
     Comm c{*transport_, config_, workspace_};
-    c.channel = channel_.get();
+    c.channel = channelView_.load(std::memory_order_relaxed);
     return c;
   }
   // What a launch given to runDirect runs on: comm() with the caller's own
   // spin budget (it does not drive the transport, and must not touch it).
   Comm directComm() {
     Comm c = comm();
-    if (channel_) c.waitBudget = &channel_->callerSpin();
+    if (c.channel != nullptr) c.waitBudget = &c.channel->callerSpin();
     return c;
   }
-  // The group's host channel, or null (the constructor's `channel`).
-  const HostChannel* channel() const { return channel_.get(); }
+  // The group's host channel, or null (the constructor's `channel`, or what
+  // the opener made). Any thread.
+  const HostChannel* channel() const { return channelView_.load(std::memory_order_acquire); }
+
+  // The group's host channel is made by `opener` when a collective first
+  // asks for it (needChannel), not before: a group that never runs a host
+  // collective (a CUDA group, a mesh dimension left unused) takes no shared
+  // memory. `opener` runs on the thread that runs the queue, given the
+  // transport to keep moving while it waits for the other ranks (messages
+  // of earlier operations may need it); null from it: no channel, for good.
+  // Its exceptions make the group unusable with their message (a setting
+  // the ranks disagree on).
+  using ChannelOpener = std::function<std::unique_ptr<HostChannel>(Transport& driven)>;
+  void openChannelWhenFirstNeeded(ChannelOpener opener);
+  // Caller's thread, before a collective whose data is in host memory is
+  // run or queued: the first such call queues the channel's opening, in
+  // sequence on every rank (every rank issues the same collectives), and
+  // returns once it (and what was queued before it) has run; raises what
+  // the opening raised (the group is then unusable). One atomic load after
+  // the first.
+  void needChannel();
   bool failed() const { return !failure_.empty(); }
 
   // The flight recorder as JSON (engine/op_trace.h); any thread.
@@ -191,7 +215,12 @@ class Engine {
                    bool abandon);
   std::exception_ptr unusableError(const OpContext& op) const;
   void refuseIfShutDown(const char* name) const;
-  void markUnusable(const std::string& reason);
+  void markUnusable(const std::string& reason, bool traceWritten = false);
+  void adoptChannel(std::unique_ptr<HostChannel> channel);
+  // runDirect's failure: the group unusable, the peers told, the trace written.
+  void failFromCaller(const std::string& reason);
+  // With submitMutex_ held: until no collective runs past the queue.
+  void awaitDirect(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.
   void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint);
 
@@ -204,7 +233,13 @@ class Engine {
   const std::shared_ptr<Timeline> timeline_;  // null: off
   const MakeLabel label_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<HostChannel> channel_;  // null: the group spans hosts, or has none
+  std::unique_ptr<HostChannel> channel_;  // null: the group spans hosts, or has none (yet)
+  // channel_ for readers on any thread: set once, on the thread that runs
+  // the queue, while no collective runs past it.
+  std::atomic<HostChannel*> channelView_{nullptr};
+  ChannelOpener opener_;  // guarded by submitMutex_; null once queued
+  std::exception_ptr channelError_;  // why opening it failed (set before waitForQueued returns)
+  std::atomic<bool> channelRequested_{true};  // no opener waits
   OpTrace trace_;
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
@@ -216,6 +251,10 @@ class Engine {
   bool accepting_ = true;    // false once shutdown() began
   bool coalescing_ = false;
   std::vector<Operation> coalesced_;
+  // A collective runs past the queue (runDirect), without holding the lock;
+  // what would start another one meanwhile waits on directDone_.
+  bool directActive_ = false;
+  std::condition_variable directDone_;
 };
 
 }  // namespace ringreduce

@@ -212,6 +212,45 @@ TEST(HostChannel, MinAndMaxKeepRankOrderWhereTheOrderShows) {
   }
 }
 
+TEST(HostChannel, EveryRankHoldsTheFirstRanksNaNWhereTwoNaNsMeet) {
+  // x86 keeps the first operand's NaN (payload and sign) when both are NaN:
+  // of two ranks, rank 1 must not reduce in the other order, or its bits
+  // differ from rank 0's. Every float type and op where that can show.
+  const auto floatOf = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  const std::vector<std::vector<float>> inputs = {
+      {floatOf(0x7fc00001u), floatOf(0xffc00003u), 1.0f, floatOf(0x7fc00005u)},
+      {floatOf(0xffc00002u), floatOf(0x7fc00004u), 2.0f, floatOf(0x7fc00006u)}};
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Avg}) {
+    std::vector<float> expected = inputs[0];
+    if (op == ReduceOp::Avg) {
+      reduceAndAverage(DataType::Float32, expected.data(), inputs[1].data(), expected.size(), 2);
+    } else {
+      reduceInto(DataType::Float32, op, expected.data(), inputs[1].data(), expected.size());
+    }
+    const auto results = reduceOnEachRank(inputs, DataType::Float32, op);
+    // Rank order's bits (buffer 0 (op) buffer 1) on both ranks.
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(std::memcmp(results[r].data(), expected.data(), expected.size() * 4), 0)
+          << reduceOpName(op) << " rank " << r;
+    }
+  }
+  const auto doubleOf = [](uint64_t bits) {
+    double d;
+    std::memcpy(&d, &bits, sizeof(d));
+    return d;
+  };
+  const std::vector<std::vector<double>> doubles = {{doubleOf(0x7ff8000000000011ull)},
+                                                    {doubleOf(0xfff8000000000022ull)}};
+  std::vector<double> expected = doubles[0];
+  reduceInto(DataType::Float64, ReduceOp::Sum, expected.data(), doubles[1].data(), 1);
+  const auto results = reduceOnEachRank(doubles, DataType::Float64, ReduceOp::Sum);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(std::memcmp(results[r].data(), expected.data(), 8), 0);
+}
+
 TEST(HostChannel, AMessageLargerThanABufferGoesInPieces) {
   // 512 KiB buffers: three two-phase pieces and a one-pass rest, each a
   // turn of its own, over several collectives.
@@ -589,6 +628,34 @@ TEST(HostChannel, EveryRankAgreesWhenOneCannotTakePart) {
   }
 }
 
+TEST(HostChannel, RanksThatDisagreeOnASettingThatDecidesThePathAreRefusedNamingIt) {
+  // Two paths under one fingerprint would wait for each other until the
+  // timeout: every rank refuses at once, naming the setting and the ranks.
+  InMemoryStore store;
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      HostChannel::Options o = options();
+      o.agreedSettings = std::string("RINGREDUCE_ALGORITHM=") + (r == 2 ? "ring" : "auto") +
+                         "\nRINGREDUCE_WIRE_DTYPE=none\n";
+      try {
+        std::string why;
+        HostChannel::open(store, "settings/", r, 3, o, 10s, &why);
+      } catch (const InvalidArgument& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("RINGREDUCE_ALGORITHM differs between ranks: rank 0 has auto, "
+                             "rank 2 has ring"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
 TEST(HostChannel, NothingIsLeftInDevShm) {
   auto channels = openChannels(2, options());
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
@@ -598,25 +665,95 @@ TEST(HostChannel, NothingIsLeftInDevShm) {
   }
 }
 
+// A store folder of its own, for a test whose ranks are processes.
+struct StoreFolder {
+  std::string path;
+  explicit StoreFolder(const std::string& name)
+      : path(::testing::TempDir() + name + "_" + std::to_string(getpid())) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~StoreFolder() { std::filesystem::remove_all(path); }
+};
+
+// Forks a child that opens rank `rank` of `size` over `folder`'s store (no
+// spin: its waits sleep at once) and runs `body` on its channel; the child
+// never returns (status 3: no channel; 4: `body` returned).
+pid_t forkChannelRank(const StoreFolder& folder, const std::string& prefix, int rank, int size,
+                      const std::function<void(HostChannel&)>& body) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  FileStore store(folder.path);
+  std::string why;
+  auto channel = HostChannel::open(store, prefix, rank, size, options(64 * 1024, 0us), 60s, &why);
+  if (!channel) _exit(3);
+  body(*channel);
+  _exit(4);
+}
+
+// Entries of /dev/shm that a ringreduce process `pid` would have named.
+std::vector<std::string> devShmEntriesOf(pid_t pid) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find("ringreduce-" + std::to_string(pid)) != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
+TEST(HostChannel, NothingReachesDevShmEvenWhenRankZeroIsKilledInTheSetUp) {
+  // Rank 0, a child process, creates the segment and waits in the set-up
+  // for rank 1, which never comes; it is killed there (torchrun's SIGKILL
+  // after its SIGTERM). Its memory never had a name in /dev/shm, so none is
+  // left behind.
+  const StoreFolder folder("host_channel_killed_in_setup");
+  // Its open() does not return: rank 1 never comes within the minute.
+  const pid_t child = forkChannelRank(folder, "killed/", 0, 2, [](HostChannel&) {});
+  ASSERT_GE(child, 0);
+  FileStore store(folder.path);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!store.check("killed/name") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(store.check("killed/name")) << "rank 0 never created its segment";
+  // Created: rank 0 holds it as an anonymous file ...
+  bool held = false;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(child) + "/fd")) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target.string().find("memfd:ringreduce-" + std::to_string(child)) !=
+                          std::string::npos) {
+      held = true;
+    }
+  }
+  EXPECT_TRUE(held) << "no memfd of rank 0's segment among its fds";
+  // ... with no name in /dev/shm, before and after the kill.
+  EXPECT_EQ(devShmEntriesOf(child), std::vector<std::string>());
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(devShmEntriesOf(child), std::vector<std::string>());
+}
+
+TEST(HostChannel, ABufferSizeBeyondTheBoundIsRefusedNotOverflowed) {
+  EXPECT_THROW(HostSegment::bytesFor(4, HostSegment::kMaxBufferBytes + 1), Error);
+  EXPECT_THROW(HostSegment::bytesFor(4, ~size_t{0} / 2), Error);
+  EXPECT_GT(HostSegment::bytesFor(4, HostSegment::kMaxBufferBytes),
+            8 * HostSegment::kMaxBufferBytes);
+}
+
 TEST(HostChannel, ADeadPeerIsReportedAtOnce) {
   // Rank 1 is a child process that takes part in the set-up, then dies
   // (SIGKILL) while rank 0 sleeps waiting for its flag.
-  const std::string directory = ::testing::TempDir() + "host_channel_death_" +
-                                std::to_string(getpid());
-  std::filesystem::remove_all(directory);
-  std::filesystem::create_directories(directory);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    FileStore store(directory);
-    std::string why;
-    auto channel = HostChannel::open(store, "death/", 1, 2, options(64 * 1024, 0us), 10s, &why);
-    if (!channel) _exit(3);
-    while (!channel->asleep(0)) std::this_thread::yield();
+  const StoreFolder folder("host_channel_death");
+  const pid_t child = forkChannelRank(folder, "death/", 1, 2, [](HostChannel& channel) {
+    while (!channel.asleep(0)) std::this_thread::yield();
     kill(getpid(), SIGKILL);
-    _exit(4);
-  }
-  FileStore store(directory);
+  });
+  ASSERT_GE(child, 0);
+  FileStore store(folder.path);
   std::string why;
   auto channel = HostChannel::open(store, "death/", 0, 2, options(64 * 1024, 0us), 10s, &why);
   ASSERT_NE(channel, nullptr) << why;
@@ -635,7 +772,93 @@ TEST(HostChannel, ADeadPeerIsReportedAtOnce) {
   EXPECT_NE(error.find("allreduce #1 on rank 0 failed: rank 1 is gone (its process exited)"),
             std::string::npos)
       << error;
-  std::filesystem::remove_all(directory);
+}
+
+TEST(HostChannel, APeerThatExitsAfterItsFlagCameDoesNotFailTheTurn) {
+  // Rank 1, a child process, sets its flag for #1 and is killed at once
+  // (state still Active: no goodbye) while rank 0 sleeps waiting for rank 2.
+  // Rank 1 gave this turn all it needs of it: rank 0 must complete #1 when
+  // rank 2 comes, not fail it as a death. The next turn, which rank 1
+  // cannot join, fails naming it.
+  const StoreFolder folder("host_channel_exit_after_flag");
+  const pid_t child = forkChannelRank(folder, "exit/", 1, 3, [](HostChannel& channel) {
+    const OpContext op = opNumbered(1, 1, 60s);
+    announce(channel, op);
+    publishTurn(channel, op);
+    while (!channel.asleep(0)) std::this_thread::yield();
+    kill(getpid(), SIGKILL);
+  });
+  ASSERT_GE(child, 0);
+  std::vector<std::unique_ptr<HostChannel>> channels(3);
+  std::vector<std::string> errors(3);
+  std::thread late([&] {
+    FileStore store(folder.path);
+    std::string why;
+    channels[2] = HostChannel::open(store, "exit/", 2, 3, options(64 * 1024, 0us), 10s, &why);
+    if (!channels[2]) {
+      errors[2] = "no channel: " + why;
+      return;
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+      errors[2] = "rank 1 ended with status " + std::to_string(status);
+    }
+    // Time for rank 0 to react to rank 1's exit, were it to (the bug this
+    // guards against fails #1 then).
+    std::this_thread::sleep_for(200ms);
+    const OpContext op = opNumbered(1, 1, 60s);
+    announce(*channels[2], op);
+    publishTurn(*channels[2], op);
+  });
+  {
+    FileStore store(folder.path);
+    std::string why;
+    channels[0] = HostChannel::open(store, "exit/", 0, 3, options(64 * 1024, 0us), 10s, &why);
+  }
+  ASSERT_NE(channels[0], nullptr);
+  try {
+    const OpContext op = opNumbered(1, 1, 60s);
+    announce(*channels[0], op);
+    publishTurn(*channels[0], op);
+    awaitTurn(*channels[0], op);
+  } catch (const std::exception& e) {
+    errors[0] = e.what();
+  }
+  late.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[2], "");
+  std::string next;
+  try {
+    const OpContext op = opNumbered(2, 1, 60s);
+    announce(*channels[0], op);
+    publishTurn(*channels[0], op);
+    awaitTurn(*channels[0], op);
+  } catch (const std::exception& e) {
+    next = e.what();
+  }
+  EXPECT_NE(next.find("allreduce #2 on rank 0 failed: rank 1 is gone (its process exited)"),
+            std::string::npos)
+      << next;
+}
+
+TEST(HostChannel, AFlagsWordIsNeverPairedWithAnotherTurnsValue) {
+  // Consecutive collectives of different fingerprints, back to back, both
+  // ranks spinning: a reader that took a peer's flag at turn k must read
+  // turn k's word even while the peer writes turn k + 1's (a false
+  // "different collective" otherwise). A race, so many turns.
+  auto channels = openChannels(2, options(64 * 1024, 100000us));
+  constexpr uint64_t kTurns = 50000;
+  const auto errors = onEachRank(2, [&](int r) {
+    for (uint64_t k = 1; k <= kTurns; ++k) {
+      const OpContext op = opNumbered(k, static_cast<uint32_t>(100 + (k & 3)), 60s);
+      channels[r]->announce(op.seq, op.fingerprintWord, &op.fingerprintWord, 4);
+      publishTurn(*channels[r], op);
+      awaitTurn(*channels[r], op);
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }
 
 }  // namespace

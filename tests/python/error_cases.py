@@ -369,3 +369,25 @@ def strided_output_lists(rank, world, init_method, trials):
             disagreements.append(f"trial {trial}: refused {got_refusal}, expected "
                                  f"{expect_refusal}: {layout}")
     return {"disagreements": disagreements, "refused": refused, "accepted": accepted}
+
+
+def settings_differ_between_ranks(rank, world_size, init_method):
+    """Rank 1 asks for another allreduce algorithm than rank 0: the group
+    refuses it on both ranks at once, naming the setting and the ranks,
+    instead of the two taking two paths and waiting for the timeout."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    import torch_ringreduce
+
+    algorithm = "auto" if rank == 0 else "ring"
+    options = torch_ringreduce.Options(config={"RINGREDUCE_ALGORITHM": algorithm})
+    try:
+        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=60),
+                                pg_options=options)
+        import torch
+        dist.all_reduce(torch.ones(4))
+        return {"error": None}
+    except Exception as e:
+        return {"error": str(e), "type": type(e).__name__}

@@ -1,6 +1,7 @@
 """Bad input raises a clear exception and leaves the group usable; a missing
 rank produces a timeout error naming the op, its sequence number and ranks."""
 import re
+import time
 
 import pytest
 
@@ -138,3 +139,18 @@ def test_a_peer_that_left_the_group_is_named_not_the_transport_error():
         # Said at once: a wait until the group's timeout would say "timed out".
         assert "rank 1 has left the group" in message and "on rank 0" in message, message
     assert "send p2p#1" in seen["send"][1] and "allreduce #1" in seen["all_reduce"][1], seen
+
+
+def test_ranks_with_different_path_settings_are_refused_at_once_naming_them():
+    from error_cases import settings_differ_between_ranks
+
+    start = time.monotonic()
+    results = run_world(2, settings_differ_between_ranks, timeout=120)
+    for result in results:
+        error = result["error"]
+        assert error is not None, result
+        assert "RINGREDUCE_ALGORITHM differs between ranks: rank 0 has auto, rank 1 has ring" in \
+            error, error
+        assert result["type"] == "ValueError", result
+    # The group's timeout is 60 s: the refusal did not wait for it.
+    assert time.monotonic() - start < 60

@@ -93,12 +93,21 @@ def test_trace_reader_compares_fingerprints_not_summaries():
     assert "different collectives as #1" in line, line
 
 
-def test_abort_fails_the_pending_collective_and_a_new_group_works():
-    results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120)
+@pytest.mark.parametrize("call", ["async", "sync (caller's thread)", "sync over ucx"])
+def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
+    env = dict(LOOPBACK_ENV)
+    if call == "sync over ucx":
+        env["RINGREDUCE_SHM_BYTES"] = "0"
+    results = run_world(2, trace_cases.abort_and_start_again, call != "async", env=env,
+                        timeout=120)
     error = results[0]["error"]
     assert error is not None and "allreduce #2 on rank 0" in error, error
     assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error
-    assert results[0]["seconds"] < 30  # the group's timeout is 60 s: abort did it
+    # The group's timeout is 60 s and rank 1 joins only after abort()
+    # returned: the abort ended the wait, and abort() itself did not wait
+    # for the collective to end.
+    assert results[0]["seconds"] < 30, results[0]
+    assert results[0]["abort_seconds"] is not None and results[0]["abort_seconds"] < 30
     assert results[0]["aborter_done"]
     # Rank 1 joined only after the abort: told that rank 0 gave up, and why.
     error = results[1]["error"]
@@ -106,3 +115,27 @@ def test_abort_fails_the_pending_collective_and_a_new_group_works():
     assert "rank 0 gave up on the group" in error and "aborted" in error, error
     for result in results:
         assert result["after"] == [3.0] * 4
+
+
+@pytest.mark.parametrize("path", ["host channel", "ucx"])
+def test_a_timeout_on_either_path_writes_the_trace_that_names_the_missing_rank(tmp_path, path):
+    """Every failure does what a queued one does: the flight recorder of each
+    failed rank lands in RINGREDUCE_TRACE_DIR, and the reader names the rank
+    that never called the collective (a blocking small allreduce runs on the
+    caller's thread through the host channel; with it off, it is queued)."""
+    from torch_ringreduce import trace
+
+    env = dict(LOOPBACK_ENV, RINGREDUCE_TRACE_DIR=str(tmp_path))
+    if path == "ucx":
+        env["RINGREDUCE_SHM_BYTES"] = "0"
+    results = run_world(3, trace_cases.one_rank_skips_an_allreduce, env=env, timeout=120)
+    for rank in (0, 1):
+        error = results[rank]["error"]
+        assert error is not None and "allreduce #2" in error and f"on rank {rank}" in error, error
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert any(f.endswith("_rank0.json") for f in files), files
+    assert any(f.endswith("_rank1.json") for f in files), files
+    traces = next(iter(trace.load(str(tmp_path)).values()))
+    line = trace.analyze(traces)
+    # Rank 2 wrote none (it never failed): it is the one named.
+    assert "rank(s) [2]" in line and "#2" in line, line

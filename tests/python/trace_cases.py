@@ -60,7 +60,11 @@ def skip_one_collective(rank, world_size, init_method):
     return {"error": error, "json": torch_ringreduce.trace_json()}
 
 
-def abort_and_start_again(rank, world_size, init_method):
+def abort_and_start_again(rank, world_size, init_method, sync=False):
+    """Rank 0 aborts its group from a second thread while its allreduce
+    waits for rank 1, which joins only after the abort. `sync`: the
+    allreduce is a blocking one (async_op=False), which runs on the calling
+    thread past the queue: the abort must reach it there too."""
     import torch
     import torch.distributed as dist
 
@@ -70,25 +74,35 @@ def abort_and_start_again(rank, world_size, init_method):
     dist.all_reduce(torch.ones(8))
     result = {}
     if rank == 0:
-        work = dist.all_reduce(torch.ones(8), async_op=True)  # rank 1 never joins
+        aborted = {}
 
         def abort():
+            if sync:
+                time.sleep(0.5)  # the caller is inside all_reduce by then
+            begun = time.monotonic()
             dist.group.WORLD.abort()
+            aborted["seconds"] = time.monotonic() - begun
             events.set("aborted", b"1")
 
         # Whether the abort comes before or during wait(), the wait must
         # fail: no order between them is needed.
         aborter = threading.Thread(target=abort)
         start = time.monotonic()
-        aborter.start()
         try:
-            work.wait()
+            if sync:
+                aborter.start()
+                dist.all_reduce(torch.ones(8))  # rank 1 never joins
+            else:
+                work = dist.all_reduce(torch.ones(8), async_op=True)
+                aborter.start()
+                work.wait()
             result["error"] = None
         except Exception as e:
             result["error"] = str(e)
         result["seconds"] = time.monotonic() - start
         aborter.join(timeout=30)
         result["aborter_done"] = not aborter.is_alive()
+        result["abort_seconds"] = aborted.get("seconds")
     else:
         # Joins only once rank 0 gave up: it must not complete rank 0's
         # pending allreduce.
@@ -106,3 +120,27 @@ def abort_and_start_again(rank, world_size, init_method):
     dist.all_reduce(t)
     result["after"] = t.tolist()
     return result
+
+
+def one_rank_skips_an_allreduce(rank, world_size, init_method):
+    """Three ranks; rank 2 skips the second of two small blocking
+    allreduces (it waits until the others have failed, then leaves): ranks 0
+    and 1 time out there, each writes its flight recorder, and the trace
+    reader names rank 2."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=3))
+    events = event_store(init_method, world_size)
+    dist.all_reduce(torch.ones(1024))
+    error = None
+    if rank == 2:
+        events.wait(["failed0", "failed1"])
+    else:
+        try:
+            dist.all_reduce(torch.ones(1024))
+        except Exception as e:
+            error = str(e)
+        events.set(f"failed{rank}", b"1")
+    return {"error": error}

@@ -25,6 +25,11 @@
 namespace ringreduce {
 
 bool ProcessGroupRing::throughHostChannel(size_t bytes) {
+  try {
+    engine_->needChannel();  // the first host collective opens it, queued
+  } catch (...) {
+    std::rethrow_exception(translateCurrentException());
+  }
   return engine_->channel() != nullptr &&
          sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
 }

@@ -162,6 +162,12 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
   config.sharedMemoryBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.sharedMemoryBytes), 0));
+  if (config.sharedMemoryBytes > kMaxSharedMemoryBytes) {
+    // Each rank maps 2 x world buffers of it: bounded, like the memory.
+    throw InvalidArgument("ringreduce: RINGREDUCE_SHM_BYTES='" +
+                          std::to_string(config.sharedMemoryBytes) + "' must be at most " +
+                          std::to_string(kMaxSharedMemoryBytes) + " (64 MiB)");
+  }
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
       readFlag(sources, "RINGREDUCE_CHECK_COLLECTIVES", config.checkCollectives);

@@ -24,6 +24,8 @@ constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
 
 // The host channel's buffer per rank and parity (Config::sharedMemoryBytes).
 constexpr size_t kDefaultSharedMemoryBytes = size_t{1} << 20;
+// Its bound (RINGREDUCE_SHM_BYTES above it is refused).
+constexpr size_t kMaxSharedMemoryBytes = size_t{64} << 20;
 
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
@@ -95,9 +97,10 @@ struct Config {
   // Small allreduces on one machine go through a shared-memory segment the
   // group maps once (transport/host/host_channel.h,
   // algorithms/shared_memory_allreduce.h): up to this many bytes, each rank
-  // holding two buffers of this size in /dev/shm (rank 0's size serves the
-  // group). RINGREDUCE_SHM_BYTES; 0 on any rank turns the channel off for
-  // every group that rank is in (the ranks agree when the group is made).
+  // holding two buffers of this size (rank 0's size serves the group; at
+  // most kMaxSharedMemoryBytes). RINGREDUCE_SHM_BYTES; 0 on any rank turns
+  // the channel off for every group that rank is in (the ranks agree when
+  // the group opens it, at its first host collective).
   size_t sharedMemoryBytes = kDefaultSharedMemoryBytes;
 
   // Watch peers over a TCP side channel so a dead rank is reported at once

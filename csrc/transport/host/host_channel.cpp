@@ -23,6 +23,7 @@ struct SetupRecord {
   uint64_t pidNamespace = 0;
   uint64_t netNamespace = 0;
   char reason[224] = {};
+  char settings[192] = {};  // Options::agreedSettings
 };
 
 uint64_t namespaceInode(const char* path) {
@@ -39,7 +40,41 @@ SetupRecord recordOf(const std::vector<uint8_t>& bytes) {
   SetupRecord record;
   std::memcpy(&record, bytes.data(), std::min(bytes.size(), sizeof(record)));
   record.reason[sizeof(record.reason) - 1] = '\0';
+  record.settings[sizeof(record.settings) - 1] = '\0';
   return record;
+}
+
+// The first setting in which a rank differs from rank 0, named with both
+// values; "" when every rank agrees.
+std::string settingsDisagreement(const std::vector<SetupRecord>& all) {
+  const auto linesOf = [](const std::string& text) {
+    std::vector<std::string> lines;
+    size_t start = 0;
+    while (start < text.size()) {
+      const size_t end = std::min(text.find('\n', start), text.size());
+      if (end > start) lines.push_back(text.substr(start, end - start));
+      start = end + 1;
+    }
+    return lines;
+  };
+  const auto nameOf = [](const std::string& line) { return line.substr(0, line.find('=')); };
+  const auto valueOf = [](const std::string& line) {
+    const size_t eq = line.find('=');
+    return eq == std::string::npos ? std::string("(unset)") : line.substr(eq + 1);
+  };
+  const std::vector<std::string> first = linesOf(all[0].settings);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::vector<std::string> theirs = linesOf(all[r].settings);
+    for (size_t i = 0; i < std::max(first.size(), theirs.size()); ++i) {
+      const std::string a = i < first.size() ? first[i] : "";
+      const std::string b = i < theirs.size() ? theirs[i] : "";
+      if (a == b) continue;
+      return nameOf(a.empty() ? b : a) + " differs between ranks: rank 0 has " + valueOf(a) +
+             ", rank " + std::to_string(r) + " has " + valueOf(b) +
+             "; every rank of a group must use the same";
+    }
+  }
+  return "";
 }
 
 SetupRecord verdict(bool ok, const std::string& reason) {
@@ -75,17 +110,19 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
                                                int rank, int size, const Options& options,
                                                std::chrono::milliseconds timeout,
                                                std::string* why) {
-  // Rank 0 creates the segment, with its buffer size; its name and that
-  // size (or why there is none) tell the others whether to go on.
+  // Rank 0 creates the segment, with its buffer size; its name, where to
+  // open it and that size (or why there is none) tell the others whether
+  // to go on.
   HostSegment segment;
   size_t bufferBytes = options.bufferBytes;
   std::string name;
+  std::string path;
   if (rank == 0) {
     std::string named;
     try {
       if (bufferBytes == 0) throw Error("RINGREDUCE_SHM_BYTES=0 on rank 0");
       segment = HostSegment::create(size, bufferBytes);
-      named = segment.name() + " " + std::to_string(bufferBytes);
+      named = segment.name() + " " + segment.path() + " " + std::to_string(bufferBytes);
     } catch (const std::exception& e) {
       named = std::string("!") + e.what();
     }
@@ -94,10 +131,12 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   } else {
     const std::vector<uint8_t> named = store.get(prefix + "name", timeout);
     name.assign(named.begin(), named.end());
-    const size_t space = name.find(' ');
-    if (!name.empty() && name[0] != '!' && space != std::string::npos) {
-      bufferBytes = std::stoull(name.substr(space + 1));
-      name.resize(space);
+    const size_t first = name.find(' ');
+    const size_t second = first == std::string::npos ? first : name.find(' ', first + 1);
+    if (!name.empty() && name[0] != '!' && second != std::string::npos) {
+      bufferBytes = std::stoull(name.substr(second + 1));
+      path = name.substr(first + 1, second - first - 1);
+      name.resize(first);
     }
   }
   if (name.empty() || name[0] == '!') {
@@ -106,14 +145,14 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   }
 
   // Round 1: every rank maps it, binds its doorbell and says which
-  // process it is; then the name can go.
+  // process it is; then rank 0 closes the door it was opened through.
   std::unique_ptr<Doorbell> doorbell;
   SetupRecord mine;
   try {
     // 0 here: this rank wants none, which turns it off for the whole group.
     if (options.bufferBytes == 0) throw Error("RINGREDUCE_SHM_BYTES=0");
-    if (rank != 0) segment = HostSegment::open(name, size, bufferBytes);
-    doorbell = std::make_unique<Doorbell>(name.substr(1), rank, size);
+    if (rank != 0) segment = HostSegment::open(name, path, size, bufferBytes);
+    doorbell = std::make_unique<Doorbell>(name, rank, size);
     mine = verdict(true, "");
   } catch (const std::exception& e) {
     mine = verdict(false, e.what());
@@ -124,9 +163,14 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   if (mine.ok && (mine.pidNamespace == 0 || mine.netNamespace == 0)) {
     mine = verdict(false, "cannot read /proc/self/ns (pid and network namespaces unknown)");
   }
+  std::snprintf(mine.settings, sizeof(mine.settings), "%s", options.agreedSettings.c_str());
   const std::vector<SetupRecord> mapped = exchange(store, prefix + "mapped/", rank, size, mine,
                                                    timeout);
   if (rank == 0) segment.unlink();
+  const std::string disagreement = settingsDisagreement(mapped);
+  if (!disagreement.empty()) {
+    throw InvalidArgument("ringreduce: rank " + std::to_string(rank) + ": " + disagreement);
+  }
   *why = firstRefusal(mapped);
   if (!why->empty()) return nullptr;
 
@@ -250,7 +294,7 @@ void HostChannel::ringSleepers() const {
 
 void HostChannel::publish(FlagKind kind, const Turn& turn, const OpContext& op) {
   FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
-  flag.word.store(op.fingerprintWord, std::memory_order_relaxed);
+  flag.words[turn.number & 1].store(op.fingerprintWord, std::memory_order_relaxed);
   flag.value.store(turn.number, std::memory_order_release);
   ringSleepers();
 }
@@ -287,9 +331,16 @@ std::string HostChannel::whereIs(int peer) const {
   return "is moving on";
 }
 
-void HostChannel::checkPeer(int peer, const OpContext& op) const {
+bool HostChannel::flagCame(FlagKind kind, int peer, uint64_t turn) const {
+  return lines(peer).flags[static_cast<int>(kind)].value.load(std::memory_order_acquire) >= turn;
+}
+
+void HostChannel::checkPeer(FlagKind kind, uint64_t turn, int peer, const OpContext& op) const {
   const auto state =
       static_cast<RankState>(lines(peer).control.state.load(std::memory_order_acquire));
+  // A peer that set its flag and then left or gave up is not behind: the
+  // flag (written before its state, read after it here) says so.
+  if (state != RankState::Active && flagCame(kind, peer, turn)) return;
   if (state == RankState::Failed) {
     throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
                          " gave up on the group: " + std::string(lines(peer).reason.text));
@@ -322,7 +373,7 @@ void HostChannel::checkFlag(FlagKind kind, int peer, const Turn& turn,
   }
   const FlagLine& flag = lines(peer).flags[static_cast<int>(kind)];
   const uint64_t seq = flag.value.load(std::memory_order_acquire);
-  const uint32_t word = flag.word.load(std::memory_order_relaxed);
+  const uint32_t word = flag.words[turn.number & 1].load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   // Moved on meanwhile: it finished the turn, having found the words equal.
   if (seq != turn.number || flag.value.load(std::memory_order_relaxed) != seq) return;
@@ -352,9 +403,11 @@ std::string HostChannel::mismatch(int peer, const OpContext& op) const {
          whereIs(peer) + " (the operation, dtype, size, reduce op or root differ)";
 }
 
-void HostChannel::checkExits(const OpContext& op) const {
+void HostChannel::checkExits(FlagKind kind, uint64_t turn, const OpContext& op) const {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || !exits_.exited(peer)) continue;
+    // Its flag came before it exited: this turn has what it needs of it.
+    if (flagCame(kind, peer, turn)) continue;
     // A rank that destroyed its group first says so: leaving is no death.
     if (lines(peer).control.state.load(std::memory_order_acquire) ==
         static_cast<uint32_t>(RankState::Active)) {
@@ -382,8 +435,8 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
     while (behind >= 0) {
       if (driven != nullptr) driven->progress();
       checkAborted(op);
-      checkPeer(behind, op);
-      if (++passes % kPassesPerExitCheck == 0) checkExits(op);
+      checkPeer(kind, turn.number, behind, op);
+      if (++passes % kPassesPerExitCheck == 0) checkExits(kind, turn.number, op);
       const Clock::time_point now = spin.now();  // the pass's one clock read
       if (now >= op.deadline) {
         spin.abandon();
@@ -416,10 +469,17 @@ void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
   std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker: see publish()
   const int behind = firstBehind(kind, turn);
   if (behind < 0) return;
-  checkPeer(behind, op);  // a state set before this rank said it sleeps rang no one
-  checkExits(op);
+  checkPeer(kind, turn, behind, op);  // a state set before this rank said it sleeps rang no one
+  checkExits(kind, turn, op);
   long long timeoutMs =
       std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count() + 1;
+  // A peer whose flag for this turn came is not waited for: its exit (a
+  // peer that finished its part and ended) must neither fail the turn nor
+  // wake this sleep again and again (an exited process's fd stays readable).
+  for (size_t i = 1, peer = 0; i < sleepFds_.size(); ++i, ++peer) {
+    if (static_cast<int>(peer) == rank_) ++peer;
+    sleepFds_[i].fd = flagCame(kind, static_cast<int>(peer), turn) ? -1 : exits_.fd(peer);
+  }
   pollfd* fds = sleepFds_.data();
   size_t count = sleepFds_.size();
   if (driven != nullptr) {
@@ -441,7 +501,7 @@ void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
   if (ready <= 0) return;
   if (fds[0].revents != 0) doorbell_->drain();
   for (size_t i = 1; i < sleepFds_.size(); ++i) {
-    if (fds[i].revents != 0) checkExits(op);
+    if (fds[i].revents != 0) checkExits(kind, turn, op);
   }
 }
 

@@ -62,6 +62,11 @@ class HostChannel {
     bool yields = false;           // spins give the core away at every pass (Config::spinYields)
     std::chrono::microseconds callerSpin{1000};  // the caller budget's ceiling
     bool adaptiveSpin = true;
+    // "NAME=value" lines of the settings that decide which way a collective
+    // runs (the algorithm, the wire dtype, the collective check): ranks that
+    // differ would take two paths under one fingerprint and wait for each
+    // other until the timeout, so open() refuses them at once, naming both.
+    std::string agreedSettings;
   };
 
   // Collective over `store` (keys under `prefix`, which must be unique to
@@ -69,7 +74,8 @@ class HostChannel {
   // rank is on this host. Returns the channel on every rank, or null on
   // every rank when any rank could not set it up (each says why in `why`:
   // the first rank that failed and its reason). Throws TimeoutError when a
-  // rank does not take part within `timeout`.
+  // rank does not take part within `timeout`, InvalidArgument on every
+  // rank when their agreedSettings differ.
   static std::unique_ptr<HostChannel> open(KeyValueStore& store, const std::string& prefix,
                                            int rank, int size, const Options& options,
                                            std::chrono::milliseconds timeout, std::string* why);
@@ -156,16 +162,19 @@ class HostChannel {
   RankLines& lines(int rank) const { return segment_.lines(rank); }
   // The first peer whose `kind` flag is below `seq`, or -1.
   int firstBehind(FlagKind kind, uint64_t turn) const;
+  // Whether `peer`'s `kind` flag is at `turn` or later.
+  bool flagCame(FlagKind kind, int peer, uint64_t turn) const;
   // While `peer`'s flag is behind: throws if it is in another collective
-  // than `op` (its position), or has left or failed.
-  void checkPeer(int peer, const OpContext& op) const;
+  // than `op` (its position), or has left or failed without setting it.
+  void checkPeer(FlagKind kind, uint64_t turn, int peer, const OpContext& op) const;
   // Once `peer`'s flag has come: throws if it came from another collective.
   void checkFlag(FlagKind kind, int peer, const Turn& turn, const OpContext& op) const;
   std::string mismatch(int peer, const OpContext& op) const;
   // The timeout's message: the rank waited for, and every rank not yet in
   // the collective with where it is.
   std::string describeTimeout(int behind, const OpContext& op) const;
-  void checkExits(const OpContext& op) const;
+  // Throws for a peer whose process exited before its `kind` flag reached `turn`.
+  void checkExits(FlagKind kind, uint64_t turn, const OpContext& op) const;
   void checkAborted(const OpContext& op) const;
   void sleep(FlagKind kind, uint64_t turn, const OpContext& op, Clock::time_point now,
              Transport* driven);

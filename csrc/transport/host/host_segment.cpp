@@ -1,6 +1,7 @@
 #include "transport/host/host_segment.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ std::string freshName() {
   std::random_device random;
   const uint64_t word = (static_cast<uint64_t>(random()) << 32) ^ random();
   char name[64];
-  std::snprintf(name, sizeof(name), "/ringreduce-%d-%016llx", static_cast<int>(getpid()),
+  std::snprintf(name, sizeof(name), "ringreduce-%d-%016llx", static_cast<int>(getpid()),
                 static_cast<unsigned long long>(word));
   return name;
 }
@@ -50,31 +51,36 @@ std::string freshName() {
 }  // namespace
 
 size_t HostSegment::bytesFor(int ranks, size_t bufferBytes) {
+  if (ranks <= 0 || bufferBytes > kMaxBufferBytes) {
+    throw Error("ringreduce: host shared memory: " + std::to_string(bufferBytes) +
+                " bytes per buffer is more than the " + std::to_string(kMaxBufferBytes) +
+                " allowed");
+  }
+  // Bounded operands: at most 2^30 per buffer, 2^16 ranks, so no overflow.
   return buffersOffset(ranks) + roundUp(bufferBytes, kPage) * 2 * static_cast<size_t>(ranks);
 }
 
 HostSegment HostSegment::create(int ranks, size_t bufferBytes) {
   const std::string name = freshName();
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail("shm_open(" + name + ")", errno);
   const size_t bytes = bytesFor(ranks, bufferBytes);
-  // Reserved now: tmpfs pages are otherwise allocated at first touch, and a
-  // /dev/shm too small for them (a container's 64 MiB) would kill the
-  // process with SIGBUS in the middle of a collective.
+  // An anonymous file: it has no name in /dev/shm or anywhere, and goes
+  // with the last process that maps it or holds its fd, however that
+  // process ends (SIGKILL in the middle of the set-up included).
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd < 0) fail("memfd_create(" + name + ")", errno);
+  // Reserved now: shared memory pages are otherwise allocated at first
+  // touch, and a memory limit too small for them would kill the process
+  // with SIGBUS in the middle of a collective.
   int error = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
   if (error == 0) error = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (error != 0) {
     ::close(fd);
-    shm_unlink(name.c_str());
-    fail("reserving " + std::to_string(bytes) + " bytes of /dev/shm for " + name, error);
+    fail("reserving " + std::to_string(bytes) + " bytes of shared memory for " + name, error);
   }
-  HostSegment segment;
-  try {
-    segment = map(fd, name, ranks, bufferBytes, true);
-  } catch (...) {
-    shm_unlink(name.c_str());
-    throw;
-  }
+  HostSegment segment = map(fd, name, ranks, bufferBytes);
+  // The others open it through this process's fd until unlink() closes it.
+  segment.fd_ = fd;
+  segment.path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
   auto* header = new (segment.base_) Header{kMagic, static_cast<uint64_t>(ranks), bufferBytes};
   (void)header;
   for (int r = 0; r < ranks; ++r) {
@@ -83,9 +89,10 @@ HostSegment HostSegment::create(int ranks, size_t bufferBytes) {
   return segment;
 }
 
-HostSegment HostSegment::open(const std::string& name, int ranks, size_t bufferBytes) {
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail("shm_open(" + name + ") (is /dev/shm shared with rank 0?)", errno);
+HostSegment HostSegment::open(const std::string& name, const std::string& path, int ranks,
+                              size_t bufferBytes) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail("opening rank 0's " + name + " through " + path, errno);
   struct stat info {};
   if (fstat(fd, &info) != 0 || static_cast<size_t>(info.st_size) != bytesFor(ranks, bufferBytes)) {
     ::close(fd);
@@ -93,7 +100,8 @@ HostSegment HostSegment::open(const std::string& name, int ranks, size_t bufferB
                 std::to_string(info.st_size) + " bytes, expected " +
                 std::to_string(bytesFor(ranks, bufferBytes)));
   }
-  HostSegment segment = map(fd, name, ranks, bufferBytes, false);
+  HostSegment segment = map(fd, name, ranks, bufferBytes);
+  ::close(fd);  // the mapping keeps the memory
   const auto* header = reinterpret_cast<const Header*>(segment.base_);
   if (header->magic != kMagic || header->ranks != static_cast<uint64_t>(ranks) ||
       header->bufferBytes != bufferBytes) {
@@ -103,16 +111,16 @@ HostSegment HostSegment::open(const std::string& name, int ranks, size_t bufferB
   return segment;
 }
 
-HostSegment HostSegment::map(int fd, const std::string& name, int ranks, size_t bufferBytes,
-                             bool created) {
+HostSegment HostSegment::map(int fd, const std::string& name, int ranks, size_t bufferBytes) {
   const size_t bytes = bytesFor(ranks, bufferBytes);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  ::close(fd);  // the mapping keeps the object
-  if (base == MAP_FAILED) fail("mmap of " + std::to_string(bytes) + " bytes of " + name, error);
+  if (base == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    fail("mmap of " + std::to_string(bytes) + " bytes of " + name, error);
+  }
   HostSegment segment;
   segment.name_ = name;
-  segment.linked_ = created;
   segment.base_ = static_cast<char*>(base);
   segment.bytes_ = bytes;
   segment.bufferBytes_ = bufferBytes;
@@ -126,12 +134,13 @@ HostSegment& HostSegment::operator=(HostSegment&& other) noexcept {
   if (this != &other) {
     release();
     name_ = std::move(other.name_);
-    linked_ = other.linked_;
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
     base_ = other.base_;
     bytes_ = other.bytes_;
     bufferBytes_ = other.bufferBytes_;
     ranks_ = other.ranks_;
-    other.linked_ = false;
+    other.fd_ = -1;
     other.base_ = nullptr;
   }
   return *this;
@@ -146,9 +155,10 @@ void HostSegment::release() {
 }
 
 void HostSegment::unlink() {
-  if (!linked_) return;
-  shm_unlink(name_.c_str());
-  linked_ = false;
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  path_.clear();
 }
 
 RankLines& HostSegment::lines(int rank) const {

@@ -1,7 +1,9 @@
-// The memory a group's ranks on one host share: one POSIX shared-memory
-// object, created by rank 0, mapped once by every rank when the group is
-// made, and unlinked as soon as every rank has mapped it (so nothing is
-// left in /dev/shm, even after a crash). Its layout: a header, then per
+// The memory a group's ranks on one host share: one anonymous shared-memory
+// file (memfd), created by rank 0, opened by the others through rank 0's fd
+// (/proc/PID/fd/N) and mapped once by every rank; rank 0 closes its fd as
+// soon as every rank has mapped it. It never has a name in /dev/shm (so
+// nothing can be left there, whenever a rank is killed, and Docker's
+// --shm-size does not bound it), and it goes with the last mapping. Its layout: a header, then per
 // rank a few cache lines only that rank writes (its flags, where it is, its
 // state), then per rank two data buffers (consecutive small collectives
 // alternate between them, so no rank waits for its peers to finish reading
@@ -32,12 +34,16 @@ struct alignas(kCacheLine) PositionLine {
 };
 
 // A rank's sequence-numbered flag, alone on its cache line: the peers poll
-// it. `word` is the fingerprint of the collective whose data the flag
-// announces, written before `value` (release), so that a peer can tell
-// that the data it is about to read is of the same collective as its own.
+// it. `words[turn & 1]` is the fingerprint of the collective whose data the
+// flag announces for that turn, written before `value` (release), so that a
+// peer can tell that the data it is about to read is of the same collective
+// as its own. One word per parity: a reader that took `value` at turn k
+// reads word k's slot, which the writer fills again only for turn k + 2,
+// after the reader has published turn k + 1 (so a reader never pairs turn
+// k's value with turn k + 1's word).
 struct alignas(kCacheLine) FlagLine {
   std::atomic<uint64_t> value{0};
-  std::atomic<uint32_t> word{0};
+  std::atomic<uint32_t> words[2]{};
 };
 
 enum class RankState : uint32_t { Active = 0, Left = 1, Failed = 2 };
@@ -75,23 +81,33 @@ class HostSegment {
  public:
   static constexpr uint64_t kMagic = 0x7272736867303031ull;  // "rrshg001"
 
+  // The most a buffer may hold (RINGREDUCE_SHM_BYTES is checked against it).
+  static constexpr size_t kMaxBufferBytes = size_t{1} << 30;
+
   // Rank 0: creates and maps a new object of the size that `ranks` ranks
   // with `bufferBytes` per buffer need, under a fresh random name. Throws
-  // Error naming the call that failed (shm_open, ftruncate, posix_fallocate
-  // — which fails here, not with a SIGBUS at first touch, when /dev/shm is
-  // too small — or mmap).
+  // Error naming the call that failed (memfd_create, ftruncate,
+  // posix_fallocate — which fails here, not with a SIGBUS at first touch,
+  // when memory is short — or mmap).
   static HostSegment create(int ranks, size_t bufferBytes);
-  // The other ranks: maps the object rank 0 created. Throws Error.
-  static HostSegment open(const std::string& name, int ranks, size_t bufferBytes);
+  // The other ranks: maps the object rank 0 created, through `path` (its
+  // path()). Throws Error.
+  static HostSegment open(const std::string& name, const std::string& path, int ranks,
+                          size_t bufferBytes);
   HostSegment() = default;
   HostSegment(HostSegment&& other) noexcept;
   HostSegment& operator=(HostSegment&& other) noexcept;
   ~HostSegment();
 
-  // Removes the name (rank 0, once every rank has mapped or given up). The
-  // mappings stay valid until each rank unmaps.
+  // Closes the door (rank 0, once every rank has mapped or given up): its
+  // fd, through which the others opened it. The mappings stay valid until
+  // each rank unmaps.
   void unlink();
+  // Unique to this segment ("ringreduce-PID-RANDOM"; the doorbells' names
+  // derive from it).
   const std::string& name() const { return name_; }
+  // Where the others open it, until unlink(): "/proc/PID/fd/N".
+  const std::string& path() const { return path_; }
   bool mapped() const { return base_ != nullptr; }
 
   RankLines& lines(int rank) const;
@@ -100,15 +116,16 @@ class HostSegment {
   size_t bufferBytes() const { return bufferBytes_; }
   int ranks() const { return ranks_; }
 
+  // Throws Error for a buffer above kMaxBufferBytes.
   static size_t bytesFor(int ranks, size_t bufferBytes);
 
  private:
-  static HostSegment map(int fd, const std::string& name, int ranks, size_t bufferBytes,
-                         bool created);
+  static HostSegment map(int fd, const std::string& name, int ranks, size_t bufferBytes);
   void release();
 
   std::string name_;
-  bool linked_ = false;
+  std::string path_;
+  int fd_ = -1;  // rank 0's, until unlink()
   char* base_ = nullptr;
   size_t bytes_ = 0;
   size_t bufferBytes_ = 0;

@@ -58,7 +58,13 @@ std::vector<std::tuple<std::string, std::string, std::string>> dataPathUcxSettin
           {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
           {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"},
           {"MM_FIFO_SIZE", "128", "UCX_MM_FIFO_SIZE"},
-          {"MM_FIFO_RELEASE_FACTOR", "0.1", "UCX_MM_FIFO_RELEASE_FACTOR"}};
+          {"MM_FIFO_RELEASE_FACTOR", "0.1", "UCX_MM_FIFO_RELEASE_FACTOR"},
+          // Each worker's shared-memory receive buffers come in chunks of
+          // this many 8 KiB segments (UCX's 512: 4.2 MiB of /dev/shm per
+          // rank and group, 220-285 MiB for a world-4 process with a few
+          // subgroups); the pool still grows as traffic needs, one chunk at
+          // a time. As many as the FIFO above holds.
+          {"MM_RX_BUFS_GROW", "128", "UCX_MM_RX_BUFS_GROW"}};
 }
 
 }  // namespace ringreduce

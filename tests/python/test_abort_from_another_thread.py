@@ -1,0 +1,24 @@
+"""An abort from another thread ends a collective the main thread is blocked
+in, whichever way that collective runs (a small blocking one runs on the
+calling thread through the host channel): what a watchdog relies on.
+test_trace_and_hooks.py covers ProcessGroup.abort(); this, shrink_group's."""
+import pytest
+
+from multiproc import LOOPBACK_ENV, run_world
+import abort_cases
+
+
+@pytest.mark.parametrize("path", ["host channel", "ucx"])
+def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path):
+    env = dict(LOOPBACK_ENV)
+    if path == "ucx":
+        env["RINGREDUCE_SHM_BYTES"] = "0"
+    results = run_world(3, abort_cases.shrink_abort_from_a_watchdog, env=env, timeout=120)
+    for rank in (0, 1):
+        r = results[rank]
+        assert r["watchdog_done"], r
+        assert r["error"] is not None and "allreduce #2" in r["error"], r
+        assert "aborted" in r["error"], r
+        # The group's timeout is 60 s: the abort ended it.
+        assert r["blocked_s"] < 30, r
+        assert r["after"] == [3.0] * 4, r
