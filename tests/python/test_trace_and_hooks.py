@@ -94,7 +94,8 @@ def test_trace_reader_compares_fingerprints_not_summaries():
 
 
 def test_abort_fails_the_pending_collective_and_a_new_group_works():
-    results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120)
+    results = run_world(2, trace_cases.abort_and_start_again, env=LOOPBACK_ENV, timeout=120,
+                        exit_path=True)
     error = results[0]["error"]
     assert error is not None and "allreduce #2 on rank 0" in error, error
     assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error
