@@ -1,10 +1,25 @@
-"""The end of the pytest summary: what did not run, one line per group of
-skipped tests (their file and the reason they give) with how many, so that a
-reader of CI's log sees at once which coverage a run lacked and why."""
+"""The session's rank server, and the end of the pytest summary.
+
+The server that the tests' ranks fork from (multiproc.py) starts with the
+session, before any test changes the environment, and is checked to be
+safe to fork: one thread, no CUDA context.
+
+The end of the summary: what did not run, one line per group of skipped
+tests (their file and the reason they give) with how many, so that a reader
+of CI's log sees at once which coverage a run lacked and why."""
 import collections
 import os
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rank_server():
+    import multiproc  # tests/python, on pytest.ini's pythonpath
+
+    threads, cuda = multiproc.start_rank_server()
+    assert threads == 1, f"the rank server has {threads} threads: a fork copies only the forking thread"
+    assert not cuda, "the rank server made a CUDA context, which its forks cannot use"
 
 
 def _skip_reason(report):

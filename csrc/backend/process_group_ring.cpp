@@ -343,6 +343,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }
+  pointToPoint_.add(work);
   return work;
 }
 

@@ -27,6 +27,7 @@
 #include "backend/completion_hooks.h"
 #include "backend/device_path.h"
 #include "backend/host_staging.h"
+#include "backend/point_to_point_in_flight.h"
 #include "backend/tensor_checks.h"
 #include "backend/work_ring.h"
 #include "backend/work_timing.h"
@@ -142,16 +143,17 @@ class ProcessGroupRing : public c10d::Backend {
   // nothing; raises for a device the backend does not serve.
   void performNocolorSplit(c10::Device device);
 
-  // Work.get_duration() for every collective issued from now on
-  // (work_timing.h): CUDA events, and the end time of host collectives run
-  // on the caller's thread. Also on with RINGREDUCE_ENABLE_TIMING.
+  // Work.get_duration() for every collective issued from now on, and only
+  // for those (work_timing.h): CUDA events, and host times from the start
+  // to the end of host collectives. Also on with RINGREDUCE_ENABLE_TIMING.
   void enableCollectivesTiming() override { timing_ = true; }
 
   // dist.shrink_group (backend/shrink.cpp): a new group of this group's
   // ranks but `ranksToExclude`, made on this group's store by the ranks
-  // that stay, after this group's queued work has run (SHRINK_DEFAULT) or
-  // been aborted (SHRINK_ABORT). Within the timeout (optsOverride's, if
-  // given) or a DistBackendError naming the ranks that did not come.
+  // that stay, after this group's queued work and its sends and receives
+  // in flight have run (SHRINK_DEFAULT) or been aborted (SHRINK_ABORT). It keeps this group's timeout, settings
+  // and timing but what optsOverride says. Within that timeout or a
+  // DistBackendError naming the ranks that did not come.
   bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
                                            int shrinkFlags,
@@ -458,6 +460,7 @@ class ProcessGroupRing : public c10d::Backend {
   std::atomic<int64_t> timeoutMs_;
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<CompletionHooks> hooks_ = std::make_shared<CompletionHooks>();
+  PointToPointInFlight pointToPoint_;  // what shrink's SHRINK_DEFAULT waits for
   AllreduceSelector allreduceSelector_;  // executor thread; learns the nodes on the first allreduce
   // RINGREDUCE_AUTOTUNE=1 only (made in the constructor); runs on the executor thread.
   std::unique_ptr<AllreduceTuner> tuner_;

@@ -7,8 +7,14 @@
 // as any new group does: a rendezvous on the store, under a prefix every
 // rank that stays derives alike from what it knows (this group's store
 // prefix and key generation, the excluded ranks), so that it never meets
-// the keys of another shrink or of a re-created group. A shrink of the new
-// group nests in its prefix.
+// the keys of another shrink or of a re-created group; within it, in an
+// attempt they agree on (backend/shrink_rendezvous.h), so that a retry never
+// meets an arrival of an attempt that failed. A shrink of the new group
+// nests in its prefix.
+// It runs as the parent did: the parent's settings and timeout, each
+// replaced by what the caller's options say (their config, key by key;
+// their timeout, unless it is the default that options made without one
+// carry), as a group made by split does.
 // The store must still be reachable: if the process that hosted it (rank 0
 // under torchrun, MASTER_ADDR) is among the lost ranks, no rendezvous is
 // possible and the error says so.
@@ -20,6 +26,8 @@
 #include <vector>
 
 #include "backend/process_group_ring.h"
+#include "backend/ring_options.h"
+#include "backend/shrink_rendezvous.h"
 #include "core/observe/log.h"
 
 namespace ringreduce {
@@ -29,63 +37,6 @@ namespace {
 // torch.distributed.distributed_c10d.SHRINK_DEFAULT / SHRINK_ABORT.
 constexpr int kShrinkDefault = 0x00;
 constexpr int kShrinkAbort = 0x01;
-
-std::string joinRanks(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) {
-    if (!text.empty()) text += ", ";
-    text += std::to_string(r);
-  }
-  return text;
-}
-
-// What a store that fails here means.
-constexpr const char* kStoreHostGone =
-    "The new group meets on the group's store; if the process that hosted it (torchrun's "
-    "agent on the rendezvous host, or rank 0 with init_method=tcp:// or MASTER_ADDR) is "
-    "gone, the ranks that stay cannot meet: restart the job instead.";
-
-// "arrived/<parent rank>" for every rank that stays, each waiting for the
-// others' within `timeout`; then every one of them is there to make the
-// group. Names all the ranks that did not come, not just the first. A
-// retry after a rank did not come meets under the same keys: its own key
-// is still true, and the late rank's now is.
-void awaitRanksThatStay(c10d::Store& store, int rank, const std::vector<int>& staying,
-                        std::chrono::milliseconds timeout, const std::string& what) {
-  const auto key = [](int r) { return "arrived/" + std::to_string(r); };
-  std::vector<std::string> others;
-  for (int r : staying) {
-    if (r != rank) others.push_back(key(r));
-  }
-  try {
-    store.set(key(rank), std::vector<uint8_t>{1});
-  } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError,
-                    what + ": the store is unreachable (" + e.what() + "). " + kStoreHostGone);
-  }
-  try {
-    store.wait(others, timeout);
-    return;
-  } catch (const std::exception& e) {
-    std::vector<int> missing;
-    try {
-      for (int r : staying) {
-        if (r != rank && !store.check({key(r)})) missing.push_back(r);
-      }
-    } catch (const std::exception&) {
-      missing.clear();  // the store itself failed: say so below
-    }
-    if (missing.empty()) {
-      C10_THROW_ERROR(DistBackendError, what + ": the store failed while the ranks that stay met "
-                                               "on it (" + e.what() + "). " + kStoreHostGone);
-    }
-    C10_THROW_ERROR(DistBackendError,
-                    what + ": rank(s) " + joinRanks(missing) +
-                        " did not call shrink_group within " + std::to_string(timeout.count()) +
-                        " ms. Every rank that stays must call it with the same ranks to "
-                        "exclude; a rank that died too must be excluded as well.");
-  }
-}
 
 }  // namespace
 
@@ -124,18 +75,28 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
   const std::string what = where + " (excluding rank(s) " + joinRanks(excludedRanks) + ")";
 
   // ProcessGroupNCCL: SHRINK_ABORT aborts the parent's operations in flight;
-  // SHRINK_DEFAULT lets them finish first. Ours finish within their timeout,
-  // and after a peer's death they have all failed already, so the default
-  // also serves the recovery from a death, which NCCL needs SHRINK_ABORT for.
+  // SHRINK_DEFAULT lets them finish first, sends and receives included.
+  // Ours finish within their timeout, and after a peer's death they have
+  // all failed already, so the default also serves the recovery from a
+  // death, which NCCL needs SHRINK_ABORT for.
   if (shrinkFlags == kShrinkAbort) {
     engine_->abort("process group '" + groupName_ + "' was aborted on rank " +
                    std::to_string(rank_) + " to shrink it (SHRINK_ABORT, excluding rank(s) " +
                    joinRanks(excludedRanks) + ")");
   }
   engine_->waitForQueued();
+  pointToPoint_.waitForAll();
 
+  // Options made without a timeout carry torch's default: that says nothing.
   const std::chrono::milliseconds childTimeout =
-      optsOverride && optsOverride->timeout.count() > 0 ? optsOverride->timeout : timeout();
+      optsOverride && optsOverride->timeout.count() > 0 &&
+              optsOverride->timeout != ::kBackendDefaultTimeout
+          ? optsOverride->timeout
+          : timeout();
+  std::map<std::string, std::string> childSettings = givenSettings_;
+  if (const auto* ours = dynamic_cast<const RingOptions*>(optsOverride.get())) {
+    for (const auto& [key, value] : ours->config) childSettings[key] = value;
+  }
   // This group's keys' generation tells it from a group re-created on the
   // same store; the excluded ranks tell a retry that excludes more apart.
   std::string prefix = "ringreduce/shrink/gen" + std::to_string(storeGeneration_) + "/excluding";
@@ -143,9 +104,13 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
     prefix += '-';
     prefix += std::to_string(r);
   }
-  auto childStore = c10::make_intrusive<c10d::PrefixStore>(prefix + "/", store_);
+  auto meetingStore = c10::make_intrusive<c10d::PrefixStore>(prefix + "/", store_);
   RR_LOG(Info, rank_, what << ": meeting the " << staying.size() << " ranks that stay");
-  awaitRanksThatStay(*childStore, rank_, staying, childTimeout, what);
+  const int64_t attempt = meetRanksThatStay(*meetingStore, rank_, staying, childTimeout, what);
+  // The attempt that met names the new group's keys: nothing a failed
+  // attempt wrote is read again.
+  auto childStore = c10::make_intrusive<c10d::PrefixStore>(
+      "attempt" + std::to_string(attempt) + "/group/", meetingStore);
 
   const int childRank =
       static_cast<int>(std::find(staying.begin(), staying.end(), rank_) - staying.begin());
@@ -156,7 +121,8 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupRing::shrink(
   // cores (torch tells them to end), so the new group's own count is right.
   auto child = c10::make_intrusive<ProcessGroupRing>(
       childStore, childRank, static_cast<int>(staying.size()), childTimeout, std::move(childName),
-      globalRank_ < 0 ? rank_ : globalRank_, 0);
+      globalRank_ < 0 ? rank_ : globalRank_, 0, std::move(childSettings));
+  if (timing_) child->enableCollectivesTiming();  // _enable_collectives_timing() too
   shrunk_ = true;
   return child;
 }

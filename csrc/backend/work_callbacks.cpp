@@ -8,6 +8,7 @@
 namespace ringreduce {
 
 std::shared_ptr<void> WorkCallbacks::enterDevice() {
+  work_->markStarted();
   if (!device_) return nullptr;
   return std::make_shared<c10::StreamGuard>(device_->stream);
 }

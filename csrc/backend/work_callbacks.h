@@ -20,6 +20,8 @@ class WorkCallbacks : public OperationCallbacks {
                 std::shared_ptr<CompletionHooks> hooks = nullptr)
       : work_(std::move(work)), device_(std::move(device)), hooks_(std::move(hooks)) {}
 
+  // The engine enters the device (a no-op for host work) as the operation
+  // starts running, traced or not: its duration begins there.
   void started() override { work_->markStarted(); }
   std::shared_ptr<void> enterDevice() override;
   void stageIn(const OpContext& op) override;

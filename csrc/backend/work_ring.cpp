@@ -18,6 +18,7 @@ WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::
                    const DeviceCall* device, std::weak_ptr<Executor> executor, bool timed)
     : c10d::Work(rank, opType),
       seq_(seq),
+      timed_(timed),
       outputs_(std::move(outputs)),
       executor_(std::move(executor)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
@@ -66,6 +67,7 @@ float WorkRing::getDuration() const {
     return deviceMilliseconds(who, first ? &first->start : nullptr,
                               span_ ? &span_->end : nullptr, Untimed::TimingOff);
   }
+  if (!timed_) refuseDuration(who, Untimed::TimingOff, false);
   return hostMilliseconds(who, startTime(), finished_, Untimed::NotYet);
 }
 

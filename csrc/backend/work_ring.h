@@ -26,8 +26,8 @@ class WorkRing : public c10d::Work {
  public:
   // `executor`: the group's, so that wait() on a host work can run it on the
   // waiting thread instead of sleeping until the executor has. `timed`: the
-  // group's timing is on (a CUDA work then records events around its
-  // device work).
+  // group's timing was on when it was issued: only then has it a duration
+  // (a CUDA work then records events around its device work), as with NCCL.
   WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
            const DeviceCall* device = nullptr, std::weak_ptr<Executor> executor = {},
            bool timed = false);
@@ -45,8 +45,13 @@ class WorkRing : public c10d::Work {
   int sourceRank() const override { return sourceRank_; }
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
-  // On the thread that runs it: the work begins.
-  void markStarted() { started_ = std::chrono::steady_clock::now(); }
+  // On the thread that runs it, as it starts running (not as it is queued):
+  // the work begins. The first call counts (the engine may say so twice).
+  void markStarted() {
+    if (started_ == std::chrono::steady_clock::time_point{}) {
+      started_ = std::chrono::steady_clock::now();
+    }
+  }
   // Executor thread, with the internal stream current, once it waited for
   // the caller's stream: the device work begins (its start event, if timed).
   void markDeviceStarted();
@@ -65,6 +70,7 @@ class WorkRing : public c10d::Work {
 
  private:
   const uint64_t seq_;
+  const bool timed_;
   int sourceRank_ = -1;
   std::vector<at::Tensor> outputs_;
   std::optional<c10::Stream> stream_;  // CUDA: the internal stream the work ran on

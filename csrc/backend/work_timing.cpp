@@ -22,7 +22,7 @@ std::string reason(Untimed why, bool onDevice) {
       return "it never ran (the group had failed before it started)";
     case Untimed::TimingOff:
       return std::string(onDevice ? "collectives on CUDA tensors are timed"
-                                  : "collectives that run on the caller's thread are timed") +
+                                  : "collectives on host tensors are timed") +
              " only while timing is on: " + kHowToTime;
     case Untimed::Captured:
       return "it was captured into a CUDA graph and runs when the graph is replayed; time "
@@ -37,6 +37,10 @@ std::string reason(Untimed why, bool onDevice) {
 }
 
 }  // namespace
+
+void refuseDuration(const WorkName& who, Untimed why, bool onDevice) {
+  refuse(who, reason(why, onDevice));
+}
 
 DeviceSpan::DeviceSpan()
     : start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT),

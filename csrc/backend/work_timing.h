@@ -4,12 +4,16 @@
 //     work, made and recorded only while the group's timing is on
 //     (ProcessGroup._enable_collectives_timing(), RINGREDUCE_ENABLE_TIMING,
 //     TORCH_NCCL_ENABLE_TIMING), read once the device has passed the end;
-//   - a host collective: host time from its start to its completion. The
-//     executor reads both times anyway; a collective run from the caller's
+//   - a host collective: host time from when it starts running (not when it
+//     was queued) to its completion. A collective run from the caller's
 //     thread (Engine::runDirect) takes its start from runDirect's one clock
 //     read and reads the clock again at its end only while timing is on, so
 //     that the untimed hot path costs nothing more.
-// A Work without a duration says why and how to get one.
+// One rule for every path, ProcessGroupNCCL's: a Work has a duration iff the
+// group's timing was on when it was issued, whichever thread ran it and
+// whether or not the flight recorder is on. A Work without a duration says
+// why and how to get one. (Completion hooks get host times whatever the
+// timing: the executor reads them anyway.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -45,6 +49,9 @@ enum class Untimed {
   TimingOff,     // it was not timed: timing was off when it was issued
   Captured,      // it was captured into a CUDA graph
 };
+
+// Raises: `who` has no duration, for `why` (on the device or the host).
+[[noreturn]] void refuseDuration(const WorkName& who, Untimed why, bool onDevice);
 
 // The elapsed milliseconds from `start` to `end`; raises naming `who`
 // (`why` when they were not recorded; "not finished" while the device has

@@ -13,3 +13,20 @@ def rank_one_sleeps_in_a_named_place(rank, world, init_method):
 
 def _asleep_past_the_world_timeout():
     time.sleep(3600)
+
+
+def exit_handlers(rank, world, init_method, marker_dir):
+    """Each rank registers an exit handler that leaves a file behind; rank 1's
+    then ends the process with status 3, as a crash in a group's teardown at
+    exit would. No process group: the harness alone is under test."""
+    import atexit
+    import os
+
+    def leave_a_mark():
+        with open(os.path.join(marker_dir, f"exited.{rank}"), "w") as f:
+            f.write("1")
+        if rank == 1:
+            os._exit(3)
+
+    atexit.register(leave_a_mark)
+    return rank

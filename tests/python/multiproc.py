@@ -32,21 +32,65 @@ TRANSPORTS = {
 _RUN_TIME_SETTINGS = ("RINGREDUCE_", "UCX_TLS", "UCX_NET_DEVICES", "OMP_NUM_THREADS")
 
 
-def _context(env, torch_threads):
+# What the server imports once for all its ranks. Not this module: the
+# server's sys.path is its environment's (multiprocessing hands it the
+# parent's sys.path, which 3.11's forkserver ignores), where pytest's
+# tests/python is not; a fork imports it from the path it is given.
+_PRELOAD = ["torch", "torch.distributed", "torch_ringreduce"]
+
+
+def _forkserver():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def _context(env, torch_threads, exit_path):
     """The start method for a world's ranks. Each fresh interpreter imports
     torch, 2.5-3 s of CPU on this suite's 2-core machines, most of a short
     test's time; so ranks fork from one server process per test session that
     imported torch and this package once (multiprocessing's forkserver,
-    started before any test changes the environment, and holding no thread,
-    no group and no CUDA context). A fresh `spawn` where the test leaves
+    started by tests/conftest.py before any test changes the environment,
+    and holding one thread, no group and no CUDA context). A fresh `spawn`
+    where the test's ranks must leave as a user's process leaves
+    (`exit_path`: a forked rank ends through the server's os._exit, which
+    runs no atexit handler, no interpreter shutdown and no static
+    destructor; a spawned one ends through sys.exit), where the test leaves
     torch's threads at its default (that reads OMP_NUM_THREADS as torch
     loads), names a setting read at load time, or RINGREDUCE_TEST_SPAWN=1."""
-    if (torch_threads is None or os.environ.get("RINGREDUCE_TEST_SPAWN") == "1" or
+    if (exit_path or torch_threads is None or os.environ.get("RINGREDUCE_TEST_SPAWN") == "1" or
             any(not key.startswith(_RUN_TIME_SETTINGS) for key in env)):
         return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch_ringreduce", "multiproc"])
-    return ctx
+    return _forkserver()
+
+
+def _server_probe():
+    """In a rank forked from the server: whether the server had made a CUDA
+    context (torch marks a fork of a process that had as a bad fork)."""
+    import torch
+
+    return bool(torch.cuda._initialized or torch.cuda._is_in_bad_fork())
+
+
+def start_rank_server():
+    """Starts the server the ranks fork from (once per session, before any
+    test changes the environment) and returns (its thread count, whether
+    it made a CUDA context), read once it has imported what it preloads: a
+    fork from a process with other threads copies only the forking one (a
+    lock another held stays held in the child), and a CUDA context does
+    not survive a fork."""
+    from multiprocessing import forkserver
+
+    ctx = _forkserver()
+    forkserver.ensure_running()
+    # The server forks only once its preloading is done: a rank it forks
+    # answers after that.
+    with ctx.Pool(1) as pool:
+        cuda = pool.apply(_server_probe)
+    pid = forkserver._forkserver._forkserver_pid
+    with open(f"/proc/{pid}/status") as f:
+        threads = int(next(line for line in f if line.startswith("Threads:")).split()[1])
+    return threads, cuda
 
 
 class _ParentStdio:
@@ -202,18 +246,23 @@ def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     return "\n".join(parts)
 
 
-def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_threads=1):
+def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_threads=1,
+              exit_path=False):
     """fn(rank, world_size, init_method, *args) -> picklable value, per rank.
 
     Ranks in `may_die` may end without a result (their value is None); every
     other rank must return one and then exit by itself with status 0.
+    `exit_path`: the ranks are fresh interpreters that end as a user's
+    script ends (atexit handlers, interpreter shutdown, static destructors),
+    so that exiting by itself with status 0 covers those; 2.5-3 s of CPU
+    more per rank, for tests of what happens as a process leaves.
     `torch_threads`: torch's intra-op threads per rank; None leaves torch's
     default (OMP_NUM_THREADS unset unless `env` sets it), as mp.spawn does
     (fn's module must then not import torch at its top: the children import
     it before the thread count is settled)."""
     full_env = dict(LOOPBACK_ENV)
     full_env.update(env or {})
-    ctx = _context(full_env, torch_threads)
+    ctx = _context(full_env, torch_threads, exit_path)
     forked = ctx.get_start_method() == "forkserver"
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="ringreduce-test-") as tmp:
@@ -227,8 +276,9 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
         # when a module is imported (TORCH_DISTRIBUTED_DEBUG, UCX_*) are in
         # place before the pickled target's module imports torch. (Forked
         # ones apply full_env in _child, before their group reads it; the
-        # server itself starts here on first use, so with the environment
-        # the session had before this update.)
+        # server itself started with the session (tests/conftest.py), or
+        # here on first use outside pytest, with the environment as it was
+        # before this update.)
         if forked:
             from multiprocessing import forkserver
             forkserver.ensure_running()

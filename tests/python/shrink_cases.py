@@ -110,9 +110,11 @@ def bad_arguments(rank, world, init_method):
 
 
 def rank_missing(rank, world, init_method):
-    """Rank 2 is excluded; rank 1 does not call shrink_group at first, and
-    rank 0's shrink, with a 2 s timeout in its options, fails naming rank 1.
-    Then both try again, and meet."""
+    """Rank 2 is excluded. Rank 0 shrinks first, with a 2 s timeout in its
+    options, and fails naming rank 1, which has not come. Then rank 1 comes
+    (3 s) while rank 0 does not try again yet: it must fail naming rank 0,
+    not meet rank 0's arrival of the attempt that failed. Then both try
+    again, with no options, and meet."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     events = event_store(init_method, world)
@@ -121,22 +123,146 @@ def rank_missing(rank, world, init_method):
         events.wait(["done"])
         return {}
     out = {}
-    if rank == 0:
+
+    def attempt(seconds):
         options = torch._C._distributed_c10d.Backend.Options("ringreduce",
-                                                             datetime.timedelta(seconds=2))
+                                                             datetime.timedelta(seconds=seconds))
         try:
             dist.shrink_group([2], pg_options=options)
-            out["first"] = "no error"
+            return "no error"
         except Exception as error:
-            out["first"] = (type(error).__name__, str(error))
-        events.set("retry", "1")
+            return (type(error).__name__, str(error))
+
+    if rank == 0:
+        out["first"] = attempt(2)
+        events.set("first_failed", "1")
+        events.wait(["second_failed"])
     else:
-        events.wait(["retry"])
+        events.wait(["first_failed"])
+        out["second"] = attempt(3)
+        events.set("second_failed", "1")
     group = dist.shrink_group([2])
     t = _ints(rank)
     dist.all_reduce(t, group=group)
     out["retry"] = (group.rank(), group.size(), t)
+    # No options: the parent's timeout.
+    out["retry_timeout"] = group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
     if rank == 0:
+        events.set("done", "1")
+    return out
+
+
+def receive_in_flight(rank, world, init_method, wait_for_rank1_s):
+    """Rank 0 has a receive from rank 2 in flight when it shrinks rank 2
+    away with SHRINK_DEFAULT, which lets it complete first, as NCCL's does.
+    Rank 2 sends once rank 1 has a shrunk group, or after
+    `wait_for_rank1_s` (rank 1 cannot have one before rank 0 comes, and
+    rank 0 comes once the message is in)."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    events = event_store(init_method, world)
+    dist.all_reduce(torch.ones(2))
+    message = _ints(2, 5000)
+    if rank == 2:
+        events.wait(["posted"])
+        try:
+            events.wait(["rank1_shrunk"], datetime.timedelta(seconds=wait_for_rank1_s))
+        except Exception:
+            pass  # rank 1 is still shrinking: rank 0 waits for this message
+        dist.isend(message, dst=0)  # not waited for: rank 0's old group may be gone
+        events.wait(["done"])
+        return {}
+    out = {}
+    if rank == 0:
+        received = torch.zeros_like(message)
+        pending = dist.irecv(received, src=2)
+        events.set("posted", "1")
+    group = dist.shrink_group([2])
+    if rank == 1:
+        events.set("rank1_shrunk", "1")
+    else:
+        try:
+            pending.wait()
+            out["received"] = torch.equal(received, message)
+        except Exception as error:
+            out["received"] = (type(error).__name__, str(error))
+    t = _ints(rank)
+    dist.all_reduce(t, group=group)
+    out["sum"] = t
+    dist.barrier()
+    if rank == 0:
+        events.set("done", "1")
+    return out
+
+
+# A group's own settings (pg_options' config), which a group shrunk from it
+# keeps unless the caller's options say otherwise.
+GIVEN = {"RINGREDUCE_SEGMENT_BYTES": "65536", "RINGREDUCE_EAGER_BYTES": "8192"}
+
+
+def _settings_of(group):
+    import torch_ringreduce
+
+    options = group._get_backend(torch.device("cpu")).options
+    effective = torch_ringreduce.config(group)
+    return {"config": dict(options.config), "timeout": options._timeout.total_seconds(),
+            "segment": effective["RINGREDUCE_SEGMENT_BYTES"],
+            "eager": effective["RINGREDUCE_EAGER_BYTES"]}
+
+
+def non_default_group_and_settings(rank, world, init_method, bind):
+    """World 4, each group made with GIVEN. A subgroup of global ranks
+    1, 2, 3 drops its rank 1 (global rank 2): the new group is global ranks
+    1 and 3, which torch must record (its own filter takes the excluded
+    group ranks for global ranks), and keeps the subgroup's settings,
+    timeout and timing. Then the default group drops rank 2, with options
+    that change one setting: that one changes, the rest are the parent's.
+    `bind`: the default group is bound to a (fake, on CPU) CUDA device, as
+    init_process_group(device_id=...) binds it."""
+    import torch_ringreduce
+    from device_bound_cases import bind_device
+
+    device_id = bind_device(rank, world)[0] if bind else None
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=45), device_id=device_id,
+                            pg_options=torch_ringreduce.Options(config=GIVEN))
+    events = event_store(init_method, world)
+    sub = dist.new_group([1, 2, 3], timeout=datetime.timedelta(seconds=50),
+                         pg_options=torch_ringreduce.Options(config=GIVEN))
+    out = {"parent": _settings_of(dist.group.WORLD)}
+    if rank in (1, 3):
+        sub._enable_collectives_timing()
+        shrunk = dist.shrink_group([1], group=sub)
+        out["ranks"] = dist.get_process_group_ranks(shrunk)
+        out["global_of_1"] = dist.get_global_rank(shrunk, 1)
+        out["group_of_3"] = dist.get_group_rank(shrunk, 3)
+        out["place"] = (shrunk.rank(), shrunk.size())
+        out["bound"] = str(getattr(shrunk, "bound_device_id", None))
+        out["settings"] = _settings_of(shrunk)
+        t = _ints(rank)
+        work = dist.all_reduce(t, group=shrunk, async_op=True)
+        work.wait()
+        out["sum"] = t
+        out["timed"] = work._get_duration() > 0.0  # raises if timing was lost
+        gathered = [torch.empty(1000, dtype=torch.int64) for _ in range(2)]
+        dist.all_gather(gathered, _ints(rank), group=shrunk)
+        out["gathered"] = gathered
+    # Everyone's subgroup work is done before the default group is shrunk
+    # (which destroys the other groups). No barrier: on the fake device it
+    # would make a CUDA tensor.
+    dist.all_reduce(torch.ones(1))
+    if rank == 2:
+        events.wait(["done"])
+        return out
+    changed = torch_ringreduce.Options(config={"RINGREDUCE_SEGMENT_BYTES": "131072"})
+    world_shrunk = dist.shrink_group([2], pg_options=changed)
+    out["world_settings"] = _settings_of(world_shrunk)
+    out["world_ranks"] = dist.get_process_group_ranks(world_shrunk)
+    out["world_bound"] = str(getattr(world_shrunk, "bound_device_id", None))
+    t = _ints(rank)
+    dist.all_reduce(t)
+    out["world_sum"] = t
+    if world_shrunk.rank() == 0:
         events.set("done", "1")
     return out
 
@@ -311,13 +437,15 @@ def shrink_twice(rank, world, init_method):
         return {}
     first = dist.shrink_group([0])
     first_place = (first.rank(), first.size())
+    first_ranks = dist.get_process_group_ranks(first)
     if rank == 2:
         events.wait(["done"])
         return {}
     second = dist.shrink_group([1])
     t = _ints(rank)
     dist.all_reduce(t)
-    out = {"first": first_place, "second": (second.rank(), second.size()), "sum": t}
+    out = {"first": first_place, "second": (second.rank(), second.size()), "sum": t,
+           "first_ranks": first_ranks, "second_ranks": dist.get_process_group_ranks(second)}
     if second.rank() == 0:
         events.set("done", "1")
     return out

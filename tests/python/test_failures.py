@@ -15,7 +15,7 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
     victim = 1
     kill_file = str(tmp_path / "killed_at")
     results = run_world(3, killed_mid_job, victim, kill_file, nbytes, from_thread,
-                        env=TRANSPORTS[transport], timeout=120, may_die={victim})
+                        env=TRANSPORTS[transport], timeout=120, may_die={victim}, exit_path=True)
     assert results[victim] is None
     for rank in (0, 2):
         r = results[rank]
@@ -33,7 +33,8 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
 
 def test_stopped_rank_times_out_at_the_timeout_naming_it():
     timeout_s = 4.0
-    results = run_world(3, stopped_or_late, "stop", timeout_s, timeout=120, may_die={2})
+    results = run_world(3, stopped_or_late, "stop", timeout_s, timeout=120, may_die={2},
+                        exit_path=True)
     for rank in (0, 1):
         kind, message = results[rank]["outcome"]
         assert kind == "DistBackendError", results[rank]
@@ -46,13 +47,13 @@ def test_stopped_rank_times_out_at_the_timeout_naming_it():
 
 
 def test_rank_late_by_less_than_the_timeout_just_succeeds():
-    results = run_world(3, stopped_or_late, "late", 4.0, timeout=120)
+    results = run_world(3, stopped_or_late, "late", 4.0, timeout=120, exit_path=True)
     for rank, r in enumerate(results):
         assert r["outcome"] == ("ok", 0.0 + 1.0 + 2.0), (rank, r)
 
 
 def test_monitored_barrier_names_every_missing_rank():
-    results = run_world(4, monitored_barrier, timeout=120)
+    results = run_world(4, monitored_barrier, timeout=120, exit_path=True)
     assert all(r["first"] == "passed" for r in results)
     kind, message = results[0]["second"]
     assert kind == "DistBackendError", results[0]
@@ -69,7 +70,7 @@ def test_monitored_barrier_names_every_missing_rank():
 def test_per_op_timeout_overrides_the_group_timeout():
     from failure_cases import per_op_timeout
 
-    r = run_world(2, per_op_timeout, timeout=120)[0]
+    r = run_world(2, per_op_timeout, timeout=120, exit_path=True)[0]
     kind, message = r["outcome"]
     assert kind == "DistBackendError", r
     # Rank 1 stays in the group (it waits on an event): a timeout, naming it.

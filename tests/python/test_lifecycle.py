@@ -33,19 +33,19 @@ def _free_port_block(n):
 
 def test_tcp_rendezvous_and_reinit_in_same_process():
     port = _free_port_block(3)
-    sums = run_world(2, tcp_init_and_reinit, port, timeout=120)
+    sums = run_world(2, tcp_init_and_reinit, port, timeout=120, exit_path=True)
     for round_ in range(3):
         assert sums[0][round_] == sums[1][round_] == float(0 + 1 + 2 * round_)
 
 
 def test_reinit_on_the_same_store_never_reads_stale_addresses():
-    sums = run_world(3, reinit_same_store, timeout=120)
+    sums = run_world(3, reinit_same_store, timeout=120, exit_path=True)
     for round_ in range(3):
         assert {s[round_] for s in sums} == {float(0 + 10 + 20 + 3 * round_)}
 
 
 def test_several_groups_at_once():
-    results = run_world(3, several_groups, timeout=120)
+    results = run_world(3, several_groups, timeout=120, exit_path=True)
     for rank, r in enumerate(results):
         assert r["everyone"] == 0 + 1 + 2
         assert r["reversed"] == 2 * (0 + 1 + 2)
@@ -56,7 +56,7 @@ def test_several_groups_at_once():
 def test_idle_group_uses_no_cpu():
     # Four ranks on this machine's cores: a spinning progress thread would
     # burn close to a full core per rank (about 1.5 s each here).
-    for rank, r in enumerate(run_world(4, idle_cpu, timeout=120)):
+    for rank, r in enumerate(run_world(4, idle_cpu, timeout=120, exit_path=True)):
         assert r["cpu"] < 0.25 * r["wall"], f"rank {rank} used {r['cpu']:.2f} s CPU while idle"
 
 
@@ -67,7 +67,8 @@ def test_destroy_with_work_in_flight_finishes_queued_work_and_fails_pending_rece
     # of the two this rank learns first is a race, and either is the right
     # answer: its own shutdown abandoned the receive, or the peer said goodbye
     # without sending. Both must name the receive; nothing else may happen.
-    for rank, r in enumerate(run_world(3, destroy_with_work_in_flight, timeout=120)):
+    for rank, r in enumerate(run_world(3, destroy_with_work_in_flight, timeout=120,
+                                       exit_path=True)):
         assert r["done"] and r["sums_ok"], (rank, r)
         peer = (rank + 1) % 3
         own_shutdown = "was shut down" in r["orphan"]
@@ -90,7 +91,8 @@ def test_a_rank_leaving_after_its_peers_prints_no_ucx_error(transport, tmp_path)
 
     env = dict(TRANSPORTS[transport], UCX_LOG_FILE=str(tmp_path / "ucx.%p.log"),
                UCX_LOG_LEVEL="info")
-    assert run_world(4, all_to_all_then_destroy, 0, env=env, timeout=120) == [True] * 4
+    assert run_world(4, all_to_all_then_destroy, 0, env=env, timeout=120,
+                     exit_path=True) == [True] * 4
     logs = [path.read_text() for path in sorted(tmp_path.glob("ucx.*.log"))]
     assert sum("Version" in text for text in logs) >= 4, "UCX did not log to the files"
     errors = [line for text in logs for line in text.splitlines() if " ERROR " in line]

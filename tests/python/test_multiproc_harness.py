@@ -1,8 +1,9 @@
 """The multi-process harness itself: a world that overruns says where each
-late rank is, so a hang in CI can be diagnosed from its log alone."""
+late rank is, so a hang in CI can be diagnosed from its log alone; ranks
+that need their exit path run it, and a failed exit is reported."""
 import pytest
 
-from harness_cases import rank_one_sleeps_in_a_named_place
+from harness_cases import exit_handlers, rank_one_sleeps_in_a_named_place
 from multiproc import WorldFailed, run_world
 
 
@@ -15,3 +16,13 @@ def test_an_overrunning_world_reports_the_late_ranks_stacks():
     # Python's stack of the late rank, down to the function it is stuck in.
     assert "_asleep_past_the_world_timeout" in message, message
     assert "rank_one_sleeps_in_a_named_place" in message, message
+
+
+def test_ranks_that_need_their_exit_path_get_it(tmp_path):
+    """exit_path=True: each rank's atexit handlers run as it exits (a rank
+    forked from the server would end through os._exit and run none), and an
+    exit that fails is reported."""
+    with pytest.raises(WorldFailed) as failure:
+        run_world(2, exit_handlers, str(tmp_path), timeout=60, exit_path=True)
+    assert "rank(s) [1] exited with [3]" in str(failure.value), str(failure.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exited.0", "exited.1"]

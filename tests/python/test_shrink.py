@@ -16,7 +16,7 @@ from shrink_cases import _ints
     (4, (0, 2), c10d.SHRINK_ABORT),   # with an allreduce in flight that ranks 0 and 2 never join
 ])
 def test_shrink_a_healthy_group(world, excluded, flags):
-    results = run_world(world, shrink_cases.healthy, excluded, flags, timeout=150)
+    results = run_world(world, shrink_cases.healthy, excluded, flags, timeout=150, exit_path=True)
     staying = [r for r in range(world) if r not in excluded]
     expected_sum = sum(_ints(r) for r in staying)
     for new_rank, rank in enumerate(staying):
@@ -41,7 +41,7 @@ def test_shrink_a_healthy_group(world, excluded, flags):
 
 
 def test_bad_shrink_arguments_raise_and_leave_the_group_usable():
-    results = run_world(2, shrink_cases.bad_arguments, timeout=120)
+    results = run_world(2, shrink_cases.bad_arguments, timeout=120, exit_path=True)
     for rank, r in enumerate(results):
         errors = r["errors"]
         assert r["supports"] is True
@@ -71,23 +71,68 @@ def test_bad_shrink_arguments_raise_and_leave_the_group_usable():
         assert kind == "TypeError" and "str" in message, errors["options"]
 
 
-def test_shrink_names_a_rank_that_does_not_come_and_a_retry_meets_it():
-    results = run_world(3, shrink_cases.rank_missing, timeout=120)
+def test_shrink_names_a_rank_that_does_not_come_and_a_retry_meets_afresh():
+    results = run_world(3, shrink_cases.rank_missing, timeout=120, exit_path=True)
     kind, message = results[0]["first"]
     assert kind == "DistBackendError", results[0]["first"]
     assert "rank(s) 1 did not call shrink_group within 2000 ms" in message, message
     assert "excluding rank(s) 2" in message, message
+    # Rank 1 came after rank 0 gave up: it meets no one (rank 0's arrival
+    # belonged to the attempt that failed), and says so.
+    kind, message = results[1]["second"]
+    assert kind == "DistBackendError", results[1]["second"]
+    assert "rank(s) 0 did not call shrink_group within 3000 ms" in message, message
     for rank in (0, 1):
         new_rank, size, total = results[rank]["retry"]
         assert (new_rank, size) == (rank, 2)
         assert torch.equal(total, _ints(0) + _ints(1))
+        assert results[rank]["retry_timeout"] == 60.0
+
+
+def test_shrink_default_lets_a_receive_in_flight_complete():
+    results = run_world(3, shrink_cases.receive_in_flight, 4.0, timeout=150, exit_path=True)
+    assert results[0]["received"] is True, results[0]["received"]
+    for rank in (0, 1):
+        assert torch.equal(results[rank]["sum"], _ints(0) + _ints(1))
+
+
+@pytest.mark.parametrize("bind", [False, True], ids=["unbound", "bound_to_fake_cuda"])
+def test_a_non_default_group_shrinks_with_its_ranks_and_settings(bind):
+    results = run_world(4, shrink_cases.non_default_group_and_settings, bind, timeout=180,
+                        exit_path=True)
+    given = dict(shrink_cases.GIVEN)
+    for rank, r in enumerate(results):
+        assert r["parent"]["config"] == given, r["parent"]
+    for rank, place in ((1, 0), (3, 1)):
+        r = results[rank]
+        # Global ranks 1 and 3, as torch records them.
+        assert r["ranks"] == [1, 3], r["ranks"]
+        assert r["global_of_1"] == 3 and r["group_of_3"] == 1, r
+        assert r["place"] == (place, 2), r["place"]
+        assert r["bound"] == (f"cuda:{rank}" if bind else "None"), r["bound"]
+        # The subgroup's settings, timeout and timing.
+        assert r["settings"] == {"config": given, "timeout": 50.0, "segment": "65536",
+                                 "eager": "8192"}, r["settings"]
+        assert r["timed"] is True
+        assert torch.equal(r["sum"], _ints(1) + _ints(3))
+        assert all(torch.equal(g, _ints(m)) for g, m in zip(r["gathered"], (1, 3)))
+    for rank in (0, 1, 3):
+        r = results[rank]
+        # The caller's options change the one setting they name; the rest,
+        # and the timeout, are the default group's.
+        assert r["world_settings"] == {
+            "config": dict(given, RINGREDUCE_SEGMENT_BYTES="131072"), "timeout": 45.0,
+            "segment": "131072", "eager": "8192"}, r["world_settings"]
+        assert r["world_ranks"] == [0, 1, 3], r["world_ranks"]
+        assert r["world_bound"] == (f"cuda:{rank}" if bind else "None"), r["world_bound"]
+        assert torch.equal(r["world_sum"], _ints(0) + _ints(1) + _ints(3))
 
 
 def test_ddp_carries_on_after_a_rank_is_killed_and_the_rest_shrink(tmp_path, capsys):
     victim = 2
     kill_file = str(tmp_path / "killed_at")
     results = run_world(3, shrink_cases.ddp_killed_then_shrunk, victim, kill_file, timeout=180,
-                        may_die={victim})
+                        may_die={victim}, exit_path=True)
     assert results[victim] is None
     with open(kill_file) as f:
         killed_at = float(f.read())
@@ -120,7 +165,8 @@ def test_ddp_carries_on_after_a_rank_is_killed_and_the_rest_shrink(tmp_path, cap
 
 def test_shrink_after_the_store_host_died_says_why_it_cannot(tmp_path):
     kill_file = str(tmp_path / "killed_at")
-    results = run_world(3, shrink_cases.store_host_killed, kill_file, timeout=120, may_die={0})
+    results = run_world(3, shrink_cases.store_host_killed, kill_file, timeout=120, may_die={0},
+                        exit_path=True)
     for rank in (1, 2):
         r = results[rank]
         kind, message = r["failure"]
@@ -133,8 +179,11 @@ def test_shrink_after_the_store_host_died_says_why_it_cannot(tmp_path):
 
 
 def test_a_shrunk_group_shrinks_again():
-    results = run_world(4, shrink_cases.shrink_twice, timeout=120)
+    results = run_world(4, shrink_cases.shrink_twice, timeout=120, exit_path=True)
     for rank, first, second in ((1, (0, 3), (0, 2)), (3, (2, 3), (1, 2))):
         r = results[rank]
         assert r["first"] == first and r["second"] == second, r
+        # The global ranks torch records: the second shrink drops group
+        # rank 1 of [1, 2, 3], which is global rank 2.
+        assert r["first_ranks"] == [1, 2, 3] and r["second_ranks"] == [1, 3], r
         assert torch.equal(r["sum"], _ints(1) + _ints(3))

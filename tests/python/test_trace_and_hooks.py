@@ -99,7 +99,7 @@ def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
     if call == "sync over ucx":
         env["RINGREDUCE_SHM_BYTES"] = "0"
     results = run_world(2, trace_cases.abort_and_start_again, call != "async", env=env,
-                        timeout=120)
+                        timeout=120, exit_path=True)
     error = results[0]["error"]
     assert error is not None and "allreduce #2 on rank 0" in error, error
     assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error

@@ -6,6 +6,8 @@ raises saying how to get one."""
 import json
 import random
 
+import pytest
+
 from torch._C._distributed_c10d import WorkResult
 
 import work_timing_cases
@@ -29,8 +31,11 @@ def test_the_group_of_one_times_its_direct_work_once_timing_is_on():
     # Completion hooks see real durations on this path too (they read the
     # clock anyway), in torch's microseconds: the ops that copy half a MiB
     # take some; allreduce and broadcast of one rank do nothing at all.
-    assert len(r["hook_seconds"]) == len(DIRECT_OPS)
-    assert all(seconds >= 0.0 for seconds in r["hook_seconds"]), r["hook_seconds"]
+    # One report per Work, in issue order, each naming its op.
+    assert [op for op, _ in r["hook_ops"]] == [
+        "ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST"], r["hook_ops"]
+    seqs = [seq for _, seq in r["hook_ops"]]
+    assert seqs == sorted(set(seqs)), r["hook_ops"]
     copies = [DIRECT_OPS.index("all_gather_into_tensor"), DIRECT_OPS.index("reduce_scatter_tensor")]
     assert all(r["hook_seconds"][i] > 0.0 for i in copies), r["hook_seconds"]
 
@@ -52,6 +57,7 @@ def test_queued_and_coalesced_work_answers():
             exact, duration, result = r[op]
             assert exact and duration > 0.0 and WorkResult(result) == WorkResult.SUCCESS, op
         assert r["coalesced_works"] == 1
+        assert "_enable_collectives_timing" in r["untimed"], r["untimed"]
         exact, duration, result = r["coalesced"]
         assert exact and duration > 0.0 and WorkResult(result) == WorkResult.SUCCESS
         assert WorkResult(r["early_result"]) == WorkResult.SUCCESS
@@ -65,3 +71,17 @@ def test_timeout_and_failed_group_results():
     assert rank0["timeout_duration"] > 0.0
     assert WorkResult(rank0["later_result"]) == WorkResult.COMM_ERROR
     assert "never ran" in rank0["later_duration"], rank0
+
+
+@pytest.mark.parametrize("trace_buffer", ["0", "2000"], ids=["recorder_off", "recorder_on"])
+def test_a_queued_duration_starts_when_the_collective_starts(trace_buffer):
+    rank0, _ = run_world(2, work_timing_cases.starts_when_it_runs,
+                         env={"RINGREDUCE_TRACE_BUFFER_SIZE": trace_buffer}, timeout=120)
+    # The second started after the first completed, which was after the
+    # release: its duration fits in the release-to-done span, whatever the
+    # machine's speed; from its queueing (before the release) it would not.
+    assert 0.0 < rank0["second_ms"] <= rank0["released_to_done_ms"], rank0
+    assert rank0["first_ms"] > 0.0, rank0
+    # The hooks see the same spans (an unset start made them 0).
+    first_hook, second_hook = rank0["hooked_ms"][-2:]
+    assert first_hook > 0.0 and 0.0 < second_hook <= rank0["released_to_done_ms"], rank0

@@ -46,12 +46,13 @@ def group_of_one(rank, world_size, init_method, seed):
                             world_size=world_size)
     pg = dist.group.WORLD
     hooked = []
-    pg._register_on_completion_hook(lambda info: hooked.append(info.active_duration))
+    pg._register_on_completion_hook(lambda info: hooked.append(info))
     works, exact = _direct_ops(dist, torch, seed)
     out = {"exact_untimed": exact, "untimed": _durations(works),
            "results": {name: int(work.get_future_result().wait()) for name, work in works.items()}}
     pg._wait_for_pending_works()
-    out["hook_seconds"] = [d.total_seconds() for d in hooked]
+    out["hook_seconds"] = [info.active_duration.total_seconds() for info in hooked]
+    out["hook_ops"] = [(str(info.op_type).split(".")[-1], info.seq) for info in hooked]
     pg._enable_collectives_timing()
     works, exact = _direct_ops(dist, torch, seed + 1)
     out["exact_timed"] = exact
@@ -84,8 +85,18 @@ def queued_and_coalesced(rank, world_size, init_method, seed):
         return [torch.randint(-1000, 1000, (3000,), generator=torch.Generator().manual_seed(
             s * 100 + r), dtype=torch.int64) for r in range(world_size)]
 
+    # Untimed, a queued Work has no duration either, as on the caller's
+    # thread (one rule, ProcessGroupNCCL's), and says how to get one.
+    gathered = [torch.empty(3000, dtype=torch.int64) for _ in range(world_size)]
+    work = dist.all_gather(gathered, torch.zeros(3000, dtype=torch.int64), async_op=True)
+    work.wait()
+    try:
+        out["untimed"] = work._get_duration()
+    except RuntimeError as error:
+        out["untimed"] = str(error)
+    dist.group.WORLD._enable_collectives_timing()
     # Ops that are always queued on the executor (no direct path takes
-    # them): timed without asking.
+    # them).
     xs = inputs(seed)
     gathered = [torch.empty_like(xs[0]) for _ in range(world_size)]
     work = dist.all_gather(gathered, xs[rank], async_op=True)
@@ -115,8 +126,7 @@ def queued_and_coalesced(rank, world_size, init_method, seed):
     out["early_result"] = int(future.wait())
     work.wait()
     out["early_sum"] = c.tolist()
-    # An allreduce, on whichever path it takes, once timing is on.
-    dist.group.WORLD._enable_collectives_timing()
+    # An allreduce, on whichever path it takes.
     xs = inputs(seed + 3)
     t = xs[rank].clone()
     work = dist.all_reduce(t, async_op=True)
@@ -141,6 +151,7 @@ def timeout_then_failed_group(rank, world_size, init_method):
         events.wait(["rank0_done"])
         return {}
     out = {}
+    dist.group.WORLD._enable_collectives_timing()
     # all_gather: queued on the executor, whatever direct paths there are.
     gathered = [torch.empty(16) for _ in range(world_size)]
     work = dist.all_gather(gathered, torch.ones(16), async_op=True)
@@ -165,6 +176,48 @@ def timeout_then_failed_group(rank, world_size, init_method):
         out["later_duration"] = str(error)
     events.set("rank0_done", b"1")
     return out
+
+
+def starts_when_it_runs(rank, world_size, init_method):
+    """Rank 0 queues two all_gathers; rank 1 joins the first only once rank
+    0 has released it (after a pause, so that the second waits in the queue
+    meanwhile). The second's duration runs from when it starts, after the
+    first completed: it fits between the release and the end of rank 0's
+    wait. Its time in the queue, from before the release, would not."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    pg = dist.group.WORLD
+    pg._enable_collectives_timing()
+    hooked = []
+    pg._register_on_completion_hook(
+        lambda info: hooked.append(info.active_duration.total_seconds() * 1000))
+    events = event_store(init_method, world_size)
+    x = torch.full((1000,), float(rank))
+
+    def gather():
+        return [torch.empty(1000) for _ in range(world_size)]
+
+    if rank == 1:
+        events.wait(["released"])
+        dist.all_gather(gather(), x)
+        dist.all_gather(gather(), x)
+        return {}
+    first = dist.all_gather(gather(), x, async_op=True)
+    second = dist.all_gather(gather(), x, async_op=True)
+    time.sleep(0.5)  # no assert depends on it: it makes the queueing visible
+    released = time.monotonic()
+    events.set("released", "1")
+    first.wait()
+    second.wait()
+    done = time.monotonic()
+    pg._wait_for_pending_works()
+    return {"first_ms": first._get_duration(), "second_ms": second._get_duration(),
+            "released_to_done_ms": (done - released) * 1000, "hooked_ms": hooked}
 
 
 def cuda_durations(rank, world_size, init_method, seed):
