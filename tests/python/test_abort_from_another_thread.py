@@ -13,7 +13,8 @@ def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":
         env["RINGREDUCE_SHM_BYTES"] = "0"
-    results = run_world(3, abort_cases.shrink_abort_from_a_watchdog, env=env, timeout=120)
+    results = run_world(3, abort_cases.shrink_abort_from_a_watchdog, env=env, timeout=120,
+                        exit_path=True)
     for rank in (0, 1):
         r = results[rank]
         assert r["watchdog_done"], r
