@@ -377,6 +377,47 @@ class ProcessGroupRing : public c10d::Backend {
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
+  // The other CPU collectives through the host channel from the caller's
+  // thread (ops/host_direct_collectives.cpp), under the same rule: done,
+  // with the Work to return (none: the caller has its result); nothing when
+  // runsOnCaller says no or the engine has the op queue.
+  using HostDirectResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
+  HostDirectResult allgatherOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                         const CallOptions& call);
+  HostDirectResult allgatherListOnHostDirect(const std::vector<at::Tensor>& outputs,
+                                             const at::Tensor& input, const CallOptions& call);
+  HostDirectResult reduceScatterOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                             const Reduction& red, const CallOptions& call);
+  HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
+                                         const CallOptions& call);
+  HostDirectResult barrierOnHostDirect(const CallOptions& call);
+  // all_to_all_single with equal splits (`even`: no split sizes given).
+  HostDirectResult alltoallOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                        bool even, const CallOptions& call);
+  // Whether a collective other than allreduce that puts `bytes` into each
+  // rank's channel buffers goes through the channel, whoever runs it (its
+  // algorithm's selector takes it first: sharedMemoryCollectiveApplies);
+  // never one of no bytes, which keeps its queued form. Any thread.
+  bool channelCarries(size_t bytes);
+  // The same for a barrier (hostBarrier takes the channel first).
+  bool channelSynchronizes();
+  // The one rule for every direct host form: whether a collective whose
+  // algorithm takes the channel (`onChannel`, alike on every rank) runs on
+  // the caller's thread past the queue. Today where the caller waits at
+  // once (async_op=False): an asynchronous one (DDP's buckets) gets its
+  // Work back before its peers arrive.
+  static bool runsOnCaller(const CallOptions& call, bool onChannel) {
+    return call.callerWaits && onChannel;
+  }
+  // What every direct host form shares: runs `body` (given the comm it
+  // runs on: the caller's spin budget, no transport to drive) through
+  // Engine::runDirect, numbered, fingerprinted, traced and timed; raises as
+  // a queued op's Work would. Nothing when the engine has the op queue.
+  using HostDirectBody = FunctionRef<void(const Comm&, const OpContext&)>;
+  HostDirectResult runOnHostDirect(c10d::OpType type, const char* name, const CallOptions& call,
+                                   const CollectiveFingerprint& fingerprint,
+                                   const OpFields& fields, const at::Tensor& output,
+                                   HostDirectBody body);
   // The group's host channel when every rank is on this host
   // (constructor); null otherwise, or when any rank could not set it up.
   std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
@@ -415,11 +456,16 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
-  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output);
+  // all_to_all_single's body through the channel (equal blocks).
+  void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                     const at::Tensor& output);
+  // `on`: the comm to run on (a direct form's); null: comm().
+  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output,
+                           const Comm* on = nullptr);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
                                                  const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
-                         const std::vector<at::Tensor>& outputs);
+                         const std::vector<at::Tensor>& outputs, const Comm* on = nullptr);
   // Executor thread only: views of the workspace's staging memory, valid
   // until the next staging call.
   at::Tensor stagedBuffer(int64_t numel, const at::TensorOptions& options);
@@ -428,7 +474,7 @@ class ProcessGroupRing : public c10d::Backend {
                          DataType type, ReduceOp op);
   // reduce_scatter_tensor's body: `input` stays as it was.
   void reduceScatterTensor(const OpContext& ctx, const at::Tensor& output, const at::Tensor& input,
-                           DataType type, ReduceOp op);
+                           DataType type, ReduceOp op, const Comm* on = nullptr);
 
   // What the algorithms run on (executor thread).
   Comm comm() {

@@ -11,7 +11,8 @@
 // coalescing block or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
 // and the op is queued; its body then takes the same channel (hostAllreduce
 // chooses it first), so every rank runs the same algorithm whichever way
-// each ran it.
+// each ran it. runOnHostDirect is what every such direct form shares (the
+// other collectives' are in host_direct_collectives.cpp).
 #include "algorithms/allreduce.h"
 #include "algorithms/shared_memory_allreduce.h"
 #include "backend/contiguous_buffers.h"
@@ -24,51 +25,78 @@
 
 namespace ringreduce {
 
+namespace {
+
+// What the exception being handled says.
+std::string currentReason() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
+}  // namespace
+
 bool ProcessGroupRing::throughHostChannel(size_t bytes) {
   return engine_->channel() != nullptr &&
          sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
 }
 
-std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostDirect(
-    const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
-  // Only for a caller that waits at once (async_op=False): an asynchronous
-  // one (DDP's buckets) gets its Work back before its peers arrive.
-  if (!call.callerWaits || !throughHostChannel(tensor.nbytes())) return std::nullopt;
+ProcessGroupRing::HostDirectResult ProcessGroupRing::runOnHostDirect(
+    c10d::OpType type, const char* name, const CallOptions& call,
+    const CollectiveFingerprint& fingerprint, const OpFields& fields, const at::Tensor& output,
+    HostDirectBody body) {
   const Comm c = engine_->directComm();
   const std::chrono::milliseconds limit =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
-  const int reduceOp = checkedReduceOp(red);
-  DirectTimer timer(timing_.load(std::memory_order_relaxed), tensor);
+  DirectTimer timer(timing_.load(std::memory_order_relaxed), output);
   uint64_t seq = 0;
   try {
-    seq = engine_->runDirect(
-        "allreduce", limit,
-        fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
-        fieldsOf(tensor, reduceOp), [&](const OpContext& ctx) {
-          timer.begin(ctx);
-          if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
-          withContiguous(tensor, [&](void* data) {
-            hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
-          });
-          timer.end();
-        });
+    seq = engine_->runDirect(name, limit, fingerprint, fields, [&](const OpContext& ctx) {
+      timer.begin(ctx);
+      body(c, ctx);
+      timer.end();
+    });
   } catch (...) {
+    // The group is unusable now (runDirect aborted it, but for bad
+    // arguments): its flight recorder goes to RINGREDUCE_TRACE_DIR at once,
+    // as a queued op's failure writes it (Engine::markUnusable), since no
+    // later op may come to write it.
+    if (engine_->givenUp()) engine_->dumpTrace(currentReason());
     // As a queued op's Work raises it: DistBackendError for a timeout or a
     // peer's failure, ValueError for bad arguments.
     std::rethrow_exception(translateCurrentException());
   }
   if (seq == 0) return std::nullopt;
-  // The result is in the caller's tensor already. torch's all_reduce waits
-  // on a returned Work, and returning none is how a backend that "has
-  // synced at the C++ level" says so (distributed_c10d.py): no Work to make,
-  // convert for Python and wait on, a microsecond of a small collective.
-  // Except where torch keeps the Work of every collective for a compiled
-  // graph's inputs (allow_inflight_collective_as_graph_input).
+  // The result is in the caller's tensors already. torch waits on a
+  // returned Work, and returning none is how a backend that "has synced at
+  // the C++ level" says so (distributed_c10d.py): no Work to make, convert
+  // for Python and wait on, a microsecond of a small collective. Except
+  // where torch keeps the Work of every collective for a compiled graph's
+  // inputs (allow_inflight_collective_as_graph_input).
   if (!c10d::allow_inflight_collective_as_graph_input()) {
-    noteDirectCompleted(c10d::OpType::ALLREDUCE, seq, timer.timing());
+    noteDirectCompleted(type, seq, timer.timing());
     return c10::intrusive_ptr<c10d::Work>();
   }
-  return finishDirect(c10d::OpType::ALLREDUCE, seq, tensor, std::nullopt, timer.timing());
+  return finishDirect(type, seq, output, std::nullopt, timer.timing());
+}
+
+std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostDirect(
+    const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
+  if (!runsOnCaller(call, throughHostChannel(tensor.nbytes()))) return std::nullopt;
+  const int reduceOp = checkedReduceOp(red);
+  return runOnHostDirect(
+      c10d::OpType::ALLREDUCE, "allreduce", call,
+      fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
+      fieldsOf(tensor, reduceOp), tensor, [&](const Comm& c, const OpContext& ctx) {
+        if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
+        withContiguous(tensor, [&](void* data) {
+          hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+        });
+      });
 }
 
 }  // namespace ringreduce

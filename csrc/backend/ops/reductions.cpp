@@ -269,13 +269,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   if (auto work = reduceScatterAlone(output, input, red, opts.timeout)) return work;
+  if (auto done = reduceScatterOnHostDirect(output, input, red, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),
       [this, output, input, red](const OpContext& ctx) {
         reduceScatterTensor(ctx, output, premultiplied(input, red), red.type, red.op);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)}, 1, !channelCarries(input.nbytes()));
 }
 
 // The caller's input must stay as it was: direct reads it where it is and
@@ -284,12 +285,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
 // itself). The form, the same on every rank, decides: a tensor that is not
 // plain memory gets a copy either way.
 void ProcessGroupRing::reduceScatterTensor(const OpContext& ctx, const at::Tensor& output,
-                                           const at::Tensor& input, DataType type, ReduceOp op) {
+                                           const at::Tensor& input, DataType type, ReduceOp op,
+                                           const Comm* on) {
   const at::Tensor in = plainContiguous(input) ? input : stagedCopy(input);
   const at::Tensor out = plainContiguous(output) && !sharesMemory(in, output)
                              ? output
                              : at::empty(output.sizes(), output.options());
-  if (hostReduceScatterInto(comm(), ctx, {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
+  if (hostReduceScatterInto(on ? *on : comm(), ctx,
+                            {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
                             out.data_ptr())) {
     if (!out.is_same(output)) output.copy_(out);
     return;
