@@ -391,6 +391,13 @@ class ProcessGroupRing : public c10d::Backend {
   HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
                                          const CallOptions& call);
   HostDirectResult barrierOnHostDirect(const CallOptions& call);
+  HostDirectResult reduceOnHostDirect(const at::Tensor& tensor, const Reduction& red, int root,
+                                      const CallOptions& call);
+  HostDirectResult gatherOnHostDirect(const std::vector<at::Tensor>& outputs,
+                                      const at::Tensor& input, int root, const CallOptions& call);
+  HostDirectResult scatterOnHostDirect(const at::Tensor& output,
+                                       const std::vector<at::Tensor>& inputs, int root,
+                                       const CallOptions& call);
   // all_to_all_single with equal splits (`even`: no split sizes given).
   HostDirectResult alltoallOnHostDirect(const at::Tensor& output, const at::Tensor& input,
                                         bool even, const CallOptions& call);
@@ -456,6 +463,15 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
+  // Bodies shared by the queued and direct forms; `onChannel`: the
+  // channel's algorithm (channelCarries), else the direct exchange.
+  void gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                  const std::vector<at::Tensor>& outputs, int root, bool onChannel);
+  void scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
+                   const std::vector<at::Tensor>& inputs, int root, bool onChannel);
+  // reduce's body through the channel (the other forms: reduce's queued body).
+  void reduceOnChannel(const Comm& c, const OpContext& ctx, const at::Tensor& tensor,
+                       const Reduction& red, int root);
   // all_to_all_single's body through the channel (equal blocks).
   void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                      const at::Tensor& output);

@@ -24,6 +24,8 @@
 #include "algorithms/shared_memory_alltoall.h"
 #include "algorithms/shared_memory_barrier.h"
 #include "algorithms/shared_memory_broadcast.h"
+#include "algorithms/shared_memory_gather.h"
+#include "algorithms/shared_memory_reduce.h"
 #include "algorithms/shared_memory_reduce_scatter.h"
 #include "algorithms/workspace.h"
 #include "core/plan/partition.h"
@@ -309,6 +311,61 @@ TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
           ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
                                    theirs.data() + static_cast<size_t>(r) * block, block))
               << "world " << n << ", block " << block << " from rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (int root : {0, n - 1}) {
+        for (size_t block : {size_t{1}, size_t{333}, kBufferBytes + 5}) {  // the last: pieces
+          const bool atRoot = r == root;
+          const std::vector<uint8_t> mine = bytesOf(r, block, ++seq);
+          std::vector<uint8_t> gathered(atRoot ? block * n : 0);
+          sharedMemoryGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
+                             {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
+          for (int q = 0; atRoot && q < n; ++q) {
+            ASSERT_EQ(0, std::memcmp(gathered.data() + static_cast<size_t>(q) * block,
+                                     bytesOf(q, block, seq).data(), block))
+                << "gather, world " << n << ", root " << root << ", block " << block;
+          }
+          const std::vector<uint8_t> blocks = bytesOf(root, block * n, ++seq);
+          std::vector<uint8_t> got(block, 0);
+          sharedMemoryScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
+                              {atRoot ? blocks.data() : nullptr, got.data(), block, root});
+          ASSERT_EQ(0, std::memcmp(got.data(), blocks.data() + static_cast<size_t>(r) * block,
+                                   block))
+              << "scatter, world " << n << ", root " << root << ", block " << block;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
+  for (int n : {2, 3, 4}) {
+    const size_t count = 2 * kBufferBytes / sizeof(float) + 3;  // pieces
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      for (int root : {0, n - 1}) {
+        std::vector<float> data = randomFloats(r, count, 2);
+        sharedMemoryReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
+                           {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
+        if (r != root) {
+          ASSERT_EQ(data, randomFloats(r, count, 2)) << "rank " << r << "'s input changed";
+          continue;
+        }
+        for (size_t i = 0; i < count; ++i) {
+          const float expected = sumInRankOrder(n, count, 2, i);
+          ASSERT_EQ(0, std::memcmp(&data[i], &expected, sizeof(float)))
+              << "world " << n << ", root " << root << ", element " << i;
         }
       }
     });

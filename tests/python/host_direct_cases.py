@@ -5,7 +5,7 @@ such collectives."""
 from datetime import timedelta
 
 DIRECT_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
-              "barrier", "all_to_all_single"]
+              "barrier", "all_to_all_single", "reduce", "gather", "scatter"]
 
 
 def _input(torch, rank, step, numel, dtype):
@@ -99,6 +99,21 @@ def every_op_direct(rank, world_size, init_method):
                 check(f"broadcast (strided) from {root} {what}", s, inputs[root])
 
             dist.barrier()
+
+            for root in sorted({0, n - 1}):
+                t = inputs[rank].clone()
+                dist.reduce(t, dst=root, op=dist.ReduceOp.MAX)
+                check(f"reduce MAX to {root} {what}", t,
+                      torch.stack(inputs).max(0).values if rank == root else inputs[rank])
+                gathered = [torch.empty(numel, dtype=dtype) for _ in range(n)]
+                dist.gather(mine, gathered if rank == root else None, dst=root)
+                if rank == root:
+                    check(f"gather to {root} {what}", torch.cat(gathered), torch.cat(inputs))
+                got = torch.empty(numel, dtype=dtype)
+                blocks = list(full[root].chunk(n)) if rank == root else None
+                dist.scatter(got, blocks, src=root)
+                check(f"scatter from {root} {what}", got,
+                      full[root][rank * numel:(rank + 1) * numel])
 
             got = torch.empty(n * numel, dtype=dtype)
             dist.all_to_all_single(got, full[rank])

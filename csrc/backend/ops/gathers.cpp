@@ -9,6 +9,7 @@
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
 #include "algorithms/shared_memory_alltoall.h"
+#include "algorithms/shared_memory_gather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -130,19 +131,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ringreduce: gather on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an output list");
   }
+  if (!staged) {
+    if (auto done = gatherOnHostDirect(outputList, input, root, callOptions(opts))) return *done;
+  }
+  const bool onChannel = channelCarries(input.nbytes());
   return enqueue(
       staged, c10d::OpType::GATHER, site.op, callOptions(opts), outputList,
       describeTensor(input) + " to root " + std::to_string(root),
-      [this, input, outputList, root](const OpContext& ctx) {
-        const at::Tensor in = contiguousInput(input);
-        at::Tensor flat;
-        if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
-        gatherToRoot(comm(), ctx,
-                     {in.data_ptr(), in.nbytes(), rank_ == root ? flat.data_ptr() : nullptr,
-                      BlockLayout::uniform(size_, in.nbytes()), root});
-        if (rank_ == root) unflattenInto(flat, outputList);
+      [this, input, outputList, root, onChannel](const OpContext& ctx) {
+        gatherBody(comm(), ctx, input, outputList, root, onChannel);
       },
-      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
+      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())}, 1, !onChannel);
+}
+
+void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                                  const std::vector<at::Tensor>& outputs, int root,
+                                  bool onChannel) {
+  const at::Tensor in = contiguousInput(input);
+  at::Tensor flat;
+  if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
+  void* gathered = rank_ == root ? flat.data_ptr() : nullptr;
+  if (onChannel) {
+    sharedMemoryGather(c, ctx, {in.data_ptr(), gathered, in.nbytes(), root});
+  } else {
+    gatherToRoot(c, ctx,
+                 {in.data_ptr(), in.nbytes(), gathered, BlockLayout::uniform(size_, in.nbytes()),
+                  root});
+  }
+  if (rank_ == root) unflattenInto(flat, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -179,20 +195,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "ringreduce: scatter on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an input list");
   }
+  if (!staged) {
+    if (auto done = scatterOnHostDirect(output, inputList, root, callOptions(opts))) return *done;
+  }
+  const bool onChannel = channelCarries(output.nbytes() * static_cast<size_t>(size_));
   return enqueue(
       staged, c10d::OpType::SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " from root " + std::to_string(root),
-      [this, output, inputList, root](const OpContext& ctx) {
-        at::Tensor flat;
-        if (rank_ == root) flat = flattenList(inputList);
-        withContiguous(output, [&](void* data) {
-          scatterFromRoot(
-              comm(), ctx,
-              {rank_ == root ? flat.data_ptr() : nullptr,
-               BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(), root});
-        });
+      [this, output, inputList, root, onChannel](const OpContext& ctx) {
+        scatterBody(comm(), ctx, output, inputList, root, onChannel);
       },
-      CheckedArgs{root, -1, output.numel()});
+      CheckedArgs{root, -1, output.numel()}, 1, !onChannel);
+}
+
+void ProcessGroupRing::scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
+                                   const std::vector<at::Tensor>& inputs, int root,
+                                   bool onChannel) {
+  at::Tensor flat;
+  if (rank_ == root) flat = flattenList(inputs);
+  const void* blocks = rank_ == root ? flat.data_ptr() : nullptr;
+  withContiguous(output, [&](void* data) {
+    if (onChannel) return sharedMemoryScatter(c, ctx, {blocks, data, output.nbytes(), root});
+    scatterFromRoot(c, ctx,
+                    {blocks, BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(),
+                     root});
+  });
 }
 
 namespace {

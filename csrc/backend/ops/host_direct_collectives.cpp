@@ -98,4 +98,44 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::alltoallOnHostDirect(
                          });
 }
 
+ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceOnHostDirect(
+    const at::Tensor& tensor, const Reduction& red, int root, const CallOptions& call) {
+  if (!runsOnCaller(call, channelCarries(tensor.nbytes()))) return std::nullopt;
+  const int reduceOp = checkedReduceOp(red);
+  return runOnHostDirect(c10d::OpType::REDUCE, "reduce", call,
+                         fingerprintOf(c10d::OpType::REDUCE, tensor, CheckedArgs{root, reduceOp}),
+                         fieldsOf(tensor, reduceOp, root), tensor,
+                         [&](const Comm& c, const OpContext& ctx) {
+                           reduceOnChannel(c, ctx, tensor, red, root);
+                         });
+}
+
+ProcessGroupRing::HostDirectResult ProcessGroupRing::gatherOnHostDirect(
+    const std::vector<at::Tensor>& outputs, const at::Tensor& input, int root,
+    const CallOptions& call) {
+  if (!runsOnCaller(call, channelCarries(input.nbytes()))) return std::nullopt;
+  const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
+  return runOnHostDirect(c10d::OpType::GATHER, "gather", call,
+                         fingerprintOf(c10d::OpType::GATHER, outputs, checked),
+                         fieldsOf(input, -1, root), input,
+                         [&](const Comm& c, const OpContext& ctx) {
+                           gatherBody(c, ctx, input, outputs, root, true);
+                         });
+}
+
+ProcessGroupRing::HostDirectResult ProcessGroupRing::scatterOnHostDirect(
+    const at::Tensor& output, const std::vector<at::Tensor>& inputs, int root,
+    const CallOptions& call) {
+  if (!runsOnCaller(call, channelCarries(output.nbytes() * static_cast<size_t>(size_)))) {
+    return std::nullopt;
+  }
+  return runOnHostDirect(c10d::OpType::SCATTER, "scatter", call,
+                         fingerprintOf(c10d::OpType::SCATTER, output,
+                                       CheckedArgs{root, -1, output.numel()}),
+                         fieldsOf(output, -1, root), output,
+                         [&](const Comm& c, const OpContext& ctx) {
+                           scatterBody(c, ctx, output, inputs, root, true);
+                         });
+}
+
 }  // namespace ringreduce

@@ -8,6 +8,7 @@
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
+#include "algorithms/shared_memory_reduce.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -129,10 +130,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   checkRoot(opts.rootRank, size_, site);
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
+  if (!staged) {
+    if (auto done = reduceOnHostDirect(tensor, red, root, callOptions(opts))) return *done;
+  }
+  // Through the channel: one sequence number, where the queued forms take two.
+  const bool onChannel = channelCarries(tensor.nbytes());
   return enqueue(
       staged, c10d::OpType::REDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red) + " to root " + std::to_string(root),
-      [this, tensor, red, root](const OpContext& ctx) {
+      [this, tensor, red, root, onChannel](const OpContext& ctx) {
+        if (onChannel) return reduceOnChannel(comm(), ctx, tensor, red, root);
         const size_t count = static_cast<size_t>(tensor.numel());
         if (rank_ == root) {
           if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
@@ -154,7 +161,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                                           : in.data_ptr();
         hostReduce(comm(), ctx, {in.data_ptr(), count, red.type, red.op}, root, scratch);
       },
-      CheckedArgs{root, checkedReduceOp(red)}, 2);
+      CheckedArgs{root, checkedReduceOp(red)}, onChannel ? 1 : 2, !onChannel);
+}
+
+void ProcessGroupRing::reduceOnChannel(const Comm& c, const OpContext& ctx,
+                                       const at::Tensor& tensor, const Reduction& red, int root) {
+  const size_t count = static_cast<size_t>(tensor.numel());
+  if (rank_ == root) {
+    if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
+    withContiguous(tensor, [&](void* data) {
+      sharedMemoryReduce(c, ctx, {data, count, red.type, red.op}, root);
+    });
+    return;
+  }
+  // Only read here: the caller's tensor stays as it was.
+  const at::Tensor in = red.premul ? premultiplied(tensor, red) : contiguousInput(tensor);
+  sharedMemoryReduce(c, ctx, {in.data_ptr(), count, red.type, red.op}, root);
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
