@@ -391,6 +391,9 @@ class ProcessGroupRing : public c10d::Backend {
   HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
                                          const CallOptions& call);
   HostDirectResult barrierOnHostDirect(const CallOptions& call);
+  HostDirectResult reduceScatterListOnHostDirect(const at::Tensor& output,
+                                                 const std::vector<at::Tensor>& inputs,
+                                                 const Reduction& red, const CallOptions& call);
   HostDirectResult reduceOnHostDirect(const at::Tensor& tensor, const Reduction& red, int root,
                                       const CallOptions& call);
   HostDirectResult gatherOnHostDirect(const std::vector<at::Tensor>& outputs,
@@ -488,6 +491,10 @@ class ProcessGroupRing : public c10d::Backend {
   at::Tensor stagedCopy(const at::Tensor& tensor);
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
+  // reduce_scatter's (list) body: the inputs stay as they were.
+  void reduceScatterList(const OpContext& ctx, const at::Tensor& output,
+                         const std::vector<at::Tensor>& inputList, const Reduction& red,
+                         const Comm* on = nullptr);
   // reduce_scatter_tensor's body: `input` stays as it was.
   void reduceScatterTensor(const OpContext& ctx, const at::Tensor& output, const at::Tensor& input,
                            DataType type, ReduceOp op, const Comm* on = nullptr);

@@ -5,7 +5,7 @@ such collectives."""
 from datetime import timedelta
 
 DIRECT_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
-              "barrier", "all_to_all_single", "reduce", "gather", "scatter"]
+              "barrier", "all_to_all_single", "reduce", "gather", "scatter", "reduce_scatter"]
 
 
 def _input(torch, rank, step, numel, dtype):
@@ -89,6 +89,11 @@ def every_op_direct(rank, world_size, init_method):
                 # AVG divides once, as torch may not: equal to rounding.
                 check(f"reduce_scatter_tensor {op} {what}", got,
                       total[rank * numel:(rank + 1) * numel], exact=op != dist.ReduceOp.AVG)
+
+            got = torch.empty(numel, dtype=dtype)
+            dist.reduce_scatter(got, list(full[rank].chunk(n)))
+            check(f"reduce_scatter (list) {what}", got,
+                  torch.stack(full).sum(0, dtype=dtype)[rank * numel:(rank + 1) * numel])
 
             for root in sorted({0, n - 1}):
                 t = inputs[rank].clone()

@@ -65,6 +65,21 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterOnHostDirect(
       });
 }
 
+ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterListOnHostDirect(
+    const at::Tensor& output, const std::vector<at::Tensor>& inputs, const Reduction& red,
+    const CallOptions& call) {
+  if (!runsOnCaller(call, channelCarries(output.nbytes() * static_cast<size_t>(size_)))) {
+    return std::nullopt;
+  }
+  const int reduceOp = checkedReduceOp(red);
+  return runOnHostDirect(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", call,
+      fingerprintOf(c10d::OpType::REDUCE_SCATTER, output, CheckedArgs{-1, reduceOp}),
+      fieldsOf(output, reduceOp), output, [&](const Comm& c, const OpContext& ctx) {
+        reduceScatterList(ctx, output, inputs, red, &c);
+      });
+}
+
 ProcessGroupRing::HostDirectResult ProcessGroupRing::broadcastOnHostDirect(
     const at::Tensor& tensor, int root, const CallOptions& call) {
   if (!runsOnCaller(call, channelCarries(tensor.nbytes()))) return std::nullopt;

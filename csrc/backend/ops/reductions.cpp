@@ -231,44 +231,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const std::vector<at::Tensor> inputList = inputs[0];
   checkListLike(inputList, static_cast<size_t>(size_), output, site, "input");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
+  const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
+  if (!staged) {
+    if (auto done = reduceScatterListOnHostDirect(output, inputList, red, callOptions(opts))) {
+      return *done;
+    }
+  }
   return enqueue(
       staged, c10d::OpType::REDUCE_SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),
       [this, output, inputList, red](const OpContext& ctx) {
-        // As reduce_scatter_tensor: direct reads each input where it is and
-        // reduces into the output (a tensor that is not plain memory is
-        // copied, on this rank only); the other forms work on a flat copy.
-        std::vector<at::Tensor> ins;
-        std::vector<const void*> blocks;
-        for (const at::Tensor& in : inputList) {
-          const at::Tensor scaled = premultiplied(in, red);
-          ins.push_back(plainContiguous(scaled) ? scaled : contiguousInput(scaled));
-          blocks.push_back(ins.back().data_ptr());
-        }
-        // The output may be this rank's own input; overlapping another's
-        // (which a peer reads meanwhile), or its own in part, it waits apart.
-        bool apart = !plainContiguous(output);
-        for (int j = 0; j < size_; ++j) {
-          const at::Tensor& in = ins[static_cast<size_t>(j)];
-          const bool own = j == rank_ && in.data_ptr() == output.data_ptr();
-          if (!own && sharesMemory(in, output)) apart = true;
-        }
-        const at::Tensor out = apart ? at::empty(output.sizes(), output.options()) : output;
-        const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
-        if (hostReduceScatterBlocksInto(comm(), ctx, {nullptr, count, red.type, red.op}, blocks,
-                                        out.data_ptr())) {
-          if (!out.is_same(output)) output.copy_(out);
-          return;
-        }
-        at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
-        int64_t offset = 0;
-        for (const at::Tensor& in : ins) {
-          flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
-          offset += in.numel();
-        }
-        reduceScatterFlat(ctx, flat, output, red.type, red.op);
+        reduceScatterList(ctx, output, inputList, red);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)}, 1, !channelCarries(bytes));
+}
+
+void ProcessGroupRing::reduceScatterList(const OpContext& ctx, const at::Tensor& output,
+                                         const std::vector<at::Tensor>& inputList,
+                                         const Reduction& red, const Comm* on) {
+  // As reduce_scatter_tensor: direct reads each input where it is and
+  // reduces into the output (a tensor that is not plain memory is
+  // copied, on this rank only); the other forms work on a flat copy.
+  std::vector<at::Tensor> ins;
+  std::vector<const void*> blocks;
+  for (const at::Tensor& in : inputList) {
+    const at::Tensor scaled = premultiplied(in, red);
+    ins.push_back(plainContiguous(scaled) ? scaled : contiguousInput(scaled));
+    blocks.push_back(ins.back().data_ptr());
+  }
+  // The output may be this rank's own input; overlapping another's
+  // (which a peer reads meanwhile), or its own in part, it waits apart.
+  bool apart = !plainContiguous(output);
+  for (int j = 0; j < size_; ++j) {
+    const at::Tensor& in = ins[static_cast<size_t>(j)];
+    const bool own = j == rank_ && in.data_ptr() == output.data_ptr();
+    if (!own && sharesMemory(in, output)) apart = true;
+  }
+  const at::Tensor out = apart ? at::empty(output.sizes(), output.options()) : output;
+  const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
+  if (hostReduceScatterBlocksInto(on ? *on : comm(), ctx, {nullptr, count, red.type, red.op},
+                                  blocks, out.data_ptr())) {
+    if (!out.is_same(output)) output.copy_(out);
+    return;
+  }
+  at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
+  int64_t offset = 0;
+  for (const at::Tensor& in : ins) {
+    flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
+    offset += in.numel();
+  }
+  reduceScatterFlat(ctx, flat, output, red.type, red.op);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
