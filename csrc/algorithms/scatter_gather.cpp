@@ -6,6 +6,8 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/shared_memory_allgather.h"
+#include "algorithms/shared_memory_reduce_scatter.h"
 #include "algorithms/two_level_scatter_gather.h"
 #include "core/plan/chunk_layout.h"
 #include "core/base/errors.h"
@@ -104,6 +106,11 @@ bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const Reductio
   // One rank: a copy, no choice to make. Elsewhere the same on every rank:
   // all take this path, or all take the caller's.
   if (input.count > 0 && comm.size() > 1) {
+    // First: a caller's thread runs it too (Engine::runDirect).
+    if (sharedMemoryReduceScatterApplies(comm, bytes)) {
+      sharedMemoryReduceScatter(comm, op, input, output);
+      return true;
+    }
     if (!scatterGatherIsDirect(comm, op, bytes)) return false;
     noteCallerBuffer(comm, input.data, bytes);  // peers copy out of it
   }
@@ -122,6 +129,10 @@ bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const Re
   }
   const size_t bytes = input.count * elementSize(input.type);
   if (input.count > 0 && n > 1) {
+    if (sharedMemoryReduceScatterApplies(comm, bytes)) {
+      sharedMemoryReduceScatterBlocks(comm, op, input, blocks, output);
+      return true;
+    }
     if (!scatterGatherIsDirect(comm, op, bytes)) return false;
     for (int j = 0; j < n; ++j) {  // peers copy out of them
       noteCallerBuffer(comm, blocks[j], chunkOf(input.count, n, j).count * elementSize(input.type));
@@ -134,6 +145,10 @@ bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const Re
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   const int n = comm.size();
   if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
+  // First: a caller's thread runs it too (Engine::runDirect).
+  if (sharedMemoryAllgatherApplies(comm, args.blockBytes)) {
+    return sharedMemoryAllgather(comm, op, args);
+  }
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = args.blockBytes * static_cast<size_t>(n);
   // Peers copy the gathered blocks out of the output (the ring forwards them).

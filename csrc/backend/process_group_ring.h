@@ -379,12 +379,77 @@ class ProcessGroupRing : public c10d::Backend {
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
+  // The group's host channel, opened at the first host collective that asks
+  // (Engine::needChannel, which raises torch's error if the ranks cannot
+  // agree on it); null where there is none.
+  const HostChannel* hostChannel();
   // What opens the group's host channel at its first host collective
   // (Engine::openChannelWhenFirstNeeded) when every rank is on this host;
   // null otherwise. The channel is null when any rank could not set it up.
   Engine::ChannelOpener hostChannelOpener(std::shared_ptr<KeyValueStore> store,
                                           const UcxTransport& transport,
                                           std::chrono::milliseconds timeout);
+  // The other CPU collectives through the host channel from the caller's
+  // thread (ops/host_direct_collectives.cpp), under the same rule: done,
+  // with the Work to return (none: the caller has its result); nothing when
+  // runsOnCaller says no or the engine has the op queue.
+  using HostDirectResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
+  HostDirectResult allgatherOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                         const CallOptions& call);
+  HostDirectResult allgatherListOnHostDirect(const std::vector<at::Tensor>& outputs,
+                                             const at::Tensor& input, const CallOptions& call);
+  HostDirectResult reduceScatterOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                             const Reduction& red, const CallOptions& call);
+  HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
+                                         const CallOptions& call);
+  HostDirectResult barrierOnHostDirect(const CallOptions& call);
+  HostDirectResult reduceScatterListOnHostDirect(const at::Tensor& output,
+                                                 const std::vector<at::Tensor>& inputs,
+                                                 const Reduction& red, const CallOptions& call);
+  HostDirectResult reduceOnHostDirect(const at::Tensor& tensor, const Reduction& red, int root,
+                                      const CallOptions& call);
+  HostDirectResult gatherOnHostDirect(const std::vector<at::Tensor>& outputs,
+                                      const at::Tensor& input, int root, const CallOptions& call);
+  HostDirectResult scatterOnHostDirect(const at::Tensor& output,
+                                       const std::vector<at::Tensor>& inputs, int root,
+                                       const CallOptions& call);
+  // all_to_all_single with equal splits (`even`: no split sizes given).
+  HostDirectResult alltoallOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+                                        bool even, const CallOptions& call);
+  // Whether a collective other than allreduce that puts `bytes` into each
+  // rank's channel buffers goes through the channel, whoever runs it (its
+  // algorithm's selector takes it first: sharedMemoryCollectiveApplies);
+  // never one of no bytes, which keeps its queued form. Any thread.
+  bool channelCarries(size_t bytes);
+  // The same for a barrier (hostBarrier takes the channel first).
+  bool channelSynchronizes();
+  // The one rule for every direct host form: whether a collective whose
+  // algorithm takes the channel (`onChannel`, alike on every rank) and
+  // puts `bytes` in each rank's buffers runs on the caller's thread past
+  // the queue: where the caller waits at once (async_op=False), and where
+  // it asks for a Work (async_op=True, the functional collectives and
+  // their wait_tensor) of a message small enough that a thread hand-off
+  // would cost more than the collective (RINGREDUCE_ASYNC_ON_CALLER_BYTES)
+  // and every peer is in the collective already (runOnHostDirect): it gets
+  // a completed Work back. A larger asynchronous one (DDP's buckets, FSDP's
+  // gathers) stays queued, so the caller computes meanwhile.
+  bool runsOnCaller(const CallOptions& call, size_t bytes, bool onChannel) const {
+    return onChannel && (call.callerWaits || bytes <= config_.asyncOnCallerBytes);
+  }
+  // What every direct host form shares: runs `body` (given the comm it
+  // runs on: the caller's spin budget, no transport to drive) through
+  // Engine::runDirect, numbered, fingerprinted, traced and timed; raises as
+  // a queued op's Work would. Nothing when the engine has the op queue.
+  using HostDirectBody = FunctionRef<void(const Comm&, const OpContext&)>;
+  HostDirectResult runOnHostDirect(c10d::OpType type, const char* name, const CallOptions& call,
+                                   const CollectiveFingerprint& fingerprint,
+                                   const OpFields& fields, const at::Tensor& output,
+                                   HostDirectBody body);
+  // The group's host channel when every rank is on this host
+  // (constructor); null otherwise, or when any rank could not set it up.
+  std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
+                                               const UcxTransport& transport,
+                                               std::chrono::milliseconds timeout);
   template <typename Fn>
   c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
                                           std::chrono::milliseconds timeout,
@@ -418,20 +483,38 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
-  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output);
+  // Bodies shared by the queued and direct forms; `onChannel`: the
+  // channel's algorithm (channelCarries), else the direct exchange.
+  void gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                  const std::vector<at::Tensor>& outputs, int root, bool onChannel);
+  void scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
+                   const std::vector<at::Tensor>& inputs, int root, bool onChannel);
+  // reduce's body through the channel (the other forms: reduce's queued body).
+  void reduceOnChannel(const Comm& c, const OpContext& ctx, const at::Tensor& tensor,
+                       const Reduction& red, int root);
+  // all_to_all_single's body through the channel (equal blocks).
+  void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                     const at::Tensor& output);
+  // `on`: the comm to run on (a direct form's); null: comm().
+  void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output,
+                           const Comm* on = nullptr);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
                                                  const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
-                         const std::vector<at::Tensor>& outputs);
+                         const std::vector<at::Tensor>& outputs, const Comm* on = nullptr);
   // Executor thread only: views of the workspace's staging memory, valid
   // until the next staging call.
   at::Tensor stagedBuffer(int64_t numel, const at::TensorOptions& options);
   at::Tensor stagedCopy(const at::Tensor& tensor);
   void reduceScatterFlat(const OpContext& ctx, at::Tensor flat, const at::Tensor& output,
                          DataType type, ReduceOp op);
+  // reduce_scatter's (list) body: the inputs stay as they were.
+  void reduceScatterList(const OpContext& ctx, const at::Tensor& output,
+                         const std::vector<at::Tensor>& inputList, const Reduction& red,
+                         const Comm* on = nullptr);
   // reduce_scatter_tensor's body: `input` stays as it was.
   void reduceScatterTensor(const OpContext& ctx, const at::Tensor& output, const at::Tensor& input,
-                           DataType type, ReduceOp op);
+                           DataType type, ReduceOp op, const Comm* on = nullptr);
 
   // What the algorithms run on (executor thread).
   Comm comm() {

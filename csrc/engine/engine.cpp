@@ -237,7 +237,7 @@ bool Engine::givenUp() const {
 
 uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
                            const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                           LaunchRef launch) {
+                           LaunchRef launch, bool onlyWherePeersWait) {
   // The lock orders the number with the queue; it is not held while the
   // collective runs, so abort(), givenUp() and busy() from another thread
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
@@ -249,6 +249,9 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     refuseIfShutDown(name);
     if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
         executor_->busy()) {
+      return 0;
+    }
+    if (onlyWherePeersWait && (channel_ == nullptr || !channel_->peersAnnounced(nextSeq_ + 1))) {
       return 0;
     }
     seq = ++nextSeq_;

@@ -112,9 +112,14 @@ class Engine {
   // read or an Info log line is written. Nothing is allocated unless Info
   // logging is on, the timeline is on, or the launch fails.
   using LaunchRef = FunctionRef<void(const OpContext&)>;
+  //
+  // `onlyWherePeersWait`: only where every peer has already started this
+  // collective on the host channel (an asynchronous caller, which must not
+  // wait here for a peer that may first wait for something this rank does
+  // after the call); 0 otherwise.
   uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
                      const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                     LaunchRef launch);
+                     LaunchRef launch, bool onlyWherePeersWait = false);
   // Whether runDirect would run now.
   bool canRunDirect() const;
   // Any thread: the group has failed or was aborted.

@@ -58,14 +58,15 @@ TEST(EagerPolicy, LimitsBySize) {
   EXPECT_FALSE(sendsEagerly(false, 8, limit));
 }
 
-TEST(EagerPolicy, DataPathTakesNoThreshold256KiBTcpSegmentsAndALongFifo) {
+TEST(EagerPolicy, DataPathTakesNoThreshold256KiBTcpSegmentsALongFifoAndSmallReceiveChunks) {
   using Settings = std::vector<std::tuple<std::string, std::string, std::string>>;
   EXPECT_EQ(dataPathUcxSettings(),
             (Settings{{"RNDV_SEND_NBR_THRESH", "inf", "UCX_RNDV_SEND_NBR_THRESH"},
                       {"TX_SEG_SIZE", "256k", "UCX_TCP_TX_SEG_SIZE"},
                       {"RX_SEG_SIZE", "256k", "UCX_TCP_RX_SEG_SIZE"},
                       {"MM_FIFO_SIZE", "128", "UCX_MM_FIFO_SIZE"},
-                      {"MM_FIFO_RELEASE_FACTOR", "0.1", "UCX_MM_FIFO_RELEASE_FACTOR"}}));
+                      {"MM_FIFO_RELEASE_FACTOR", "0.1", "UCX_MM_FIFO_RELEASE_FACTOR"},
+                      {"MM_RX_BUFS_GROW", "128", "UCX_MM_RX_BUFS_GROW"}}));
 }
 
 namespace {

@@ -23,6 +23,7 @@
 #include "algorithms/workspace.h"
 #include "core/base/errors.h"
 #include "core/math/host_reduce.h"
+#include "rank_errors.h"
 #include "transport/file_store.h"
 #include "transport/host/host_channel.h"
 #include "transport/in_memory_store.h"
@@ -67,22 +68,7 @@ std::vector<std::unique_ptr<HostChannel>> openChannels(int n, const HostChannel:
   return channels;
 }
 
-// Runs body(rank) on one thread per rank; returns each rank's error text ("" if none).
-std::vector<std::string> onEachRank(int n, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
-}
+using testing::onEachRank;
 
 OpContext opNumbered(uint64_t seq, uint32_t word, std::chrono::milliseconds limit = 10s) {
   OpContext op("allreduce", seq, limit);

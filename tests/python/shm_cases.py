@@ -84,3 +84,24 @@ def mesh_training(rank, world_size, init_method, backend):
     weights = [p.detach().clone() for p in model.parameters()]
     dist.destroy_process_group()
     return {"weights": weights, "losses": losses}
+
+
+def ucx_receive_chunks(rank, world_size, init_method):
+    """The largest of UCX's shared-memory segments this rank maps once its
+    group has moved a message over UCX (its receive buffers come in chunks)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    t = torch.ones(2 << 20)  # 8 MiB: past the host channel, through UCX
+    dist.all_reduce(t)
+    sizes = {}
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) > 5 and "/dev/shm/ucx_shm_posix_" in fields[5]:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                sizes[fields[5]] = sizes.get(fields[5], 0) + end - start
+    dist.destroy_process_group()
+    return {"largest": max(sizes.values()) if sizes else 0, "sum": t[0].item()}

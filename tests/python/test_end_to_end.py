@@ -62,6 +62,7 @@ def test_debug_info_logs_group_transports_and_collectives(tmp_path):
         dist.init_process_group("ringreduce")
         dist.all_reduce(torch.ones(8))
         dist.broadcast(torch.ones(8), src=0)
+        dist.all_reduce(torch.ones(2 << 20))  # 8 MiB: past the host channel, over UCX
         dist.destroy_process_group()
     """))
     proc = _run(TORCHRUN + ["--standalone", "--nproc-per-node", "2", str(script)],

@@ -26,6 +26,14 @@ def test_a_group_maps_its_channel_at_its_first_cpu_collective_and_no_sooner():
         assert result["result"] == [16.0] * 16  # each of the 4 allreduces doubled it
 
 
+def test_ucx_takes_its_shared_memory_receive_buffers_in_1_mib_chunks():
+    """UCX's own 512 segments of 8 KiB per chunk took 4.1 MiB of /dev/shm per
+    rank and group; ringreduce asks for 128 (UCX_MM_RX_BUFS_GROW)."""
+    for result in run_world(2, shm_cases.ucx_receive_chunks, env=dict(LOOPBACK_ENV), timeout=120):
+        assert result["sum"] == 2.0
+        assert 0 < result["largest"] <= (5 << 20) // 4, result  # about 1 MiB, at most 1.25
+
+
 _MESH_SCRIPT = """
 import json, sys
 sys.path.insert(0, {here!r})

@@ -49,8 +49,10 @@ def skip_one_collective(rank, world_size, init_method):
     error = None
     try:
         if rank == 0:
-            work = dist.all_reduce(torch.ones(32), async_op=True)
+            # Told first: a small asynchronous allreduce may wait for its
+            # peers inside the call (RINGREDUCE_ASYNC_ON_CALLER_BYTES).
             events.set("allreduce_posted", b"1")
+            work = dist.all_reduce(torch.ones(32), async_op=True)
             work.wait()
         else:
             events.wait(["allreduce_posted"])

@@ -198,6 +198,10 @@ def starts_when_it_runs(rank, world_size, init_method):
         lambda info: hooked.append(info.active_duration.total_seconds() * 1000))
     events = event_store(init_method, world_size)
     x = torch.full((1000,), float(rank))
+    # A group's first collective on CPU tensors waits for every rank to come
+    # to it (its host channel opens there, as NCCL's lazy communicator does):
+    # done before rank 1 holds back.
+    dist.barrier()
 
     def gather():
         return [torch.empty(1000) for _ in range(world_size)]

@@ -1,14 +1,17 @@
-// barrier (dissemination, log2(n) rounds) and monitored_barrier (rank 0
+// barrier (through the host channel where it applies, else dissemination,
+// log2(n) rounds) and monitored_barrier (rank 0
 // names every rank that did not arrive).
-#include "algorithms/barrier.h"
+#include "algorithms/shared_memory_barrier.h"
 #include "algorithms/monitored_barrier.h"
 #include "backend/process_group_ring.h"
 
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
+  if (auto done = barrierOnHostDirect(callOptions(opts))) return *done;
   return enqueue(nullptr, c10d::OpType::BARRIER, "barrier", callOptions(opts), {}, "",
-                 [this](const OpContext& ctx) { disseminationBarrier(comm(), ctx); });
+                 [this](const OpContext& ctx) { hostBarrier(comm(), ctx); }, CheckedArgs{}, 1,
+                 !channelSynchronizes());
 }
 
 void ProcessGroupRing::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {

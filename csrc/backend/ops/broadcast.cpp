@@ -1,7 +1,8 @@
-// broadcast: a pipelined chain from the root.
+// broadcast: through the host channel where it applies, else a pipelined
+// chain from the root.
 #include <c10/util/Exception.h>
 
-#include "algorithms/chain_broadcast.h"
+#include "algorithms/shared_memory_broadcast.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -25,15 +26,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
   }
   checkHostTensor(tensor, site, "input");
   if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
+  if (auto done = broadcastOnHostDirect(tensor, root, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::BROADCAST, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " from root " + std::to_string(root),
       [this, tensor, root](const OpContext& ctx) {
         withContiguous(tensor, [&](void* data) {
-          chainBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
+          hostBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
         });
       },
-      CheckedArgs{root});
+      CheckedArgs{root}, 1, !channelCarries(tensor.nbytes()));
 }
 
 }  // namespace ringreduce

@@ -8,6 +8,8 @@
 #include "algorithms/direct_exchange.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
+#include "algorithms/shared_memory_alltoall.h"
+#include "algorithms/shared_memory_gather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -41,25 +43,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
                     ": expected one output list, got ", outputs.size());
   const std::vector<at::Tensor> outputList = outputs[0];
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
+  if (!staged) {
+    if (auto done = allgatherListOnHostDirect(outputList, input, callOptions(opts))) return *done;
+  }
   return enqueue(staged, c10d::OpType::ALLGATHER, site.op, callOptions(opts), outputList,
-                 describeTensor(input), [this, input, outputList](const OpContext& ctx) {
+                 describeTensor(input),
+                 [this, input, outputList](const OpContext& ctx) {
                    allgatherIntoList(ctx, input, outputList);
-                 });
+                 },
+                 CheckedArgs{}, 1, !channelCarries(input.nbytes()));
 }
 
 void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
-                                         const std::vector<at::Tensor>& outputs) {
+                                         const std::vector<at::Tensor>& outputs, const Comm* on) {
   const at::Tensor in = contiguousInput(input);
   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
-  hostAllgather(comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
+  hostAllgather(on ? *on : comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
   unflattenInto(gathered, outputs);
 }
 
 void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
-                                           const at::Tensor& output) {
+                                           const at::Tensor& output, const Comm* on) {
   const at::Tensor in = contiguousInput(input);
   withContiguous(output, [&](void* data) {
-    hostAllgather(comm(), ctx, {in.data_ptr(), data, in.nbytes()});
+    hostAllgather(on ? *on : comm(), ctx, {in.data_ptr(), data, in.nbytes()});
   });
 }
 
@@ -81,10 +88,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkNumel(output, input.numel() * size_, site, "output");
   checkWritable(output, site, "output");
   if (auto work = allgatherAlone(output, input, opts.timeout)) return work;
+  if (auto done = allgatherOnHostDirect(output, input, callOptions(opts))) return *done;
   return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, callOptions(opts), {output},
-                 describeTensor(input), [this, input, output](const OpContext& ctx) {
+                 describeTensor(input),
+                 [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);
-                 });
+                 },
+                 CheckedArgs{}, 1, !channelCarries(input.nbytes()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
@@ -121,19 +131,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ringreduce: gather on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an output list");
   }
+  if (!staged) {
+    if (auto done = gatherOnHostDirect(outputList, input, root, callOptions(opts))) return *done;
+  }
+  const bool onChannel = channelCarries(input.nbytes());
   return enqueue(
       staged, c10d::OpType::GATHER, site.op, callOptions(opts), outputList,
       describeTensor(input) + " to root " + std::to_string(root),
-      [this, input, outputList, root](const OpContext& ctx) {
-        const at::Tensor in = contiguousInput(input);
-        at::Tensor flat;
-        if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
-        gatherToRoot(comm(), ctx,
-                     {in.data_ptr(), in.nbytes(), rank_ == root ? flat.data_ptr() : nullptr,
-                      BlockLayout::uniform(size_, in.nbytes()), root});
-        if (rank_ == root) unflattenInto(flat, outputList);
+      [this, input, outputList, root, onChannel](const OpContext& ctx) {
+        gatherBody(comm(), ctx, input, outputList, root, onChannel);
       },
-      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())});
+      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())}, 1, !onChannel);
+}
+
+void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                                  const std::vector<at::Tensor>& outputs, int root,
+                                  bool onChannel) {
+  const at::Tensor in = contiguousInput(input);
+  at::Tensor flat;
+  if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
+  void* gathered = rank_ == root ? flat.data_ptr() : nullptr;
+  if (onChannel) {
+    sharedMemoryGather(c, ctx, {in.data_ptr(), gathered, in.nbytes(), root});
+  } else {
+    gatherToRoot(c, ctx,
+                 {in.data_ptr(), in.nbytes(), gathered, BlockLayout::uniform(size_, in.nbytes()),
+                  root});
+  }
+  if (rank_ == root) unflattenInto(flat, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -170,20 +195,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
     TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "ringreduce: scatter on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an input list");
   }
+  if (!staged) {
+    if (auto done = scatterOnHostDirect(output, inputList, root, callOptions(opts))) return *done;
+  }
+  const bool onChannel = channelCarries(output.nbytes() * static_cast<size_t>(size_));
   return enqueue(
       staged, c10d::OpType::SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " from root " + std::to_string(root),
-      [this, output, inputList, root](const OpContext& ctx) {
-        at::Tensor flat;
-        if (rank_ == root) flat = flattenList(inputList);
-        withContiguous(output, [&](void* data) {
-          scatterFromRoot(
-              comm(), ctx,
-              {rank_ == root ? flat.data_ptr() : nullptr,
-               BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(), root});
-        });
+      [this, output, inputList, root, onChannel](const OpContext& ctx) {
+        scatterBody(comm(), ctx, output, inputList, root, onChannel);
       },
-      CheckedArgs{root, -1, output.numel()});
+      CheckedArgs{root, -1, output.numel()}, 1, !onChannel);
+}
+
+void ProcessGroupRing::scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
+                                   const std::vector<at::Tensor>& inputs, int root,
+                                   bool onChannel) {
+  at::Tensor flat;
+  if (rank_ == root) flat = flattenList(inputs);
+  const void* blocks = rank_ == root ? flat.data_ptr() : nullptr;
+  withContiguous(output, [&](void* data) {
+    if (onChannel) return sharedMemoryScatter(c, ctx, {blocks, data, output.nbytes(), root});
+    scatterFromRoot(c, ctx,
+                    {blocks, BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(),
+                     root});
+  });
 }
 
 namespace {
@@ -250,16 +286,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
   checkSameDtype(output, input, site, "output", "input");
   const BlockLayout sendLayout = splitLayout(input, inputSplits, size_, site, "input");
   const BlockLayout recvLayout = splitLayout(output, outputSplits, size_, site, "output");
+  // Without split sizes every rank's blocks are equal, and so are the
+  // ranks' sizes: only then the channel, and sizes in the fingerprint (a
+  // rank that gave split sizes against one that gave none is a mismatch).
+  const bool even = inputSplits.empty() && outputSplits.empty();
+  TORCH_CHECK_VALUE(!even || output.numel() == input.numel(), "ringreduce: ", site.op,
+                    " on rank ", rank_, ": without split sizes the output (", output.numel(),
+                    " elements) must be as large as the input (", input.numel(), ")");
+  if (!staged) {
+    if (auto done = alltoallOnHostDirect(output, input, even, callOptions(opts))) return *done;
+  }
+  const bool onChannel = even && channelCarries(input.nbytes());
   return enqueue(
       staged, c10d::OpType::ALLTOALL_BASE, site.op, callOptions(opts), {output},
       describeTensor(input),
-      [this, input, output, sendLayout, recvLayout](const OpContext& ctx) {
+      [this, input, output, sendLayout, recvLayout, onChannel](const OpContext& ctx) {
+        if (onChannel) return alltoallEqual(comm(), ctx, input, output);
         const at::Tensor in = contiguousInput(input);
         withContiguous(output, [&](void* data) {
           allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
         });
       },
-      CheckedArgs{-1, -1, 0});  // sizes may differ per rank
+      CheckedArgs{-1, -1, even ? -1 : 0}, 1, !onChannel);  // uneven: sizes may differ per rank
+}
+
+void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                                     const at::Tensor& output) {
+  at::Tensor in = contiguousInput(input);
+  if (sharesMemory(in, output)) in = in.clone(at::MemoryFormat::Contiguous);  // read while written
+  withContiguous(output, [&](void* data) {
+    sharedMemoryAlltoall(c, ctx, {in.data_ptr(), data, in.nbytes() / static_cast<size_t>(size_)});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,

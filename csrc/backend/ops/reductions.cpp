@@ -8,6 +8,7 @@
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
+#include "algorithms/shared_memory_reduce.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
@@ -129,10 +130,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   checkRoot(opts.rootRank, size_, site);
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
+  if (!staged) {
+    if (auto done = reduceOnHostDirect(tensor, red, root, callOptions(opts))) return *done;
+  }
+  // Through the channel: one sequence number, where the queued forms take two.
+  const bool onChannel = channelCarries(tensor.nbytes());
   return enqueue(
       staged, c10d::OpType::REDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red) + " to root " + std::to_string(root),
-      [this, tensor, red, root](const OpContext& ctx) {
+      [this, tensor, red, root, onChannel](const OpContext& ctx) {
+        if (onChannel) return reduceOnChannel(comm(), ctx, tensor, red, root);
         const size_t count = static_cast<size_t>(tensor.numel());
         if (rank_ == root) {
           if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
@@ -154,7 +161,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
                                           : in.data_ptr();
         hostReduce(comm(), ctx, {in.data_ptr(), count, red.type, red.op}, root, scratch);
       },
-      CheckedArgs{root, checkedReduceOp(red)}, 2);
+      CheckedArgs{root, checkedReduceOp(red)}, onChannel ? 1 : 2, !onChannel);
+}
+
+void ProcessGroupRing::reduceOnChannel(const Comm& c, const OpContext& ctx,
+                                       const at::Tensor& tensor, const Reduction& red, int root) {
+  const size_t count = static_cast<size_t>(tensor.numel());
+  if (rank_ == root) {
+    if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
+    withContiguous(tensor, [&](void* data) {
+      sharedMemoryReduce(c, ctx, {data, count, red.type, red.op}, root);
+    });
+    return;
+  }
+  // Only read here: the caller's tensor stays as it was.
+  const at::Tensor in = red.premul ? premultiplied(tensor, red) : contiguousInput(tensor);
+  sharedMemoryReduce(c, ctx, {in.data_ptr(), count, red.type, red.op}, root);
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
@@ -209,44 +231,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const std::vector<at::Tensor> inputList = inputs[0];
   checkListLike(inputList, static_cast<size_t>(size_), output, site, "input");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
+  const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
+  if (!staged) {
+    if (auto done = reduceScatterListOnHostDirect(output, inputList, red, callOptions(opts))) {
+      return *done;
+    }
+  }
   return enqueue(
       staged, c10d::OpType::REDUCE_SCATTER, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),
       [this, output, inputList, red](const OpContext& ctx) {
-        // As reduce_scatter_tensor: direct reads each input where it is and
-        // reduces into the output (a tensor that is not plain memory is
-        // copied, on this rank only); the other forms work on a flat copy.
-        std::vector<at::Tensor> ins;
-        std::vector<const void*> blocks;
-        for (const at::Tensor& in : inputList) {
-          const at::Tensor scaled = premultiplied(in, red);
-          ins.push_back(plainContiguous(scaled) ? scaled : contiguousInput(scaled));
-          blocks.push_back(ins.back().data_ptr());
-        }
-        // The output may be this rank's own input; overlapping another's
-        // (which a peer reads meanwhile), or its own in part, it waits apart.
-        bool apart = !plainContiguous(output);
-        for (int j = 0; j < size_; ++j) {
-          const at::Tensor& in = ins[static_cast<size_t>(j)];
-          const bool own = j == rank_ && in.data_ptr() == output.data_ptr();
-          if (!own && sharesMemory(in, output)) apart = true;
-        }
-        const at::Tensor out = apart ? at::empty(output.sizes(), output.options()) : output;
-        const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
-        if (hostReduceScatterBlocksInto(comm(), ctx, {nullptr, count, red.type, red.op}, blocks,
-                                        out.data_ptr())) {
-          if (!out.is_same(output)) output.copy_(out);
-          return;
-        }
-        at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
-        int64_t offset = 0;
-        for (const at::Tensor& in : ins) {
-          flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
-          offset += in.numel();
-        }
-        reduceScatterFlat(ctx, flat, output, red.type, red.op);
+        reduceScatterList(ctx, output, inputList, red);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)}, 1, !channelCarries(bytes));
+}
+
+void ProcessGroupRing::reduceScatterList(const OpContext& ctx, const at::Tensor& output,
+                                         const std::vector<at::Tensor>& inputList,
+                                         const Reduction& red, const Comm* on) {
+  // As reduce_scatter_tensor: direct reads each input where it is and
+  // reduces into the output (a tensor that is not plain memory is
+  // copied, on this rank only); the other forms work on a flat copy.
+  std::vector<at::Tensor> ins;
+  std::vector<const void*> blocks;
+  for (const at::Tensor& in : inputList) {
+    const at::Tensor scaled = premultiplied(in, red);
+    ins.push_back(plainContiguous(scaled) ? scaled : contiguousInput(scaled));
+    blocks.push_back(ins.back().data_ptr());
+  }
+  // The output may be this rank's own input; overlapping another's
+  // (which a peer reads meanwhile), or its own in part, it waits apart.
+  bool apart = !plainContiguous(output);
+  for (int j = 0; j < size_; ++j) {
+    const at::Tensor& in = ins[static_cast<size_t>(j)];
+    const bool own = j == rank_ && in.data_ptr() == output.data_ptr();
+    if (!own && sharesMemory(in, output)) apart = true;
+  }
+  const at::Tensor out = apart ? at::empty(output.sizes(), output.options()) : output;
+  const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
+  if (hostReduceScatterBlocksInto(on ? *on : comm(), ctx, {nullptr, count, red.type, red.op},
+                                  blocks, out.data_ptr())) {
+    if (!out.is_same(output)) output.copy_(out);
+    return;
+  }
+  at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
+  int64_t offset = 0;
+  for (const at::Tensor& in : ins) {
+    flat.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
+    offset += in.numel();
+  }
+  reduceScatterFlat(ctx, flat, output, red.type, red.op);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
@@ -269,13 +303,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   if (auto work = reduceScatterAlone(output, input, red, opts.timeout)) return work;
+  if (auto done = reduceScatterOnHostDirect(output, input, red, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),
       [this, output, input, red](const OpContext& ctx) {
         reduceScatterTensor(ctx, output, premultiplied(input, red), red.type, red.op);
       },
-      CheckedArgs{-1, checkedReduceOp(red)});
+      CheckedArgs{-1, checkedReduceOp(red)}, 1, !channelCarries(input.nbytes()));
 }
 
 // The caller's input must stay as it was: direct reads it where it is and
@@ -284,12 +319,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
 // itself). The form, the same on every rank, decides: a tensor that is not
 // plain memory gets a copy either way.
 void ProcessGroupRing::reduceScatterTensor(const OpContext& ctx, const at::Tensor& output,
-                                           const at::Tensor& input, DataType type, ReduceOp op) {
+                                           const at::Tensor& input, DataType type, ReduceOp op,
+                                           const Comm* on) {
   const at::Tensor in = plainContiguous(input) ? input : stagedCopy(input);
   const at::Tensor out = plainContiguous(output) && !sharesMemory(in, output)
                              ? output
                              : at::empty(output.sizes(), output.options());
-  if (hostReduceScatterInto(comm(), ctx, {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
+  if (hostReduceScatterInto(on ? *on : comm(), ctx,
+                            {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
                             out.data_ptr())) {
     if (!out.is_same(output)) output.copy_(out);
     return;

@@ -162,6 +162,9 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
   config.sharedMemoryBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.sharedMemoryBytes), 0));
+  config.asyncOnCallerBytes = static_cast<size_t>(readPositive(
+      sources, "RINGREDUCE_ASYNC_ON_CALLER_BYTES", static_cast<long long>(config.asyncOnCallerBytes),
+      0));
   if (config.sharedMemoryBytes > kMaxSharedMemoryBytes) {
     // Each rank maps 2 x world buffers of it: bounded, like the memory.
     throw InvalidArgument("ringreduce: RINGREDUCE_SHM_BYTES='" +
@@ -253,6 +256,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
       {"RINGREDUCE_SHM_BYTES", number(sharedMemoryBytes)},
+      {"RINGREDUCE_ASYNC_ON_CALLER_BYTES", number(asyncOnCallerBytes)},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},
       {"RINGREDUCE_ENABLE_TIMING", number(int(enableTiming))},

@@ -102,6 +102,12 @@ struct Config {
   // the channel off for every group that rank is in (the ranks agree when
   // the group opens it, at its first host collective).
   size_t sharedMemoryBytes = kDefaultSharedMemoryBytes;
+  // An asynchronous host collective (async_op=True, a functional one) of at
+  // most this many bytes that the channel carries runs on the caller's
+  // thread at once and returns a completed Work, where every peer is in it
+  // already (it waits for no one then): a thread hand-off costs more than
+  // it. 0: every asynchronous one is queued. RINGREDUCE_ASYNC_ON_CALLER_BYTES.
+  size_t asyncOnCallerBytes = 64 * 1024;
 
   // Watch peers over a TCP side channel so a dead rank is reported at once
   // instead of at the timeout. RINGREDUCE_PEER_MONITOR=0 turns it off.

@@ -107,6 +107,17 @@ class HostChannel {
   // fingerprint word and the fingerprint's fields (up to
   // PositionLine::kDetailBytes, rendered by `describe` in mismatch errors).
   void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes);
+  // Whether every peer has announced collective `seq` (or a later one):
+  // they are in it, so this rank's part of it waits for no one who might
+  // first wait for this rank elsewhere. Any thread.
+  bool peersAnnounced(uint64_t seq) const {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_ && lines(peer).position.seq.load(std::memory_order_acquire) < seq) {
+        return false;
+      }
+    }
+    return true;
+  }
   // This rank is done with collective `seq` (its body ended): should it give
   // up now, its peers still complete `seq` (they fail the next one). Until
   // then a failure counts as inside the announced collective.

@@ -1,0 +1,23 @@
+// Allgather through the group's host channel (shared_memory_turn.h): in
+// each turn every rank copies a piece of its block into its buffer, and
+// once every peer's flag is up, copies every rank's piece into its place in
+// the output. Pieces of a buffer, the same on every rank.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/comm.h"
+#include "algorithms/ring_allgather.h"
+#include "core/base/op_context.h"
+
+namespace ringreduce {
+
+// Whether an allgather of `blockBytes` per rank goes through the channel:
+// the same answer on every rank (sharedMemoryCollectiveApplies).
+bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes);
+
+// As ringAllgather: rank r's block lands at r * blockBytes of every
+// output; `input` may be this rank's own block of the output.
+void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
+
+}  // namespace ringreduce

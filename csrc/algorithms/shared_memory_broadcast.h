@@ -1,0 +1,28 @@
+// Broadcast through the group's host channel (shared_memory_turn.h): in
+// each turn the root copies a piece of the message into its buffer, every
+// rank sets its flag (the receivers too: the buffer rule), and once all are
+// up each receiver copies the piece out of the root's buffer. Pieces of a
+// buffer, the same on every rank.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/chain_broadcast.h"
+#include "algorithms/comm.h"
+#include "core/base/op_context.h"
+
+namespace ringreduce {
+
+// Whether a broadcast of `bytes` goes through the channel: the same answer
+// on every rank (sharedMemoryCollectiveApplies).
+bool sharedMemoryBroadcastApplies(const Comm& comm, size_t bytes);
+
+// As chainBroadcast: the root's `bytes` at `data` land at every other
+// rank's `data`.
+void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
+
+// The broadcast a host collective takes: the channel where it applies,
+// else the chain (the same choice on every rank).
+void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
+
+}  // namespace ringreduce

@@ -1,0 +1,34 @@
+// Gather and scatter of equal blocks through the group's host channel
+// (shared_memory_turn.h). Gather: in each turn every rank copies a piece of
+// its block into its buffer and the root copies every rank's piece into
+// its place. Scatter: in each turn the root copies a piece of each rank's
+// block into slot r of its buffer and every rank copies its slot out.
+// Pieces alike on every rank; every rank sets its flag in every turn.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/comm.h"
+#include "core/base/op_context.h"
+
+namespace ringreduce {
+
+// Whether a gather or scatter of `blockBytes` per rank goes through the
+// channel: the same answer on every rank (sharedMemoryCollectiveApplies;
+// a scatter's root puts n blocks into its buffers).
+bool sharedMemoryGatherApplies(const Comm& comm, size_t blockBytes);
+bool sharedMemoryScatterApplies(const Comm& comm, size_t blockBytes);
+
+// Gather: each rank's `blockBytes` at `input` land at rank * blockBytes of
+// the root's `output` (unused elsewhere). Scatter: block r of the root's
+// `input` (unused elsewhere) lands at rank r's `output`.
+struct RootedBlocksArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t blockBytes = 0;
+  int root = 0;
+};
+void sharedMemoryGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
+void sharedMemoryScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
+
+}  // namespace ringreduce

@@ -1,0 +1,23 @@
+// The arithmetic of every collective that reduces over the group's host
+// channel (the allreduce, reduce-scatter and reduce): each rank adds up the
+// ranks' buffers in rank order, the same expression on every rank, so every
+// rank holds the same bits whichever rank computes a result.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/ring_allreduce.h"
+
+namespace ringreduce {
+
+class HostChannel;
+
+// dst[0, bytes) = buffer_0 (op) buffer_1 (op) ... (op) buffer_{n-1}, each
+// over [firstByte, firstByte + bytes) of that rank's buffer of `parity`.
+// dst must hold this rank's own values of that range (what its buffer
+// holds there). AVG divides in the last step, once (reduceAndAverage).
+// args.data and args.count are not read.
+void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionArgs& args,
+                       char* dst, size_t firstByte, size_t bytes);
+
+}  // namespace ringreduce

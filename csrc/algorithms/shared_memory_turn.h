@@ -1,0 +1,56 @@
+// What the collectives over the group's host channel (transport/host/
+// host_channel.h) have in common: which of them go through it, and a turn
+// of it. Each collective is one file (shared_memory_allreduce.h,
+// shared_memory_allgather.h, shared_memory_reduce_scatter.h,
+// shared_memory_broadcast.h, shared_memory_barrier.h,
+// shared_memory_alltoall.h); each cuts its message into buffer-sized
+// pieces, one turn each, the same cut on every rank.
+//
+// The channel's buffer rule binds them all: in every turn every rank
+// publishes its flag and waits for every peer's, even a rank with nothing
+// to give (a broadcast's receivers, a barrier), since a rank rewrites its
+// buffer of one parity only once every peer has started the next turn,
+// which the flags tell it.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/comm.h"
+#include "core/base/op_context.h"
+#include "transport/host/host_channel.h"
+
+namespace ringreduce {
+
+// Whether a collective that puts up to `bytes` into each rank's channel
+// buffers (all its turns together) goes through the channel: there is one
+// (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), `bytes`
+// fits kSharedMemoryMaxPieces buffers (beyond, cma and UCX move large
+// messages without the extra copies), and no setting asks for another
+// algorithm (RINGREDUCE_ALGORITHM other than auto or shared_memory, or the
+// payload-free benchmark mode). A function of what every rank holds alike,
+// so every rank answers the same for the same collective. The allreduce
+// has its own rule (sharedMemoryAllreduceApplies: its wire dtype too).
+bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes);
+
+// Publishes this rank's `kind` flag for `turn` and waits for every peer's
+// (HostChannel::awaitPeers, with the comm's spin budget and the transport
+// it drives, if any).
+void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
+                     const HostChannel::Turn& turn);
+
+// One turn: takes it, lets fill(mine) write this rank's buffer of it,
+// publishes this rank's Input flag and waits for every peer's. The caller
+// then reads the buffers of the returned turn's parity.
+template <typename Fill>
+HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, const Fill& fill) {
+  HostChannel& channel = *comm.channel;
+  const HostChannel::Turn turn = channel.takeTurn();
+  fill(channel.buffer(channel.rank(), turn.parity));
+  publishAndAwait(comm, op, FlagKind::Input, turn);
+  return turn;
+}
+
+// How many turns `bytes` take at `perTurn` (> 0) a turn; none for nothing.
+inline size_t turnsFor(size_t bytes, size_t perTurn) { return (bytes + perTurn - 1) / perTurn; }
+
+}  // namespace ringreduce
