@@ -45,7 +45,12 @@ def test_quick_tune_writes_a_config_of_candidate_values(tuned):
     for row in rows:
         before, after, ratio = map(float, row[2:5])
         assert before > 0 and after > 0
-        assert ratio == pytest.approx(after / before, abs=0.01)
+        # The times are printed to 0.1 us and the ratio to 0.01, each from
+        # the unrounded figures: a 4 KiB time of a few us moves the ratio
+        # its rounding allows, no more.
+        low = (after - 0.05) / (before + 0.05) - 0.005
+        high = (after + 0.05) / max(before - 0.05, 1e-9) + 0.005
+        assert low <= ratio <= high, (before, after, ratio)
     assert "RINGREDUCE_CUDA_ONESHOT_BYTES: not tuned" in out
 
 
