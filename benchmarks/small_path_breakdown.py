@@ -62,10 +62,35 @@ SPANS = {
 }
 
 
+# How the allreduce is called (--form): what each kind of client issues.
+FORMS = {
+    "sync": "all_reduce",
+    "async": "all_reduce(async_op=True).wait() (DDP's buckets)",
+    "functional": "_c10d_functional.all_reduce + wait_tensor (a compiled graph)",
+    "funcol": "funcol.all_reduce + wait_tensor (DTensor, eager)",
+}
+
+
+def form_call(form):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    ops = torch.ops._c10d_functional
+    if form == "sync":
+        return lambda t, group: dist.all_reduce(t, group=group)
+    if form == "async":
+        return lambda t, group: dist.all_reduce(t, group=group, async_op=True).wait()
+    if form == "functional":
+        return lambda t, group: ops.wait_tensor(ops.all_reduce(t, "sum", group.group_name))
+    return lambda t, group: funcol.wait_tensor(funcol.all_reduce(t, "sum", group))
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="8,4096")
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--form", choices=sorted(FORMS), default="sync",
+                        help="how the allreduce is called (default: sync)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -147,11 +172,12 @@ def child(args):
     if not _C._probe_enabled():
         raise SystemExit("the probe is off: RINGREDUCE_PROBE=1 must be set before the first group")
     clock = time.perf_counter_ns
+    call = form_call(args.form)
     for size in (int(s) for s in args.sizes.split(",")):
         tensor = torch.empty(max(1, size // 4))
         sources = [torch.rand_like(tensor) for _ in range(2)]
         if rank == 0:
-            print(f"\n# allreduce {size} B float32 SUM, world 2, rank 0's view; "
+            print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank 0's view; "
                   f"median of {args.calls} calls, us", flush=True)
         for name, group in paths.items():
             for i in range(200):  # warm-up
@@ -163,7 +189,7 @@ def child(args):
             for i in range(args.calls):
                 tensor.copy_(sources[i & 1])  # written before each, as backward does
                 start = clock()
-                dist.all_reduce(tensor, group=group)
+                call(tensor, group)
                 windows.append((start, clock()))
             per_call = spans_of(windows, _C._probe_take())
             if rank != 0:

@@ -10,6 +10,7 @@
 #include "core/base/errors.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
+#include "transport/core_yield.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -243,6 +244,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
   // start a collective meanwhile waits for this one instead (directActive_).
   uint64_t seq = 0;
+  bool arriving = false;  // an asynchronous caller whose peers are not all here yet
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
     awaitDirect(lock);
@@ -251,10 +253,13 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
         executor_->busy()) {
       return 0;
     }
-    if (onlyWherePeersWait && (channel_ == nullptr || !channel_->peersAnnounced(nextSeq_ + 1))) {
-      return 0;
-    }
-    seq = ++nextSeq_;
+    if (onlyWherePeersWait && channel_ == nullptr) return 0;
+    seq = nextSeq_ + 1;
+    arriving = onlyWherePeersWait && !channel_->peersAnnounced(seq);
+    // Numbered only once it is sure to run here; until then no other
+    // thread numbers a collective either (directActive_), so the queued
+    // form, if it comes to that, takes this same number.
+    if (!arriving) nextSeq_ = seq;
     directActive_ = true;
   }
   struct EndDirect {  // however it ends, the next collective may start
@@ -267,6 +272,19 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
       engine.directDone_.notify_all();
     }
   } endDirect{*this};
+  const uint32_t word = fingerprintWord(fingerprint);
+  announce(seq, word, fingerprint);
+  if (arriving) {
+    // This rank says it is in the collective (it will run it, here or
+    // queued), then waits a moment for its peers to say the same: those
+    // that arrive meanwhile see it and run theirs on their own threads, and
+    // if all come this one runs here too, costing no queue, no Work to
+    // complete across threads and no worker's alarm. Otherwise it goes to
+    // the queue as before, under this number.
+    if (!awaitArrivals(seq)) return 0;
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    nextSeq_ = seq;
+  }
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
                                  << fields << " (direct)");
   // The op's one clock read: its deadline and its time in the trace.
@@ -276,9 +294,8 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.seq = seq;
   op.timeout = timeout;
   op.deadline = now + timeout;
-  op.fingerprintWord = fingerprintWord(fingerprint);
+  op.fingerprintWord = word;
   op.fingerprint = fingerprintByte(op.fingerprintWord);
-  announce(seq, op.fingerprintWord, fingerprint);
   probe::mark(ProbePoint::DirectStarted);
   // The timeline (off by default) draws it with its phases, as a queued one.
   std::shared_ptr<TimelineOp> line;
@@ -302,6 +319,17 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   if (channel_) channel_->finished(seq);
   probe::mark(ProbePoint::DirectFinished);
   return seq;
+}
+
+bool Engine::awaitArrivals(uint64_t seq) {
+  const Clock::time_point until = Clock::now() + kArrivalWait;
+  while (!channel_->peersAnnounced(seq)) {
+    // An abort from another thread ends the wait: the queued form then
+    // fails with its reason.
+    if (transport_->aborted() || Clock::now() >= until) return false;
+    if (config_.spinYields) yieldCore();
+  }
+  return true;
 }
 
 void Engine::awaitDirect(std::unique_lock<std::mutex>& lock) {

@@ -113,10 +113,12 @@ class Engine {
   // logging is on, the timeline is on, or the launch fails.
   using LaunchRef = FunctionRef<void(const OpContext&)>;
   //
-  // `onlyWherePeersWait`: only where every peer has already started this
+  // `onlyWherePeersWait`: only where every peer has announced this
   // collective on the host channel (an asynchronous caller, which must not
   // wait here for a peer that may first wait for something this rank does
-  // after the call); 0 otherwise.
+  // after the call), within kArrivalWait of this rank announcing it; 0
+  // otherwise, and the caller queues it under the number announced (a peer
+  // that saw the announcement may be waiting for it already).
   uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
                      const CollectiveFingerprint& fingerprint, const OpFields& fields,
                      LaunchRef launch, bool onlyWherePeersWait = false);
@@ -224,6 +226,15 @@ class Engine {
   void adoptChannel(std::unique_ptr<HostChannel> channel);
   // runDirect's failure: the group unusable, the peers told, the trace written.
   void failFromCaller(const std::string& reason);
+  // How long an asynchronous caller past the queue waits for its peers to
+  // arrive at a collective before it queues it: about what the queued form
+  // costs over running it here (a Work completed across threads, the
+  // worker's alarm set and cleared: 20-25 us on the 2-core VMs measured in
+  // benchmarks/RESULTS.md), so waiting longer than that cannot pay.
+  static constexpr std::chrono::microseconds kArrivalWait{25};
+  // runDirect, after announcing collective `seq`: whether every peer has
+  // announced it too within kArrivalWait (false also once aborted).
+  bool awaitArrivals(uint64_t seq);
   // With submitMutex_ held: until no collective runs past the queue.
   void awaitDirect(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.

@@ -1,0 +1,94 @@
+"""Rank bodies for test_async_on_caller.py (run in fresh processes by multiproc)."""
+import json
+import random
+import time
+
+
+def _init(rank, world_size, init_method):
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+
+
+def _paths():
+    """(direct, queued) counts of the allreduces in this rank's flight recorder."""
+    import torch_ringreduce
+
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    ops = [e for e in entries if e["op"] == "allreduce"]
+    return sum(1 for e in ops if e["direct"]), sum(1 for e in ops if not e["direct"])
+
+
+def staggered_arrivals(rank, world_size, init_method, calls=300):
+    """Small asynchronous allreduces whose ranks arrive together, a little
+    apart or a millisecond apart, each waited for at once, later or after
+    the next one was issued: every result exact, whichever rank ran its part
+    on its own thread and whichever queued it."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    pending = []
+    for i in range(calls):
+        # The same draw on every rank: who is late, by how much.
+        draw = random.Random(i)
+        late = draw.randrange(world_size)
+        delay = draw.choice([0.0, 0.0, 0.0, 20e-6, 100e-6, 1e-3, 20e-3])
+        numel = draw.choice([1, 7, 256, 4096])
+        if rank == late and delay:
+            end = time.perf_counter() + delay  # busy, as compute would be
+            while time.perf_counter() < end:
+                pass
+        t = torch.full((numel,), float(rank + 1 + i))
+        work = dist.all_reduce(t, async_op=True)
+        expected = float(sum(r + 1 + i for r in range(world_size)))
+        pending.append((i, t, work, expected))
+        if draw.random() < 0.7 or len(pending) > 3:
+            for j, tensor, w, value in pending:
+                w.wait()
+                if not torch.equal(tensor, torch.full_like(tensor, value)):
+                    failures.append(f"call {j}: {tensor[:4].tolist()} != {value}")
+            pending.clear()
+    for j, tensor, w, value in pending:
+        w.wait()
+        if not torch.equal(tensor, torch.full_like(tensor, value)):
+            failures.append(f"call {j}: {tensor[:4].tolist()} != {value}")
+    direct, queued = _paths()
+    dist.destroy_process_group()
+    return {"failures": failures, "direct": direct, "queued": queued}
+
+
+def other_group_first(rank, world_size, init_method):
+    """Rank 0 issues an asynchronous allreduce and then an allreduce on a
+    second group, which rank 1 calls before the first one: rank 0 must not
+    wait inside its asynchronous call for a peer that first waits for it
+    on the other group (on NCCL, too, the two groups' collectives proceed
+    apart)."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    other = dist.new_group(backend="ringreduce")
+    for group in (None, other):
+        dist.all_reduce(torch.ones(4), group=group)  # opens each host channel
+    results = []
+    for step in range(6):
+        t = torch.full((16,), float(rank + step))
+        u = torch.full((5,), float(rank * step))
+        if rank == 0:
+            work = dist.all_reduce(t, async_op=True)
+            dist.all_reduce(u, group=other)
+            work.wait()
+        else:
+            dist.all_reduce(u, group=other)
+            if step % 2:
+                dist.all_reduce(t, async_op=True).wait()
+            else:
+                dist.all_reduce(t)
+        results.append(u.tolist() == [float(step)] * 5)
+        results.append(t.tolist() == [float(2 * step + 1)] * 16)
+    dist.destroy_process_group()
+    return results

@@ -1,0 +1,31 @@
+"""A small asynchronous collective (all_reduce(async_op=True), a functional
+collective) on the host channel runs on the caller's thread when its peers
+arrive within a moment of each other, and is queued otherwise, under the
+number it announced (Engine::runDirect, awaitArrivals): results are exact
+whichever rank took which path, and a rank never waits inside the call for
+a peer that first waits for something it does after the call."""
+import pytest
+
+from multiproc import LOOPBACK_ENV, run_world
+import async_on_caller_cases
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_staggered_asynchronous_allreduces_are_exact_on_either_path(world_size):
+    reports = run_world(world_size, async_on_caller_cases.staggered_arrivals,
+                        env=LOOPBACK_ENV, timeout=180)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
+    # Both paths were taken: the last rank to come ran it on its own thread
+    # (its peers had announced it), ranks left waiting 20 ms by a late peer
+    # queued it. (Which rank took which path each time depends on the
+    # machine's scheduling, so only the world's totals are certain.)
+    assert sum(report["direct"] for report in reports) > 0, reports
+    assert sum(report["queued"] for report in reports) > 0, reports
+
+
+def test_an_asynchronous_caller_does_not_wait_for_a_peer_that_waits_for_it():
+    results = run_world(2, async_on_caller_cases.other_group_first, env=LOOPBACK_ENV,
+                        timeout=120)
+    for rank, steps in enumerate(results):
+        assert steps and all(steps), f"rank {rank}: {steps}"
