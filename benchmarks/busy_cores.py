@@ -3,7 +3,7 @@ gloo in the same processes, with K pure-CPU processes running beside the ranks.
 
     OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 benchmarks/busy_cores.py \
         [--busy 0,2,4,8] [--sizes 4096,65536,262144,1048576,4194304] [--iters 60] \
-        [--ddp-steps 20] [--backends ringreduce,fixed,gloo]
+        [--ddp-steps 20] [--backends ringreduce,fixed,ucx,gloo]
 
 Real jobs are rarely alone on their cores: DataLoader workers decode and
 augment beside the ranks, and clusters share nodes. For each K in --busy,
@@ -19,8 +19,9 @@ each ringreduce group's (above 1: faster than gloo).
 Backends: "ringreduce" as configured (its waits adapt to the load,
 core/base/spin_budget.h), "fixed" a second ringreduce group made with
 RINGREDUCE_ADAPTIVE_SPIN=0 (the spins decided once at group creation, as
-before the spin budget: the "before" figures, in the same processes), and
-"gloo".
+before the spin budget: the "before" figures, in the same processes), "ucx"
+a ringreduce group made with RINGREDUCE_SHM_BYTES=0 (no host channel: UCX
+and cma alone), and "gloo".
 
 Then a DDP step (--ddp-steps > 0): a small transformer encoder per backend,
 fed by a DataLoader with --workers worker processes per rank whose every
@@ -82,10 +83,16 @@ def make_groups(names):
             os.environ["RINGREDUCE_ADAPTIVE_SPIN"] = "0"
             groups[name] = dist.new_group(backend="ringreduce")
             del os.environ["RINGREDUCE_ADAPTIVE_SPIN"]
+        elif name == "ucx":
+            # The host channel off: UCX and cma alone (issue 53's "at least
+            # the UCX path's own figure").
+            os.environ["RINGREDUCE_SHM_BYTES"] = "0"
+            groups[name] = dist.new_group(backend="ringreduce")
+            del os.environ["RINGREDUCE_SHM_BYTES"]
         elif name == "gloo":
             groups[name] = dist.new_group(backend="gloo")
         else:
-            raise SystemExit(f"unknown backend {name!r}: ringreduce, fixed or gloo")
+            raise SystemExit(f"unknown backend {name!r}: ringreduce, fixed, ucx or gloo")
     return groups
 
 
@@ -159,7 +166,7 @@ def ddp_steps(args, groups, control, rank):
     base = build_model(args.layers, args.d_model)
     # "fixed" is a ringreduce group: wrap it as one.
     runners = {n: Runner(base, "ringreduce", dict(groups, ringreduce=groups[n]))
-               if n == "fixed" else Runner(base, n, groups) for n in names}
+               if n in ("fixed", "ucx") else Runner(base, n, groups) for n in names}
     data = CpuHeavySamples(args.batch * (args.ddp_steps + args.warmup) * 2, args.d_model,
                            args.sample_ms)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, num_workers=args.workers,
