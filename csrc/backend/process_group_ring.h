@@ -502,6 +502,9 @@ class ProcessGroupRing : public c10d::Backend {
                                                  const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
                          const std::vector<at::Tensor>& outputs, const Comm* on = nullptr);
+  // Its body through the channel: `in` (contiguous) gathered into the list.
+  void allgatherStraightIntoList(const Comm& c, const OpContext& ctx, at::Tensor in,
+                                 const std::vector<at::Tensor>& outputs);
   // Executor thread only: views of the workspace's staging memory, valid
   // until the next staging call.
   at::Tensor stagedBuffer(int64_t numel, const at::TensorOptions& options);

@@ -132,30 +132,46 @@ std::vector<uint8_t> bytesOf(int r, size_t n, uint64_t k) {
 // Sizes around a buffer: less, exactly one, several with a remainder.
 const size_t kSizes[] = {1, 100, kBufferBytes, 3 * kBufferBytes + 17};
 
+// The flat form (one output, block r at r * block) and the blocks form
+// (a buffer per rank, as torch's list of tensors), each also in place.
 TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       uint64_t seq = 0;
       for (size_t block : kSizes) {
-        for (bool inPlace : {false, true}) {
-          ++seq;
-          const std::vector<uint8_t> input = bytesOf(r, block, seq);
-          std::vector<uint8_t> output(block * static_cast<size_t>(n), 0);
-          const void* in = input.data();
-          if (inPlace) {
-            std::memcpy(output.data() + static_cast<size_t>(r) * block, input.data(), block);
-            in = output.data() + static_cast<size_t>(r) * block;
-          }
-          const Comm comm = ranks.comm(r);
-          ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
-          sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1),
-                                {in, output.data(), block});
-          for (int q = 0; q < n; ++q) {
-            const std::vector<uint8_t> expected = bytesOf(q, block, seq);
-            ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
-                                     expected.data(), block))
-                << "world " << n << ", block " << block << ", rank " << q << "'s block";
+        for (bool separate : {false, true}) {
+          for (bool inPlace : {false, true}) {
+            ++seq;
+            const std::vector<uint8_t> input = bytesOf(r, block, seq);
+            std::vector<uint8_t> flat(separate ? 0 : block * static_cast<size_t>(n), 0);
+            std::vector<std::vector<uint8_t>> lists(separate ? static_cast<size_t>(n) : 0,
+                                                    std::vector<uint8_t>(block, 0));
+            std::vector<void*> blocks;
+            for (int q = 0; q < n; ++q) {
+              blocks.push_back(separate ? lists[q].data()
+                                        : flat.data() + static_cast<size_t>(q) * block);
+            }
+            const void* in = input.data();
+            if (inPlace) {
+              std::memcpy(blocks[r], input.data(), block);
+              in = blocks[r];
+            }
+            const Comm comm = ranks.comm(r);
+            ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
+            const OpContext op = ranks.enter(r, "allgather", seq, 1);
+            if (separate) {
+              sharedMemoryAllgatherBlocks(comm, op, in, blocks, block);
+            } else {
+              sharedMemoryAllgather(comm, op, {in, flat.data(), block});
+            }
+            for (int q = 0; q < n; ++q) {
+              const std::vector<uint8_t> expected = bytesOf(q, block, seq);
+              ASSERT_EQ(0, std::memcmp(blocks[q], expected.data(), block))
+                  << "world " << n << ", block " << block << ", rank " << q << "'s block"
+                  << (separate ? ", a buffer per rank" : ", one output")
+                  << (inPlace ? ", in place" : "");
+            }
           }
         }
       }

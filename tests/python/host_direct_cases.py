@@ -27,6 +27,49 @@ def _strided(torch, tensor):
     return view
 
 
+def _check_list_all_gathers(torch, dist, check, rank, n, inputs, what):
+    """all_gather into lists the channel fills in place (gathers.cpp): strided
+    outputs, outputs of another shape than the input, the input as this
+    rank's own output, and the input as another rank's output (read before
+    that rank's block lands on it)."""
+    numel = inputs[rank].numel()
+    dtype = inputs[rank].dtype
+    expected = torch.cat(inputs)
+    mine = inputs[rank]
+
+    outs = [_strided(torch, torch.zeros(numel, dtype=dtype)) for _ in range(n)]
+    outs[0] = torch.zeros(numel, dtype=dtype)  # contiguous and strided in one list
+    dist.all_gather(outs, _strided(torch, mine))
+    check(f"all_gather (strided outputs) {what}", torch.cat(outs), expected)
+
+    shaped = [torch.zeros(1, numel, 1, dtype=dtype) for _ in range(n)]
+    dist.all_gather(shaped, mine)
+    check(f"all_gather (outputs shaped 1 x {numel} x 1) {what}",
+          torch.cat([t.flatten() for t in shaped]), expected)
+    assert all(t.shape == (1, numel, 1) for t in shaped)
+
+    outs = [torch.zeros(numel, dtype=dtype) for _ in range(n)]
+    outs[rank].copy_(mine)
+    dist.all_gather(outs, outs[rank])
+    check(f"all_gather (in place) {what}", torch.cat(outs), expected)
+
+    outs = [torch.zeros(numel, dtype=dtype) for _ in range(n)]
+    other = (rank + 1) % n
+    outs[other].copy_(mine)
+    dist.all_gather(outs, outs[other])
+    check(f"all_gather (input is rank {other}'s output) {what}", torch.cat(outs), expected)
+
+    # One storage, the outputs its slices: the input a view overlapping
+    # another rank's slice from an offset.
+    storage = torch.zeros(n * numel + 1, dtype=dtype)
+    outs = list(storage[:n * numel].chunk(n))
+    view = storage[other * numel + 1:other * numel + 1 + numel]
+    view.copy_(mine)
+    dist.all_gather(outs, view)
+    check(f"all_gather (input overlaps rank {other}'s output) {what}", torch.cat(outs),
+          expected)
+
+
 def every_op_direct(rank, world_size, init_method):
     import json
 
@@ -69,6 +112,7 @@ def every_op_direct(rank, world_size, init_method):
             outs = [torch.empty(numel, dtype=dtype) for _ in range(n)]
             dist.all_gather(outs, mine)
             check(f"all_gather {what}", torch.cat(outs), torch.cat(inputs))
+            _check_list_all_gathers(torch, dist, check, rank, n, inputs, what)
 
             full = [_input(torch, r, step + 100, n * numel, dtype) for r in range(n)]
             ops = [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN]
