@@ -423,6 +423,10 @@ class ProcessGroupRing : public c10d::Backend {
   bool channelCarries(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();
+  // The same for an all_to_all_single with split sizes, whose sizes differ
+  // per rank: whether it starts on the channel (its first turn then tells
+  // whether it stays there: sharedMemoryUnevenAlltoall).
+  bool channelStartsUnevenAlltoall();
   // The one rule for every direct host form: whether a collective whose
   // algorithm takes the channel (`onChannel`, alike on every rank) and
   // puts `bytes` in each rank's buffers runs on the caller's thread past

@@ -169,6 +169,30 @@ def every_op_direct(rank, world_size, init_method):
             expected = torch.cat([full[q][rank * numel:(rank + 1) * numel] for q in range(n)])
             check(f"all_to_all_single {what}", got, expected)
 
+    # all_to_all_single with split sizes (queued, on the channel where the
+    # first turn finds every block fits): zero-row blocks, one rank's blocks
+    # larger than the others', a strided input, and blocks too large for the
+    # test's 8 KiB channel (every rank then moves them with messages).
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        for scale in (1, 3, 100, 700):
+            step += 1
+            # Rank src sends rows[src][dst] rows of 3 to dst.
+            rows = [[((src + 2 * dst) % 3) * scale * (1 + src) for dst in range(n)]
+                    for src in range(n)]
+            sent = [_input(torch, src, step, sum(rows[src]) * 3, dtype).view(-1, 3)
+                    for src in range(n)]
+            recv_rows = [rows[src][rank] for src in range(n)]
+            expected = torch.cat([sent[src].split(rows[src])[rank] for src in range(n)])
+            what = f"{dtype}, rows {rows}"
+            got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
+            dist.all_to_all_single(got, sent[rank], recv_rows, rows[rank])
+            check(f"all_to_all_single (uneven) {what}", got, expected)
+            strided = torch.zeros(sent[rank].shape[0], 6, dtype=dtype)[:, ::2]
+            strided.copy_(sent[rank])
+            got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
+            dist.all_to_all_single(got, strided, recv_rows, rows[rank])
+            check(f"all_to_all_single (uneven, strided input) {what}", got, expected)
+
     # A rank that queues (async_op=True) meets ranks that ran it directly:
     # the queued body takes the same channel.
     t = _input(torch, rank, 999, 64, torch.float32)
@@ -205,5 +229,24 @@ def mismatched_ops(rank, world_size, init_method):
         else:
             dist.broadcast(torch.ones(8), src=0)
     except Exception as e:  # DistBackendError
+        error = f"{type(e).__name__}: {e}"
+    return {"error": error}
+
+
+def mismatched_splits(rank, world_size, init_method):
+    """Rank 1 sends rank 0 three rows where rank 0 expects two: the channel's
+    first turn tells rank 0 so, naming the sizes."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    dist.barrier()
+    send = [[1, 1], [3, 1]][rank]  # rank r sends send[j] rows to j
+    recv = [[1, 2], [1, 1]][rank]  # rank 0 expects 2 rows from rank 1, which sends 3
+    error = None
+    try:
+        dist.all_to_all_single(torch.empty(sum(recv), 4), torch.ones(sum(send), 4), recv, send)
+    except Exception as e:  # noqa: BLE001  the error torch raises
         error = f"{type(e).__name__}: {e}"
     return {"error": error}

@@ -332,17 +332,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
     if (auto done = alltoallOnHostDirect(output, input, even, callOptions(opts))) return *done;
   }
   const bool onChannel = even && channelCarries(input.nbytes());
+  // Uneven: queued (a caller that waits runs it on its own thread, driving
+  // the transport), so that where the first turn finds blocks too large for
+  // the channel every rank can move them with messages instead.
+  const bool unevenOnChannel = !even && channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL_BASE, site.op, callOptions(opts), {output},
       describeTensor(input),
-      [this, input, output, sendLayout, recvLayout, onChannel](const OpContext& ctx) {
+      [this, input, output, sendLayout, recvLayout, onChannel,
+       unevenOnChannel](const OpContext& ctx) {
         if (onChannel) return alltoallEqual(comm(), ctx, input, output);
-        const at::Tensor in = contiguousInput(input);
+        at::Tensor in = contiguousInput(input);
+        if (unevenOnChannel && sharesMemory(in, output)) {
+          in = in.clone(at::MemoryFormat::Contiguous);  // read while written
+        }
         withContiguous(output, [&](void* data) {
-          allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
+          const AllToAllArgs args{in.data_ptr(), sendLayout, data, recvLayout};
+          if (unevenOnChannel && sharedMemoryUnevenAlltoall(comm(), ctx, args)) return;
+          allToAll(comm(), ctx, args);
         });
       },
-      CheckedArgs{-1, -1, even ? -1 : 0}, 1, !onChannel);  // uneven: sizes may differ per rank
+      CheckedArgs{-1, -1, even ? -1 : 0}, 1,  // uneven: sizes may differ per rank
+      !onChannel && !unevenOnChannel);
 }
 
 void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
