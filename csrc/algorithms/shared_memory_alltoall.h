@@ -2,7 +2,8 @@
 // (shared_memory_turn.h): in each turn every rank copies a piece of each of
 // its n blocks into its buffer (block j's piece in slot j), and once every
 // peer's flag is up, rank r copies slot r of each rank q's buffer into its
-// block q. Pieces of a buffer, the same on every rank.
+// block q. Pieces of a buffer, the same on every rank. A rank's block to
+// itself skips the buffer: input to output directly.
 //
 // Uneven splits (sharedMemoryUnevenAlltoall): a rank cannot tell from its
 // own arguments how large its peers' blocks are, so how many turns it takes
