@@ -238,6 +238,14 @@ class RankBase:
             out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
         return out
 
+    def print_sleeps(self, args, labels=None):
+        """--sleeps: under a cell's row (rank 0), each library's sleeps per call
+        as the last measure() counted them."""
+        if args.sleeps and self.rank == 0:
+            print("#   sleeps per call: " + ", ".join(
+                f"{(labels or {}).get(name, name)} {value:.2f}"
+                for name, value in self.sleeps.items()), flush=True)
+
     def patterns(self, args):
         """(pattern, seconds of compute before each call) in the order asked."""
         return [(p, args.compute_ms / 1e3 if p == "after-compute" else 0.0)

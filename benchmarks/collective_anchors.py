@@ -372,10 +372,7 @@ class Rank(RankBase):
                         continue
                     stats = self.measure(calls, case.prepare, compute_s, args)
                     self.report(op, pattern, size, stats, state)
-                    if args.sleeps and self.rank == 0:
-                        print("#   sleeps per call: " + ", ".join(
-                            f"{LABELS.get(n, n)} {self.sleeps[n]:.2f}" for n in calls),
-                            flush=True)
+                    self.print_sleeps(args, LABELS)
         self.finish()
 
 
