@@ -45,6 +45,10 @@ def add_arguments(parser, default_sizes, libraries):
                         help="counted calls per library and cell at most")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: two sizes, a few calls per cell (figures mean nothing)")
+    parser.add_argument("--sleeps", action="store_true",
+                        help="also print, per cell, how often each library's calls slept: "
+                             "voluntary context switches of the calling thread per call "
+                             "(the more of the two ranks)")
     parser.add_argument("--no-mpi", action="store_true", help="launch without mpirun")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
@@ -216,9 +220,16 @@ class RankBase:
         rounds = int(max(args.blocks, min(args.max_calls // block,
                                           args.cell_seconds / (block * sum(per_call.values())))))
         local = {name: [] for name in calls}
+        switches = {name: 0 for name in calls}
         for _ in range(rounds):
             for name, call in calls.items():
+                before = voluntary_switches() if args.sleeps else 0
                 local[name] += self.time_calls(call, prepare, block + 3, compute_s)[3:]
+                if args.sleeps:
+                    switches[name] += voluntary_switches() - before
+        if args.sleeps:
+            self.sleeps = {name: self.agree(switches[name] / (rounds * (block + 3)))
+                           for name in calls}
         out = {}
         for name in calls:
             times = self.slowest(local[name])  # per call, the slowest rank's
@@ -226,6 +237,14 @@ class RankBase:
             at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))].item() * 1e6  # noqa: E731
             out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
         return out
+
+    def print_sleeps(self, args, labels=None):
+        """--sleeps: under a cell's row (rank 0), each library's sleeps per call
+        as the last measure() counted them."""
+        if args.sleeps and self.rank == 0:
+            print("#   sleeps per call: " + ", ".join(
+                f"{(labels or {}).get(name, name)} {value:.2f}"
+                for name, value in self.sleeps.items()), flush=True)
 
     def patterns(self, args):
         """(pattern, seconds of compute before each call) in the order asked."""
@@ -245,6 +264,16 @@ def main(script, parse_args, rank_class):
     if not args.child:
         sys.exit(launch(script, args))
     rank_class(args).run(args)
+
+
+def voluntary_switches():
+    """How often the calling thread has given up its core (slept) so far: a
+    spin that ends in a sleep and a wake-up counts one (--sleeps)."""
+    with open("/proc/thread-self/status") as status:
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches"):
+                return int(line.split()[1])
+    return 0
 
 
 def bind(function, *args):

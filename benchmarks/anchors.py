@@ -104,6 +104,7 @@ class Rank(RankBase):
         for pattern, compute_s in self.patterns(args):
             for size in (int(s) for s in args.sizes.split(",")):
                 self.report(pattern, size, self.cell(size, compute_s, args), args)
+                self.print_sleeps(args)
         self.finish()
 
 

@@ -48,7 +48,11 @@ Per call the slowest rank's time counts; printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
 (and the same against DeepSpeed where it runs the op). Every library's result
 is checked before it is timed. `--quick` is a smoke run (two sizes, a few
-calls): its figures mean nothing.
+calls): its figures mean nothing. `--sleeps` adds, under each row, how often
+each library's calling thread slept per call (voluntary context switches, the
+more of the two ranks): a p50 near 40 us on the 2-core machine with a p90
+far above it is calls that sleep and wake, which this tells apart from a
+slow path.
 """
 import argparse
 import os
@@ -368,6 +372,7 @@ class Rank(RankBase):
                         continue
                     stats = self.measure(calls, case.prepare, compute_s, args)
                     self.report(op, pattern, size, stats, state)
+                    self.print_sleeps(args, LABELS)
         self.finish()
 
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/comm.h"
 #include "algorithms/ring_allgather.h"
@@ -19,5 +20,12 @@ bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes);
 // As ringAllgather: rank r's block lands at r * blockBytes of every
 // output; `input` may be this rank's own block of the output.
 void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
+
+// The same with rank r's block landing at outputs[r] (n separate buffers:
+// torch's list all_gather, gathered straight into the caller's tensors).
+// `input` may be outputs[rank] itself (in place) and must overlap no other
+// output.
+void sharedMemoryAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                                 const std::vector<void*>& outputs, size_t blockBytes);
 
 }  // namespace ringreduce

@@ -2,12 +2,18 @@
 // (shared_memory_turn.h): in each turn every rank copies a piece of each of
 // its n blocks into its buffer (block j's piece in slot j), and once every
 // peer's flag is up, rank r copies slot r of each rank q's buffer into its
-// block q. Pieces of a buffer, the same on every rank. Uneven splits are
-// not taken here: a rank cannot tell from its own arguments that its peers'
-// splits are even too, so the caller keeps those on the direct exchange.
+// block q. Pieces of a buffer, the same on every rank. A rank's block to
+// itself skips the buffer: input to output directly.
+//
+// Uneven splits (sharedMemoryUnevenAlltoall): a rank cannot tell from its
+// own arguments how large its peers' blocks are, so how many turns it takes
+// is agreed in the first: each rank's buffer starts with what it sends to
+// each rank, and every rank reads them all before it counts the turns.
 #pragma once
 
 #include <cstddef>
+
+#include "algorithms/direct_exchange.h"
 
 #include "algorithms/comm.h"
 #include "core/base/op_context.h"
@@ -28,5 +34,20 @@ struct EqualAlltoallArgs {
   size_t blockBytes = 0;
 };
 void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args);
+
+// Whether an all-to-all of split sizes given (each rank its own) starts on
+// the channel: there is one and nothing asks for another algorithm. Not the
+// sizes, which differ per rank: those decide after the first turn.
+bool sharedMemoryUnevenAlltoallApplies(const Comm& comm);
+
+// As allToAll (direct_exchange.h): block j of `args.send` (sendLayout) lands
+// in block i of rank j's `args.recv` (recvLayout), i this rank. False, with
+// the output undefined, when the largest block of any rank would take more
+// than kSharedMemoryMaxPieces turns: every rank then says false after the
+// same first turn, and the caller moves the blocks another way. Throws
+// TransportError where a peer sends this rank another size than its
+// recvLayout expects (a mismatch: the group fails, its peers told). Input
+// and output must not overlap.
+bool sharedMemoryUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args);
 
 }  // namespace ringreduce

@@ -423,6 +423,10 @@ class ProcessGroupRing : public c10d::Backend {
   bool channelCarries(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();
+  // The same for an all_to_all_single with split sizes, whose sizes differ
+  // per rank: whether it starts on the channel (its first turn then tells
+  // whether it stays there: sharedMemoryUnevenAlltoall).
+  bool channelStartsUnevenAlltoall();
   // The one rule for every direct host form: whether a collective whose
   // algorithm takes the channel (`onChannel`, alike on every rank) and
   // puts `bytes` in each rank's buffers runs on the caller's thread past
@@ -502,6 +506,9 @@ class ProcessGroupRing : public c10d::Backend {
                                                  const c10d::AllreduceOptions& opts);
   void allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
                          const std::vector<at::Tensor>& outputs, const Comm* on = nullptr);
+  // Its body through the channel: `in` (contiguous) gathered into the list.
+  void allgatherStraightIntoList(const Comm& c, const OpContext& ctx, at::Tensor in,
+                                 const std::vector<at::Tensor>& outputs);
   // Executor thread only: views of the workspace's staging memory, valid
   // until the next staging call.
   at::Tensor stagedBuffer(int64_t numel, const at::TensorOptions& options);

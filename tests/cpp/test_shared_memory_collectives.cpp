@@ -7,6 +7,7 @@
 // this process, each with its own channel (mapping, doorbell, process fds).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -132,30 +133,46 @@ std::vector<uint8_t> bytesOf(int r, size_t n, uint64_t k) {
 // Sizes around a buffer: less, exactly one, several with a remainder.
 const size_t kSizes[] = {1, 100, kBufferBytes, 3 * kBufferBytes + 17};
 
+// The flat form (one output, block r at r * block) and the blocks form
+// (a buffer per rank, as torch's list of tensors), each also in place.
 TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       uint64_t seq = 0;
       for (size_t block : kSizes) {
-        for (bool inPlace : {false, true}) {
-          ++seq;
-          const std::vector<uint8_t> input = bytesOf(r, block, seq);
-          std::vector<uint8_t> output(block * static_cast<size_t>(n), 0);
-          const void* in = input.data();
-          if (inPlace) {
-            std::memcpy(output.data() + static_cast<size_t>(r) * block, input.data(), block);
-            in = output.data() + static_cast<size_t>(r) * block;
-          }
-          const Comm comm = ranks.comm(r);
-          ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
-          sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1),
-                                {in, output.data(), block});
-          for (int q = 0; q < n; ++q) {
-            const std::vector<uint8_t> expected = bytesOf(q, block, seq);
-            ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
-                                     expected.data(), block))
-                << "world " << n << ", block " << block << ", rank " << q << "'s block";
+        for (bool separate : {false, true}) {
+          for (bool inPlace : {false, true}) {
+            ++seq;
+            const std::vector<uint8_t> input = bytesOf(r, block, seq);
+            std::vector<uint8_t> flat(separate ? 0 : block * static_cast<size_t>(n), 0);
+            std::vector<std::vector<uint8_t>> lists(separate ? static_cast<size_t>(n) : 0,
+                                                    std::vector<uint8_t>(block, 0));
+            std::vector<void*> blocks;
+            for (int q = 0; q < n; ++q) {
+              blocks.push_back(separate ? lists[q].data()
+                                        : flat.data() + static_cast<size_t>(q) * block);
+            }
+            const void* in = input.data();
+            if (inPlace) {
+              std::memcpy(blocks[r], input.data(), block);
+              in = blocks[r];
+            }
+            const Comm comm = ranks.comm(r);
+            ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
+            const OpContext op = ranks.enter(r, "allgather", seq, 1);
+            if (separate) {
+              sharedMemoryAllgatherBlocks(comm, op, in, blocks, block);
+            } else {
+              sharedMemoryAllgather(comm, op, {in, flat.data(), block});
+            }
+            for (int q = 0; q < n; ++q) {
+              const std::vector<uint8_t> expected = bytesOf(q, block, seq);
+              ASSERT_EQ(0, std::memcmp(blocks[q], expected.data(), block))
+                  << "world " << n << ", block " << block << ", rank " << q << "'s block"
+                  << (separate ? ", a buffer per rank" : ", one output")
+                  << (inPlace ? ", in place" : "");
+            }
           }
         }
       }
@@ -316,6 +333,82 @@ TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
     });
     expectNoErrors(errors);
   }
+}
+
+// Rank q sends bytesTo(q, j) bytes to rank j: zero for some pairs, and
+// sizes that differ between ranks; `scale` takes them to several pieces.
+size_t bytesTo(int q, int j, size_t scale) {
+  return static_cast<size_t>((q + 2 * j) % 3) * scale * static_cast<size_t>(1 + q);
+}
+
+BlockLayout layoutOf(const std::vector<size_t>& sizes) {
+  BlockLayout layout;
+  size_t offset = 0;
+  for (size_t bytes : sizes) {
+    layout.offsets.push_back(offset);
+    layout.bytes.push_back(bytes);
+    offset += bytes;
+  }
+  return layout;
+}
+
+TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      // 1 and 100 B: one turn; 700: several; 3000: more than
+      // kSharedMemoryMaxPieces turns for the largest block (declined).
+      for (size_t scale : {size_t{1}, size_t{100}, size_t{700}, size_t{3000}}) {
+        ++seq;
+        std::vector<size_t> sends, recvs;
+        for (int j = 0; j < n; ++j) sends.push_back(bytesTo(r, j, scale));
+        for (int q = 0; q < n; ++q) recvs.push_back(bytesTo(q, r, scale));
+        const BlockLayout send = layoutOf(sends), recv = layoutOf(recvs);
+        std::vector<uint8_t> input;
+        for (int j = 0; j < n; ++j) {
+          const std::vector<uint8_t> block = bytesOf(r * n + j, sends[j], seq);
+          input.insert(input.end(), block.begin(), block.end());
+        }
+        std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
+        const bool done = sharedMemoryUnevenAlltoall(
+            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+            {input.data(), send, output.data(), recv});
+        size_t largest = 0;
+        for (int q = 0; q < n; ++q) {
+          for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
+        }
+        const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
+        ASSERT_EQ(done, (largest + slot - 1) / slot <= kSharedMemoryMaxPieces)
+            << "world " << n << ", scale " << scale;
+        for (int q = 0; done && q < n; ++q) {
+          ASSERT_EQ(0, std::memcmp(output.data() + recv.offsets[q],
+                                   bytesOf(q * n + r, recvs[q], seq).data(), recvs[q]))
+              << "world " << n << ", scale " << scale << ", from rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
+  Ranks ranks(2);
+  const auto errors = ranks.run([&](int r) {
+    // Rank 1 sends 30 bytes to rank 0, which expects 20.
+    const BlockLayout send = layoutOf(r == 0 ? std::vector<size_t>{10, 10}
+                                             : std::vector<size_t>{30, 10});
+    const BlockLayout recv = layoutOf(r == 0 ? std::vector<size_t>{10, 20}
+                                             : std::vector<size_t>{10, 10});
+    std::vector<uint8_t> input(40, 1), output(40);
+    sharedMemoryUnevenAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", 1, 7),
+                               {input.data(), send, output.data(), recv});
+  });
+  EXPECT_NE(errors[0].find("rank 1 sends 30 bytes to this rank, whose output split sizes "
+                           "expect 20"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
 }
 
 TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {

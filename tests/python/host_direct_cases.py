@@ -27,6 +27,49 @@ def _strided(torch, tensor):
     return view
 
 
+def _check_list_all_gathers(torch, dist, check, rank, n, inputs, what):
+    """all_gather into lists the channel fills in place (gathers.cpp): strided
+    outputs, outputs of another shape than the input, the input as this
+    rank's own output, and the input as another rank's output (read before
+    that rank's block lands on it)."""
+    numel = inputs[rank].numel()
+    dtype = inputs[rank].dtype
+    expected = torch.cat(inputs)
+    mine = inputs[rank]
+
+    outs = [_strided(torch, torch.zeros(numel, dtype=dtype)) for _ in range(n)]
+    outs[0] = torch.zeros(numel, dtype=dtype)  # contiguous and strided in one list
+    dist.all_gather(outs, _strided(torch, mine))
+    check(f"all_gather (strided outputs) {what}", torch.cat(outs), expected)
+
+    shaped = [torch.zeros(1, numel, 1, dtype=dtype) for _ in range(n)]
+    dist.all_gather(shaped, mine)
+    check(f"all_gather (outputs shaped 1 x {numel} x 1) {what}",
+          torch.cat([t.flatten() for t in shaped]), expected)
+    assert all(t.shape == (1, numel, 1) for t in shaped)
+
+    outs = [torch.zeros(numel, dtype=dtype) for _ in range(n)]
+    outs[rank].copy_(mine)
+    dist.all_gather(outs, outs[rank])
+    check(f"all_gather (in place) {what}", torch.cat(outs), expected)
+
+    outs = [torch.zeros(numel, dtype=dtype) for _ in range(n)]
+    other = (rank + 1) % n
+    outs[other].copy_(mine)
+    dist.all_gather(outs, outs[other])
+    check(f"all_gather (input is rank {other}'s output) {what}", torch.cat(outs), expected)
+
+    # One storage, the outputs its slices: the input a view overlapping
+    # another rank's slice from an offset.
+    storage = torch.zeros(n * numel + 1, dtype=dtype)
+    outs = list(storage[:n * numel].chunk(n))
+    view = storage[other * numel + 1:other * numel + 1 + numel]
+    view.copy_(mine)
+    dist.all_gather(outs, view)
+    check(f"all_gather (input overlaps rank {other}'s output) {what}", torch.cat(outs),
+          expected)
+
+
 def every_op_direct(rank, world_size, init_method):
     import json
 
@@ -69,6 +112,7 @@ def every_op_direct(rank, world_size, init_method):
             outs = [torch.empty(numel, dtype=dtype) for _ in range(n)]
             dist.all_gather(outs, mine)
             check(f"all_gather {what}", torch.cat(outs), torch.cat(inputs))
+            _check_list_all_gathers(torch, dist, check, rank, n, inputs, what)
 
             full = [_input(torch, r, step + 100, n * numel, dtype) for r in range(n)]
             ops = [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN]
@@ -125,6 +169,30 @@ def every_op_direct(rank, world_size, init_method):
             expected = torch.cat([full[q][rank * numel:(rank + 1) * numel] for q in range(n)])
             check(f"all_to_all_single {what}", got, expected)
 
+    # all_to_all_single with split sizes (queued, on the channel where the
+    # first turn finds every block fits): zero-row blocks, one rank's blocks
+    # larger than the others', a strided input, and blocks too large for the
+    # test's 8 KiB channel (every rank then moves them with messages).
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        for scale in (1, 3, 100, 700):
+            step += 1
+            # Rank src sends rows[src][dst] rows of 3 to dst.
+            rows = [[((src + 2 * dst) % 3) * scale * (1 + src) for dst in range(n)]
+                    for src in range(n)]
+            sent = [_input(torch, src, step, sum(rows[src]) * 3, dtype).view(-1, 3)
+                    for src in range(n)]
+            recv_rows = [rows[src][rank] for src in range(n)]
+            expected = torch.cat([sent[src].split(rows[src])[rank] for src in range(n)])
+            what = f"{dtype}, rows {rows}"
+            got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
+            dist.all_to_all_single(got, sent[rank], recv_rows, rows[rank])
+            check(f"all_to_all_single (uneven) {what}", got, expected)
+            strided = torch.zeros(sent[rank].shape[0], 6, dtype=dtype)[:, ::2]
+            strided.copy_(sent[rank])
+            got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
+            dist.all_to_all_single(got, strided, recv_rows, rows[rank])
+            check(f"all_to_all_single (uneven, strided input) {what}", got, expected)
+
     # A rank that queues (async_op=True) meets ranks that ran it directly:
     # the queued body takes the same channel.
     t = _input(torch, rank, 999, 64, torch.float32)
@@ -161,5 +229,24 @@ def mismatched_ops(rank, world_size, init_method):
         else:
             dist.broadcast(torch.ones(8), src=0)
     except Exception as e:  # DistBackendError
+        error = f"{type(e).__name__}: {e}"
+    return {"error": error}
+
+
+def mismatched_splits(rank, world_size, init_method):
+    """Rank 1 sends rank 0 three rows where rank 0 expects two: the channel's
+    first turn tells rank 0 so, naming the sizes."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    dist.barrier()
+    send = [[1, 1], [3, 1]][rank]  # rank r sends send[j] rows to j
+    recv = [[1, 2], [1, 1]][rank]  # rank 0 expects 2 rows from rank 1, which sends 3
+    error = None
+    try:
+        dist.all_to_all_single(torch.empty(sum(recv), 4), torch.ones(sum(send), 4), recv, send)
+    except Exception as e:  # noqa: BLE001  the error torch raises
         error = f"{type(e).__name__}: {e}"
     return {"error": error}

@@ -4,11 +4,13 @@ all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
 all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,
 strided tensors and messages of several pieces; the trace says "direct";
+all_to_all_single with split sizes through the channel (queued) where its
+blocks fit, else with messages, and a size mismatch found there;
 a rank that queued one meets ranks that ran it directly; two different
 collectives under one number fail on both ranks, saying so."""
 import pytest
 
-from host_direct_cases import DIRECT_OPS, every_op_direct, mismatched_ops
+from host_direct_cases import DIRECT_OPS, every_op_direct, mismatched_ops, mismatched_splits
 from multiproc import run_world
 
 # A small buffer, so that a few thousand elements take several pieces.
@@ -37,3 +39,11 @@ def test_two_collectives_under_one_number_fail_on_both_ranks():
             "_ALLGATHER_BASE" in report["error"], report["error"]
     for report in reports:
         assert report["error"].startswith("DistBackendError"), report["error"]
+
+
+def test_uneven_all_to_all_sizes_that_disagree_are_named():
+    reports = run_world(2, mismatched_splits, timeout=120)
+    # Rank 0 learns it from the channel's first turn; rank 1 from rank 0
+    # giving up on the group (or its own result, had it finished first).
+    assert "rank 1 sends 48 bytes to this rank, whose output split sizes expect 32" in \
+        reports[0]["error"], reports[0]["error"]

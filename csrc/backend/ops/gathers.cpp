@@ -8,6 +8,7 @@
 #include "algorithms/direct_exchange.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
+#include "algorithms/shared_memory_allgather.h"
 #include "algorithms/shared_memory_alltoall.h"
 #include "algorithms/shared_memory_gather.h"
 #include "backend/host_staging.h"
@@ -56,10 +57,44 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
 
 void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
                                          const std::vector<at::Tensor>& outputs, const Comm* on) {
-  const at::Tensor in = contiguousInput(input);
+  const Comm& c = on ? *on : comm();
+  at::Tensor in = contiguousInput(input);
+  // Through the channel (the same choice as hostAllgather's, on every
+  // rank): straight into the caller's tensors, no flat buffer to copy out of.
+  if (size_ > 1 && in.nbytes() > 0 && sharedMemoryAllgatherApplies(c, in.nbytes())) {
+    return allgatherStraightIntoList(c, ctx, in, outputs);
+  }
   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
-  hostAllgather(on ? *on : comm(), ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
+  hostAllgather(c, ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
   unflattenInto(gathered, outputs);
+}
+
+void ProcessGroupRing::allgatherStraightIntoList(const Comm& c, const OpContext& ctx,
+                                                 at::Tensor in,
+                                                 const std::vector<at::Tensor>& outputs) {
+  // An output whose memory is not its values in order (strided, a conj or
+  // neg view) takes its block in a temporary, copied in at the end. Any
+  // shape: a contiguous tensor's memory is its elements in order.
+  std::vector<void*> blocks(outputs.size());
+  std::vector<at::Tensor> staged(outputs.size());
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    const at::Tensor& out = outputs[r];
+    if (plainContiguous(out)) {
+      blocks[r] = out.data_ptr();
+      // The input must stay readable until its last piece is in the
+      // channel: where a peer's block lands on it, read a copy. Its own
+      // place is fine (in place: the algorithm skips that block).
+      const bool ownPlace = static_cast<int>(r) == rank_ && out.data_ptr() == in.data_ptr();
+      if (!ownPlace && sharesMemory(in, out)) in = in.clone(at::MemoryFormat::Contiguous);
+    } else {
+      staged[r] = at::empty({out.numel()}, out.options());
+      blocks[r] = staged[r].data_ptr();
+    }
+  }
+  sharedMemoryAllgatherBlocks(c, ctx, in.data_ptr(), blocks, in.nbytes());
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    if (staged[r].defined()) outputs[r].copy_(staged[r].view(outputs[r].sizes()));
+  }
 }
 
 void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
@@ -297,17 +332,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
     if (auto done = alltoallOnHostDirect(output, input, even, callOptions(opts))) return *done;
   }
   const bool onChannel = even && channelCarries(input.nbytes());
+  // Uneven: queued (a caller that waits runs it on its own thread, driving
+  // the transport), so that where the first turn finds blocks too large for
+  // the channel every rank can move them with messages instead.
+  const bool unevenOnChannel = !even && channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL_BASE, site.op, callOptions(opts), {output},
       describeTensor(input),
-      [this, input, output, sendLayout, recvLayout, onChannel](const OpContext& ctx) {
+      [this, input, output, sendLayout, recvLayout, onChannel,
+       unevenOnChannel](const OpContext& ctx) {
         if (onChannel) return alltoallEqual(comm(), ctx, input, output);
-        const at::Tensor in = contiguousInput(input);
+        at::Tensor in = contiguousInput(input);
+        if (unevenOnChannel && sharesMemory(in, output)) {
+          in = in.clone(at::MemoryFormat::Contiguous);  // read while written
+        }
         withContiguous(output, [&](void* data) {
-          allToAll(comm(), ctx, {in.data_ptr(), sendLayout, data, recvLayout});
+          const AllToAllArgs args{in.data_ptr(), sendLayout, data, recvLayout};
+          if (unevenOnChannel && sharedMemoryUnevenAlltoall(comm(), ctx, args)) return;
+          allToAll(comm(), ctx, args);
         });
       },
-      CheckedArgs{-1, -1, even ? -1 : 0}, 1, !onChannel);  // uneven: sizes may differ per rank
+      CheckedArgs{-1, -1, even ? -1 : 0}, 1,  // uneven: sizes may differ per rank
+      !onChannel && !unevenOnChannel);
 }
 
 void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,

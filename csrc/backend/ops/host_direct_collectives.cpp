@@ -27,6 +27,11 @@ bool ProcessGroupRing::channelCarries(size_t bytes) {
          sharedMemoryCollectiveApplies(engine_->directComm(), bytes);
 }
 
+bool ProcessGroupRing::channelStartsUnevenAlltoall() {
+  return size_ > 1 && hostChannel() != nullptr &&
+         sharedMemoryUnevenAlltoallApplies(engine_->directComm());
+}
+
 bool ProcessGroupRing::channelSynchronizes() {
   return size_ > 1 && hostChannel() != nullptr &&
          sharedMemoryBarrierApplies(engine_->directComm());
