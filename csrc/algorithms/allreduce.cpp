@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/autotune.h"
-#include "algorithms/cross_memory_allreduce.h"
+#include "algorithms/tuning/autotune.h"
+#include "algorithms/cross_memory/allreduce.h"
 #include "algorithms/direct_allreduce.h"
 #include "algorithms/halving_doubling.h"
-#include "algorithms/link_probe.h"
+#include "algorithms/tuning/link_probe.h"
 #include "algorithms/record_allgather.h"
-#include "algorithms/shared_memory_allreduce.h"
+#include "algorithms/host_channel/allreduce.h"
 #include "algorithms/two_level_allreduce.h"
 #include "core/base/errors.h"
 #include "core/base/host_identity.h"

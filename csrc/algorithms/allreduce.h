@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "algorithms/comm.h"
-#include "algorithms/peer_processes.h"
+#include "algorithms/cross_memory/peer_processes.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/plan/allreduce_algorithm.h"
 #include "core/plan/allreduce_cost.h"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "algorithms/direct_allreduce.h"
-#include "algorithms/direct_exchange.h"
+#include "algorithms/pairwise_exchange.h"
 #include "algorithms/scatter_gather.h"
 #include "core/plan/partition.h"
 

@@ -19,8 +19,8 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include "algorithms/autotune.h"
-#include "algorithms/device_ring.h"
+#include "algorithms/tuning/autotune.h"
+#include "algorithms/device/ring.h"
 #include "core/plan/topology.h"
 #include "core/base/data_type.h"
 #include "core/base/record_exchange.h"

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/device_ring.h"
+#include "algorithms/device/ring.h"
 
 namespace ringreduce {
 

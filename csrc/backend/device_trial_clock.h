@@ -11,7 +11,7 @@
 // device).
 #pragma once
 
-#include "algorithms/autotune.h"
+#include "algorithms/tuning/autotune.h"
 #include "core/base/op_context.h"
 
 namespace ringreduce {

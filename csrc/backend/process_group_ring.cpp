@@ -7,7 +7,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/debug.h>
 
-#include "algorithms/collective_check.h"
+#include "algorithms/checks/collective_check.h"
 #include "backend/error_translation.h"
 #include "backend/host_staging.h"
 #include "backend/ring_options.h"
@@ -19,7 +19,7 @@
 #include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
 #include "core/observe/timeline.h"
-#include "transport/progressing_store.h"
+#include "transport/rendezvous/progressing_store.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace ringreduce {

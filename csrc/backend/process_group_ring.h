@@ -20,7 +20,7 @@
 #include <string>
 
 #include "algorithms/allreduce.h"
-#include "algorithms/autotune.h"
+#include "algorithms/tuning/autotune.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "backend/call_options.h"

@@ -4,7 +4,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "transport/key_value_store.h"
+#include "transport/rendezvous/key_value_store.h"
 
 namespace ringreduce {
 

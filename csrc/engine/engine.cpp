@@ -5,7 +5,7 @@
 #include <future>
 #include <optional>
 
-#include "algorithms/neighbour_check.h"
+#include "algorithms/checks/neighbour_check.h"
 #include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
 #include "core/observe/latency_probe.h"

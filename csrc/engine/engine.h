@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/collective_check.h"
+#include "algorithms/checks/collective_check.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "core/base/record_exchange.h"

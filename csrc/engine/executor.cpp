@@ -11,7 +11,7 @@
 #include <exception>
 
 #include "core/base/errors.h"
-#include "transport/core_yield.h"
+#include "core/base/core_yield.h"
 
 namespace ringreduce {
 

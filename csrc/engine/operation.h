@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-#include "algorithms/collective_check.h"
+#include "algorithms/checks/collective_check.h"
 #include "core/base/op_context.h"
 #include "core/observe/timeline.h"
 #include "engine/runner.h"

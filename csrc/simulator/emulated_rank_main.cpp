@@ -19,13 +19,13 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/barrier.h"
-#include "algorithms/link_probe.h"
+#include "algorithms/tuning/link_probe.h"
 #include "algorithms/scatter_gather.h"
 #include "core/base/errors.h"
 #include "core/plan/partition.h"
 #include "simulator/allreduce_simulation.h"
 #include "transport/delayed_transport.h"
-#include "transport/file_store.h"
+#include "transport/rendezvous/file_store.h"
 #include "transport/ucx/ucx_transport.h"
 
 using namespace ringreduce;

@@ -6,7 +6,7 @@
 #include "core/base/errors.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/phase_recorder.h"
-#include "transport/core_yield.h"
+#include "core/base/core_yield.h"
 #include "transport/tag.h"
 
 namespace ringreduce {

@@ -27,7 +27,7 @@
 #include "core/base/op_context.h"
 #include "core/base/spin_budget.h"
 #include "core/config/config.h"
-#include "transport/progress_board.h"
+#include "transport/rendezvous/progress_board.h"
 
 namespace ringreduce {
 

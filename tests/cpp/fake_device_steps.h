@@ -28,7 +28,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "algorithms/device_ring.h"
+#include "algorithms/device/ring.h"
 #include "core/math/half_conversion.h"
 #include "core/math/host_reduce.h"
 #include "schedule_log.h"

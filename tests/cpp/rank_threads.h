@@ -19,7 +19,7 @@
 #include "algorithms/record_allgather.h"
 #include "core/base/record_exchange.h"
 #include "core/config/config.h"
-#include "transport/in_memory_store.h"
+#include "transport/rendezvous/in_memory_store.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/ucx/ucx_transport.h"
 

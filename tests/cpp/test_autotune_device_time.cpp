@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/autotune.h"
-#include "algorithms/device_ring.h"
+#include "algorithms/tuning/autotune.h"
+#include "algorithms/device/ring.h"
 #include "algorithms/ring_allreduce.h"
 #include "backend/device_ring_steps.h"
 #include "backend/device_trial_clock.h"

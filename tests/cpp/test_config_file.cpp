@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/allreduce.h"
-#include "algorithms/autotune.h"
+#include "algorithms/tuning/autotune.h"
 #include "core/config/config.h"
 #include "core/base/errors.h"
 #include "rank_threads.h"

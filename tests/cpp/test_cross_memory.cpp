@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "algorithms/allreduce.h"
-#include "algorithms/cross_memory_allreduce.h"
-#include "algorithms/peer_processes.h"
+#include "algorithms/cross_memory/allreduce.h"
+#include "algorithms/cross_memory/peer_processes.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/base/errors.h"
 #include "core/plan/partition.h"

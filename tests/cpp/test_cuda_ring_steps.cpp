@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/device_ring.h"
+#include "algorithms/device/ring.h"
 #include "backend/device_ring_steps.h"
 #include "fake_call_counts.h"
 #include "fake_device.h"

@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "algorithms/device_ring.h"
-#include "algorithms/device_two_level.h"
+#include "algorithms/device/ring.h"
+#include "algorithms/device/two_level.h"
 #include "algorithms/two_level_allreduce.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/base/errors.h"

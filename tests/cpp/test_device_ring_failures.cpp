@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/device_ring.h"
+#include "algorithms/device/ring.h"
 #include "core/base/errors.h"
 #include "fake_device_steps.h"
 #include "rank_threads.h"

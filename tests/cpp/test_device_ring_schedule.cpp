@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "algorithms/device_ring.h"
+#include "algorithms/device/ring.h"
 #include "core/plan/partition.h"
 #include "fake_device_steps.h"
 #include "rank_threads.h"

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/device_poll.h"
+#include "algorithms/device/poll.h"
 #include "fake_device_steps.h"
 #include "transport/loopback/loopback_transport.h"
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "algorithms/allreduce.h"
-#include "algorithms/link_probe.h"
+#include "algorithms/tuning/link_probe.h"
 #include "core/base/errors.h"
 #include "rank_threads.h"
 #include "transport/delayed_transport.h"
-#include "transport/file_store.h"
+#include "transport/rendezvous/file_store.h"
 #include "transport/tag.h"
 
 using namespace ringreduce;

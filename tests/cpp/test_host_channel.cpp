@@ -19,14 +19,14 @@
 #include <vector>
 
 #include "algorithms/comm.h"
-#include "algorithms/shared_memory_allreduce.h"
+#include "algorithms/host_channel/allreduce.h"
 #include "algorithms/workspace.h"
 #include "core/base/errors.h"
 #include "core/math/host_reduce.h"
 #include "rank_errors.h"
-#include "transport/file_store.h"
+#include "transport/rendezvous/file_store.h"
 #include "transport/host/host_channel.h"
-#include "transport/in_memory_store.h"
+#include "transport/rendezvous/in_memory_store.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ringreduce {

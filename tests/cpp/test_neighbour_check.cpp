@@ -3,7 +3,7 @@
 #include <atomic>
 #include <string>
 
-#include "algorithms/neighbour_check.h"
+#include "algorithms/checks/neighbour_check.h"
 #include "core/base/errors.h"
 #include "rank_threads.h"
 

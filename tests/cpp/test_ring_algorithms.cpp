@@ -11,7 +11,7 @@
 #include "algorithms/barrier.h"
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/ring_allgather.h"
-#include "algorithms/direct_exchange.h"
+#include "algorithms/pairwise_exchange.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allreduce.h"
 #include "core/plan/partition.h"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-#include "algorithms/stop_words.h"
+#include "algorithms/cross_memory/stop_words.h"
 #include "rank_threads.h"
 
 using namespace ringreduce;

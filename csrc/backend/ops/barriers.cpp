@@ -1,7 +1,7 @@
 // barrier (through the host channel where it applies, else dissemination,
 // log2(n) rounds) and monitored_barrier (rank 0
 // names every rank that did not arrive).
-#include "algorithms/shared_memory_barrier.h"
+#include "algorithms/host_channel/barrier.h"
 #include "algorithms/monitored_barrier.h"
 #include "backend/process_group_ring.h"
 

@@ -2,7 +2,7 @@
 // chain from the root.
 #include <c10/util/Exception.h>
 
-#include "algorithms/shared_memory_broadcast.h"
+#include "algorithms/host_channel/broadcast.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"

@@ -8,9 +8,9 @@
 #include <c10/util/Exception.h>
 
 #include "algorithms/chain_broadcast.h"
-#include "algorithms/collective_check.h"
-#include "algorithms/device_ring.h"
-#include "algorithms/device_two_level.h"
+#include "algorithms/checks/collective_check.h"
+#include "algorithms/device/ring.h"
+#include "algorithms/device/two_level.h"
 #include "algorithms/record_allgather.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"

@@ -5,12 +5,12 @@
 
 #include <numeric>
 
-#include "algorithms/direct_exchange.h"
+#include "algorithms/pairwise_exchange.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
-#include "algorithms/shared_memory_allgather.h"
-#include "algorithms/shared_memory_alltoall.h"
-#include "algorithms/shared_memory_gather.h"
+#include "algorithms/host_channel/allgather.h"
+#include "algorithms/host_channel/alltoall.h"
+#include "algorithms/host_channel/gather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"

@@ -7,7 +7,7 @@
 // turn: behind queued collectives (whose results it may read), inside a
 // coalescing block, or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
 // and the op is queued as at any size.
-#include "backend/direct_work.h"
+#include "backend/caller_work.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 

@@ -8,7 +8,7 @@
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/scatter_gather.h"
-#include "algorithms/shared_memory_reduce.h"
+#include "algorithms/host_channel/reduce.h"
 #include "backend/dtype_mapping.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"

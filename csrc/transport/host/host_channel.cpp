@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/base/errors.h"
-#include "transport/core_yield.h"
+#include "core/base/core_yield.h"
 #include "transport/transport.h"
 
 namespace ringreduce {

@@ -41,7 +41,7 @@
 #include "transport/host/doorbell.h"
 #include "transport/host/host_segment.h"
 #include "transport/host/peer_exits.h"
-#include "transport/key_value_store.h"
+#include "transport/rendezvous/key_value_store.h"
 
 namespace ringreduce {
 

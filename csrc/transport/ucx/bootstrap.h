@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/key_value_store.h"
+#include "transport/rendezvous/key_value_store.h"
 
 namespace ringreduce {
 

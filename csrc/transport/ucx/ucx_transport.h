@@ -19,7 +19,7 @@
 
 #include "core/config/config.h"
 #include "core/base/op_context.h"
-#include "transport/key_value_store.h"
+#include "transport/rendezvous/key_value_store.h"
 #include "transport/transport.h"
 #include "transport/ucx/eager_policy.h"
 #include "transport/ucx/peer_monitor.h"

@@ -1,0 +1,54 @@
+#include "algorithms/host_channel/allgather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/host_channel/turn.h"
+
+namespace ringreduce {
+
+namespace {
+
+// blockAt(r): where rank r's block goes; `skipOwn`: this rank's is there
+// already (in place), not copied again.
+template <typename BlockAt>
+void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t blockBytes,
+                  bool skipOwn, const BlockAt& blockAt) {
+  const HostChannel& channel = *comm.channel;
+  const int n = channel.size();
+  const int rank = channel.rank();
+  const size_t perTurn = channel.bufferBytes();
+  const auto* input = static_cast<const char*>(in);
+  for (size_t first = 0; first < blockBytes; first += perTurn) {
+    const size_t piece = std::min(perTurn, blockBytes - first);
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, [&](char* mine) { std::memcpy(mine, input + first, piece); });
+    for (int r = 0; r < n; ++r) {
+      if (r == rank && skipOwn) continue;
+      std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn.parity), piece);
+    }
+  }
+}
+
+}  // namespace
+
+bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes) {
+  return sharedMemoryCollectiveApplies(comm, blockBytes);
+}
+
+void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
+  auto* output = static_cast<char*>(args.output);
+  const size_t block = args.blockBytes;
+  const bool inPlace = args.input == output + static_cast<size_t>(comm.channel->rank()) * block;
+  gatherBlocks(comm, op, args.input, block, inPlace,
+               [&](int r) { return output + static_cast<size_t>(r) * block; });
+}
+
+void sharedMemoryAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                                 const std::vector<void*>& outputs, size_t blockBytes) {
+  const bool inPlace = input == outputs[static_cast<size_t>(comm.channel->rank())];
+  gatherBlocks(comm, op, input, blockBytes, inPlace,
+               [&](int r) { return outputs[static_cast<size_t>(r)]; });
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,115 @@
+#include "algorithms/host_channel/alltoall.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/host_channel/allreduce.h"
+#include "algorithms/host_channel/turn.h"
+#include "core/base/errors.h"
+
+namespace ringreduce {
+
+bool sharedMemoryAlltoallApplies(const Comm& comm, size_t bytes) {
+  return sharedMemoryCollectiveApplies(comm, bytes);
+}
+
+void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
+  const HostChannel& channel = *comm.channel;
+  const int n = channel.size();
+  const size_t rank = static_cast<size_t>(channel.rank());
+  const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / static_cast<size_t>(n));
+  const auto* input = static_cast<const char*>(args.input);
+  auto* output = static_cast<char*>(args.output);
+  // This rank's own block goes straight from its input to its output: a
+  // third fewer bytes copied at world 2 (1 MiB: 69 -> 50 us, Open MPI's 59,
+  // on the 2-core machine), its slot left unused.
+  for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
+    const size_t piece = std::min(slotBytes, args.blockBytes - first);
+    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+      for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+        if (j == rank) continue;
+        std::memcpy(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
+      }
+    });
+    for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
+      const char* from = q == rank ? input + rank * args.blockBytes + first
+                                   : channel.buffer(static_cast<int>(q), turn.parity) +
+                                         rank * slotBytes;
+      std::memcpy(output + q * args.blockBytes + first, from, piece);
+    }
+  }
+}
+
+bool sharedMemoryUnevenAlltoallApplies(const Comm& comm) {
+  return sharedMemoryCollectiveApplies(comm, 0);
+}
+
+bool sharedMemoryUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
+  const HostChannel& channel = *comm.channel;
+  const size_t n = static_cast<size_t>(channel.size());
+  const size_t rank = static_cast<size_t>(channel.rank());
+  // Each turn's buffer: what this rank sends to each rank (n words, read
+  // after the first turn), then a slot per rank for its piece of that block.
+  const size_t headerBytes = (n * sizeof(uint64_t) + 63) / 64 * 64;
+  const size_t slotBytes = std::max<size_t>(1, (channel.bufferBytes() - headerBytes) / n);
+  const auto* input = static_cast<const char*>(args.send);
+  auto* output = static_cast<char*>(args.recv);
+  const BlockLayout& send = args.sendLayout;
+  const BlockLayout& recv = args.recvLayout;
+  const auto pieceOf = [&](size_t bytes, size_t first) {
+    return bytes > first ? std::min(slotBytes, bytes - first) : size_t{0};
+  };
+  size_t turns = 1;  // until the first turn has told every rank's sizes
+  for (size_t t = 0; t < turns; ++t) {
+    const size_t first = t * slotBytes;
+    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+      if (t == 0) {
+        for (size_t j = 0; j < n; ++j) {
+          const uint64_t bytes = send.bytes[j];
+          std::memcpy(mine + j * sizeof(uint64_t), &bytes, sizeof(bytes));
+        }
+      }
+      for (size_t j = 0; j < n; ++j) {
+        const size_t piece = pieceOf(send.bytes[j], first);
+        if (piece > 0) {
+          std::memcpy(mine + headerBytes + j * slotBytes, input + send.offsets[j] + first, piece);
+        }
+      }
+    });
+    if (t == 0) {
+      size_t largest = 0;
+      for (size_t q = 0; q < n; ++q) {
+        const char* theirs = channel.buffer(static_cast<int>(q), turn.parity);
+        for (size_t j = 0; j < n; ++j) {
+          uint64_t bytes = 0;
+          std::memcpy(&bytes, theirs + j * sizeof(uint64_t), sizeof(bytes));
+          largest = std::max(largest, static_cast<size_t>(bytes));
+          if (j == rank && bytes != recv.bytes[q]) {
+            throw TransportError("ringreduce: " + op.describe() + " on rank " +
+                                  std::to_string(rank) + ": rank " + std::to_string(q) +
+                                  " sends " + std::to_string(bytes) +
+                                  " bytes to this rank, whose output split sizes expect " +
+                                  std::to_string(recv.bytes[q]));
+          }
+        }
+      }
+      // The same count on every rank: from the same n x n sizes.
+      turns = std::max<size_t>(1, turnsFor(largest, slotBytes));
+      if (turns > kSharedMemoryMaxPieces) return false;
+    }
+    for (size_t q = 0; q < n; ++q) {
+      const size_t piece = pieceOf(recv.bytes[q], first);
+      if (piece == 0) continue;
+      std::memcpy(output + recv.offsets[q] + first,
+                  channel.buffer(static_cast<int>(q), turn.parity) + headerBytes +
+                      rank * slotBytes,
+                  piece);
+    }
+  }
+  return true;
+}
+
+}  // namespace ringreduce

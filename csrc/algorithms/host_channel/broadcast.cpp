@@ -1,0 +1,35 @@
+#include "algorithms/host_channel/broadcast.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/host_channel/turn.h"
+
+namespace ringreduce {
+
+bool sharedMemoryBroadcastApplies(const Comm& comm, size_t bytes) {
+  return sharedMemoryCollectiveApplies(comm, bytes);
+}
+
+void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
+  const HostChannel& channel = *comm.channel;
+  const bool root = channel.rank() == args.root;
+  const size_t perTurn = channel.bufferBytes();
+  auto* data = static_cast<char*>(args.data);
+  for (size_t first = 0; first < args.bytes; first += perTurn) {
+    const size_t piece = std::min(perTurn, args.bytes - first);
+    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+      if (root) std::memcpy(mine, data + first, piece);
+    });
+    if (!root) std::memcpy(data + first, channel.buffer(args.root, turn.parity), piece);
+  }
+}
+
+void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
+  if (comm.size() > 1 && sharedMemoryBroadcastApplies(comm, args.bytes)) {
+    return sharedMemoryBroadcast(comm, op, args);
+  }
+  chainBroadcast(comm, op, args);
+}
+
+}  // namespace ringreduce

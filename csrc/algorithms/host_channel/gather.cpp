@@ -1,0 +1,56 @@
+#include "algorithms/host_channel/gather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/host_channel/turn.h"
+
+namespace ringreduce {
+
+bool sharedMemoryGatherApplies(const Comm& comm, size_t blockBytes) {
+  return sharedMemoryCollectiveApplies(comm, blockBytes);
+}
+
+bool sharedMemoryScatterApplies(const Comm& comm, size_t blockBytes) {
+  return sharedMemoryCollectiveApplies(comm, blockBytes * static_cast<size_t>(comm.size()));
+}
+
+void sharedMemoryGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+  const HostChannel& channel = *comm.channel;
+  const bool root = channel.rank() == args.root;
+  const size_t perTurn = channel.bufferBytes();
+  const auto* input = static_cast<const char*>(args.input);
+  auto* output = static_cast<char*>(args.output);
+  for (size_t first = 0; first < args.blockBytes; first += perTurn) {
+    const size_t piece = std::min(perTurn, args.blockBytes - first);
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, [&](char* mine) { std::memcpy(mine, input + first, piece); });
+    if (!root) continue;
+    for (int r = 0; r < channel.size(); ++r) {
+      std::memcpy(output + static_cast<size_t>(r) * args.blockBytes + first,
+                  channel.buffer(r, turn.parity), piece);
+    }
+  }
+}
+
+void sharedMemoryScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+  const HostChannel& channel = *comm.channel;
+  const size_t n = static_cast<size_t>(channel.size());
+  const bool root = channel.rank() == args.root;
+  const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / n);
+  const auto* input = static_cast<const char*>(args.input);
+  auto* output = static_cast<char*>(args.output);
+  const size_t mine = static_cast<size_t>(channel.rank()) * slotBytes;
+  for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
+    const size_t piece = std::min(slotBytes, args.blockBytes - first);
+    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* buffer) {
+      if (!root) return;
+      for (size_t r = 0; r < n; ++r) {
+        std::memcpy(buffer + r * slotBytes, input + r * args.blockBytes + first, piece);
+      }
+    });
+    std::memcpy(output + first, channel.buffer(args.root, turn.parity) + mine, piece);
+  }
+}
+
+}  // namespace ringreduce

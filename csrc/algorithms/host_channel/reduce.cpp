@@ -1,0 +1,34 @@
+#include "algorithms/host_channel/reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/host_channel/reduction.h"
+#include "algorithms/host_channel/turn.h"
+#include "core/math/host_reduce.h"
+#include "core/observe/phase_recorder.h"
+
+namespace ringreduce {
+
+bool sharedMemoryReduceApplies(const Comm& comm, size_t bytes) {
+  return sharedMemoryCollectiveApplies(comm, bytes);
+}
+
+void sharedMemoryReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                        int root) {
+  const HostChannel& channel = *comm.channel;
+  const size_t esize = elementSize(args.type);
+  const size_t perTurn = std::max<size_t>(1, channel.bufferBytes() / esize) * esize;
+  const size_t bytes = args.count * esize;
+  auto* data = static_cast<char*>(args.data);
+  for (size_t first = 0; first < bytes; first += perTurn) {
+    const size_t piece = std::min(perTurn, bytes - first);
+    const HostChannel::Turn turn =
+        exchangeTurn(comm, op, [&](char* mine) { std::memcpy(mine, data + first, piece); });
+    if (channel.rank() != root) continue;
+    PhaseScope reducing(op.phases, Phase::Reduce);
+    reduceInRankOrder(channel, turn.parity, args, data + first, 0, piece);
+  }
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,75 @@
+#include "algorithms/host_channel/reduce_scatter.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/host_channel/reduction.h"
+#include "algorithms/host_channel/turn.h"
+#include "core/math/host_reduce.h"
+#include "core/observe/phase_recorder.h"
+#include "core/plan/partition.h"
+
+namespace ringreduce {
+
+namespace {
+
+// blockAt(j): where block j (chunkOf(input.count, n, j)) starts.
+template <typename BlockAt>
+void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                         const BlockAt& blockAt, void* output) {
+  const HostChannel& channel = *comm.channel;
+  const int n = channel.size();
+  const int rank = channel.rank();
+  const size_t esize = elementSize(input.type);
+  // Elements of each block per turn: n slots of them fill a buffer.
+  const size_t perSlot =
+      std::max<size_t>(1, channel.bufferBytes() / (static_cast<size_t>(n) * esize));
+  const size_t slotBytes = perSlot * esize;
+  // The first chunk is the largest (chunkOf): it sets the number of turns.
+  const size_t longest = chunkOf(input.count, n, 0).count;
+  const auto pieceOf = [&](int block, size_t first) {
+    const size_t count = chunkOf(input.count, n, block).count;
+    return count > first ? std::min(perSlot, count - first) : size_t{0};
+  };
+  auto* out = static_cast<char*>(output);
+  for (size_t first = 0; first < longest; first += perSlot) {
+    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+      for (int j = 0; j < n; ++j) {
+        std::memcpy(mine + static_cast<size_t>(j) * slotBytes,
+                    static_cast<const char*>(blockAt(j)) + first * esize, pieceOf(j, first) * esize);
+      }
+    });
+    const size_t bytes = pieceOf(rank, first) * esize;
+    const size_t slot = static_cast<size_t>(rank) * slotBytes;
+    char* dst = out + first * esize;
+    PhaseScope reducing(op.phases, Phase::Reduce);
+    // reduceInRankOrder starts from this rank's own values where it needs them.
+    std::memcpy(dst, channel.buffer(rank, turn.parity) + slot, bytes);
+    reduceInRankOrder(channel, turn.parity, input, dst, slot, bytes);
+  }
+}
+
+}  // namespace
+
+bool sharedMemoryReduceScatterApplies(const Comm& comm, size_t bytes) {
+  return sharedMemoryCollectiveApplies(comm, bytes);
+}
+
+void sharedMemoryReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                               void* output) {
+  const auto* data = static_cast<const char*>(input.data);
+  const size_t esize = elementSize(input.type);
+  const int n = comm.size();
+  reduceScatterBlocks(
+      comm, op, input,
+      [&](int j) { return data + chunkOf(input.count, n, j).offset * esize; }, output);
+}
+
+void sharedMemoryReduceScatterBlocks(const Comm& comm, const OpContext& op,
+                                     const ReductionArgs& input,
+                                     const std::vector<const void*>& blocks, void* output) {
+  reduceScatterBlocks(comm, op, input, [&](int j) { return blocks[static_cast<size_t>(j)]; },
+                      output);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,29 @@
+#include "algorithms/host_channel/turn.h"
+
+#include "algorithms/host_channel/allreduce.h"
+#include "core/observe/latency_probe.h"
+#include "core/observe/phase_recorder.h"
+
+namespace ringreduce {
+
+bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes) {
+  const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
+  return comm.channel != nullptr &&
+         bytes <= comm.channel->bufferBytes() * kSharedMemoryMaxPieces &&
+         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::SharedMemory) &&
+         !comm.config.payloadFree;
+}
+
+void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
+                     const HostChannel::Turn& turn) {
+  HostChannel& channel = *comm.channel;
+  channel.publish(kind, turn, op);
+  probe::mark(ProbePoint::Published);
+  {
+    PhaseScope waiting(op.phases, Phase::WaitPeers);
+    channel.awaitPeers(kind, turn, op, comm.spinBudget(), comm.drivenTransport());
+  }
+  probe::mark(ProbePoint::PeersHere);
+}
+
+}  // namespace ringreduce

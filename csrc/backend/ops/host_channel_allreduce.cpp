@@ -1,0 +1,120 @@
+// Small allreduces of CPU tensors on one host, run from the caller's thread.
+//
+// Where the caller waits for the result at once (async_op=False), the group
+// has a host channel (transport/host/host_channel.h) and the tensor fits its
+// buffers, the collective goes past the queue
+// (Engine::runDirect): no Work with a Future and callbacks, no task on the
+// executor, no thread hand-off; the caller copies its input into the
+// channel, spins on its peers' flags and reduces, the way MPI and DeepSpeed
+// run a small allreduce. It is numbered, traced and announced like any
+// collective, and fails the group the same way. Behind queued work, inside a
+// coalescing block or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
+// and the op is queued; its body then takes the same channel (hostAllreduce
+// chooses it first), so every rank runs the same algorithm whichever way
+// each ran it. runOnHostDirect is what every such direct form shares (the
+// other collectives' are in host_direct_collectives.cpp).
+#include "algorithms/allreduce.h"
+#include "algorithms/host_channel/allreduce.h"
+#include "backend/contiguous_buffers.h"
+#include "backend/error_translation.h"
+#include "backend/failed_work.h"
+#include "backend/process_group_ring.h"
+#include "backend/tensor_checks.h"
+#include "backend/work_timing.h"
+#include "core/base/errors.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace ringreduce {
+
+namespace {
+
+// What the exception being handled says.
+std::string currentReason() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
+}  // namespace
+
+const HostChannel* ProcessGroupRing::hostChannel() {
+  try {
+    engine_->needChannel();  // the first host collective opens it, queued
+  } catch (...) {
+    std::rethrow_exception(translateCurrentException());
+  }
+  return engine_->channel();
+}
+
+bool ProcessGroupRing::throughHostChannel(size_t bytes) {
+  return hostChannel() != nullptr && sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
+}
+
+ProcessGroupRing::HostDirectResult ProcessGroupRing::runOnHostDirect(
+    c10d::OpType type, const char* name, const CallOptions& call,
+    const CollectiveFingerprint& fingerprint, const OpFields& fields, const at::Tensor& output,
+    HostDirectBody body) {
+  const Comm c = engine_->directComm();
+  const std::chrono::milliseconds limit =
+      call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
+  DirectTimer timer(timing_.load(std::memory_order_relaxed), output);
+  uint64_t seq = 0;
+  try {
+    // An asynchronous caller runs it here only where its peers are in it
+    // already: it must not wait for a peer that waits for it elsewhere.
+    seq = engine_->runDirect(
+        name, limit, fingerprint, fields,
+        [&](const OpContext& ctx) {
+          timer.begin(ctx);
+          body(c, ctx);
+          timer.end();
+        },
+        !call.callerWaits);
+  } catch (const InvalidArgument&) {
+    std::rethrow_exception(translateCurrentException());  // ValueError, as a queued call's
+  } catch (...) {
+    // The group is unusable now, its peers told and its flight recorder
+    // written (Engine::runDirect). As a queued op's Work raises it
+    // (DistBackendError for a timeout or a peer's failure): at once to a
+    // caller that waits, from its Work's wait() to an asynchronous one.
+    if (call.callerWaits) std::rethrow_exception(translateCurrentException());
+    return c10::make_intrusive<FailedWork>(rank_, type, engine_->sequenceNumber(),
+                                           translateCurrentException());
+  }
+  if (seq == 0) return std::nullopt;
+  // The result is in the caller's tensors already. torch waits on a
+  // returned Work, and returning none is how a backend that "has synced at
+  // the C++ level" says so (distributed_c10d.py): no Work to make, convert
+  // for Python and wait on, a microsecond of a small collective. Except
+  // where the caller keeps the Work (async_op=True, a functional collective:
+  // a completed one) or torch keeps the Work of every collective for a
+  // compiled graph's inputs (allow_inflight_collective_as_graph_input).
+  if (call.callerWaits && !c10d::allow_inflight_collective_as_graph_input()) {
+    noteDirectCompleted(type, seq, timer.timing());
+    return c10::intrusive_ptr<c10d::Work>();
+  }
+  return finishDirect(type, seq, output, std::nullopt, timer.timing());
+}
+
+std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostDirect(
+    const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
+  const size_t bytes = tensor.nbytes();
+  if (!runsOnCaller(call, bytes, throughHostChannel(bytes))) return std::nullopt;
+  const int reduceOp = checkedReduceOp(red);
+  return runOnHostDirect(
+      c10d::OpType::ALLREDUCE, "allreduce", call,
+      fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
+      fieldsOf(tensor, reduceOp), tensor, [&](const Comm& c, const OpContext& ctx) {
+        if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
+        withContiguous(tensor, [&](void* data) {
+          hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
+        });
+      });
+}
+
+}  // namespace ringreduce

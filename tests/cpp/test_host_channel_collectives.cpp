@@ -1,0 +1,584 @@
+// The collectives over the host channel other than the allreduce
+// (algorithms/shared_memory_*.h): results at world 2, 3 and 4, messages
+// larger than a buffer (pieces), the same bits on every rank, several
+// collectives in a row sharing the buffers, a mismatch between two
+// collectives, a timeout and a departure (a death ends the same wait,
+// HostChannel::awaitPeers: test_host_channel.cpp). Ranks are threads of
+// this process, each with its own channel (mapping, doorbell, process fds).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/comm.h"
+#include "algorithms/scatter_gather.h"
+#include "algorithms/host_channel/allgather.h"
+#include "algorithms/host_channel/allreduce.h"
+#include "algorithms/host_channel/alltoall.h"
+#include "algorithms/host_channel/barrier.h"
+#include "algorithms/host_channel/broadcast.h"
+#include "algorithms/host_channel/gather.h"
+#include "algorithms/host_channel/reduce.h"
+#include "algorithms/host_channel/reduce_scatter.h"
+#include "algorithms/workspace.h"
+#include "core/plan/partition.h"
+#include "transport/host/host_channel.h"
+#include "transport/rendezvous/in_memory_store.h"
+#include "transport/loopback/loopback_transport.h"
+#include "rank_errors.h"
+
+namespace ringreduce {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A small buffer, so that test messages of a few KiB go in several pieces.
+constexpr size_t kBufferBytes = 4096;
+
+HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us) {
+  HostChannel::Options o;
+  o.bufferBytes = kBufferBytes;
+  o.callerSpin = spin;
+  o.adaptiveSpin = false;
+  return o;
+}
+
+// n ranks on one host: a channel each, opened together, and what each
+// rank's collectives run on (as Engine::directComm gives them).
+class Ranks {
+ public:
+  explicit Ranks(int n, std::chrono::microseconds spin = 100us)
+      : n_(n), fabric_(std::make_shared<LoopbackFabric>(n)) {
+    InMemoryStore store;
+    channels_.resize(static_cast<size_t>(n));
+    std::vector<std::string> whys(static_cast<size_t>(n));
+    std::vector<std::thread> openers;
+    for (int r = 0; r < n; ++r) {
+      openers.emplace_back([&, r] {
+        channels_[r] = HostChannel::open(store, "collectives/", r, n, channelOptions(spin), 10s,
+                                         &whys[r]);
+      });
+    }
+    for (auto& t : openers) t.join();
+    for (int r = 0; r < n; ++r) {
+      if (!channels_[r]) throw std::runtime_error("no channel on rank " + std::to_string(r) + ": " + whys[r]);
+      channels_[r]->setDescribe([](const void* detail, size_t bytes) {
+        uint32_t word = 0;
+        std::memcpy(&word, detail, std::min(bytes, sizeof(word)));
+        return "op-" + std::to_string(word);
+      });
+      transports_.push_back(std::make_unique<LoopbackTransport>(fabric_, r, config_));
+      workspaces_.push_back(std::make_unique<Workspace>());
+    }
+  }
+
+  int size() const { return n_; }
+  HostChannel& channel(int r) { return *channels_[r]; }
+  void leave(int r) { channels_[r].reset(); }
+
+  Comm comm(int r) {
+    Comm c{*transports_[r], config_, *workspaces_[r]};
+    c.channel = channels_[r].get();
+    c.waitBudget = &channels_[r]->callerSpin();
+    return c;
+  }
+
+  // Collective `seq` of rank r, with fingerprint word `word`, announced as
+  // the engine announces every collective.
+  OpContext enter(int r, const char* name, uint64_t seq, uint32_t word,
+                  std::chrono::milliseconds limit = 20s) {
+    OpContext op(name, seq, limit);
+    op.fingerprintWord = word;
+    channels_[r]->announce(seq, word, &word, sizeof(word));
+    return op;
+  }
+
+  // body(rank) on a thread per rank; each rank's error text ("" if none).
+  std::vector<std::string> run(const std::function<void(int)>& body) {
+    return testing::onEachRank(n_, body);
+  }
+
+ private:
+  const int n_;
+  std::shared_ptr<LoopbackFabric> fabric_;
+  Config config_;
+  std::vector<std::unique_ptr<HostChannel>> channels_;
+  std::vector<std::unique_ptr<LoopbackTransport>> transports_;
+  std::vector<std::unique_ptr<Workspace>> workspaces_;
+};
+
+void expectNoErrors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Byte i of rank r's data in collective k: distinct per rank, byte and collective.
+uint8_t byteOf(int r, size_t i, uint64_t k) {
+  return static_cast<uint8_t>(i * 31 + static_cast<size_t>(r) * 101 + k * 7 + 1);
+}
+
+std::vector<uint8_t> bytesOf(int r, size_t n, uint64_t k) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = byteOf(r, i, k);
+  return v;
+}
+
+// Sizes around a buffer: less, exactly one, several with a remainder.
+const size_t kSizes[] = {1, 100, kBufferBytes, 3 * kBufferBytes + 17};
+
+// The flat form (one output, block r at r * block) and the blocks form
+// (a buffer per rank, as torch's list of tensors), each also in place.
+TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (size_t block : kSizes) {
+        for (bool separate : {false, true}) {
+          for (bool inPlace : {false, true}) {
+            ++seq;
+            const std::vector<uint8_t> input = bytesOf(r, block, seq);
+            std::vector<uint8_t> flat(separate ? 0 : block * static_cast<size_t>(n), 0);
+            std::vector<std::vector<uint8_t>> lists(separate ? static_cast<size_t>(n) : 0,
+                                                    std::vector<uint8_t>(block, 0));
+            std::vector<void*> blocks;
+            for (int q = 0; q < n; ++q) {
+              blocks.push_back(separate ? lists[q].data()
+                                        : flat.data() + static_cast<size_t>(q) * block);
+            }
+            const void* in = input.data();
+            if (inPlace) {
+              std::memcpy(blocks[r], input.data(), block);
+              in = blocks[r];
+            }
+            const Comm comm = ranks.comm(r);
+            ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
+            const OpContext op = ranks.enter(r, "allgather", seq, 1);
+            if (separate) {
+              sharedMemoryAllgatherBlocks(comm, op, in, blocks, block);
+            } else {
+              sharedMemoryAllgather(comm, op, {in, flat.data(), block});
+            }
+            for (int q = 0; q < n; ++q) {
+              const std::vector<uint8_t> expected = bytesOf(q, block, seq);
+              ASSERT_EQ(0, std::memcmp(blocks[q], expected.data(), block))
+                  << "world " << n << ", block " << block << ", rank " << q << "'s block"
+                  << (separate ? ", a buffer per rank" : ", one output")
+                  << (inPlace ? ", in place" : "");
+            }
+          }
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+// Rank r's float input: random, so that sums differ with the order of
+// their terms; the same on every run.
+std::vector<float> randomFloats(int r, size_t count, uint64_t k) {
+  std::mt19937 gen(static_cast<unsigned>(r * 1000 + k));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Element i of the sum of every rank's input, added in rank order.
+float sumInRankOrder(int n, size_t count, uint64_t k, size_t i) {
+  float sum = randomFloats(0, count, k)[i];
+  for (int q = 1; q < n; ++q) sum += randomFloats(q, count, k)[i];
+  return sum;
+}
+
+TEST(SharedMemoryCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrder) {
+  for (int n : {2, 3, 4}) {
+    // Uneven chunks, and chunks of several pieces (a slot is a buffer / n).
+    for (size_t count : {size_t{7}, size_t{1001}, 3 * kBufferBytes / sizeof(float) + 5}) {
+      Ranks ranks(n);
+      std::vector<std::vector<float>> results(static_cast<size_t>(n));
+      std::vector<std::vector<float>> expected(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const Range mine = chunkOf(count, n, r);
+        for (size_t i = 0; i < mine.count; ++i) {
+          expected[r].push_back(sumInRankOrder(n, count, 1, mine.offset + i));
+        }
+      }
+      const auto errors = ranks.run([&](int r) {
+        const std::vector<float> input = randomFloats(r, count, 1);
+        results[r].assign(chunkOf(count, n, r).count, 0.0f);
+        const Comm comm = ranks.comm(r);
+        ASSERT_TRUE(hostReduceScatterInto(
+            comm, ranks.enter(r, "reduce_scatter", 1, 2),
+            {const_cast<float*>(input.data()), count, DataType::Float32, ReduceOp::Sum},
+            results[r].data()));
+      });
+      expectNoErrors(errors);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(results[r].size(), expected[r].size());
+        // Bit for bit: the same expression as a reference in rank order.
+        EXPECT_EQ(0, std::memcmp(results[r].data(), expected[r].data(),
+                                 expected[r].size() * sizeof(float)))
+            << "world " << n << ", " << count << " floats, rank " << r;
+      }
+    }
+  }
+}
+
+TEST(SharedMemoryCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
+  const int n = 3;
+  const size_t perRank = kBufferBytes / sizeof(int32_t) + 3;  // several pieces
+  Ranks ranks(n);
+  const auto errors = ranks.run([&](int r) {
+    std::vector<std::vector<int32_t>> blocks(n, std::vector<int32_t>(perRank));
+    std::vector<const void*> pointers;
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < perRank; ++i) blocks[j][i] = static_cast<int32_t>(r * 1000 + j * 10 + i);
+      pointers.push_back(blocks[j].data());
+    }
+    ASSERT_TRUE(hostReduceScatterBlocksInto(
+        ranks.comm(r), ranks.enter(r, "reduce_scatter", 1, 3),
+        {nullptr, perRank * n, DataType::Int32, ReduceOp::Max}, pointers, blocks[r].data()));
+    for (size_t i = 0; i < perRank; ++i) {
+      ASSERT_EQ(blocks[r][i], static_cast<int32_t>((n - 1) * 1000 + r * 10 + i)) << i;
+    }
+  });
+  expectNoErrors(errors);
+}
+
+TEST(SharedMemoryCollectives, ReduceScatterAveragesOnce) {
+  const int n = 4;
+  const size_t count = 4 * 300;
+  Ranks ranks(n);
+  const auto errors = ranks.run([&](int r) {
+    std::vector<double> input(count);
+    for (size_t i = 0; i < count; ++i) input[i] = static_cast<double>(r + 1) * static_cast<double>(i);
+    std::vector<double> output(count / n);
+    ASSERT_TRUE(hostReduceScatterInto(ranks.comm(r), ranks.enter(r, "reduce_scatter", 1, 4),
+                                      {input.data(), count, DataType::Float64, ReduceOp::Avg},
+                                      output.data()));
+    const Range mine = chunkOf(count, n, r);
+    for (size_t i = 0; i < mine.count; ++i) {
+      ASSERT_EQ(output[i], 2.5 * static_cast<double>(mine.offset + i)) << i;  // (1+2+3+4)/4
+    }
+  });
+  expectNoErrors(errors);
+}
+
+TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (int root : {0, n - 1}) {
+        for (size_t bytes : kSizes) {
+          ++seq;
+          std::vector<uint8_t> data = bytesOf(r, bytes, seq);
+          const Comm comm = ranks.comm(r);
+          ASSERT_TRUE(sharedMemoryBroadcastApplies(comm, bytes));
+          hostBroadcast(comm, ranks.enter(r, "broadcast", seq, 5), {data.data(), bytes, root});
+          ASSERT_EQ(data, bytesOf(root, bytes, seq))
+              << "world " << n << ", root " << root << ", " << bytes << " B";
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
+  const int n = 3;
+  Ranks ranks(n);
+  std::atomic<int> arrived{0};
+  const auto errors = ranks.run([&](int r) {
+    for (uint64_t k = 1; k <= 50; ++k) {
+      // A different rank is late each time.
+      if (static_cast<int>(k % n) == r) std::this_thread::sleep_for(std::chrono::microseconds(300));
+      arrived.fetch_add(1);
+      hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", k, 6));
+      if (arrived.load() < static_cast<int>(k) * n) {
+        throw std::runtime_error("left barrier " + std::to_string(k) + " with " +
+                                 std::to_string(arrived.load()) + " arrivals");
+      }
+    }
+  });
+  expectNoErrors(errors);
+}
+
+TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (size_t block : {size_t{1}, size_t{333}, kBufferBytes}) {  // kBufferBytes: n pieces
+        ++seq;
+        const std::vector<uint8_t> input = bytesOf(r, block * n, seq);
+        std::vector<uint8_t> output(block * n, 0);
+        sharedMemoryAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+                             {input.data(), output.data(), block});
+        for (int q = 0; q < n; ++q) {
+          const std::vector<uint8_t> theirs = bytesOf(q, block * n, seq);
+          ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
+                                   theirs.data() + static_cast<size_t>(r) * block, block))
+              << "world " << n << ", block " << block << " from rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+// Rank q sends bytesTo(q, j) bytes to rank j: zero for some pairs, and
+// sizes that differ between ranks; `scale` takes them to several pieces.
+size_t bytesTo(int q, int j, size_t scale) {
+  return static_cast<size_t>((q + 2 * j) % 3) * scale * static_cast<size_t>(1 + q);
+}
+
+BlockLayout layoutOf(const std::vector<size_t>& sizes) {
+  BlockLayout layout;
+  size_t offset = 0;
+  for (size_t bytes : sizes) {
+    layout.offsets.push_back(offset);
+    layout.bytes.push_back(bytes);
+    offset += bytes;
+  }
+  return layout;
+}
+
+TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      // 1 and 100 B: one turn; 700: several; 3000: more than
+      // kSharedMemoryMaxPieces turns for the largest block (declined).
+      for (size_t scale : {size_t{1}, size_t{100}, size_t{700}, size_t{3000}}) {
+        ++seq;
+        std::vector<size_t> sends, recvs;
+        for (int j = 0; j < n; ++j) sends.push_back(bytesTo(r, j, scale));
+        for (int q = 0; q < n; ++q) recvs.push_back(bytesTo(q, r, scale));
+        const BlockLayout send = layoutOf(sends), recv = layoutOf(recvs);
+        std::vector<uint8_t> input;
+        for (int j = 0; j < n; ++j) {
+          const std::vector<uint8_t> block = bytesOf(r * n + j, sends[j], seq);
+          input.insert(input.end(), block.begin(), block.end());
+        }
+        std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
+        const bool done = sharedMemoryUnevenAlltoall(
+            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+            {input.data(), send, output.data(), recv});
+        size_t largest = 0;
+        for (int q = 0; q < n; ++q) {
+          for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
+        }
+        const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
+        ASSERT_EQ(done, (largest + slot - 1) / slot <= kSharedMemoryMaxPieces)
+            << "world " << n << ", scale " << scale;
+        for (int q = 0; done && q < n; ++q) {
+          ASSERT_EQ(0, std::memcmp(output.data() + recv.offsets[q],
+                                   bytesOf(q * n + r, recvs[q], seq).data(), recvs[q]))
+              << "world " << n << ", scale " << scale << ", from rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
+  Ranks ranks(2);
+  const auto errors = ranks.run([&](int r) {
+    // Rank 1 sends 30 bytes to rank 0, which expects 20.
+    const BlockLayout send = layoutOf(r == 0 ? std::vector<size_t>{10, 10}
+                                             : std::vector<size_t>{30, 10});
+    const BlockLayout recv = layoutOf(r == 0 ? std::vector<size_t>{10, 20}
+                                             : std::vector<size_t>{10, 10});
+    std::vector<uint8_t> input(40, 1), output(40);
+    sharedMemoryUnevenAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", 1, 7),
+                               {input.data(), send, output.data(), recv});
+  });
+  EXPECT_NE(errors[0].find("rank 1 sends 30 bytes to this rank, whose output split sizes "
+                           "expect 20"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (int root : {0, n - 1}) {
+        for (size_t block : {size_t{1}, size_t{333}, kBufferBytes + 5}) {  // the last: pieces
+          const bool atRoot = r == root;
+          const std::vector<uint8_t> mine = bytesOf(r, block, ++seq);
+          std::vector<uint8_t> gathered(atRoot ? block * n : 0);
+          sharedMemoryGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
+                             {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
+          for (int q = 0; atRoot && q < n; ++q) {
+            ASSERT_EQ(0, std::memcmp(gathered.data() + static_cast<size_t>(q) * block,
+                                     bytesOf(q, block, seq).data(), block))
+                << "gather, world " << n << ", root " << root << ", block " << block;
+          }
+          const std::vector<uint8_t> blocks = bytesOf(root, block * n, ++seq);
+          std::vector<uint8_t> got(block, 0);
+          sharedMemoryScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
+                              {atRoot ? blocks.data() : nullptr, got.data(), block, root});
+          ASSERT_EQ(0, std::memcmp(got.data(), blocks.data() + static_cast<size_t>(r) * block,
+                                   block))
+              << "scatter, world " << n << ", root " << root << ", block " << block;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
+  for (int n : {2, 3, 4}) {
+    const size_t count = 2 * kBufferBytes / sizeof(float) + 3;  // pieces
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      for (int root : {0, n - 1}) {
+        std::vector<float> data = randomFloats(r, count, 2);
+        sharedMemoryReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
+                           {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
+        if (r != root) {
+          ASSERT_EQ(data, randomFloats(r, count, 2)) << "rank " << r << "'s input changed";
+          continue;
+        }
+        for (size_t i = 0; i < count; ++i) {
+          const float expected = sumInRankOrder(n, count, 2, i);
+          ASSERT_EQ(0, std::memcmp(&data[i], &expected, sizeof(float)))
+              << "world " << n << ", root " << root << ", element " << i;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
+// Every collective in turn, with ranks arriving in changing orders: the
+// buffers alternate across collectives of different kinds and piece counts.
+TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
+  const int n = 3;
+  Ranks ranks(n);
+  const auto errors = ranks.run([&](int r) {
+    std::mt19937 jitter(static_cast<unsigned>(r + 11));
+    const Comm comm = ranks.comm(r);
+    uint64_t seq = 0;
+    for (int round = 0; round < 20; ++round) {
+      const size_t bytes = (round % 2 == 0) ? 64 : 2 * kBufferBytes + 8;
+      const auto maybeLate = [&] {
+        if (jitter() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(jitter() % 150));
+      };
+      maybeLate();
+      std::vector<uint8_t> gathered(bytes * n);
+      const std::vector<uint8_t> mine = bytesOf(r, bytes, ++seq);
+      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1), {mine.data(), gathered.data(), bytes});
+      for (int q = 0; q < n; ++q) {
+        ASSERT_EQ(0, std::memcmp(gathered.data() + q * bytes, bytesOf(q, bytes, seq).data(), bytes));
+      }
+      maybeLate();
+      std::vector<uint8_t> data = bytesOf(r, bytes, ++seq);
+      hostBroadcast(comm, ranks.enter(r, "broadcast", seq, 5), {data.data(), bytes, round % n});
+      ASSERT_EQ(data, bytesOf(round % n, bytes, seq));
+      maybeLate();
+      hostBarrier(comm, ranks.enter(r, "barrier", ++seq, 6));
+      maybeLate();
+      const size_t count = bytes / sizeof(int32_t);  // every rank's input: `bytes`
+      std::vector<int32_t> in(count), out(chunkOf(count, n, r).count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i) + r;
+      ASSERT_TRUE(hostReduceScatterInto(comm, ranks.enter(r, "reduce_scatter", ++seq, 2),
+                                        {in.data(), count, DataType::Int32, ReduceOp::Sum},
+                                        out.data()));
+      const Range chunk = chunkOf(count, n, r);
+      for (size_t i = 0; i < chunk.count; ++i) {
+        ASSERT_EQ(out[i], static_cast<int32_t>(n * (chunk.offset + i)) + (n - 1) * n / 2);
+      }
+    }
+  });
+  expectNoErrors(errors);
+}
+
+TEST(SharedMemoryCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
+  Ranks ranks(2);
+  const auto errors = ranks.run([&](int r) {
+    std::vector<uint8_t> data(64, 1), gathered(128);
+    const Comm comm = ranks.comm(r);
+    if (r == 0) {
+      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", 1, 11), {data.data(), gathered.data(), 64});
+    } else {
+      hostBroadcast(comm, ranks.enter(r, "broadcast", 1, 22), {data.data(), 64, 0});
+    }
+  });
+  EXPECT_NE(errors[0].find("allgather #1 on rank 0"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in op-22 #1"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("broadcast #1 on rank 1"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("rank 0 is in a different collective: it is in op-11 #1"),
+            std::string::npos)
+      << errors[1];
+}
+
+TEST(SharedMemoryCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
+  Ranks ranks(3, 0us);
+  const auto errors = ranks.run([&](int r) {
+    if (r == 2) return;  // never comes to the barrier
+    hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", 1, 6, 300ms));
+  });
+  for (int r : {0, 1}) {
+    EXPECT_NE(errors[r].find("barrier #1 timed out after 300 ms on rank " + std::to_string(r)),
+              std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find("rank(s) not seen in barrier #1: 2"), std::string::npos) << errors[r];
+  }
+}
+
+TEST(SharedMemoryCollectives, AReduceScatterEndsWhenAPeerLeaves) {
+  Ranks ranks(2, 0us);
+  const auto errors = ranks.run([&](int r) {
+    if (r == 1) {
+      while (!ranks.channel(0).asleep(0)) std::this_thread::yield();
+      ranks.leave(1);
+      return;
+    }
+    std::vector<float> in(64, 1.0f), out(32);
+    hostReduceScatterInto(ranks.comm(0), ranks.enter(0, "reduce_scatter", 1, 2, 60s),
+                          {in.data(), in.size(), DataType::Float32, ReduceOp::Sum}, out.data());
+  });
+  EXPECT_NE(errors[0].find("reduce_scatter #1 on rank 0: rank 1 has left the group"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(SharedMemoryCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) {
+  Ranks ranks(2);
+  Comm comm = ranks.comm(0);
+  const size_t most = kBufferBytes * kSharedMemoryMaxPieces;
+  EXPECT_TRUE(sharedMemoryAllgatherApplies(comm, most));
+  EXPECT_FALSE(sharedMemoryAllgatherApplies(comm, most + 1));
+  EXPECT_FALSE(sharedMemoryReduceScatterApplies(comm, most + 1));
+  EXPECT_FALSE(sharedMemoryBroadcastApplies(comm, most + 1));
+  EXPECT_TRUE(sharedMemoryBarrierApplies(comm));
+  Config ring;
+  ring.allreduceAlgorithm = AllreduceAlgorithm::Ring;  // RINGREDUCE_ALGORITHM=ring
+  Comm forced{comm.transport, ring, comm.workspace};
+  forced.channel = comm.channel;
+  EXPECT_FALSE(sharedMemoryAllgatherApplies(forced, 64));
+  EXPECT_FALSE(sharedMemoryBarrierApplies(forced));
+  Comm without{comm.transport, comm.config, comm.workspace};  // no channel
+  EXPECT_FALSE(sharedMemoryBroadcastApplies(without, 64));
+}
+
+}  // namespace
+}  // namespace ringreduce

@@ -1,0 +1,49 @@
+"""Every collective with a one-host form goes through the host channel from
+the caller's thread when the caller waits (ops/host_direct_collectives.cpp:
+all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
+all_to_all_single, reduce, gather, scatter):
+results against local references at world 2, 3 and 4 over several dtypes,
+strided tensors and messages of several pieces; the trace says "direct";
+all_to_all_single with split sizes through the channel (queued) where its
+blocks fit, else with messages, and a size mismatch found there;
+a rank that queued one meets ranks that ran it directly; two different
+collectives under one number fail on both ranks, saying so."""
+import pytest
+
+from host_channel_cases import DIRECT_OPS, every_op_direct, mismatched_ops, mismatched_splits
+from multiproc import run_world
+
+# A small buffer, so that a few thousand elements take several pieces.
+SMALL_CHANNEL = {"RINGREDUCE_SHM_BYTES": "8192"}
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_every_collective_runs_past_the_queue_with_exact_results(world_size):
+    reports = run_world(world_size, every_op_direct, env=SMALL_CHANNEL, timeout=300)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
+        assert report["checked"] > 100
+        direct = {op for op, is_direct in report["paths"] if is_direct}
+        assert set(DIRECT_OPS) <= direct, report["paths"]
+
+
+def test_two_collectives_under_one_number_fail_on_both_ranks():
+    reports = run_world(2, mismatched_ops, timeout=120)
+    # Each rank names its own collective and what differs; the rank that saw
+    # it second may learn it from the first one giving up.
+    assert "all_gather_into_tensor #2 on rank 0" in reports[0]["error"], reports[0]["error"]
+    assert "broadcast #2 on rank 1" in reports[1]["error"], reports[1]["error"]
+    for report in reports:
+        assert "is in a different collective" in report["error"], report["error"]
+        assert "BROADCAST(Float, 8 elements, root 0) #2" in report["error"] or \
+            "_ALLGATHER_BASE" in report["error"], report["error"]
+    for report in reports:
+        assert report["error"].startswith("DistBackendError"), report["error"]
+
+
+def test_uneven_all_to_all_sizes_that_disagree_are_named():
+    reports = run_world(2, mismatched_splits, timeout=120)
+    # Rank 0 learns it from the channel's first turn; rank 1 from rank 0
+    # giving up on the group (or its own result, had it finished first).
+    assert "rank 1 sends 48 bytes to this rank, whose output split sizes expect 32" in \
+        reports[0]["error"], reports[0]["error"]
