@@ -28,7 +28,7 @@ struct Comm {
   // could not set one up.
   HostChannel* channel = nullptr;
   // The waiting thread's spin budget where it is not the transport's: a
-  // caller running a collective past the queue (Engine::runDirect) does not
+  // caller running a collective past the queue (Engine::runOnCaller) does not
   // drive the transport, so it waits with its own (HostChannel::callerSpin).
   SpinBudget* waitBudget = nullptr;
 

@@ -124,7 +124,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   // share its host.
   if (size_ < 2 || transport.ranksOnThisHost() != size_) return nullptr;
   HostChannel::Options options;
-  options.bufferBytes = config_.sharedMemoryBytes;
+  options.bufferBytes = config_.hostChannelBytes;
   options.yields = config_.spinYields;
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;

@@ -333,16 +333,16 @@ class ProcessGroupRing : public c10d::Backend {
   // CUDA graph capture it must run so, or raise saying why not.
   // `fields`: what the trace says of it (engine/op_fields.h); `launch`
   // is called, not kept (no allocation).
-  using DirectLaunch =
+  using CallerLaunch =
       FunctionRef<DevicePathTaken(DevicePath&, const c10::Stream&, const DevicePath::Call&)>;
-  c10::intrusive_ptr<c10d::Work> runDirectOnDevice(c10d::OpType type, const char* name,
+  c10::intrusive_ptr<c10d::Work> runDeviceOnCaller(c10d::OpType type, const char* name,
                                                    std::chrono::milliseconds timeout,
                                                    const at::Tensor& output,
                                                    const OpFields& fields,
                                                    const CollectiveFingerprint& fingerprint,
-                                                   DevicePath::Direct kind, size_t bytes,
+                                                   DevicePath::OnCaller kind, size_t bytes,
                                                    DataType dtype, ReduceOp op,
-                                                   DirectLaunch launch);
+                                                   CallerLaunch launch);
   // Raises when the caller's stream on `device` is being captured into a
   // CUDA graph: `name` cannot be (it would run outside the graph).
   void refuseCapture(const char* name, c10::Device device);
@@ -373,9 +373,9 @@ class ProcessGroupRing : public c10d::Backend {
   // A CPU allreduce through the host channel from the caller's thread
   // (ops/host_direct.cpp): done, with its Work or none (the caller has its
   // result); nothing when it does not apply or the engine has the op queue.
-  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostDirect(const at::Tensor& tensor,
-                                                                      const Reduction& red,
-                                                                      const CallOptions& call);
+  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostChannel(const at::Tensor& tensor,
+                                                                       const Reduction& red,
+                                                                       const CallOptions& call);
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
@@ -393,32 +393,32 @@ class ProcessGroupRing : public c10d::Backend {
   // thread (ops/host_direct_collectives.cpp), under the same rule: done,
   // with the Work to return (none: the caller has its result); nothing when
   // runsOnCaller says no or the engine has the op queue.
-  using HostDirectResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
-  HostDirectResult allgatherOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+  using HostChannelResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
+  HostChannelResult allgatherOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                           const CallOptions& call);
+  HostChannelResult allgatherListOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                               const at::Tensor& input, const CallOptions& call);
+  HostChannelResult reduceScatterOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                               const Reduction& red, const CallOptions& call);
+  HostChannelResult broadcastOnHostChannel(const at::Tensor& tensor, int root,
+                                           const CallOptions& call);
+  HostChannelResult barrierOnHostChannel(const CallOptions& call);
+  HostChannelResult reduceScatterListOnHostChannel(const at::Tensor& output,
+                                                   const std::vector<at::Tensor>& inputs,
+                                                   const Reduction& red, const CallOptions& call);
+  HostChannelResult reduceOnHostChannel(const at::Tensor& tensor, const Reduction& red, int root,
+                                        const CallOptions& call);
+  HostChannelResult gatherOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                        const at::Tensor& input, int root, const CallOptions& call);
+  HostChannelResult scatterOnHostChannel(const at::Tensor& output,
+                                         const std::vector<at::Tensor>& inputs, int root,
                                          const CallOptions& call);
-  HostDirectResult allgatherListOnHostDirect(const std::vector<at::Tensor>& outputs,
-                                             const at::Tensor& input, const CallOptions& call);
-  HostDirectResult reduceScatterOnHostDirect(const at::Tensor& output, const at::Tensor& input,
-                                             const Reduction& red, const CallOptions& call);
-  HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
-                                         const CallOptions& call);
-  HostDirectResult barrierOnHostDirect(const CallOptions& call);
-  HostDirectResult reduceScatterListOnHostDirect(const at::Tensor& output,
-                                                 const std::vector<at::Tensor>& inputs,
-                                                 const Reduction& red, const CallOptions& call);
-  HostDirectResult reduceOnHostDirect(const at::Tensor& tensor, const Reduction& red, int root,
-                                      const CallOptions& call);
-  HostDirectResult gatherOnHostDirect(const std::vector<at::Tensor>& outputs,
-                                      const at::Tensor& input, int root, const CallOptions& call);
-  HostDirectResult scatterOnHostDirect(const at::Tensor& output,
-                                       const std::vector<at::Tensor>& inputs, int root,
-                                       const CallOptions& call);
   // all_to_all_single with equal splits (`even`: no split sizes given).
-  HostDirectResult alltoallOnHostDirect(const at::Tensor& output, const at::Tensor& input,
-                                        bool even, const CallOptions& call);
+  HostChannelResult alltoallOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                          bool even, const CallOptions& call);
   // Whether a collective other than allreduce that puts `bytes` into each
   // rank's channel buffers goes through the channel, whoever runs it (its
-  // algorithm's selector takes it first: sharedMemoryCollectiveApplies);
+  // algorithm's selector takes it first: hostChannelCollectiveApplies);
   // never one of no bytes, which keeps its queued form. Any thread.
   bool channelCarries(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
@@ -430,7 +430,7 @@ class ProcessGroupRing : public c10d::Backend {
   // it asks for a Work (async_op=True, the functional collectives and
   // their wait_tensor) of a message small enough that a thread hand-off
   // would cost more than the collective (RINGREDUCE_ASYNC_ON_CALLER_BYTES)
-  // and every peer is in the collective already (runOnHostDirect): it gets
+  // and every peer is in the collective already (runOnHostChannel): it gets
   // a completed Work back. A larger asynchronous one (DDP's buckets, FSDP's
   // gathers) stays queued, so the caller computes meanwhile.
   bool runsOnCaller(const CallOptions& call, size_t bytes, bool onChannel) const {
@@ -438,13 +438,13 @@ class ProcessGroupRing : public c10d::Backend {
   }
   // What every direct host form shares: runs `body` (given the comm it
   // runs on: the caller's spin budget, no transport to drive) through
-  // Engine::runDirect, numbered, fingerprinted, traced and timed; raises as
+  // Engine::runOnCaller, numbered, fingerprinted, traced and timed; raises as
   // a queued op's Work would. Nothing when the engine has the op queue.
-  using HostDirectBody = FunctionRef<void(const Comm&, const OpContext&)>;
-  HostDirectResult runOnHostDirect(c10d::OpType type, const char* name, const CallOptions& call,
-                                   const CollectiveFingerprint& fingerprint,
-                                   const OpFields& fields, const at::Tensor& output,
-                                   HostDirectBody body);
+  using HostChannelBody = FunctionRef<void(const Comm&, const OpContext&)>;
+  HostChannelResult runOnHostChannel(c10d::OpType type, const char* name, const CallOptions& call,
+                                     const CollectiveFingerprint& fingerprint,
+                                     const OpFields& fields, const at::Tensor& output,
+                                     HostChannelBody body);
   // The group's host channel when every rank is on this host
   // (constructor); null otherwise, or when any rank could not set it up.
   std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
@@ -458,14 +458,14 @@ class ProcessGroupRing : public c10d::Backend {
   // The completed Work of a collective run from the caller's thread, given
   // to the completion hooks if any are registered. `queuedOn`: the CUDA
   // stream it went on (none: a host op, or one captured into a graph).
-  // `timing`: what its DirectTimer measured (work_timing.h).
-  c10::intrusive_ptr<c10d::Work> finishDirect(c10d::OpType type, uint64_t seq,
-                                              const at::Tensor& output,
-                                              std::optional<c10::Stream> queuedOn,
-                                              const DirectTiming& timing);
-  // What finishDirect tells the completion hooks, for a direct collective
+  // `timing`: what its CallerTimer measured (work_timing.h).
+  c10::intrusive_ptr<c10d::Work> finishOnCaller(c10d::OpType type, uint64_t seq,
+                                                const at::Tensor& output,
+                                                std::optional<c10::Stream> queuedOn,
+                                                const CallerTiming& timing);
+  // What finishOnCaller tells the completion hooks, for a direct collective
   // that returns no Work.
-  void noteDirectCompleted(c10d::OpType type, uint64_t seq, const DirectTiming& timing);
+  void noteCompletedOnCaller(c10d::OpType type, uint64_t seq, const CallerTiming& timing);
   // What the trace and the log say of a direct collective named by
   // `tensor`: its dtype, count and device, and the op's reduce op
   // (checkedReduceOp) and root, -1 where it has none.

@@ -14,7 +14,7 @@
 // which needs the transport). RINGREDUCE_CUDA_ALGO=flags asks for the
 // device-flags path instead
 // (signal/signal_group.h): ranks of one node synchronised on the device,
-// launched from the caller's thread (allreduceDirect) when nothing is
+// launched from the caller's thread (allreduceOnCaller) when nothing is
 // queued ahead, and capturable in CUDA graphs.
 // Every rank makes the same choice from the same facts (exchanged once, at
 // set-up), so no rank waits in a path the others did not take.
@@ -88,13 +88,13 @@ class PathSelection {
   // The device-flags path with no host step, for the caller's thread: runs
   // the collective when the path is set up and it fits the buffers, and
   // returns what ran; HostStaging (nothing ran) otherwise.
-  DevicePathTaken allreduceDirect(const void* input, void* output, size_t count, DataType type,
-                                  ReduceOp op, void* stream, const CollectiveCall& call);
-  DevicePathTaken allgatherDirect(const void* input, void* output, size_t countPerRank,
-                                  DataType type, void* stream, const CollectiveCall& call);
-  DevicePathTaken reduceScatterDirect(const void* input, void* output, size_t countPerRank,
-                                      DataType type, ReduceOp op, void* stream,
-                                      const CollectiveCall& call);
+  DevicePathTaken allreduceOnCaller(const void* input, void* output, size_t count, DataType type,
+                                    ReduceOp op, void* stream, const CollectiveCall& call);
+  DevicePathTaken allgatherOnCaller(const void* input, void* output, size_t countPerRank,
+                                    DataType type, void* stream, const CollectiveCall& call);
+  DevicePathTaken reduceScatterOnCaller(const void* input, void* output, size_t countPerRank,
+                                        DataType type, ReduceOp op, void* stream,
+                                        const CollectiveCall& call);
   // Whether the device-flags path is set up, and whether its collectives
   // can be captured in a CUDA graph (and if not, why).
   bool flagsReady() const { return signalGroup() != nullptr; }

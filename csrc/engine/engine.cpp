@@ -107,7 +107,7 @@ void Engine::needChannel() {
   if (channelRequested_.load(std::memory_order_acquire)) return;  // every call but the first
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     if (channelRequested_.load(std::memory_order_relaxed) || !accepting_) return;
     // Queued like a collective, so it runs after what this rank queued
     // before: every rank opens the channel at the same place in its
@@ -158,7 +158,7 @@ uint64_t Engine::sequenceNumber() {
 bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);  // it runs on the channel and the transport shutdown releases
+    awaitOnCaller(lock);  // it runs on the channel and the transport shutdown releases
     if (!accepting_ || executor_ == nullptr) return false;
     accepting_ = false;  // submits are refused from here on
   }
@@ -188,7 +188,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
                                   const std::string& summary, Operation::Body body,
                                   const MakeCallbacks& makeCallbacks, bool neighbourCheck) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   refuseIfShutDown(name);
   if (checkCollectives_) {
     // The check runs first with the op's own sequence number and a neutral
@@ -224,10 +224,10 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   return seq;
 }
 
-bool Engine::canRunDirect() const {
+bool Engine::canRunOnCaller() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
   return accepting_ && executor_ != nullptr && !coalescing_ && !checkCollectives_ &&
-         !directActive_ && !unusable_ && !transport_->aborted() && !executor_->busy();
+         !onCallerActive_ && !unusable_ && !transport_->aborted() && !executor_->busy();
 }
 
 bool Engine::givenUp() const {
@@ -235,17 +235,17 @@ bool Engine::givenUp() const {
   return unusable_ || (transport_ != nullptr && transport_->aborted());
 }
 
-uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
-                           const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                           LaunchRef launch, bool onlyWherePeersWait) {
+uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout,
+                             const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                             LaunchRef launch, bool onlyWherePeersWait) {
   // The lock orders the number with the queue; it is not held while the
   // collective runs, so abort(), givenUp() and busy() from another thread
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
-  // start a collective meanwhile waits for this one instead (directActive_).
+  // start a collective meanwhile waits for this one instead (onCallerActive_).
   uint64_t seq = 0;
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     refuseIfShutDown(name);
     if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
         executor_->busy()) {
@@ -255,18 +255,18 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
       return 0;
     }
     seq = ++nextSeq_;
-    directActive_ = true;
+    onCallerActive_ = true;
   }
-  struct EndDirect {  // however it ends, the next collective may start
+  struct EndOnCaller {  // however it ends, the next collective may start
     Engine& engine;
-    ~EndDirect() {
+    ~EndOnCaller() {
       {
         std::lock_guard<std::mutex> lock(engine.submitMutex_);
-        engine.directActive_ = false;
+        engine.onCallerActive_ = false;
       }
-      engine.directDone_.notify_all();
+      engine.onCallerDone_.notify_all();
     }
-  } endDirect{*this};
+  } endOnCaller{*this};
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
                                  << fields << " (direct)");
   // The op's one clock read: its deadline and its time in the trace.
@@ -279,7 +279,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.fingerprintWord = fingerprintWord(fingerprint);
   op.fingerprint = fingerprintByte(op.fingerprintWord);
   announce(seq, op.fingerprintWord, fingerprint);
-  probe::mark(ProbePoint::DirectStarted);
+  probe::mark(ProbePoint::OnCallerStarted);
   // The timeline (off by default) draws it with its phases, as a queued one.
   std::shared_ptr<TimelineOp> line;
   if (timeline_) {
@@ -287,7 +287,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     op.phases = &line->phases;
   }
   const auto record = [&](const char* error) {
-    if (trace_.enabled()) trace_.direct(seq, name, fields, op.fingerprintWord, now, error);
+    if (trace_.enabled()) trace_.onCaller(seq, name, fields, op.fingerprintWord, now, error);
     if (line) timeline_->record(*line, Clock::now(), error ? error : "");
   };
   try {
@@ -300,12 +300,12 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   }
   record(nullptr);
   if (channel_) channel_->finished(seq);
-  probe::mark(ProbePoint::DirectFinished);
+  probe::mark(ProbePoint::OnCallerFinished);
   return seq;
 }
 
-void Engine::awaitDirect(std::unique_lock<std::mutex>& lock) {
-  directDone_.wait(lock, [this] { return !directActive_; });
+void Engine::awaitOnCaller(std::unique_lock<std::mutex>& lock) {
+  onCallerDone_.wait(lock, [this] { return !onCallerActive_; });
 }
 
 // The ranks are out of step now: what markUnusable does for a queued
@@ -335,7 +335,7 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
                                     Runner runner, const std::string& summary, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   refuseIfShutDown(name);
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
@@ -394,7 +394,7 @@ void Engine::abort(const std::string& reason) {
 
 bool Engine::busy() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
-  return accepting_ && executor_ != nullptr && (directActive_ || executor_->busy());
+  return accepting_ && executor_ != nullptr && (onCallerActive_ || executor_->busy());
 }
 
 void Engine::waitForQueued() {
@@ -405,7 +405,7 @@ void Engine::waitForQueued() {
   std::shared_ptr<Executor> executor;
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     if (!accepting_ || executor_ == nullptr) return;
     executor = executor_;
     executor->submit([ran] { ran->set_value(); });
@@ -587,7 +587,7 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
 
 void Engine::startCoalescing() {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   if (coalescing_) {
     throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
                 ": already coalescing (nested coalescing managers are not supported)");
@@ -597,7 +597,7 @@ void Engine::startCoalescing() {
 
 void Engine::endCoalescing(const Combine& combine) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   if (!coalescing_) {
     throw Error("ringreduce: endCoalescing on rank " + std::to_string(rank_) +
                 " without startCoalescing");

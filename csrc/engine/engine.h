@@ -78,7 +78,7 @@ class Engine {
   // the engine is shut down. `summary` is logged with the number.
   // `runner`: who is expected to run it (Executor::submit).
   // `neighbourCheck` false: the collective checks itself on the device (see
-  // Operation::neighbourCheck), as it does when run by runDirect.
+  // Operation::neighbourCheck), as it does when run by runOnCaller.
   uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
                             Runner runner, const CollectiveFingerprint& fingerprint,
                             uint64_t seqCount,
@@ -117,11 +117,11 @@ class Engine {
   // collective on the host channel (an asynchronous caller, which must not
   // wait here for a peer that may first wait for something this rank does
   // after the call); 0 otherwise.
-  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
-                     const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                     LaunchRef launch, bool onlyWherePeersWait = false);
-  // Whether runDirect would run now.
-  bool canRunDirect() const;
+  uint64_t runOnCaller(const char* name, std::chrono::milliseconds timeout,
+                       const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                       LaunchRef launch, bool onlyWherePeersWait = false);
+  // Whether runOnCaller would run now.
+  bool canRunOnCaller() const;
   // Any thread: the group has failed or was aborted.
   bool givenUp() const;
 
@@ -153,9 +153,9 @@ class Engine {
     c.channel = channelView_.load(std::memory_order_relaxed);
     return c;
   }
-  // What a launch given to runDirect runs on: comm() with the caller's own
+  // What a launch given to runOnCaller runs on: comm() with the caller's own
   // spin budget (it does not drive the transport, and must not touch it).
-  Comm directComm() {
+  Comm callerComm() {
     Comm c = comm();
     if (c.channel != nullptr) c.waitBudget = &c.channel->callerSpin();
     return c;
@@ -222,10 +222,10 @@ class Engine {
   void refuseIfShutDown(const char* name) const;
   void markUnusable(const std::string& reason, bool traceWritten = false);
   void adoptChannel(std::unique_ptr<HostChannel> channel);
-  // runDirect's failure: the group unusable, the peers told, the trace written.
+  // runOnCaller's failure: the group unusable, the peers told, the trace written.
   void failFromCaller(const std::string& reason);
   // With submitMutex_ held: until no collective runs past the queue.
-  void awaitDirect(std::unique_lock<std::mutex>& lock);
+  void awaitOnCaller(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.
   void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint);
 
@@ -256,10 +256,10 @@ class Engine {
   bool accepting_ = true;    // false once shutdown() began
   bool coalescing_ = false;
   std::vector<Operation> coalesced_;
-  // A collective runs past the queue (runDirect), without holding the lock;
-  // what would start another one meanwhile waits on directDone_.
-  bool directActive_ = false;
-  std::condition_variable directDone_;
+  // A collective runs past the queue (runOnCaller), without holding the lock;
+  // what would start another one meanwhile waits on onCallerDone_.
+  bool onCallerActive_ = false;
+  std::condition_variable onCallerDone_;
 };
 
 }  // namespace ringreduce

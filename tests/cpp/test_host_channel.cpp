@@ -111,9 +111,9 @@ struct ChannelRank {
     Comm comm{transport, config, workspace};
     comm.channel = &channel;
     comm.waitBudget = &channel.callerSpin();
-    ASSERT_TRUE(sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type)));
+    ASSERT_TRUE(hostChannelAllreduceApplies(comm, args.count * elementSize(args.type)));
     announce(channel, op);
-    sharedMemoryAllreduce(comm, op, args);
+    hostChannelAllreduce(comm, op, args);
   }
 };
 

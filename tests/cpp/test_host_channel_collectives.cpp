@@ -51,7 +51,7 @@ HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us) {
 }
 
 // n ranks on one host: a channel each, opened together, and what each
-// rank's collectives run on (as Engine::directComm gives them).
+// rank's collectives run on (as Engine::callerComm gives them).
 class Ranks {
  public:
   explicit Ranks(int n, std::chrono::microseconds spin = 100us)
@@ -132,7 +132,7 @@ std::vector<uint8_t> bytesOf(int r, size_t n, uint64_t k) {
 // Sizes around a buffer: less, exactly one, several with a remainder.
 const size_t kSizes[] = {1, 100, kBufferBytes, 3 * kBufferBytes + 17};
 
-TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
+TEST(HostChannelCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -148,9 +148,9 @@ TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize)
             in = output.data() + static_cast<size_t>(r) * block;
           }
           const Comm comm = ranks.comm(r);
-          ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
-          sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1),
-                                {in, output.data(), block});
+          ASSERT_TRUE(hostChannelAllgatherApplies(comm, block));
+          hostChannelAllgather(comm, ranks.enter(r, "allgather", seq, 1),
+                               {in, output.data(), block});
           for (int q = 0; q < n; ++q) {
             const std::vector<uint8_t> expected = bytesOf(q, block, seq);
             ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
@@ -181,7 +181,7 @@ float sumInRankOrder(int n, size_t count, uint64_t k, size_t i) {
   return sum;
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrder) {
+TEST(HostChannelCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrder) {
   for (int n : {2, 3, 4}) {
     // Uneven chunks, and chunks of several pieces (a slot is a buffer / n).
     for (size_t count : {size_t{7}, size_t{1001}, 3 * kBufferBytes / sizeof(float) + 5}) {
@@ -215,7 +215,7 @@ TEST(SharedMemoryCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrde
   }
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
+TEST(HostChannelCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
   const int n = 3;
   const size_t perRank = kBufferBytes / sizeof(int32_t) + 3;  // several pieces
   Ranks ranks(n);
@@ -236,7 +236,7 @@ TEST(SharedMemoryCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterAveragesOnce) {
+TEST(HostChannelCollectives, ReduceScatterAveragesOnce) {
   const int n = 4;
   const size_t count = 4 * 300;
   Ranks ranks(n);
@@ -255,7 +255,7 @@ TEST(SharedMemoryCollectives, ReduceScatterAveragesOnce) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
+TEST(HostChannelCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -265,7 +265,7 @@ TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
           ++seq;
           std::vector<uint8_t> data = bytesOf(r, bytes, seq);
           const Comm comm = ranks.comm(r);
-          ASSERT_TRUE(sharedMemoryBroadcastApplies(comm, bytes));
+          ASSERT_TRUE(hostChannelBroadcastApplies(comm, bytes));
           hostBroadcast(comm, ranks.enter(r, "broadcast", seq, 5), {data.data(), bytes, root});
           ASSERT_EQ(data, bytesOf(root, bytes, seq))
               << "world " << n << ", root " << root << ", " << bytes << " B";
@@ -276,7 +276,7 @@ TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
   }
 }
 
-TEST(SharedMemoryCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
+TEST(HostChannelCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
   const int n = 3;
   Ranks ranks(n);
   std::atomic<int> arrived{0};
@@ -295,7 +295,7 @@ TEST(SharedMemoryCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
+TEST(HostChannelCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -304,8 +304,8 @@ TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
         ++seq;
         const std::vector<uint8_t> input = bytesOf(r, block * n, seq);
         std::vector<uint8_t> output(block * n, 0);
-        sharedMemoryAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
-                             {input.data(), output.data(), block});
+        hostChannelAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+                            {input.data(), output.data(), block});
         for (int q = 0; q < n; ++q) {
           const std::vector<uint8_t> theirs = bytesOf(q, block * n, seq);
           ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
@@ -318,7 +318,7 @@ TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
   }
 }
 
-TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
+TEST(HostChannelCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -328,8 +328,8 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
           const bool atRoot = r == root;
           const std::vector<uint8_t> mine = bytesOf(r, block, ++seq);
           std::vector<uint8_t> gathered(atRoot ? block * n : 0);
-          sharedMemoryGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
-                             {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
+          hostChannelGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
+                            {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
           for (int q = 0; atRoot && q < n; ++q) {
             ASSERT_EQ(0, std::memcmp(gathered.data() + static_cast<size_t>(q) * block,
                                      bytesOf(q, block, seq).data(), block))
@@ -337,8 +337,8 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
           }
           const std::vector<uint8_t> blocks = bytesOf(root, block * n, ++seq);
           std::vector<uint8_t> got(block, 0);
-          sharedMemoryScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
-                              {atRoot ? blocks.data() : nullptr, got.data(), block, root});
+          hostChannelScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
+                             {atRoot ? blocks.data() : nullptr, got.data(), block, root});
           ASSERT_EQ(0, std::memcmp(got.data(), blocks.data() + static_cast<size_t>(r) * block,
                                    block))
               << "scatter, world " << n << ", root " << root << ", block " << block;
@@ -349,15 +349,15 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
   }
 }
 
-TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
+TEST(HostChannelCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
   for (int n : {2, 3, 4}) {
     const size_t count = 2 * kBufferBytes / sizeof(float) + 3;  // pieces
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       for (int root : {0, n - 1}) {
         std::vector<float> data = randomFloats(r, count, 2);
-        sharedMemoryReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
-                           {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
+        hostChannelReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
+                          {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
         if (r != root) {
           ASSERT_EQ(data, randomFloats(r, count, 2)) << "rank " << r << "'s input changed";
           continue;
@@ -375,7 +375,7 @@ TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAs
 
 // Every collective in turn, with ranks arriving in changing orders: the
 // buffers alternate across collectives of different kinds and piece counts.
-TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
+TEST(HostChannelCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
   const int n = 3;
   Ranks ranks(n);
   const auto errors = ranks.run([&](int r) {
@@ -390,7 +390,7 @@ TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
       maybeLate();
       std::vector<uint8_t> gathered(bytes * n);
       const std::vector<uint8_t> mine = bytesOf(r, bytes, ++seq);
-      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1), {mine.data(), gathered.data(), bytes});
+      hostChannelAllgather(comm, ranks.enter(r, "allgather", seq, 1), {mine.data(), gathered.data(), bytes});
       for (int q = 0; q < n; ++q) {
         ASSERT_EQ(0, std::memcmp(gathered.data() + q * bytes, bytesOf(q, bytes, seq).data(), bytes));
       }
@@ -416,13 +416,13 @@ TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
+TEST(HostChannelCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
   Ranks ranks(2);
   const auto errors = ranks.run([&](int r) {
     std::vector<uint8_t> data(64, 1), gathered(128);
     const Comm comm = ranks.comm(r);
     if (r == 0) {
-      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", 1, 11), {data.data(), gathered.data(), 64});
+      hostChannelAllgather(comm, ranks.enter(r, "allgather", 1, 11), {data.data(), gathered.data(), 64});
     } else {
       hostBroadcast(comm, ranks.enter(r, "broadcast", 1, 22), {data.data(), 64, 0});
     }
@@ -437,7 +437,7 @@ TEST(SharedMemoryCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
       << errors[1];
 }
 
-TEST(SharedMemoryCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
+TEST(HostChannelCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
   Ranks ranks(3, 0us);
   const auto errors = ranks.run([&](int r) {
     if (r == 2) return;  // never comes to the barrier
@@ -451,7 +451,7 @@ TEST(SharedMemoryCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
   }
 }
 
-TEST(SharedMemoryCollectives, AReduceScatterEndsWhenAPeerLeaves) {
+TEST(HostChannelCollectives, AReduceScatterEndsWhenAPeerLeaves) {
   Ranks ranks(2, 0us);
   const auto errors = ranks.run([&](int r) {
     if (r == 1) {
@@ -468,23 +468,23 @@ TEST(SharedMemoryCollectives, AReduceScatterEndsWhenAPeerLeaves) {
       << errors[0];
 }
 
-TEST(SharedMemoryCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) {
+TEST(HostChannelCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) {
   Ranks ranks(2);
   Comm comm = ranks.comm(0);
-  const size_t most = kBufferBytes * kSharedMemoryMaxPieces;
-  EXPECT_TRUE(sharedMemoryAllgatherApplies(comm, most));
-  EXPECT_FALSE(sharedMemoryAllgatherApplies(comm, most + 1));
-  EXPECT_FALSE(sharedMemoryReduceScatterApplies(comm, most + 1));
-  EXPECT_FALSE(sharedMemoryBroadcastApplies(comm, most + 1));
-  EXPECT_TRUE(sharedMemoryBarrierApplies(comm));
+  const size_t most = kBufferBytes * kHostChannelMaxPieces;
+  EXPECT_TRUE(hostChannelAllgatherApplies(comm, most));
+  EXPECT_FALSE(hostChannelAllgatherApplies(comm, most + 1));
+  EXPECT_FALSE(hostChannelReduceScatterApplies(comm, most + 1));
+  EXPECT_FALSE(hostChannelBroadcastApplies(comm, most + 1));
+  EXPECT_TRUE(hostChannelBarrierApplies(comm));
   Config ring;
   ring.allreduceAlgorithm = AllreduceAlgorithm::Ring;  // RINGREDUCE_ALGORITHM=ring
   Comm forced{comm.transport, ring, comm.workspace};
   forced.channel = comm.channel;
-  EXPECT_FALSE(sharedMemoryAllgatherApplies(forced, 64));
-  EXPECT_FALSE(sharedMemoryBarrierApplies(forced));
+  EXPECT_FALSE(hostChannelAllgatherApplies(forced, 64));
+  EXPECT_FALSE(hostChannelBarrierApplies(forced));
   Comm without{comm.transport, comm.config, comm.workspace};  // no channel
-  EXPECT_FALSE(sharedMemoryBroadcastApplies(without, 64));
+  EXPECT_FALSE(hostChannelBroadcastApplies(without, 64));
 }
 
 }  // namespace

@@ -7,11 +7,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes) {
-  return sharedMemoryCollectiveApplies(comm, blockBytes);
+bool hostChannelAllgatherApplies(const Comm& comm, size_t blockBytes) {
+  return hostChannelCollectiveApplies(comm, blockBytes);
 }
 
-void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
+void hostChannelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   const HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();

@@ -13,11 +13,11 @@
 namespace ringreduce {
 
 // Whether an allgather of `blockBytes` per rank goes through the channel:
-// the same answer on every rank (sharedMemoryCollectiveApplies).
-bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes);
+// the same answer on every rank (hostChannelCollectiveApplies).
+bool hostChannelAllgatherApplies(const Comm& comm, size_t blockBytes);
 
 // As ringAllgather: rank r's block lands at r * blockBytes of every
 // output; `input` may be this rank's own block of the output.
-void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
+void hostChannelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 
 }  // namespace ringreduce

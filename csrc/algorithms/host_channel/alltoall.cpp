@@ -7,11 +7,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryAlltoallApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
+void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
   const HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const size_t rank = static_cast<size_t>(channel.rank());

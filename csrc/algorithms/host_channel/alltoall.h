@@ -16,8 +16,8 @@ namespace ringreduce {
 
 // Whether an all-to-all of `bytes` (each rank's whole input) in equal
 // blocks goes through the channel: the same answer on every rank
-// (sharedMemoryCollectiveApplies).
-bool sharedMemoryAlltoallApplies(const Comm& comm, size_t bytes);
+// (hostChannelCollectiveApplies).
+bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes);
 
 // n blocks of `blockBytes` back to back in `input` and in `output`: block
 // j of rank q's input lands in block q of rank j's output. Input and
@@ -27,6 +27,6 @@ struct EqualAlltoallArgs {
   void* output = nullptr;
   size_t blockBytes = 0;
 };
-void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args);
+void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args);
 
 }  // namespace ringreduce

@@ -7,11 +7,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryBroadcastApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
+void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
   const HostChannel& channel = *comm.channel;
   const bool root = channel.rank() == args.root;
   const size_t perTurn = channel.bufferBytes();
@@ -26,8 +26,8 @@ void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const Broadcas
 }
 
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
-  if (comm.size() > 1 && sharedMemoryBroadcastApplies(comm, args.bytes)) {
-    return sharedMemoryBroadcast(comm, op, args);
+  if (comm.size() > 1 && hostChannelBroadcastApplies(comm, args.bytes)) {
+    return hostChannelBroadcast(comm, op, args);
   }
   chainBroadcast(comm, op, args);
 }

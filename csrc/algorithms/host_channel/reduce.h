@@ -14,13 +14,13 @@
 namespace ringreduce {
 
 // Whether a reduce of `bytes` goes through the channel: the same answer on
-// every rank (sharedMemoryCollectiveApplies).
-bool sharedMemoryReduceApplies(const Comm& comm, size_t bytes);
+// every rank (hostChannelCollectiveApplies).
+bool hostChannelReduceApplies(const Comm& comm, size_t bytes);
 
 // On `root`, args.data ends with the reduction over all ranks, in rank
 // order; elsewhere it is only read. Supported op and dtype only
 // (reductionSupported).
-void sharedMemoryReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                        int root);
+void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int root);
 
 }  // namespace ringreduce

@@ -6,11 +6,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes) {
+bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
   return comm.channel != nullptr &&
-         bytes <= comm.channel->bufferBytes() * kSharedMemoryMaxPieces &&
-         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::SharedMemory) &&
+         bytes <= comm.channel->bufferBytes() * kHostChannelMaxPieces &&
+         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::HostChannel) &&
          !comm.config.payloadFree;
 }
 

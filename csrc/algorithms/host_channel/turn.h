@@ -24,13 +24,13 @@ namespace ringreduce {
 // Whether a collective that puts up to `bytes` into each rank's channel
 // buffers (all its turns together) goes through the channel: there is one
 // (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), `bytes`
-// fits kSharedMemoryMaxPieces buffers (beyond, cma and UCX move large
+// fits kHostChannelMaxPieces buffers (beyond, cma and UCX move large
 // messages without the extra copies), and no setting asks for another
 // algorithm (RINGREDUCE_ALGORITHM other than auto or shared_memory, or the
 // payload-free benchmark mode). A function of what every rank holds alike,
 // so every rank answers the same for the same collective. The allreduce
-// has its own rule (sharedMemoryAllreduceApplies: its wire dtype too).
-bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes);
+// has its own rule (hostChannelAllreduceApplies: its wire dtype too).
+bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes);
 
 // Publishes this rank's `kind` flag for `turn` and waits for every peer's
 // (HostChannel::awaitPeers, with the comm's spin budget and the transport

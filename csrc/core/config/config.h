@@ -22,10 +22,10 @@ constexpr int kOversubscribedWaitSpinMicroseconds = 200;
 // ... for messages up to this size; a wait for a bigger one sleeps at once.
 constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
 
-// The host channel's buffer per rank and parity (Config::sharedMemoryBytes).
-constexpr size_t kDefaultSharedMemoryBytes = size_t{1} << 20;
+// The host channel's buffer per rank and parity (Config::hostChannelBytes).
+constexpr size_t kDefaultHostChannelBytes = size_t{1} << 20;
 // Its bound (RINGREDUCE_SHM_BYTES above it is refused).
-constexpr size_t kMaxSharedMemoryBytes = size_t{64} << 20;
+constexpr size_t kMaxHostChannelBytes = size_t{64} << 20;
 
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
@@ -98,10 +98,10 @@ struct Config {
   // group maps once (transport/host/host_channel.h,
   // algorithms/shared_memory_allreduce.h): up to this many bytes, each rank
   // holding two buffers of this size (rank 0's size serves the group; at
-  // most kMaxSharedMemoryBytes). RINGREDUCE_SHM_BYTES; 0 on any rank turns
+  // most kMaxHostChannelBytes). RINGREDUCE_SHM_BYTES; 0 on any rank turns
   // the channel off for every group that rank is in (the ranks agree when
   // the group opens it, at its first host collective).
-  size_t sharedMemoryBytes = kDefaultSharedMemoryBytes;
+  size_t hostChannelBytes = kDefaultHostChannelBytes;
   // An asynchronous host collective (async_op=True, a functional one) of at
   // most this many bytes that the channel carries runs on the caller's
   // thread at once and returns a completed Work, where every peer is in it
