@@ -1,11 +1,11 @@
-// The host's side of one direct device-flags allreduce (issue 44): ns per
+// The host's side of one on-caller device-flags allreduce (issue 44): ns per
 // PathSelection::allreduceOnCaller on the fake device (tests/cpp/fake_device.h),
 // world 2 (ranks as threads), 1 KiB float32 SUM. The fake's kernels are
 // only counted here, not run, so what is timed is our code from the call to
 // the launch and back: the part a GPU run adds to the kernel. Not a test
 // (no figure is asserted); run it by hand:
-//   cmake --build build/cpp --target ringreduce_direct_path_bench
-//   build/cpp/ringreduce_direct_path_bench [ops]
+//   cmake --build build/cpp --target ringreduce_on_caller_bench
+//   build/cpp/ringreduce_on_caller_bench [ops]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
         ringreduce::testing::setFakeKernelsRun(true);
       },
       ringreduce::testing::smallSegments(), ringreduce::testing::TransportKind::Loopback);
-  std::printf("direct allreduce, fake device, world %d, %zu floats, %d ops per rank\n", kWorld,
+  std::printf("on-caller allreduce, fake device, world %d, %zu floats, %d ops per rank\n", kWorld,
               kOnCallerCount, ops);
   std::printf("(host only: our code from the call to the launch; one timer read per op adds "
               "its own ~20-40 ns to p50/p90)\n");

@@ -21,7 +21,7 @@ struct Comm {
   // knowledge of the nodes, as in a subgroup of a two-level allreduce.
   AllreduceSelector* selector = nullptr;
   // RINGREDUCE_AUTOTUNE: picks the settings of each host allreduce
-  // (algorithms/autotune.h); null: the config as it is.
+  // (algorithms/tuning/autotune.h); null: the config as it is.
   AllreduceTuner* tuner = nullptr;
   // The group's shared-memory channel between its ranks on one host
   // (transport/host/host_channel.h); null where the group spans hosts or

@@ -5,7 +5,7 @@
 // same stream has nothing to wait for; from another stream it is one
 // stream wait through a reused event) and no Future until get_future()
 // asks for one (DDP's comm hooks do; a plain all_reduce does not).
-// Any direct path makes one through ProcessGroupRing::finishOnCaller, with
+// Any on-caller path makes one through ProcessGroupRing::finishOnCaller, with
 // what its CallerTimer measured (work_timing.h): its duration is host time
 // on the host (timed while the group's timing is on), CUDA events on the
 // device; its get_future_result() is SUCCESS, since it exists only once

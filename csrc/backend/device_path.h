@@ -112,7 +112,7 @@ class DevicePath {
   // Whether the device-flags path runs this collective and checks it on
   // the device (its fingerprint in the flags), from the settings alone, so
   // every rank decides alike before anything is set up: then no host
-  // neighbour check goes with it, queued or direct. `bytes`: of the
+  // neighbour check goes with it, queued or on caller. `bytes`: of the
   // tensor (allreduce), of each rank's block (the others).
   static bool flagsCheckIt(const Config& config, OnCaller kind, size_t bytes, int ranks,
                            DataType type, ReduceOp op);
@@ -122,7 +122,7 @@ class DevicePath {
   // up or why not): `python -m torch_ringreduce.info` under torchrun.
   std::string pathsDescription() const;
 
-  // The device ring's device side (algorithms/device_ring.h) with its work
+  // The device ring's device side (algorithms/device/ring.h) with its work
   // on `stream`, for a collective the paths answered DeviceRing; made on
   // first use. Null where the CUDA path is not compiled.
   DeviceSteps* ringSteps(const c10::Stream& stream);

@@ -43,7 +43,7 @@ namespace ringreduce {
 
 class UcxTransport;
 
-// What the collective check (algorithms/collective_check.h) compares besides
+// What the collective check (algorithms/checks/collective_check.h) compares besides
 // the op type, the first output's dtype and the outputs' element count (when
 // numel is not given).
 struct CheckedArgs {
@@ -326,7 +326,7 @@ class ProcessGroupRing : public c10d::Backend {
                                                  const std::string& summary, DeviceBody body,
                                                  CheckedArgs checked = {},
                                                  bool onDevice = false);
-  // The device-flags path from the caller's thread (ops/device_direct.cpp):
+  // The device-flags path from the caller's thread (ops/device_on_caller.cpp):
   // when the group is idle and the path set up, the collective goes on the
   // caller's current stream at once and its Work completes at once, as
   // NCCL's does; null when it cannot (the caller then queues it). Under
@@ -355,7 +355,7 @@ class ProcessGroupRing : public c10d::Backend {
   // a collective run directly).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const std::vector<at::Tensor>& outputs,
                                       const CheckedArgs& checked) const;
-  // The same for one output, with no vector to build (the direct paths).
+  // The same for one output, with no vector to build (the on-caller paths).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const at::Tensor& output,
                                       const CheckedArgs& checked) const;
   // A group of one (ops/group_of_one.cpp): the op completes on the caller's
@@ -371,7 +371,7 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
                                                 std::chrono::milliseconds timeout);
   // A CPU allreduce through the host channel from the caller's thread
-  // (ops/host_direct.cpp): done, with its Work or none (the caller has its
+  // (ops/host_channel_allreduce.cpp): done, with its Work or none (the caller has its
   // result); nothing when it does not apply or the engine has the op queue.
   std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostChannel(const at::Tensor& tensor,
                                                                        const Reduction& red,
@@ -390,7 +390,7 @@ class ProcessGroupRing : public c10d::Backend {
                                           const UcxTransport& transport,
                                           std::chrono::milliseconds timeout);
   // The other CPU collectives through the host channel from the caller's
-  // thread (ops/host_direct_collectives.cpp), under the same rule: done,
+  // thread (ops/host_channel_collectives.cpp), under the same rule: done,
   // with the Work to return (none: the caller has its result); nothing when
   // runsOnCaller says no or the engine has the op queue.
   using HostChannelResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
@@ -423,7 +423,7 @@ class ProcessGroupRing : public c10d::Backend {
   bool channelCarries(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();
-  // The one rule for every direct host form: whether a collective whose
+  // The one rule for every on-caller host form: whether a collective whose
   // algorithm takes the channel (`onChannel`, alike on every rank) and
   // puts `bytes` in each rank's buffers runs on the caller's thread past
   // the queue: where the caller waits at once (async_op=False), and where
@@ -436,7 +436,7 @@ class ProcessGroupRing : public c10d::Backend {
   bool runsOnCaller(const CallOptions& call, size_t bytes, bool onChannel) const {
     return onChannel && (call.callerWaits || bytes <= config_.asyncOnCallerBytes);
   }
-  // What every direct host form shares: runs `body` (given the comm it
+  // What every on-caller host form shares: runs `body` (given the comm it
   // runs on: the caller's spin budget, no transport to drive) through
   // Engine::runOnCaller, numbered, fingerprinted, traced and timed; raises as
   // a queued op's Work would. Nothing when the engine has the op queue.
@@ -463,10 +463,10 @@ class ProcessGroupRing : public c10d::Backend {
                                                 const at::Tensor& output,
                                                 std::optional<c10::Stream> queuedOn,
                                                 const CallerTiming& timing);
-  // What finishOnCaller tells the completion hooks, for a direct collective
+  // What finishOnCaller tells the completion hooks, for an on-caller collective
   // that returns no Work.
   void noteCompletedOnCaller(c10d::OpType type, uint64_t seq, const CallerTiming& timing);
-  // What the trace and the log say of a direct collective named by
+  // What the trace and the log say of an on-caller collective named by
   // `tensor`: its dtype, count and device, and the op's reduce op
   // (checkedReduceOp) and root, -1 where it has none.
   static OpFields fieldsOf(const at::Tensor& tensor, int reduceOp = -1, int root = -1);
@@ -483,8 +483,8 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
-  // Bodies shared by the queued and direct forms; `onChannel`: the
-  // channel's algorithm (channelCarries), else the direct exchange.
+  // Bodies shared by the queued and on-caller forms; `onChannel`: the
+  // channel's algorithm (channelCarries), else the pairwise exchange.
   void gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                   const std::vector<at::Tensor>& outputs, int root, bool onChannel);
   void scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
@@ -495,7 +495,7 @@ class ProcessGroupRing : public c10d::Backend {
   // all_to_all_single's body through the channel (equal blocks).
   void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                      const at::Tensor& output);
-  // `on`: the comm to run on (a direct form's); null: comm().
+  // `on`: the comm to run on (an on-caller form's); null: comm().
   void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output,
                            const Comm* on = nullptr);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
@@ -551,7 +551,7 @@ class ProcessGroupRing : public c10d::Backend {
   // (AllreduceTuner::cudaPaths), with RINGREDUCE_AUTOTUNE=1.
   std::unique_ptr<AllreduceTuner> cudaTuner_;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA collective
-  // devicePath_ for the caller's thread, once made (the direct path reads it).
+  // devicePath_ for the caller's thread, once made (the on-caller path reads it).
   std::atomic<DevicePath*> devicePathMade_{nullptr};
   std::mutex deviceMutex_;                  // guards the two below
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device

@@ -72,7 +72,7 @@ struct CallerTiming {
 };
 
 // Times a collective run from the caller's thread through Engine::runOnCaller,
-// any direct path alike: construct it before runOnCaller, call begin() and
+// any on-caller path alike: construct it before runOnCaller, call begin() and
 // end() inside the launch around the work, and hand timing() to
 // finishOnCaller. Untimed it costs a copy of runOnCaller's start time.
 class CallerTimer {

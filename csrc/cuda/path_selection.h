@@ -10,7 +10,7 @@
 //                 everywhere (nccl/nccl_communicator.h)
 //   host staging  the caller stages through pinned host memory over UCX
 // Across nodes, where every rank's UCX moves CUDA memory, the device ring
-// comes before NCCL (DeviceRing: the caller runs algorithms/device_ring.h,
+// comes before NCCL (DeviceRing: the caller runs algorithms/device/ring.h,
 // which needs the transport). RINGREDUCE_CUDA_ALGO=flags asks for the
 // device-flags path instead
 // (signal/signal_group.h): ranks of one node synchronised on the device,
@@ -65,7 +65,7 @@ class PathSelection {
   // Across nodes under RINGREDUCE_CUDA_ALGO=auto, where both the device
   // ring and NCCL can run this allreduce (NCCL set up on the first ask, by
   // every rank in the same collective): what the autotuner chooses between
-  // (algorithms/autotune.h, AllreduceTuner::cudaPaths). The same answer on
+  // (algorithms/tuning/autotune.h, AllreduceTuner::cudaPaths). The same answer on
   // every rank.
   bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange,
                   const CollectiveCall& call);
@@ -100,7 +100,7 @@ class PathSelection {
   bool flagsReady() const { return signalGroup() != nullptr; }
   bool capturable(std::string* why) const;
   // The device-flags group, once set up (null before): any thread, since
-  // the caller's thread asks whether a collective may go direct while the
+  // the caller's thread asks whether a collective may run on the caller while the
   // executor may be setting it up.
   SignalGroup* signalGroup() const { return signalReady_.load(std::memory_order_acquire); }
 
@@ -127,7 +127,7 @@ class PathSelection {
   // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
   // Which ranks share a node (from the host identities set-up exchanged):
-  // the device ring's two levels (algorithms/device_two_level.h).
+  // the device ring's two levels (algorithms/device/two_level.h).
   const Topology& nodes() const { return nodes_; }
   // How the device-flags path would synchronise, and why.
   CudaSync flagsSync() const { return sync_; }

@@ -6,7 +6,7 @@
 // demand; `python -m torch_ringreduce.trace DIR` reads every rank's file.
 //
 // Cost: a queued operation makes one short write per state change and
-// carries its summary string. A direct one (Engine::runOnCaller, the hot path)
+// carries its summary string. An on-caller one (Engine::runOnCaller, the hot path)
 // makes a single write once it was launched, with its plain fields
 // (engine/op_fields.h) and one time: no allocation, no clock read of its own.
 // Each write locks only its own slot of the ring (a flag, uncontended unless
@@ -38,7 +38,7 @@ struct TraceEntry {
   uint32_t fingerprint = 0;
   const char* name = "";     // op name: "allreduce"
   std::string summary;       // dtype, sizes, reduce op, root, peer; unless `fields`
-  std::optional<OpFields> fields;  // a direct op's, rendered only when read
+  std::optional<OpFields> fields;  // an on-caller op's, rendered only when read
   State state = State::Queued;
   Clock::time_point queued{}, started{}, finished{};
   std::string error;         // Failed: why
@@ -61,7 +61,7 @@ class OpTrace {
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);
 
-  // A direct collective, recorded once it was launched: completed at `at`
+  // An on-caller collective, recorded once it was launched: completed at `at`
   // (queued, started and finished alike), or failed with `error` if not
   // null. The second form is for callers that still describe it as text.
   void onCaller(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
@@ -86,7 +86,7 @@ class OpTrace {
   Slot& slotOf(uint64_t id) const { return slots_[id % capacity_]; }
   // A queued entry's state change (`error`: Failed's reason, else null).
   void mark(uint64_t id, TraceEntry::State state, const std::string* error);
-  // Both direct() forms: exactly one of `fields` and `summary` is set.
+  // Both onCaller() forms: exactly one of `fields` and `summary` is set.
   void writeOnCaller(uint64_t seq, const char* name, const OpFields* fields,
                      const std::string* summary, uint32_t fingerprint, Clock::time_point at,
                      const char* error);

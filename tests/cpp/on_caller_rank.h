@@ -1,8 +1,8 @@
 // One rank of a device-flags group on the fake device (fake_device.h), set
 // up as the backend sets it up and warmed by one collective, for what the
-// steady state of a direct collective costs: the counting tests
-// (test_direct_call_counts.cpp) and the host-cost benchmark
-// (benchmarks/cpp/direct_path_host_cost.cpp).
+// steady state of an on-caller collective costs: the counting tests
+// (test_on_caller_call_counts.cpp) and the host-cost benchmark
+// (benchmarks/cpp/on_caller_host_cost.cpp).
 #pragma once
 
 #include <chrono>
@@ -55,7 +55,7 @@ class OnCallerRank {
   }
 
   cuda::PathSelection& paths() { return *paths_; }
-  // A direct allreduce of kOnCallerCount floats on stream().
+  // An on-caller allreduce of kOnCallerCount floats on stream().
   DevicePathTaken allreduce(const float* input, float* output, ReduceOp op,
                             uint32_t fingerprint) {
     return paths_->allreduceOnCaller(input, output, kOnCallerCount, DataType::Float32, op, stream(),

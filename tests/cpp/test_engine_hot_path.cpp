@@ -66,7 +66,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// Per rank of two (threads over the loopback transport): kWarmUp direct
+// Per rank of two (threads over the loopback transport): kWarmUp on-caller
 // allreduces, then kOps counted ones.
 struct RankRun {
   uint64_t allocations = 0;
@@ -117,7 +117,7 @@ void expectAllocationFreeAndNumbered(size_t traceEntries) {
   for (int rank = 0; rank < 2; ++rank) {
     const RankRun& run = runs[rank];
     EXPECT_EQ(run.allocations, 0u) << "rank " << rank << ": heap allocations in " << kOps
-                                   << " direct collectives";
+                                   << " on-caller collectives";
     for (int i = 0; i < kOps; ++i) {
       const uint64_t expected = kWarmUp + i + 1;  // one per op, every rank alike
       EXPECT_EQ(run.seqs[i], expected) << "rank " << rank << " op " << i;
@@ -144,7 +144,7 @@ TEST(EngineHotPath, OnCallerCollectivesAllocateNothingOnceTheTraceWrapped) {
   expectAllocationFreeAndNumbered(4);
 }
 
-// One entry per direct op, completed, with its fields rendered as text.
+// One entry per on-caller op, completed, with its fields rendered as text.
 TEST(EngineHotPath, TheTraceHoldsOneEntryPerDirectOpWithItsFields) {
   auto fabric = std::make_shared<LoopbackFabric>(2);
   std::array<RankRun, 2> runs;

@@ -1,7 +1,7 @@
 // Engine::runOnCaller (a collective run on the caller's thread, past the
 // queue: the device-flags path's launches) and Engine::closingExchange (the
 // device paths' cross-rank close at shutdown), on the loopback transport.
-// What must hold: a direct collective runs only when nothing is queued or
+// What must hold: an on-caller collective runs only when nothing is queued or
 // running, nothing is coalescing and the group is usable; it takes the next
 // sequence number, as a queued one would, so ranks that ran it different
 // ways still agree; a launch error other than bad arguments leaves the
@@ -135,7 +135,7 @@ TEST(EngineOnCaller, NothingRunsPastQueuedWork) {
   EXPECT_TRUE(ran);
 }
 
-// A direct collective's duration starts at runOnCaller's one clock read
+// An on-caller collective's duration starts at runOnCaller's one clock read
 // (backend/work_timing.h reads OpContext::started(), no clock of its own):
 // its deadline must be counted from the moment the op began.
 TEST(EngineOnCaller, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {

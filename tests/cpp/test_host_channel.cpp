@@ -1,5 +1,5 @@
 // The host channel (transport/host/host_channel.h) and the allreduce over it
-// (algorithms/shared_memory_allreduce.h): ranks as threads of this process
+// (algorithms/host_channel/allreduce.h): ranks as threads of this process
 // (each with its own mapping, doorbell and process fds), and, for a death, a
 // forked process.
 #include <gtest/gtest.h>

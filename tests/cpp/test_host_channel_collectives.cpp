@@ -1,5 +1,5 @@
 // The collectives over the host channel other than the allreduce
-// (algorithms/shared_memory_*.h): results at world 2, 3 and 4, messages
+// (algorithms/host_channel/*.h): results at world 2, 3 and 4, messages
 // larger than a buffer (pieces), the same bits on every rank, several
 // collectives in a row sharing the buffers, a mismatch between two
 // collectives, a timeout and a departure (a death ends the same wait,

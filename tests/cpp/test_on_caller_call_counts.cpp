@@ -1,4 +1,4 @@
-// What one direct collective of the device-flags path costs the caller's
+// What one on-caller collective of the device-flags path costs the caller's
 // thread once the group is set up (issue 44): the calls into the CUDA layer,
 // counted by the fake device (fake_call_counts.h), and the heap allocations,
 // counted by this binary's operator new (allocation_counter.h). On one GPU
@@ -93,7 +93,7 @@ TEST_P(OnCallerCallCounts, AnAllreduceIsOneKernelLaunch) {
     const std::vector<float> input = data;
     auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Sum, 3); };
     auto inPlace = [&] { return self.allreduce(data.data(), data.data(), ReduceOp::Sum, 4); };
-    copying();  // warm: the first direct collective notes the caller's stream
+    copying();  // warm: the first on-caller collective notes the caller's stream
     for (int k = 0; k < kSteadyOps; ++k) {
       const Cost copied = costOf(copying);
       EXPECT_EQ(copied.ran, DevicePathTaken::FlagsOneShot);

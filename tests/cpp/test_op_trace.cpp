@@ -36,7 +36,7 @@ TEST(OpTrace, SizeZeroRecordsNothing) {
   EXPECT_TRUE(trace.snapshot().empty());
 }
 
-// A direct op's entry: written once, completed or failed, its fields kept
+// An on-caller op's entry: written once, completed or failed, its fields kept
 // as they are and rendered as text only when read (snapshot, JSON).
 TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
   OpTrace trace(8);
@@ -87,7 +87,7 @@ TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
   EXPECT_NE(json.find("\"direct\": false, \"op\": \"barrier\""), std::string::npos) << json;
 }
 
-// Writers on several threads (the caller's direct ops, the executor's state
+// Writers on several threads (the on-caller ops, the executor's state
 // changes) and a reader at once: each slot is written whole, and a dump
 // sees only whole entries.
 TEST(OpTrace, ConcurrentWritersAndReadersSeeWholeEntries) {

@@ -1,4 +1,4 @@
-"""Rank bodies for test_host_direct_collectives.py: the collectives other than
+"""Rank bodies for test_host_channel_collectives.py: the collectives other than
 allreduce through the host channel from the caller's thread (the trace marks
 each "direct"), against references computed locally, and a mismatch of two
 such collectives."""

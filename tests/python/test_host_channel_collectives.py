@@ -1,5 +1,5 @@
 """Every collective with a one-host form goes through the host channel from
-the caller's thread when the caller waits (ops/host_direct_collectives.cpp:
+the caller's thread when the caller waits (ops/host_channel_collectives.cpp:
 all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
 all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,

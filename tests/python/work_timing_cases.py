@@ -1,6 +1,6 @@
 """Rank bodies for test_work_timing.py: Work._get_duration(),
 get_future_result() and ProcessGroup._enable_collectives_timing() on every
-kind of Work: the group of one's direct path (the Work of a collective run
+kind of Work: the group of one's on-caller path (the Work of a collective run
 from the caller's thread), queued host collectives, a coalesced block, a
 timeout and a group that failed."""
 import datetime
@@ -95,7 +95,7 @@ def queued_and_coalesced(rank, world_size, init_method, seed):
     except RuntimeError as error:
         out["untimed"] = str(error)
     dist.group.WORLD._enable_collectives_timing()
-    # Ops that are always queued on the executor (no direct path takes
+    # Ops that are always queued on the executor (no on-caller path takes
     # them).
     xs = inputs(seed)
     gathered = [torch.empty_like(xs[0]) for _ in range(world_size)]
@@ -152,7 +152,7 @@ def timeout_then_failed_group(rank, world_size, init_method):
         return {}
     out = {}
     dist.group.WORLD._enable_collectives_timing()
-    # all_gather: queued on the executor, whatever direct paths there are.
+    # all_gather: queued on the executor, whatever on-caller paths there are.
     gathered = [torch.empty(16) for _ in range(world_size)]
     work = dist.all_gather(gathered, torch.ones(16), async_op=True)
     result = work.get_future_result()  # asked before the end

@@ -1,4 +1,4 @@
-// Allgather through the group's host channel (shared_memory_turn.h): in
+// Allgather through the group's host channel (algorithms/host_channel/turn.h): in
 // each turn every rank copies a piece of its block into its buffer, and
 // once every peer's flag is up, copies every rank's piece into its place in
 // the output. Pieces of a buffer, the same on every rank.

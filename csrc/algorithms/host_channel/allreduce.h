@@ -31,7 +31,7 @@ namespace ringreduce {
 // collectives").
 constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
 // A message larger than a buffer goes through it in pieces, one turn each,
-// up to this many; beyond, cma (algorithms/cross_memory_allreduce.h) is
+// up to this many; beyond, cma (algorithms/cross_memory/allreduce.h) is
 // faster (benchmarks/RESULTS.md, "Small collectives").
 constexpr size_t kHostChannelMaxPieces = 4;
 

@@ -1,10 +1,10 @@
 // All-to-all of equal blocks through the group's host channel
-// (shared_memory_turn.h): in each turn every rank copies a piece of each of
+// (algorithms/host_channel/turn.h): in each turn every rank copies a piece of each of
 // its n blocks into its buffer (block j's piece in slot j), and once every
 // peer's flag is up, rank r copies slot r of each rank q's buffer into its
 // block q. Pieces of a buffer, the same on every rank. Uneven splits are
 // not taken here: a rank cannot tell from its own arguments that its peers'
-// splits are even too, so the caller keeps those on the direct exchange.
+// splits are even too, so the caller keeps those on the pairwise exchange.
 #pragma once
 
 #include <cstddef>

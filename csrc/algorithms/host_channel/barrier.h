@@ -1,4 +1,4 @@
-// Barrier through the group's host channel (shared_memory_turn.h): one
+// Barrier through the group's host channel (algorithms/host_channel/turn.h): one
 // turn with nothing in the buffers; every rank sets its flag and waits for
 // every peer's, which is what a barrier is.
 #pragma once

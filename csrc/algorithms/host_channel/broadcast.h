@@ -1,4 +1,4 @@
-// Broadcast through the group's host channel (shared_memory_turn.h): in
+// Broadcast through the group's host channel (algorithms/host_channel/turn.h): in
 // each turn the root copies a piece of the message into its buffer, every
 // rank sets its flag (the receivers too: the buffer rule), and once all are
 // up each receiver copies the piece out of the root's buffer. Pieces of a

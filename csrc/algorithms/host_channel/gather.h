@@ -1,5 +1,5 @@
 // Gather and scatter of equal blocks through the group's host channel
-// (shared_memory_turn.h). Gather: in each turn every rank copies a piece of
+// (algorithms/host_channel/turn.h). Gather: in each turn every rank copies a piece of
 // its block into its buffer and the root copies every rank's piece into
 // its place. Scatter: in each turn the root copies a piece of each rank's
 // block into slot r of its buffer and every rank copies its slot out.

@@ -1,8 +1,8 @@
-// Reduce-scatter through the group's host channel (shared_memory_turn.h):
+// Reduce-scatter through the group's host channel (algorithms/host_channel/turn.h):
 // in each turn every rank copies a piece of each of its n blocks into its
 // buffer (block j's piece in slot j), and once every peer's flag is up,
 // rank r reduces slot r of every rank's buffer, in rank order
-// (shared_memory_reduction.h), into its output. The blocks are cut alike
+// (algorithms/host_channel/reduction.h), into its output. The blocks are cut alike
 // on every rank, a buffer's worth of the n pieces per turn.
 #pragma once
 

@@ -1,9 +1,9 @@
 // What the collectives over the group's host channel (transport/host/
 // host_channel.h) have in common: which of them go through it, and a turn
-// of it. Each collective is one file (shared_memory_allreduce.h,
-// shared_memory_allgather.h, shared_memory_reduce_scatter.h,
-// shared_memory_broadcast.h, shared_memory_barrier.h,
-// shared_memory_alltoall.h); each cuts its message into buffer-sized
+// of it. Each collective is one file (algorithms/host_channel/allreduce.h,
+// algorithms/host_channel/allgather.h, algorithms/host_channel/reduce_scatter.h,
+// algorithms/host_channel/broadcast.h, algorithms/host_channel/barrier.h,
+// algorithms/host_channel/alltoall.h); each cuts its message into buffer-sized
 // pieces, one turn each, the same cut on every rank.
 //
 // The channel's buffer rule binds them all: in every turn every rank

@@ -11,8 +11,8 @@
 // coalescing block or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
 // and the op is queued; its body then takes the same channel (hostAllreduce
 // chooses it first), so every rank runs the same algorithm whichever way
-// each ran it. runOnHostChannel is what every such direct form shares (the
-// other collectives' are in host_direct_collectives.cpp).
+// each ran it. runOnHostChannel is what every such on-caller form shares (the
+// other collectives' are in host_channel_collectives.cpp).
 #include "algorithms/allreduce.h"
 #include "algorithms/host_channel/allreduce.h"
 #include "backend/contiguous_buffers.h"

@@ -1,5 +1,5 @@
 // The CPU collectives other than allreduce through the host channel from
-// the caller's thread, as allreduceOnHostChannel (host_direct.cpp) runs the
+// the caller's thread, as allreduceOnHostChannel (host_channel_allreduce.cpp) runs the
 // allreduce: all_gather_into_tensor, all_gather, reduce_scatter_tensor,
 // broadcast, barrier and all_to_all_single with equal splits. Each is
 // gated by runsOnCaller and the channel's rule for its bytes
