@@ -1,3 +1,4 @@
+// The host allreduce: which algorithm runs it (channel, selector, tuner) and the call into it
 #include "algorithms/allreduce.h"
 
 #include "algorithms/wire_dtype.h"

@@ -1,3 +1,4 @@
+// Reduce-scatter and allgather, chosen like the allreduce (scatter_gather.h)
 #include "algorithms/scatter_gather.h"
 
 #include <cstring>

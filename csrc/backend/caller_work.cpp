@@ -1,3 +1,4 @@
+// The Work of a collective that ran on the caller's thread (caller_work.h)
 #include "backend/caller_work.h"
 
 #include "core/observe/latency_probe.h"

@@ -1,3 +1,4 @@
+// The group's own device data path (csrc/cuda) behind a torch-side interface (device_path.h)
 #include "backend/device_path.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

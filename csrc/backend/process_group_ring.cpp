@@ -1,3 +1,4 @@
+// ProcessGroupRing's set-up, teardown and queueing; the ops are in ops/ (process_group_ring.h)
 #include "backend/process_group_ring.h"
 
 #include <algorithm>

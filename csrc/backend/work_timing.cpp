@@ -1,3 +1,4 @@
+// Work.get_duration() for every Work of the group (work_timing.h)
 #include "backend/work_timing.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

@@ -1,3 +1,4 @@
+// The device collectives of one process group and the path each takes (path_selection.h)
 #include "cuda/path_selection.h"
 
 #include <algorithm>

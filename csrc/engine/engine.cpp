@@ -1,3 +1,4 @@
+// The torch-free heart of a process group: queue, numbering, failure (engine.h)
 #include "engine/engine.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The group's flight recorder (op_trace.h)
 #include "engine/op_trace.h"
 
 #include <cctype>

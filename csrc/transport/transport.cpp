@@ -1,3 +1,4 @@
+// The Transport base class: sends, receives and bounded waits, failure reports (transport.h)
 #include "transport/transport.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Waiting for device work and the network at once (poll.h)
 #include "algorithms/device/poll.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Allgather through the group's host channel (allgather.h)
 #include "algorithms/host_channel/allgather.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Allreduce through the group's host channel (allreduce.h)
 #include "algorithms/host_channel/allreduce.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// All-to-all of equal blocks through the group's host channel (alltoall.h)
 #include "algorithms/host_channel/alltoall.h"
 
 #include <algorithm>

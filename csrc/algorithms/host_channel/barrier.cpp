@@ -1,3 +1,4 @@
+// Barrier through the group's host channel (barrier.h)
 #include "algorithms/host_channel/barrier.h"
 
 #include "algorithms/barrier.h"

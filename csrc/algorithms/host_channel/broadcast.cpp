@@ -1,3 +1,4 @@
+// Broadcast through the group's host channel (broadcast.h)
 #include "algorithms/host_channel/broadcast.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Gather and scatter of equal blocks through the group's host channel (gather.h)
 #include "algorithms/host_channel/gather.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Reduce to a root through the group's host channel (reduce.h)
 #include "algorithms/host_channel/reduce.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Reduce-scatter through the group's host channel (reduce_scatter.h)
 #include "algorithms/host_channel/reduce_scatter.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// What the host channel's collectives share: their rule and their turn (turn.h)
 #include "algorithms/host_channel/turn.h"
 
 #include "algorithms/host_channel/allreduce.h"

@@ -1,3 +1,4 @@
+// The RINGREDUCE_* settings: read, checked and described (config.h)
 #include "core/config/config.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// Predicted time of each host allreduce algorithm on a set of nodes (allreduce_cost.h)
 #include "core/plan/allreduce_cost.h"
 
 #include <algorithm>
