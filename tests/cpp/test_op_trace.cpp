@@ -1,3 +1,4 @@
+// The flight recorder: kept entries, on-caller entries, concurrent writers (engine/op_trace.h)
 #include <gtest/gtest.h>
 
 #include <atomic>
