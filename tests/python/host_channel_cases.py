@@ -4,7 +4,7 @@ each "direct"), against references computed locally, and a mismatch of two
 such collectives."""
 from datetime import timedelta
 
-DIRECT_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
+ON_CALLER_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
               "barrier", "all_to_all_single", "reduce", "gather", "scatter", "reduce_scatter"]
 
 
@@ -27,7 +27,7 @@ def _strided(torch, tensor):
     return view
 
 
-def every_op_direct(rank, world_size, init_method):
+def every_op_on_caller(rank, world_size, init_method):
     import json
 
     import torch

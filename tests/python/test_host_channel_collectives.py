@@ -8,7 +8,7 @@ a rank that queued one meets ranks that ran it directly; two different
 collectives under one number fail on both ranks, saying so."""
 import pytest
 
-from host_channel_cases import DIRECT_OPS, every_op_direct, mismatched_ops
+from host_channel_cases import ON_CALLER_OPS, every_op_on_caller, mismatched_ops
 from multiproc import run_world
 
 # A small buffer, so that a few thousand elements take several pieces.
@@ -17,12 +17,12 @@ SMALL_CHANNEL = {"RINGREDUCE_SHM_BYTES": "8192"}
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_every_collective_runs_past_the_queue_with_exact_results(world_size):
-    reports = run_world(world_size, every_op_direct, env=SMALL_CHANNEL, timeout=300)
+    reports = run_world(world_size, every_op_on_caller, env=SMALL_CHANNEL, timeout=300)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
         assert report["checked"] > 100
         direct = {op for op, is_direct in report["paths"] if is_direct}
-        assert set(DIRECT_OPS) <= direct, report["paths"]
+        assert set(ON_CALLER_OPS) <= direct, report["paths"]
 
 
 def test_two_collectives_under_one_number_fail_on_both_ranks():
