@@ -26,7 +26,7 @@ namespace ringreduce {
 // (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), `bytes`
 // fits kHostChannelMaxPieces buffers (beyond, cma and UCX move large
 // messages without the extra copies), and no setting asks for another
-// algorithm (RINGREDUCE_ALGORITHM other than auto or shared_memory, or the
+// algorithm (RINGREDUCE_ALGORITHM other than auto or shm, or the
 // payload-free benchmark mode). A function of what every rank holds alike,
 // so every rank answers the same for the same collective. The allreduce
 // has its own rule (hostChannelAllreduceApplies: its wire dtype too).
