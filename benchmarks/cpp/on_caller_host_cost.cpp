@@ -1,11 +1,11 @@
-// The host's side of one direct device-flags allreduce (issue 44): ns per
-// PathSelection::allreduceDirect on the fake device (tests/cpp/fake_device.h),
+// The host's side of one on-caller device-flags allreduce (issue 44): ns per
+// PathSelection::allreduceOnCaller on the fake device (tests/cpp/fake_device.h),
 // world 2 (ranks as threads), 1 KiB float32 SUM. The fake's kernels are
 // only counted here, not run, so what is timed is our code from the call to
 // the launch and back: the part a GPU run adds to the kernel. Not a test
 // (no figure is asserted); run it by hand:
-//   cmake --build build/cpp --target ringreduce_direct_path_bench
-//   build/cpp/ringreduce_direct_path_bench [ops]
+//   cmake --build build/cpp --target ringreduce_on_caller_bench
+//   build/cpp/ringreduce_on_caller_bench [ops]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,8 +16,8 @@
 #include "fake_device.h"
 
 using namespace ringreduce;
-using ringreduce::testing::DirectPathRank;
-using ringreduce::testing::kDirectCount;
+using ringreduce::testing::OnCallerRank;
+using ringreduce::testing::kOnCallerCount;
 
 int main(int argc, char** argv) {
   const int ops = argc > 1 ? std::max(100, std::atoi(argv[1])) : 20000;
@@ -28,9 +28,9 @@ int main(int argc, char** argv) {
   ringreduce::testing::runRanks(
       kWorld,
       [&](Transport& t, int rank) {
-        DirectPathRank self(t, rank, kWorld);
+        OnCallerRank self(t, rank, kWorld);
         ringreduce::testing::setFakeKernelsRun(false);
-        std::vector<float> data(kDirectCount, 1.f);
+        std::vector<float> data(kOnCallerCount, 1.f);
         auto once = [&] { self.allreduce(data.data(), data.data(), ReduceOp::Sum, 2); };
         for (int k = 0; k < 1000; ++k) once();  // warm
         std::vector<double>& times = perOp[rank];
@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
         ringreduce::testing::setFakeKernelsRun(true);
       },
       ringreduce::testing::smallSegments(), ringreduce::testing::TransportKind::Loopback);
-  std::printf("direct allreduce, fake device, world %d, %zu floats, %d ops per rank\n", kWorld,
-              kDirectCount, ops);
+  std::printf("on-caller allreduce, fake device, world %d, %zu floats, %d ops per rank\n", kWorld,
+              kOnCallerCount, ops);
   std::printf("(host only: our code from the call to the launch; one timer read per op adds "
               "its own ~20-40 ns to p50/p90)\n");
   for (int rank = 0; rank < kWorld; ++rank) {

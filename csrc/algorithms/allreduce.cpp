@@ -1,3 +1,4 @@
+// The host allreduce: which algorithm runs it (channel, selector, tuner) and the call into it
 #include "algorithms/allreduce.h"
 
 #include "algorithms/wire_dtype.h"
@@ -75,7 +76,7 @@ AllreduceAlgorithm AllreduceSelector::choose(const Comm& comm, const OpContext& 
   const AllreduceCostModel& costs = model(comm, op);
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
   // shm forced for a message the channel does not take: as auto.
-  if (forced != AllreduceAlgorithm::Auto && forced != AllreduceAlgorithm::SharedMemory) {
+  if (forced != AllreduceAlgorithm::Auto && forced != AllreduceAlgorithm::HostChannel) {
     return forced;
   }
   if (bytes >= kCrossMemoryFromBytes && peerProcesses(comm, op).usable) {
@@ -103,7 +104,7 @@ void runAllreduce(AllreduceAlgorithm algorithm, AllreduceSelector& selector, con
     case AllreduceAlgorithm::CrossMemory:
       trace(nameOf(algorithm), nullptr);
       return crossMemoryAllreduce(comm, op, args, selector.peerProcesses(comm, op));
-    case AllreduceAlgorithm::SharedMemory:
+    case AllreduceAlgorithm::HostChannel:
       // Never chosen here: hostAllreduce takes the channel first, and
       // choose() answers for what it does not take.
       break;
@@ -132,12 +133,12 @@ void hostAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& a
   }
   if (comm.size() == 1 || args.count == 0) return;  // AVG over one rank is the identity
   // First, and apart from the selector and the tuner (whose state is the
-  // executor's): a caller's thread runs it too (Engine::runDirect).
-  if (sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type))) {
+  // executor's): a caller's thread runs it too (Engine::runOnCaller).
+  if (hostChannelAllreduceApplies(comm, args.count * elementSize(args.type))) {
     RR_LOG(Trace, comm.rank(),
            op.describe() << " of " << args.count * elementSize(args.type) << " B: "
-                         << nameOf(AllreduceAlgorithm::SharedMemory));
-    return sharedMemoryAllreduce(comm, op, args);
+                         << nameOf(AllreduceAlgorithm::HostChannel));
+    return hostChannelAllreduce(comm, op, args);
   }
   noteCallerBuffer(comm, args.data, args.count * elementSize(args.type));
   std::optional<AllreduceSelector> oneNode;

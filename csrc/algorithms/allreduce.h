@@ -1,7 +1,7 @@
 // The host allreduce: chooses ring, halving/doubling, two-level, direct or
 // cma for each call and runs it. The choice is RINGREDUCE_ALGORITHM when
 // set; else cma from kCrossMemoryFromBytes where every rank can reach every
-// other's memory (algorithms/peer_processes.h), else the cost model's
+// other's memory (algorithms/cross_memory/peer_processes.h), else the cost model's
 // cheapest (core/plan/allreduce_cost.h) for the size, the nodes and the link
 // costs in the Config: a pure function of what every rank holds alike, so
 // all ranks choose the same without talking.

@@ -1,3 +1,4 @@
+// Dissemination barrier over the transport (barrier.h)
 #include "algorithms/barrier.h"
 
 #include "transport/tag.h"

@@ -1,3 +1,4 @@
+// Pipelined chain broadcast: segments passed down a chain from the root (chain_broadcast.h)
 #include "algorithms/chain_broadcast.h"
 
 #include <vector>

@@ -21,14 +21,14 @@ struct Comm {
   // knowledge of the nodes, as in a subgroup of a two-level allreduce.
   AllreduceSelector* selector = nullptr;
   // RINGREDUCE_AUTOTUNE: picks the settings of each host allreduce
-  // (algorithms/autotune.h); null: the config as it is.
+  // (algorithms/tuning/autotune.h); null: the config as it is.
   AllreduceTuner* tuner = nullptr;
   // The group's shared-memory channel between its ranks on one host
   // (transport/host/host_channel.h); null where the group spans hosts or
   // could not set one up.
   HostChannel* channel = nullptr;
   // The waiting thread's spin budget where it is not the transport's: a
-  // caller running a collective past the queue (Engine::runDirect) does not
+  // caller running a collective past the queue (Engine::runOnCaller) does not
   // drive the transport, so it waits with its own (HostChannel::callerSpin).
   SpinBudget* waitBudget = nullptr;
 

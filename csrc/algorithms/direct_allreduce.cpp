@@ -1,3 +1,4 @@
+// The direct allreduce: two rounds of messages between every pair of ranks (direct_allreduce.h)
 #include "algorithms/direct_allreduce.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Rabenseifner's allreduce: recursive halving, then recursive doubling (halving_doubling.h)
 #include "algorithms/halving_doubling.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// gloo's monitored barrier: rank 0 waits for every other rank in time (monitored_barrier.h)
 #include "algorithms/monitored_barrier.h"
 
 #include <algorithm>

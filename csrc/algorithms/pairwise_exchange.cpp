@@ -1,3 +1,4 @@
+// Gather, scatter and all-to-all by one message per pair of ranks (pairwise_exchange.h)
 #include "algorithms/pairwise_exchange.h"
 
 #include <cstring>

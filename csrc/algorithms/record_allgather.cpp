@@ -1,3 +1,4 @@
+// Every rank's small record to every rank in one hop (record_allgather.h)
 #include "algorithms/record_allgather.h"
 
 #include <cstring>

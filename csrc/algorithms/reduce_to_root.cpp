@@ -1,3 +1,4 @@
+// Reduce to one root, in the reduce-scatter form the selection picks (reduce_to_root.h)
 #include "algorithms/reduce_to_root.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// Pipelined ring allgather of equal-sized byte blocks (ring_allgather.h)
 #include "algorithms/ring_allgather.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// Pipelined ring reductions on a host buffer: reduce-scatter then allgather (ring_allreduce.h)
 #include "algorithms/ring_allreduce.h"
 
 #include "algorithms/wire_dtype.h"

@@ -1,3 +1,4 @@
+// Reduce-scatter and allgather, chosen like the allreduce (scatter_gather.h)
 #include "algorithms/scatter_gather.h"
 
 #include <cstring>
@@ -106,9 +107,9 @@ bool hostReduceScatterInto(const Comm& comm, const OpContext& op, const Reductio
   // One rank: a copy, no choice to make. Elsewhere the same on every rank:
   // all take this path, or all take the caller's.
   if (input.count > 0 && comm.size() > 1) {
-    // First: a caller's thread runs it too (Engine::runDirect).
-    if (sharedMemoryReduceScatterApplies(comm, bytes)) {
-      sharedMemoryReduceScatter(comm, op, input, output);
+    // First: a caller's thread runs it too (Engine::runOnCaller).
+    if (hostChannelReduceScatterApplies(comm, bytes)) {
+      hostChannelReduceScatter(comm, op, input, output);
       return true;
     }
     if (!scatterGatherIsDirect(comm, op, bytes)) return false;
@@ -129,8 +130,8 @@ bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const Re
   }
   const size_t bytes = input.count * elementSize(input.type);
   if (input.count > 0 && n > 1) {
-    if (sharedMemoryReduceScatterApplies(comm, bytes)) {
-      sharedMemoryReduceScatterBlocks(comm, op, input, blocks, output);
+    if (hostChannelReduceScatterApplies(comm, bytes)) {
+      hostChannelReduceScatterBlocks(comm, op, input, blocks, output);
       return true;
     }
     if (!scatterGatherIsDirect(comm, op, bytes)) return false;
@@ -145,9 +146,9 @@ bool hostReduceScatterBlocksInto(const Comm& comm, const OpContext& op, const Re
 void hostAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   const int n = comm.size();
   if (n == 1 || args.blockBytes == 0) return ringAllgather(comm, op, args);
-  // First: a caller's thread runs it too (Engine::runDirect).
-  if (sharedMemoryAllgatherApplies(comm, args.blockBytes)) {
-    return sharedMemoryAllgather(comm, op, args);
+  // First: a caller's thread runs it too (Engine::runOnCaller).
+  if (hostChannelAllgatherApplies(comm, args.blockBytes)) {
+    return hostChannelAllgather(comm, op, args);
   }
   std::optional<AllreduceSelector> oneNode;
   const size_t bytes = args.blockBytes * static_cast<size_t>(n);

@@ -1,3 +1,4 @@
+// Horovod's hierarchical allreduce, on nodes of any sizes (two_level_allreduce.h)
 #include "algorithms/two_level_allreduce.h"
 
 #include <string>

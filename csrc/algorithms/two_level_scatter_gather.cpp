@@ -1,3 +1,4 @@
+// Two-level reduce-scatter and allgather, for ranks that share nodes (two_level_scatter_gather.h)
 #include "algorithms/two_level_scatter_gather.h"
 
 #include <cstring>

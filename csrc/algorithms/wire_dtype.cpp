@@ -1,3 +1,4 @@
+// float32 SUM/AVG sent as 16-bit floats, RINGREDUCE_WIRE_DTYPE (wire_dtype.h)
 #include "algorithms/wire_dtype.h"
 
 #include <cstdint>

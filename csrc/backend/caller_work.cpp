@@ -1,3 +1,4 @@
+// The Work of a collective that ran on the caller's thread (caller_work.h)
 #include "backend/caller_work.h"
 
 #include "core/observe/latency_probe.h"
@@ -10,8 +11,8 @@
 
 namespace ringreduce {
 
-DirectWork::DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
-                       std::optional<c10::Stream> queuedOn, DirectTiming timing)
+CallerWork::CallerWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
+                       std::optional<c10::Stream> queuedOn, CallerTiming timing)
     : c10d::Work(rank, opType),
       seq_(seq),
       output_(std::move(output)),
@@ -20,21 +21,21 @@ DirectWork::DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor o
   completed_ = true;  // no one can see it yet: no lock, no notify
 }
 
-bool DirectWork::wait(std::chrono::milliseconds) {
+bool CallerWork::wait(std::chrono::milliseconds) {
   probe::mark(ProbePoint::WaitEntered);
   synchronize();
   probe::mark(ProbePoint::WaitReturned);
   return true;
 }
 
-void DirectWork::synchronize() {
+void CallerWork::synchronize() {
   if (!queuedOn_) return;
   const c10::Stream current =
       c10::impl::getDeviceGuardImpl(queuedOn_->device_type())->getStream(queuedOn_->device());
   streamWaitsFor(current, *queuedOn_);
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> DirectWork::getFuture() {
+c10::intrusive_ptr<c10::ivalue::Future> CallerWork::getFuture() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (future_) return future_;
   std::vector<c10::Device> devices;
@@ -49,13 +50,13 @@ c10::intrusive_ptr<c10::ivalue::Future> DirectWork::getFuture() {
   return future_;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> DirectWork::getFutureResult() {
+c10::intrusive_ptr<c10::ivalue::Future> CallerWork::getFutureResult() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!result_) result_ = completedResult(c10d::WorkResult::SUCCESS);
   return result_;
 }
 
-float DirectWork::getDuration() const {
+float CallerWork::getDuration() const {
   const WorkName who{opType_, seq_, rank_};
   if (output_.is_cuda()) {
     const DeviceSpan* span = timing_.device.get();

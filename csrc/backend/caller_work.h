@@ -5,8 +5,8 @@
 // same stream has nothing to wait for; from another stream it is one
 // stream wait through a reused event) and no Future until get_future()
 // asks for one (DDP's comm hooks do; a plain all_reduce does not).
-// Any direct path makes one through ProcessGroupRing::finishDirect, with
-// what its DirectTimer measured (work_timing.h): its duration is host time
+// Any on-caller path makes one through ProcessGroupRing::finishOnCaller, with
+// what its CallerTimer measured (work_timing.h): its duration is host time
 // on the host (timed while the group's timing is on), CUDA events on the
 // device; its get_future_result() is SUCCESS, since it exists only once
 // the collective went through.
@@ -22,13 +22,13 @@
 
 namespace ringreduce {
 
-class DirectWork : public c10d::Work {
+class CallerWork : public c10d::Work {
  public:
   // `queuedOn`: the CUDA stream the collective went on, or none (a host
   // collective, or one captured into a CUDA graph, whose order the graph
   // keeps).
-  DirectWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
-             std::optional<c10::Stream> queuedOn, DirectTiming timing);
+  CallerWork(int rank, c10d::OpType opType, uint64_t seq, at::Tensor output,
+             std::optional<c10::Stream> queuedOn, CallerTiming timing);
 
   bool isCompleted() override { return true; }
   bool isSuccess() const override { return true; }
@@ -46,7 +46,7 @@ class DirectWork : public c10d::Work {
   const uint64_t seq_;
   const at::Tensor output_;
   const std::optional<c10::Stream> queuedOn_;
-  const DirectTiming timing_;
+  const CallerTiming timing_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // made by getFuture(), under mutex_
   c10::intrusive_ptr<c10::ivalue::Future> result_;  // made by getFutureResult(), under mutex_
 };

@@ -1,3 +1,4 @@
+// ProcessGroup._register_on_completion_hook for ringreduce (completion_hooks.h)
 #include "backend/completion_hooks.h"
 
 #include <cstdio>

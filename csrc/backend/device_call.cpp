@@ -1,3 +1,4 @@
+// What makes a collective on CUDA tensors behave like ProcessGroupNCCL's (device_call.h)
 #include "backend/device_call.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

@@ -1,3 +1,4 @@
+// The group's own device data path (csrc/cuda) behind a torch-side interface (device_path.h)
 #include "backend/device_path.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -137,15 +138,15 @@ bool DevicePath::capturing(const c10::Stream& stream) {
   return cuda::streamCapturing(stream.native_handle());
 }
 
-bool DevicePath::flagsCheckIt(const Config& config, Direct kind, size_t bytes, int ranks,
+bool DevicePath::flagsCheckIt(const Config& config, OnCaller kind, size_t bytes, int ranks,
                               DataType type, ReduceOp op) {
   if (!config.cudaDeviceFlags) return false;
   switch (kind) {
-    case Direct::Allreduce:  // any size: in place beyond the buffers
+    case OnCaller::Allreduce:  // any size: in place beyond the buffers
       return cuda::kernelSupports(type, type, op);
-    case Direct::Allgather:
+    case OnCaller::Allgather:
       return bytes <= config.cudaBufferBytes;
-    case Direct::ReduceScatter:
+    case OnCaller::ReduceScatter:
       return bytes * static_cast<size_t>(ranks) <= config.cudaBufferBytes &&
              cuda::kernelSupports(type, type, op);
   }
@@ -294,42 +295,42 @@ DevicePathTaken DevicePath::broadcast(const at::Tensor& tensor, int root,
   return ran;
 }
 
-bool DevicePath::directApplies(Direct kind, size_t bytes, DataType type, ReduceOp op) const {
+bool DevicePath::onCallerApplies(OnCaller kind, size_t bytes, DataType type, ReduceOp op) const {
   const cuda::PathSelection& paths = *state_->paths;
   const cuda::SignalGroup* group = paths.signalGroup();
   if (group == nullptr) return false;
   switch (kind) {
-    case Direct::Allreduce:
+    case OnCaller::Allreduce:
       return bytes <= group->bufferBytes() && cuda::kernelSupports(type, type, op);
-    case Direct::Allgather:
+    case OnCaller::Allgather:
       return bytes <= group->bufferBytes();
-    case Direct::ReduceScatter:
+    case OnCaller::ReduceScatter:
       return bytes * static_cast<size_t>(group->size()) <= group->bufferBytes() &&
              cuda::kernelSupports(type, type, op);
   }
   return false;
 }
 
-DevicePathTaken DevicePath::allreduceDirect(const at::Tensor& tensor, DataType type, ReduceOp op,
-                                            const c10::Stream& stream, const Call& call) {
-  return state_->paths->allreduceDirect(tensor.data_ptr(), tensor.data_ptr(),
-                                        static_cast<size_t>(tensor.numel()), type, op,
-                                        stream.native_handle(), collectiveCall(call));
+DevicePathTaken DevicePath::allreduceOnCaller(const at::Tensor& tensor, DataType type, ReduceOp op,
+                                              const c10::Stream& stream, const Call& call) {
+  return state_->paths->allreduceOnCaller(tensor.data_ptr(), tensor.data_ptr(),
+                                          static_cast<size_t>(tensor.numel()), type, op,
+                                          stream.native_handle(), collectiveCall(call));
 }
 
-DevicePathTaken DevicePath::allgatherDirect(const at::Tensor& input, const at::Tensor& output,
-                                            const c10::Stream& stream, const Call& call) {
-  return state_->paths->allgatherDirect(input.data_ptr(), output.data_ptr(), input.nbytes(),
-                                        DataType::UInt8, stream.native_handle(),
-                                        collectiveCall(call));
+DevicePathTaken DevicePath::allgatherOnCaller(const at::Tensor& input, const at::Tensor& output,
+                                              const c10::Stream& stream, const Call& call) {
+  return state_->paths->allgatherOnCaller(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                          DataType::UInt8, stream.native_handle(),
+                                          collectiveCall(call));
 }
 
-DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor& input, const at::Tensor& output,
-                                                DataType type, ReduceOp op,
-                                                const c10::Stream& stream, const Call& call) {
-  return state_->paths->reduceScatterDirect(input.data_ptr(), output.data_ptr(),
-                                            static_cast<size_t>(output.numel()), type, op,
-                                            stream.native_handle(), collectiveCall(call));
+DevicePathTaken DevicePath::reduceScatterOnCaller(const at::Tensor& input, const at::Tensor& output,
+                                                  DataType type, ReduceOp op,
+                                                  const c10::Stream& stream, const Call& call) {
+  return state_->paths->reduceScatterOnCaller(input.data_ptr(), output.data_ptr(),
+                                              static_cast<size_t>(output.numel()), type, op,
+                                              stream.native_handle(), collectiveCall(call));
 }
 
 bool DevicePath::capturable(std::string* why) const { return state_->paths->capturable(why); }
@@ -376,7 +377,7 @@ c10::Stream DevicePath::ownStream(c10::Device device) { return poolStream(device
 
 bool DevicePath::capturing(const c10::Stream&) { return false; }
 
-bool DevicePath::flagsCheckIt(const Config&, Direct, size_t, int, DataType, ReduceOp) {
+bool DevicePath::flagsCheckIt(const Config&, OnCaller, size_t, int, DataType, ReduceOp) {
   return false;
 }
 
@@ -425,20 +426,20 @@ DevicePathTaken DevicePath::broadcast(const at::Tensor&, int, const c10::Stream&
   return DevicePathTaken::HostStaging;
 }
 
-bool DevicePath::directApplies(Direct, size_t, DataType, ReduceOp) const { return false; }
+bool DevicePath::onCallerApplies(OnCaller, size_t, DataType, ReduceOp) const { return false; }
 
-DevicePathTaken DevicePath::allreduceDirect(const at::Tensor&, DataType, ReduceOp,
-                                            const c10::Stream&, const Call&) {
+DevicePathTaken DevicePath::allreduceOnCaller(const at::Tensor&, DataType, ReduceOp,
+                                              const c10::Stream&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 
-DevicePathTaken DevicePath::allgatherDirect(const at::Tensor&, const at::Tensor&,
-                                            const c10::Stream&, const Call&) {
+DevicePathTaken DevicePath::allgatherOnCaller(const at::Tensor&, const at::Tensor&,
+                                              const c10::Stream&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 
-DevicePathTaken DevicePath::reduceScatterDirect(const at::Tensor&, const at::Tensor&, DataType,
-                                                ReduceOp, const c10::Stream&, const Call&) {
+DevicePathTaken DevicePath::reduceScatterOnCaller(const at::Tensor&, const at::Tensor&, DataType,
+                                                  ReduceOp, const c10::Stream&, const Call&) {
   return DevicePathTaken::HostStaging;
 }
 

@@ -100,21 +100,21 @@ class DevicePath {
   // The device-flags path with no host step (the caller's thread, the
   // group idle). The *Applies checks decide before anything is numbered;
   // the others then run it and say what ran.
-  enum class Direct { Allreduce, Allgather, ReduceScatter };
-  bool directApplies(Direct kind, size_t bytes, DataType type, ReduceOp op) const;
-  DevicePathTaken allreduceDirect(const at::Tensor& tensor, DataType type, ReduceOp op,
-                                  const c10::Stream& stream, const Call& call);
-  DevicePathTaken allgatherDirect(const at::Tensor& input, const at::Tensor& output,
-                                  const c10::Stream& stream, const Call& call);
-  DevicePathTaken reduceScatterDirect(const at::Tensor& input, const at::Tensor& output,
-                                      DataType type, ReduceOp op, const c10::Stream& stream,
-                                      const Call& call);
+  enum class OnCaller { Allreduce, Allgather, ReduceScatter };
+  bool onCallerApplies(OnCaller kind, size_t bytes, DataType type, ReduceOp op) const;
+  DevicePathTaken allreduceOnCaller(const at::Tensor& tensor, DataType type, ReduceOp op,
+                                    const c10::Stream& stream, const Call& call);
+  DevicePathTaken allgatherOnCaller(const at::Tensor& input, const at::Tensor& output,
+                                    const c10::Stream& stream, const Call& call);
+  DevicePathTaken reduceScatterOnCaller(const at::Tensor& input, const at::Tensor& output,
+                                        DataType type, ReduceOp op, const c10::Stream& stream,
+                                        const Call& call);
   // Whether the device-flags path runs this collective and checks it on
   // the device (its fingerprint in the flags), from the settings alone, so
   // every rank decides alike before anything is set up: then no host
-  // neighbour check goes with it, queued or direct. `bytes`: of the
+  // neighbour check goes with it, queued or on caller. `bytes`: of the
   // tensor (allreduce), of each rank's block (the others).
-  static bool flagsCheckIt(const Config& config, Direct kind, size_t bytes, int ranks,
+  static bool flagsCheckIt(const Config& config, OnCaller kind, size_t bytes, int ranks,
                            DataType type, ReduceOp op);
   // Whether a CUDA graph can capture this group's collectives, and why not.
   bool capturable(std::string* why) const;
@@ -122,7 +122,7 @@ class DevicePath {
   // up or why not): `python -m torch_ringreduce.info` under torchrun.
   std::string pathsDescription() const;
 
-  // The device ring's device side (algorithms/device_ring.h) with its work
+  // The device ring's device side (algorithms/device/ring.h) with its work
   // on `stream`, for a collective the paths answered DeviceRing; made on
   // first use. Null where the CUDA path is not compiled.
   DeviceSteps* ringSteps(const c10::Stream& stream);

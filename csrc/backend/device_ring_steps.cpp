@@ -1,3 +1,4 @@
+// The device ring's device side on CUDA (device_ring_steps.h)
 #include "backend/device_ring_steps.h"
 
 #ifdef RINGREDUCE_WITH_CUDA

@@ -1,4 +1,4 @@
-// The device ring's device side on CUDA (algorithms/device_ring.h):
+// The device ring's device side on CUDA (algorithms/device/ring.h):
 // staging slots of the group's own, reductions by the fused reduce-copy
 // kernel on the group's stream, and tickets the host schedule polls while
 // it drives the transport, never waiting for the whole device. A ticket is

@@ -1,3 +1,4 @@
+// The autotuner's device clock for the CUDA candidates across nodes (device_trial_clock.h)
 #include "backend/device_trial_clock.h"
 
 #ifdef RINGREDUCE_WITH_CUDA

@@ -1,3 +1,4 @@
+// Translation between torch's types and the torch-free core's (dtype_mapping.h)
 #include "backend/dtype_mapping.h"
 
 #include <c10/util/Exception.h>

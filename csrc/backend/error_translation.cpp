@@ -1,3 +1,4 @@
+// The core's exceptions as the c10 types torch raises in Python (error_translation.h)
 #include "backend/error_translation.h"
 
 #include <c10/util/Exception.h>

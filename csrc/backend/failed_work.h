@@ -1,5 +1,5 @@
 // The Work of an asynchronous collective that ran from the caller's thread
-// and failed (ProcessGroupRing::runOnHostDirect): as with a queued one, the
+// and failed (ProcessGroupRing::runOnHostChannel): as with a queued one, the
 // caller learns it from wait(), get_future() or exception(), not from the
 // call that issued it (Horovod's handles, for one, check their own records
 // before they wait, and name a mismatch from them).

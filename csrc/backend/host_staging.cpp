@@ -1,3 +1,4 @@
+// Collectives on CUDA tensors through pinned host copies (host_staging.h)
 #include "backend/host_staging.h"
 
 #include <c10/util/Exception.h>

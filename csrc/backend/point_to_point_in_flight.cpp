@@ -1,3 +1,4 @@
+// The sends and receives a group has in flight, for shrink_group (point_to_point_in_flight.h)
 #include "backend/point_to_point_in_flight.h"
 
 #include <algorithm>

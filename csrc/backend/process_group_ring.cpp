@@ -1,3 +1,4 @@
+// ProcessGroupRing's set-up, teardown and queueing; the ops are in ops/ (process_group_ring.h)
 #include "backend/process_group_ring.h"
 
 #include <algorithm>
@@ -124,7 +125,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   // share its host.
   if (size_ < 2 || transport.ranksOnThisHost() != size_) return nullptr;
   HostChannel::Options options;
-  options.bufferBytes = config_.sharedMemoryBytes;
+  options.bufferBytes = config_.hostChannelBytes;
   options.yields = config_.spinYields;
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;

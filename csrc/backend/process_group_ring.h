@@ -43,7 +43,7 @@ namespace ringreduce {
 
 class UcxTransport;
 
-// What the collective check (algorithms/collective_check.h) compares besides
+// What the collective check (algorithms/checks/collective_check.h) compares besides
 // the op type, the first output's dtype and the outputs' element count (when
 // numel is not given).
 struct CheckedArgs {
@@ -326,23 +326,23 @@ class ProcessGroupRing : public c10d::Backend {
                                                  const std::string& summary, DeviceBody body,
                                                  CheckedArgs checked = {},
                                                  bool onDevice = false);
-  // The device-flags path from the caller's thread (ops/device_direct.cpp):
+  // The device-flags path from the caller's thread (ops/device_on_caller.cpp):
   // when the group is idle and the path set up, the collective goes on the
   // caller's current stream at once and its Work completes at once, as
   // NCCL's does; null when it cannot (the caller then queues it). Under
   // CUDA graph capture it must run so, or raise saying why not.
   // `fields`: what the trace says of it (engine/op_fields.h); `launch`
   // is called, not kept (no allocation).
-  using DirectLaunch =
+  using CallerLaunch =
       FunctionRef<DevicePathTaken(DevicePath&, const c10::Stream&, const DevicePath::Call&)>;
-  c10::intrusive_ptr<c10d::Work> runDirectOnDevice(c10d::OpType type, const char* name,
+  c10::intrusive_ptr<c10d::Work> runDeviceOnCaller(c10d::OpType type, const char* name,
                                                    std::chrono::milliseconds timeout,
                                                    const at::Tensor& output,
                                                    const OpFields& fields,
                                                    const CollectiveFingerprint& fingerprint,
-                                                   DevicePath::Direct kind, size_t bytes,
+                                                   DevicePath::OnCaller kind, size_t bytes,
                                                    DataType dtype, ReduceOp op,
-                                                   DirectLaunch launch);
+                                                   CallerLaunch launch);
   // Raises when the caller's stream on `device` is being captured into a
   // CUDA graph: `name` cannot be (it would run outside the graph).
   void refuseCapture(const char* name, c10::Device device);
@@ -355,7 +355,7 @@ class ProcessGroupRing : public c10d::Backend {
   // a collective run directly).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const std::vector<at::Tensor>& outputs,
                                       const CheckedArgs& checked) const;
-  // The same for one output, with no vector to build (the direct paths).
+  // The same for one output, with no vector to build (the on-caller paths).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const at::Tensor& output,
                                       const CheckedArgs& checked) const;
   // A group of one (ops/group_of_one.cpp): the op completes on the caller's
@@ -371,11 +371,11 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
                                                 std::chrono::milliseconds timeout);
   // A CPU allreduce through the host channel from the caller's thread
-  // (ops/host_direct.cpp): done, with its Work or none (the caller has its
+  // (ops/host_channel_allreduce.cpp): done, with its Work or none (the caller has its
   // result); nothing when it does not apply or the engine has the op queue.
-  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostDirect(const at::Tensor& tensor,
-                                                                      const Reduction& red,
-                                                                      const CallOptions& call);
+  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostChannel(const at::Tensor& tensor,
+                                                                       const Reduction& red,
+                                                                       const CallOptions& call);
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);
@@ -390,65 +390,65 @@ class ProcessGroupRing : public c10d::Backend {
                                           const UcxTransport& transport,
                                           std::chrono::milliseconds timeout);
   // The other CPU collectives through the host channel from the caller's
-  // thread (ops/host_direct_collectives.cpp), under the same rule: done,
+  // thread (ops/host_channel_collectives.cpp), under the same rule: done,
   // with the Work to return (none: the caller has its result); nothing when
   // runsOnCaller says no or the engine has the op queue.
-  using HostDirectResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
-  HostDirectResult allgatherOnHostDirect(const at::Tensor& output, const at::Tensor& input,
+  using HostChannelResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
+  HostChannelResult allgatherOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                           const CallOptions& call);
+  HostChannelResult allgatherListOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                               const at::Tensor& input, const CallOptions& call);
+  HostChannelResult reduceScatterOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                               const Reduction& red, const CallOptions& call);
+  HostChannelResult broadcastOnHostChannel(const at::Tensor& tensor, int root,
+                                           const CallOptions& call);
+  HostChannelResult barrierOnHostChannel(const CallOptions& call);
+  HostChannelResult reduceScatterListOnHostChannel(const at::Tensor& output,
+                                                   const std::vector<at::Tensor>& inputs,
+                                                   const Reduction& red, const CallOptions& call);
+  HostChannelResult reduceOnHostChannel(const at::Tensor& tensor, const Reduction& red, int root,
+                                        const CallOptions& call);
+  HostChannelResult gatherOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                        const at::Tensor& input, int root, const CallOptions& call);
+  HostChannelResult scatterOnHostChannel(const at::Tensor& output,
+                                         const std::vector<at::Tensor>& inputs, int root,
                                          const CallOptions& call);
-  HostDirectResult allgatherListOnHostDirect(const std::vector<at::Tensor>& outputs,
-                                             const at::Tensor& input, const CallOptions& call);
-  HostDirectResult reduceScatterOnHostDirect(const at::Tensor& output, const at::Tensor& input,
-                                             const Reduction& red, const CallOptions& call);
-  HostDirectResult broadcastOnHostDirect(const at::Tensor& tensor, int root,
-                                         const CallOptions& call);
-  HostDirectResult barrierOnHostDirect(const CallOptions& call);
-  HostDirectResult reduceScatterListOnHostDirect(const at::Tensor& output,
-                                                 const std::vector<at::Tensor>& inputs,
-                                                 const Reduction& red, const CallOptions& call);
-  HostDirectResult reduceOnHostDirect(const at::Tensor& tensor, const Reduction& red, int root,
-                                      const CallOptions& call);
-  HostDirectResult gatherOnHostDirect(const std::vector<at::Tensor>& outputs,
-                                      const at::Tensor& input, int root, const CallOptions& call);
-  HostDirectResult scatterOnHostDirect(const at::Tensor& output,
-                                       const std::vector<at::Tensor>& inputs, int root,
-                                       const CallOptions& call);
   // all_to_all_single with equal splits (`even`: no split sizes given).
-  HostDirectResult alltoallOnHostDirect(const at::Tensor& output, const at::Tensor& input,
-                                        bool even, const CallOptions& call);
+  HostChannelResult alltoallOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                          bool even, const CallOptions& call);
   // Whether a collective other than allreduce that puts `bytes` into each
   // rank's channel buffers goes through the channel, whoever runs it (its
-  // algorithm's selector takes it first: sharedMemoryCollectiveApplies);
+  // algorithm's selector takes it first: hostChannelCollectiveApplies);
   // never one of no bytes, which keeps its queued form. Any thread.
   bool channelCarries(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();
   // The same for an all_to_all_single with split sizes, whose sizes differ
   // per rank: whether it starts on the channel (its first turn then tells
-  // whether it stays there: sharedMemoryUnevenAlltoall).
+  // whether it stays there: hostChannelUnevenAlltoall).
   bool channelStartsUnevenAlltoall();
-  // The one rule for every direct host form: whether a collective whose
+  // The one rule for every on-caller host form: whether a collective whose
   // algorithm takes the channel (`onChannel`, alike on every rank) and
   // puts `bytes` in each rank's buffers runs on the caller's thread past
   // the queue: where the caller waits at once (async_op=False), and where
   // it asks for a Work (async_op=True, the functional collectives and
   // their wait_tensor) of a message small enough that a thread hand-off
   // would cost more than the collective (RINGREDUCE_ASYNC_ON_CALLER_BYTES)
-  // and every peer is in the collective already (runOnHostDirect): it gets
+  // and every peer is in the collective already (runOnHostChannel): it gets
   // a completed Work back. A larger asynchronous one (DDP's buckets, FSDP's
   // gathers) stays queued, so the caller computes meanwhile.
   bool runsOnCaller(const CallOptions& call, size_t bytes, bool onChannel) const {
     return onChannel && (call.callerWaits || bytes <= config_.asyncOnCallerBytes);
   }
-  // What every direct host form shares: runs `body` (given the comm it
+  // What every on-caller host form shares: runs `body` (given the comm it
   // runs on: the caller's spin budget, no transport to drive) through
-  // Engine::runDirect, numbered, fingerprinted, traced and timed; raises as
+  // Engine::runOnCaller, numbered, fingerprinted, traced and timed; raises as
   // a queued op's Work would. Nothing when the engine has the op queue.
-  using HostDirectBody = FunctionRef<void(const Comm&, const OpContext&)>;
-  HostDirectResult runOnHostDirect(c10d::OpType type, const char* name, const CallOptions& call,
-                                   const CollectiveFingerprint& fingerprint,
-                                   const OpFields& fields, const at::Tensor& output,
-                                   HostDirectBody body);
+  using HostChannelBody = FunctionRef<void(const Comm&, const OpContext&)>;
+  HostChannelResult runOnHostChannel(c10d::OpType type, const char* name, const CallOptions& call,
+                                     const CollectiveFingerprint& fingerprint,
+                                     const OpFields& fields, const at::Tensor& output,
+                                     HostChannelBody body);
   // The group's host channel when every rank is on this host
   // (constructor); null otherwise, or when any rank could not set it up.
   std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,
@@ -462,15 +462,15 @@ class ProcessGroupRing : public c10d::Backend {
   // The completed Work of a collective run from the caller's thread, given
   // to the completion hooks if any are registered. `queuedOn`: the CUDA
   // stream it went on (none: a host op, or one captured into a graph).
-  // `timing`: what its DirectTimer measured (work_timing.h).
-  c10::intrusive_ptr<c10d::Work> finishDirect(c10d::OpType type, uint64_t seq,
-                                              const at::Tensor& output,
-                                              std::optional<c10::Stream> queuedOn,
-                                              const DirectTiming& timing);
-  // What finishDirect tells the completion hooks, for a direct collective
+  // `timing`: what its CallerTimer measured (work_timing.h).
+  c10::intrusive_ptr<c10d::Work> finishOnCaller(c10d::OpType type, uint64_t seq,
+                                                const at::Tensor& output,
+                                                std::optional<c10::Stream> queuedOn,
+                                                const CallerTiming& timing);
+  // What finishOnCaller tells the completion hooks, for an on-caller collective
   // that returns no Work.
-  void noteDirectCompleted(c10d::OpType type, uint64_t seq, const DirectTiming& timing);
-  // What the trace and the log say of a direct collective named by
+  void noteCompletedOnCaller(c10d::OpType type, uint64_t seq, const CallerTiming& timing);
+  // What the trace and the log say of an on-caller collective named by
   // `tensor`: its dtype, count and device, and the op's reduce op
   // (checkedReduceOp) and root, -1 where it has none.
   static OpFields fieldsOf(const at::Tensor& tensor, int reduceOp = -1, int root = -1);
@@ -487,8 +487,8 @@ class ProcessGroupRing : public c10d::Backend {
                                                        std::chrono::milliseconds timeout);
 
   // Shared bodies of the single and coalesced forms.
-  // Bodies shared by the queued and direct forms; `onChannel`: the
-  // channel's algorithm (channelCarries), else the direct exchange.
+  // Bodies shared by the queued and on-caller forms; `onChannel`: the
+  // channel's algorithm (channelCarries), else the pairwise exchange.
   void gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                   const std::vector<at::Tensor>& outputs, int root, bool onChannel);
   void scatterBody(const Comm& c, const OpContext& ctx, const at::Tensor& output,
@@ -499,7 +499,7 @@ class ProcessGroupRing : public c10d::Backend {
   // all_to_all_single's body through the channel (equal blocks).
   void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                      const at::Tensor& output);
-  // `on`: the comm to run on (a direct form's); null: comm().
+  // `on`: the comm to run on (an on-caller form's); null: comm().
   void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output,
                            const Comm* on = nullptr);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(const at::Tensor& tensor,
@@ -558,7 +558,7 @@ class ProcessGroupRing : public c10d::Backend {
   // (AllreduceTuner::cudaPaths), with RINGREDUCE_AUTOTUNE=1.
   std::unique_ptr<AllreduceTuner> cudaTuner_;
   std::unique_ptr<DevicePath> devicePath_;  // executor thread; made on the first CUDA collective
-  // devicePath_ for the caller's thread, once made (the direct path reads it).
+  // devicePath_ for the caller's thread, once made (the on-caller path reads it).
   std::atomic<DevicePath*> devicePathMade_{nullptr};
   std::mutex deviceMutex_;                  // guards the two below
   std::optional<c10::Device> groupDevice_;  // devicePath_'s device

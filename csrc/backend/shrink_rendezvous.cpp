@@ -1,3 +1,4 @@
+// Where the ranks that stay in a shrunk group meet (shrink_rendezvous.h)
 #include "backend/shrink_rendezvous.h"
 
 #include <c10/util/Exception.h>

@@ -1,3 +1,4 @@
+// torch's c10d::Store as the bootstrap's KeyValueStore (store_adapter.h)
 #include "backend/store_adapter.h"
 
 namespace ringreduce {

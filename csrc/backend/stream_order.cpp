@@ -1,3 +1,4 @@
+// One stream waits, on the device, for the work queued so far on another (stream_order.h)
 #include "backend/stream_order.h"
 
 #include <c10/core/Event.h>

@@ -1,3 +1,4 @@
+// Argument checks on the caller's thread before anything is queued (tensor_checks.h)
 #include "backend/tensor_checks.h"
 
 #include <ATen/MemoryOverlap.h>

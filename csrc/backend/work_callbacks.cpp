@@ -1,3 +1,4 @@
+// The backend's side of an engine operation (work_callbacks.h)
 #include "backend/work_callbacks.h"
 
 #include <c10/core/StreamGuard.h>

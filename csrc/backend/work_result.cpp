@@ -1,3 +1,4 @@
+// Work.get_future_result(): a Future of torch's WorkResult (work_result.h)
 #include "backend/work_result.h"
 
 #include "core/base/errors.h"

@@ -1,3 +1,4 @@
+// The c10d::Work of one queued ringreduce collective (work_ring.h)
 #include "backend/work_ring.h"
 
 #include "core/observe/latency_probe.h"

@@ -1,3 +1,4 @@
+// Work.get_duration() for every Work of the group (work_timing.h)
 #include "backend/work_timing.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -66,18 +67,18 @@ float hostMilliseconds(const WorkName& who, Clock::time_point start, Clock::time
   return std::chrono::duration<float, std::milli>(end - start).count();
 }
 
-DirectTimer::DirectTimer(bool timed, const at::Tensor& output, std::optional<c10::Stream> stream)
+CallerTimer::CallerTimer(bool timed, const at::Tensor& output, std::optional<c10::Stream> stream)
     : timed_(timed), onHost_(!output.is_cuda()), stream_(stream) {
   timing_.captured = !onHost_ && !stream_;
   if (timed_ && !onHost_ && stream_) timing_.device = std::make_shared<DeviceSpan>();
 }
 
-void DirectTimer::begin(const OpContext& op) {
+void CallerTimer::begin(const OpContext& op) {
   timing_.started = op.started();
   if (timing_.device) timing_.device->start.record(*stream_);
 }
 
-void DirectTimer::end() {
+void CallerTimer::end() {
   if (!timed_) return;
   if (timing_.device) {
     timing_.device->end.record(*stream_);

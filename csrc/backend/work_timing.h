@@ -6,7 +6,7 @@
 //     TORCH_NCCL_ENABLE_TIMING), read once the device has passed the end;
 //   - a host collective: host time from when it starts running (not when it
 //     was queued) to its completion. A collective run from the caller's
-//     thread (Engine::runDirect) takes its start from runDirect's one clock
+//     thread (Engine::runOnCaller) takes its start from runOnCaller's one clock
 //     read and reads the clock again at its end only while timing is on, so
 //     that the untimed hot path costs nothing more.
 // One rule for every path, ProcessGroupNCCL's: a Work has a duration iff the
@@ -64,34 +64,34 @@ float hostMilliseconds(const WorkName& who, Clock::time_point start, Clock::time
                        Untimed why);
 
 // What a collective run from the caller's thread knows of its duration.
-struct DirectTiming {
-  Clock::time_point started{};          // runDirect's clock read (OpContext::started)
+struct CallerTiming {
+  Clock::time_point started{};          // runOnCaller's clock read (OpContext::started)
   Clock::time_point finished{};         // host, while timed: after the work
   std::shared_ptr<DeviceSpan> device;   // CUDA, while timed: around the work
   bool captured = false;                // CUDA: captured into a graph, not timed
 };
 
-// Times a collective run from the caller's thread through Engine::runDirect,
-// any direct path alike: construct it before runDirect, call begin() and
+// Times a collective run from the caller's thread through Engine::runOnCaller,
+// any on-caller path alike: construct it before runOnCaller, call begin() and
 // end() inside the launch around the work, and hand timing() to
-// finishDirect. Untimed it costs a copy of runDirect's start time.
-class DirectTimer {
+// finishOnCaller. Untimed it costs a copy of runOnCaller's start time.
+class CallerTimer {
  public:
   // `timed`: the group's timing is on. `output`: the collective's tensor;
   // on CUDA, `stream` is the stream its work goes on (none: it is being
   // captured into a CUDA graph, and is not timed).
-  DirectTimer(bool timed, const at::Tensor& output,
+  CallerTimer(bool timed, const at::Tensor& output,
               std::optional<c10::Stream> stream = std::nullopt);
 
   void begin(const OpContext& op);
   void end();
-  const DirectTiming& timing() const { return timing_; }
+  const CallerTiming& timing() const { return timing_; }
 
  private:
   const bool timed_;
   const bool onHost_;
   const std::optional<c10::Stream> stream_;
-  DirectTiming timing_;
+  CallerTiming timing_;
 };
 
 }  // namespace ringreduce

@@ -1,3 +1,4 @@
+// Event queries made harmless to a CUDA graph another thread captures (capture_mode.h)
 #include "cuda/capture_mode.h"
 
 #include <cuda_runtime_api.h>

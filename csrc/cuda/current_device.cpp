@@ -1,3 +1,4 @@
+// The runtime calls that decide which device a thread uses (current_device.h)
 #include "cuda/current_device.h"
 
 #include <cuda.h>  // types of the driver entry points only

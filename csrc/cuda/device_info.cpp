@@ -1,3 +1,4 @@
+// What the CUDA runtime reports about this process's devices (device_info.h)
 #include "cuda/device_info.h"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// A CUDA stream of the group's own, not one of torch's pooled streams (own_stream.h)
 #include "cuda/own_stream.h"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// The device collectives of one process group and the path each takes (path_selection.h)
 #include "cuda/path_selection.h"
 
 #include <algorithm>
@@ -401,9 +402,9 @@ DevicePathTaken PathSelection::allreduceLarge(void* data, size_t count, DataType
   return DevicePathTaken::FlagsTwoShot;
 }
 
-DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, size_t count,
-                                               DataType type, ReduceOp op, void* stream,
-                                               const CollectiveCall& call) {
+DevicePathTaken PathSelection::allreduceOnCaller(const void* input, void* output, size_t count,
+                                                 DataType type, ReduceOp op, void* stream,
+                                                 const CollectiveCall& call) {
   if (!signal_ || !config_.cudaDeviceFlags ||
       count * elementSize(type) > signal_->bufferBytes() ||
       !kernelSupports(type, type, op)) {
@@ -412,9 +413,9 @@ DevicePathTaken PathSelection::allreduceDirect(const void* input, void* output, 
   return signal_->allreduce(input, output, count, type, op, signalCall(stream, call));
 }
 
-DevicePathTaken PathSelection::allgatherDirect(const void* input, void* output,
-                                               size_t countPerRank, DataType type, void* stream,
-                                               const CollectiveCall& call) {
+DevicePathTaken PathSelection::allgatherOnCaller(const void* input, void* output,
+                                                 size_t countPerRank, DataType type, void* stream,
+                                                 const CollectiveCall& call) {
   if (!signal_ || !config_.cudaDeviceFlags ||
       countPerRank * elementSize(type) > signal_->bufferBytes()) {
     return DevicePathTaken::HostStaging;
@@ -423,10 +424,10 @@ DevicePathTaken PathSelection::allgatherDirect(const void* input, void* output,
   return DevicePathTaken::Flags;
 }
 
-DevicePathTaken PathSelection::reduceScatterDirect(const void* input, void* output,
-                                                   size_t countPerRank, DataType type,
-                                                   ReduceOp op, void* stream,
-                                                   const CollectiveCall& call) {
+DevicePathTaken PathSelection::reduceScatterOnCaller(const void* input, void* output,
+                                                     size_t countPerRank, DataType type,
+                                                     ReduceOp op, void* stream,
+                                                     const CollectiveCall& call) {
   if (!signal_ || !config_.cudaDeviceFlags ||
       countPerRank * elementSize(type) * size_ > signal_->bufferBytes() ||
       !kernelSupports(type, type, op)) {
@@ -454,7 +455,7 @@ DevicePathTaken PathSelection::reduceScatter(const void* input, void* output,
                                              const CollectiveCall& call) {
   if (config_.cudaDeviceFlags && signalUsable(exchange)) {
     const DevicePathTaken ran =
-        reduceScatterDirect(input, output, countPerRank, type, op, stream, call);
+        reduceScatterOnCaller(input, output, countPerRank, type, op, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
   Request request(call);
@@ -475,7 +476,7 @@ DevicePathTaken PathSelection::allgather(const void* input, void* output, size_t
                                          const RecordExchange& exchange,
                                          const CollectiveCall& call) {
   if (config_.cudaDeviceFlags && signalUsable(exchange)) {
-    const DevicePathTaken ran = allgatherDirect(input, output, countPerRank, type, stream, call);
+    const DevicePathTaken ran = allgatherOnCaller(input, output, countPerRank, type, stream, call);
     if (ran != DevicePathTaken::HostStaging) return ran;
   }
   Request request(call);

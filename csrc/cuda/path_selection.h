@@ -10,11 +10,11 @@
 //                 everywhere (nccl/nccl_communicator.h)
 //   host staging  the caller stages through pinned host memory over UCX
 // Across nodes, where every rank's UCX moves CUDA memory, the device ring
-// comes before NCCL (DeviceRing: the caller runs algorithms/device_ring.h,
+// comes before NCCL (DeviceRing: the caller runs algorithms/device/ring.h,
 // which needs the transport). RINGREDUCE_CUDA_ALGO=flags asks for the
 // device-flags path instead
 // (signal/signal_group.h): ranks of one node synchronised on the device,
-// launched from the caller's thread (allreduceDirect) when nothing is
+// launched from the caller's thread (allreduceOnCaller) when nothing is
 // queued ahead, and capturable in CUDA graphs.
 // Every rank makes the same choice from the same facts (exchanged once, at
 // set-up), so no rank waits in a path the others did not take.
@@ -65,7 +65,7 @@ class PathSelection {
   // Across nodes under RINGREDUCE_CUDA_ALGO=auto, where both the device
   // ring and NCCL can run this allreduce (NCCL set up on the first ask, by
   // every rank in the same collective): what the autotuner chooses between
-  // (algorithms/autotune.h, AllreduceTuner::cudaPaths). The same answer on
+  // (algorithms/tuning/autotune.h, AllreduceTuner::cudaPaths). The same answer on
   // every rank.
   bool ringOrNccl(DataType type, ReduceOp op, const RecordExchange& exchange,
                   const CollectiveCall& call);
@@ -88,19 +88,19 @@ class PathSelection {
   // The device-flags path with no host step, for the caller's thread: runs
   // the collective when the path is set up and it fits the buffers, and
   // returns what ran; HostStaging (nothing ran) otherwise.
-  DevicePathTaken allreduceDirect(const void* input, void* output, size_t count, DataType type,
-                                  ReduceOp op, void* stream, const CollectiveCall& call);
-  DevicePathTaken allgatherDirect(const void* input, void* output, size_t countPerRank,
-                                  DataType type, void* stream, const CollectiveCall& call);
-  DevicePathTaken reduceScatterDirect(const void* input, void* output, size_t countPerRank,
-                                      DataType type, ReduceOp op, void* stream,
-                                      const CollectiveCall& call);
+  DevicePathTaken allreduceOnCaller(const void* input, void* output, size_t count, DataType type,
+                                    ReduceOp op, void* stream, const CollectiveCall& call);
+  DevicePathTaken allgatherOnCaller(const void* input, void* output, size_t countPerRank,
+                                    DataType type, void* stream, const CollectiveCall& call);
+  DevicePathTaken reduceScatterOnCaller(const void* input, void* output, size_t countPerRank,
+                                        DataType type, ReduceOp op, void* stream,
+                                        const CollectiveCall& call);
   // Whether the device-flags path is set up, and whether its collectives
   // can be captured in a CUDA graph (and if not, why).
   bool flagsReady() const { return signalGroup() != nullptr; }
   bool capturable(std::string* why) const;
   // The device-flags group, once set up (null before): any thread, since
-  // the caller's thread asks whether a collective may go direct while the
+  // the caller's thread asks whether a collective may run on the caller while the
   // executor may be setting it up.
   SignalGroup* signalGroup() const { return signalReady_.load(std::memory_order_acquire); }
 
@@ -127,7 +127,7 @@ class PathSelection {
   // What set-up found, for the log: "4 rank(s) on 1 node(s), 1 GPU(s)".
   const std::string& topology() const { return topology_; }
   // Which ranks share a node (from the host identities set-up exchanged):
-  // the device ring's two levels (algorithms/device_two_level.h).
+  // the device ring's two levels (algorithms/device/two_level.h).
   const Topology& nodes() const { return nodes_; }
   // How the device-flags path would synchronise, and why.
   CudaSync flagsSync() const { return sync_; }

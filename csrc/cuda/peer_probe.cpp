@@ -1,3 +1,4 @@
+// The set-up proof that every pair of ranks reaches the other's memory (peer_probe.h)
 #include "cuda/peer_probe.h"
 
 #include <cstdio>

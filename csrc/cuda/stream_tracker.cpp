@@ -1,3 +1,4 @@
+// The streams a group's device work ran on, for a bounded shutdown (stream_tracker.h)
 #include "cuda/stream_tracker.h"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// A file descriptor that the device makes readable (stream_wake.h)
 #include "cuda/stream_wake.h"
 
 #include <poll.h>

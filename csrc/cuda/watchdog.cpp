@@ -1,3 +1,4 @@
+// A watchdog over our device work, from a thread of its own (watchdog.h)
 #include "cuda/watchdog.h"
 
 #include "cuda/current_device.h"

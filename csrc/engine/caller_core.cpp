@@ -1,3 +1,4 @@
+// Keeping a group's worker thread on its caller's core (caller_core.h)
 #include "engine/caller_core.h"
 
 namespace ringreduce {

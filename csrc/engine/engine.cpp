@@ -1,3 +1,4 @@
+// The torch-free heart of a process group: queue, numbering, failure (engine.h)
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include "core/base/errors.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
-#include "transport/core_yield.h"
+#include "core/base/core_yield.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -108,7 +109,7 @@ void Engine::needChannel() {
   if (channelRequested_.load(std::memory_order_acquire)) return;  // every call but the first
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     if (channelRequested_.load(std::memory_order_relaxed) || !accepting_) return;
     // Queued like a collective, so it runs after what this rank queued
     // before: every rank opens the channel at the same place in its
@@ -159,7 +160,7 @@ uint64_t Engine::sequenceNumber() {
 bool Engine::shutdown(const std::function<void()>& beforeRelease) {
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);  // it runs on the channel and the transport shutdown releases
+    awaitOnCaller(lock);  // it runs on the channel and the transport shutdown releases
     if (!accepting_ || executor_ == nullptr) return false;
     accepting_ = false;  // submits are refused from here on
   }
@@ -189,7 +190,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
                                   const std::string& summary, Operation::Body body,
                                   const MakeCallbacks& makeCallbacks, bool neighbourCheck) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   refuseIfShutDown(name);
   if (checkCollectives_) {
     // The check runs first with the op's own sequence number and a neutral
@@ -225,10 +226,10 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   return seq;
 }
 
-bool Engine::canRunDirect() const {
+bool Engine::canRunOnCaller() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
   return accepting_ && executor_ != nullptr && !coalescing_ && !checkCollectives_ &&
-         !directActive_ && !unusable_ && !transport_->aborted() && !executor_->busy();
+         !onCallerActive_ && !unusable_ && !transport_->aborted() && !executor_->busy();
 }
 
 bool Engine::givenUp() const {
@@ -236,18 +237,18 @@ bool Engine::givenUp() const {
   return unusable_ || (transport_ != nullptr && transport_->aborted());
 }
 
-uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
-                           const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                           LaunchRef launch, bool onlyWherePeersWait) {
+uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout,
+                             const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                             LaunchRef launch, bool onlyWherePeersWait) {
   // The lock orders the number with the queue; it is not held while the
   // collective runs, so abort(), givenUp() and busy() from another thread
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
-  // start a collective meanwhile waits for this one instead (directActive_).
+  // start a collective meanwhile waits for this one instead (onCallerActive_).
   uint64_t seq = 0;
   bool arriving = false;  // an asynchronous caller whose peers are not all here yet
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     refuseIfShutDown(name);
     if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
         executor_->busy()) {
@@ -257,21 +258,21 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     seq = nextSeq_ + 1;
     arriving = onlyWherePeersWait && !channel_->peersAnnounced(seq);
     // Numbered only once it is sure to run here; until then no other
-    // thread numbers a collective either (directActive_), so the queued
+    // thread numbers a collective either (onCallerActive_), so the queued
     // form, if it comes to that, takes this same number.
     if (!arriving) nextSeq_ = seq;
-    directActive_ = true;
+    onCallerActive_ = true;
   }
-  struct EndDirect {  // however it ends, the next collective may start
+  struct EndOnCaller {  // however it ends, the next collective may start
     Engine& engine;
-    ~EndDirect() {
+    ~EndOnCaller() {
       {
         std::lock_guard<std::mutex> lock(engine.submitMutex_);
-        engine.directActive_ = false;
+        engine.onCallerActive_ = false;
       }
-      engine.directDone_.notify_all();
+      engine.onCallerDone_.notify_all();
     }
-  } endDirect{*this};
+  } endOnCaller{*this};
   const uint32_t word = fingerprintWord(fingerprint);
   announce(seq, word, fingerprint);
   if (arriving) {
@@ -296,7 +297,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   op.deadline = now + timeout;
   op.fingerprintWord = word;
   op.fingerprint = fingerprintByte(op.fingerprintWord);
-  probe::mark(ProbePoint::DirectStarted);
+  probe::mark(ProbePoint::OnCallerStarted);
   // The timeline (off by default) draws it with its phases, as a queued one.
   std::shared_ptr<TimelineOp> line;
   if (timeline_) {
@@ -304,7 +305,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
     op.phases = &line->phases;
   }
   const auto record = [&](const char* error) {
-    if (trace_.enabled()) trace_.direct(seq, name, fields, op.fingerprintWord, now, error);
+    if (trace_.enabled()) trace_.onCaller(seq, name, fields, op.fingerprintWord, now, error);
     if (line) timeline_->record(*line, Clock::now(), error ? error : "");
   };
   try {
@@ -317,7 +318,7 @@ uint64_t Engine::runDirect(const char* name, std::chrono::milliseconds timeout,
   }
   record(nullptr);
   if (channel_) channel_->finished(seq);
-  probe::mark(ProbePoint::DirectFinished);
+  probe::mark(ProbePoint::OnCallerFinished);
   return seq;
 }
 
@@ -332,8 +333,8 @@ bool Engine::awaitArrivals(uint64_t seq) {
   return true;
 }
 
-void Engine::awaitDirect(std::unique_lock<std::mutex>& lock) {
-  directDone_.wait(lock, [this] { return !directActive_; });
+void Engine::awaitOnCaller(std::unique_lock<std::mutex>& lock) {
+  onCallerDone_.wait(lock, [this] { return !onCallerActive_; });
 }
 
 // The ranks are out of step now: what markUnusable does for a queued
@@ -363,7 +364,7 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
                                     Runner runner, const std::string& summary, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   refuseIfShutDown(name);
   const uint64_t seq = ++nextP2PSeq_;
   RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
@@ -422,7 +423,7 @@ void Engine::abort(const std::string& reason) {
 
 bool Engine::busy() const {
   std::lock_guard<std::mutex> lock(submitMutex_);
-  return accepting_ && executor_ != nullptr && (directActive_ || executor_->busy());
+  return accepting_ && executor_ != nullptr && (onCallerActive_ || executor_->busy());
 }
 
 void Engine::waitForQueued() {
@@ -433,7 +434,7 @@ void Engine::waitForQueued() {
   std::shared_ptr<Executor> executor;
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
-    awaitDirect(lock);
+    awaitOnCaller(lock);
     if (!accepting_ || executor_ == nullptr) return;
     executor = executor_;
     executor->submit([ran] { ran->set_value(); });
@@ -615,7 +616,7 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
 
 void Engine::startCoalescing() {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   if (coalescing_) {
     throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
                 ": already coalescing (nested coalescing managers are not supported)");
@@ -625,7 +626,7 @@ void Engine::startCoalescing() {
 
 void Engine::endCoalescing(const Combine& combine) {
   std::unique_lock<std::mutex> lock(submitMutex_);
-  awaitDirect(lock);
+  awaitOnCaller(lock);
   if (!coalescing_) {
     throw Error("ringreduce: endCoalescing on rank " + std::to_string(rank_) +
                 " without startCoalescing");

@@ -78,7 +78,7 @@ class Engine {
   // the engine is shut down. `summary` is logged with the number.
   // `runner`: who is expected to run it (Executor::submit).
   // `neighbourCheck` false: the collective checks itself on the device (see
-  // Operation::neighbourCheck), as it does when run by runDirect.
+  // Operation::neighbourCheck), as it does when run by runOnCaller.
   uint64_t submitCollective(const char* name, std::chrono::milliseconds timeout,
                             Runner runner, const CollectiveFingerprint& fingerprint,
                             uint64_t seqCount,
@@ -119,11 +119,11 @@ class Engine {
   // after the call), within kArrivalWait of this rank announcing it; 0
   // otherwise, and the caller queues it under the number announced (a peer
   // that saw the announcement may be waiting for it already).
-  uint64_t runDirect(const char* name, std::chrono::milliseconds timeout,
-                     const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                     LaunchRef launch, bool onlyWherePeersWait = false);
-  // Whether runDirect would run now.
-  bool canRunDirect() const;
+  uint64_t runOnCaller(const char* name, std::chrono::milliseconds timeout,
+                       const CollectiveFingerprint& fingerprint, const OpFields& fields,
+                       LaunchRef launch, bool onlyWherePeersWait = false);
+  // Whether runOnCaller would run now.
+  bool canRunOnCaller() const;
   // Any thread: the group has failed or was aborted.
   bool givenUp() const;
 
@@ -155,9 +155,9 @@ class Engine {
     c.channel = channelView_.load(std::memory_order_relaxed);
     return c;
   }
-  // What a launch given to runDirect runs on: comm() with the caller's own
+  // What a launch given to runOnCaller runs on: comm() with the caller's own
   // spin budget (it does not drive the transport, and must not touch it).
-  Comm directComm() {
+  Comm callerComm() {
     Comm c = comm();
     if (c.channel != nullptr) c.waitBudget = &c.channel->callerSpin();
     return c;
@@ -224,7 +224,7 @@ class Engine {
   void refuseIfShutDown(const char* name) const;
   void markUnusable(const std::string& reason, bool traceWritten = false);
   void adoptChannel(std::unique_ptr<HostChannel> channel);
-  // runDirect's failure: the group unusable, the peers told, the trace written.
+  // runOnCaller's failure: the group unusable, the peers told, the trace written.
   void failFromCaller(const std::string& reason);
   // How long an asynchronous caller past the queue waits for its peers to
   // arrive at a collective before it queues it: about what the queued form
@@ -232,11 +232,11 @@ class Engine {
   // worker's alarm set and cleared: 20-25 us on the 2-core VMs measured in
   // benchmarks/RESULTS.md), so waiting longer than that cannot pay.
   static constexpr std::chrono::microseconds kArrivalWait{25};
-  // runDirect, after announcing collective `seq`: whether every peer has
+  // runOnCaller, after announcing collective `seq`: whether every peer has
   // announced it too within kArrivalWait (false also once aborted).
   bool awaitArrivals(uint64_t seq);
   // With submitMutex_ held: until no collective runs past the queue.
-  void awaitDirect(std::unique_lock<std::mutex>& lock);
+  void awaitOnCaller(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.
   void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint);
 
@@ -267,10 +267,10 @@ class Engine {
   bool accepting_ = true;    // false once shutdown() began
   bool coalescing_ = false;
   std::vector<Operation> coalesced_;
-  // A collective runs past the queue (runDirect), without holding the lock;
-  // what would start another one meanwhile waits on directDone_.
-  bool directActive_ = false;
-  std::condition_variable directDone_;
+  // A collective runs past the queue (runOnCaller), without holding the lock;
+  // what would start another one meanwhile waits on onCallerDone_.
+  bool onCallerActive_ = false;
+  std::condition_variable onCallerDone_;
 };
 
 }  // namespace ringreduce

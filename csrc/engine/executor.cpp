@@ -1,3 +1,4 @@
+// Who runs a group's operations: the worker thread or a waiting caller (executor.h)
 #include "engine/executor.h"
 
 #include <poll.h>

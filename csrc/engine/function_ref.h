@@ -1,6 +1,6 @@
 // A non-owning reference to a callable: an object pointer and a function
 // that calls it. Unlike std::function it never allocates or copies the
-// callable, so a lambda passed down a hot path (Engine::runDirect) costs
+// callable, so a lambda passed down a hot path (Engine::runOnCaller) costs
 // nothing. The callable must outlive the reference: pass it as an argument,
 // never store it.
 #pragma once

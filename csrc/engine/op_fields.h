@@ -1,5 +1,5 @@
-// What a direct collective is (dtype, element count, reduce op, root,
-// device), as plain fields: the hot path (Engine::runDirect) stores them in
+// What an on-caller collective is (dtype, element count, reduce op, root,
+// device), as plain fields: the hot path (Engine::runOnCaller) stores them in
 // the flight recorder as they are and renders them as text only when the
 // trace is read or an Info log line is written, so that a collective costs
 // no string. Torch-free: the backend fills it from its tensors.

@@ -1,3 +1,4 @@
+// The group's flight recorder (op_trace.h)
 #include "engine/op_trace.h"
 
 #include <cctype>
@@ -26,7 +27,7 @@ bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const ch
   e.id = id;
   e.seq = seq;
   e.pointToPoint = pointToPoint;
-  e.direct = false;
+  e.onCaller = false;
   e.fingerprint = fingerprint;
   e.name = name;
   e.summary.clear();
@@ -84,19 +85,19 @@ uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std:
   return id;
 }
 
-void OpTrace::direct(uint64_t seq, const char* name, const OpFields& fields,
-                     uint32_t fingerprint, Clock::time_point at, const char* error) {
-  writeDirect(seq, name, &fields, nullptr, fingerprint, at, error);
+void OpTrace::onCaller(uint64_t seq, const char* name, const OpFields& fields,
+                       uint32_t fingerprint, Clock::time_point at, const char* error) {
+  writeOnCaller(seq, name, &fields, nullptr, fingerprint, at, error);
 }
 
-void OpTrace::direct(uint64_t seq, const char* name, const std::string& summary,
-                     uint32_t fingerprint, Clock::time_point at, const char* error) {
-  writeDirect(seq, name, nullptr, &summary, fingerprint, at, error);
+void OpTrace::onCaller(uint64_t seq, const char* name, const std::string& summary,
+                       uint32_t fingerprint, Clock::time_point at, const char* error) {
+  writeOnCaller(seq, name, nullptr, &summary, fingerprint, at, error);
 }
 
-void OpTrace::writeDirect(uint64_t seq, const char* name, const OpFields* fields,
-                          const std::string* summary, uint32_t fingerprint,
-                          Clock::time_point at, const char* error) {
+void OpTrace::writeOnCaller(uint64_t seq, const char* name, const OpFields* fields,
+                            const std::string* summary, uint32_t fingerprint,
+                            Clock::time_point at, const char* error) {
   if (!enabled()) return;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
@@ -107,7 +108,7 @@ void OpTrace::writeDirect(uint64_t seq, const char* name, const OpFields* fields
   } else {
     e.summary = *summary;
   }
-  e.direct = true;
+  e.onCaller = true;
   e.queued = e.started = e.finished = at;
   e.state = error == nullptr ? TraceEntry::State::Completed : TraceEntry::State::Failed;
   if (error != nullptr) e.error = error;
@@ -159,7 +160,7 @@ std::string OpTrace::toJson(int rank, int size, const std::string& group,
   for (const TraceEntry& e : snapshot()) {
     json << (first ? "\n  " : ",\n  ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq
          << ", \"p2p\": " << (e.pointToPoint ? "true" : "false")
-         << ", \"direct\": " << (e.direct ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
+         << ", \"direct\": " << (e.onCaller ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
          << ", \"summary\": " << jsonQuoted(e.summary) << ", \"fingerprint\": " << e.fingerprint
          << ", \"state\": \""
          << traceStateName(e.state) << "\", \"queued_us\": " << micros(e.queued)

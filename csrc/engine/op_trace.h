@@ -6,7 +6,7 @@
 // demand; `python -m torch_ringreduce.trace DIR` reads every rank's file.
 //
 // Cost: a queued operation makes one short write per state change and
-// carries its summary string. A direct one (Engine::runDirect, the hot path)
+// carries its summary string. An on-caller one (Engine::runOnCaller, the hot path)
 // makes a single write once it was launched, with its plain fields
 // (engine/op_fields.h) and one time: no allocation, no clock read of its own.
 // Each write locks only its own slot of the ring (a flag, uncontended unless
@@ -31,14 +31,14 @@ struct TraceEntry {
   uint64_t id = 0;           // position in the group's history (1-based)
   uint64_t seq = 0;          // collective (or point-to-point) sequence number
   bool pointToPoint = false;
-  bool direct = false;       // run on the caller's thread (Engine::runDirect)
+  bool onCaller = false;     // run on the caller's thread (Engine::runOnCaller)
   // A collective's fingerprintWord, alike on every rank that calls the same
   // collective, whichever way each ran it and on whichever device: what the
   // trace reader compares across ranks. 0: none (send/recv).
   uint32_t fingerprint = 0;
   const char* name = "";     // op name: "allreduce"
   std::string summary;       // dtype, sizes, reduce op, root, peer; unless `fields`
-  std::optional<OpFields> fields;  // a direct op's, rendered only when read
+  std::optional<OpFields> fields;  // an on-caller op's, rendered only when read
   State state = State::Queued;
   Clock::time_point queued{}, started{}, finished{};
   std::string error;         // Failed: why
@@ -61,13 +61,13 @@ class OpTrace {
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);
 
-  // A direct collective, recorded once it was launched: completed at `at`
+  // An on-caller collective, recorded once it was launched: completed at `at`
   // (queued, started and finished alike), or failed with `error` if not
   // null. The second form is for callers that still describe it as text.
-  void direct(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
-              Clock::time_point at, const char* error = nullptr);
-  void direct(uint64_t seq, const char* name, const std::string& summary, uint32_t fingerprint,
-              Clock::time_point at, const char* error = nullptr);
+  void onCaller(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
+                Clock::time_point at, const char* error = nullptr);
+  void onCaller(uint64_t seq, const char* name, const std::string& summary, uint32_t fingerprint,
+                Clock::time_point at, const char* error = nullptr);
 
   // Oldest first; each entry's `summary` holds its text (describe()).
   std::vector<TraceEntry> snapshot() const;
@@ -86,10 +86,10 @@ class OpTrace {
   Slot& slotOf(uint64_t id) const { return slots_[id % capacity_]; }
   // A queued entry's state change (`error`: Failed's reason, else null).
   void mark(uint64_t id, TraceEntry::State state, const std::string* error);
-  // Both direct() forms: exactly one of `fields` and `summary` is set.
-  void writeDirect(uint64_t seq, const char* name, const OpFields* fields,
-                   const std::string* summary, uint32_t fingerprint, Clock::time_point at,
-                   const char* error);
+  // Both onCaller() forms: exactly one of `fields` and `summary` is set.
+  void writeOnCaller(uint64_t seq, const char* name, const OpFields* fields,
+                     const std::string* summary, uint32_t fingerprint, Clock::time_point at,
+                     const char* error);
 
   const size_t capacity_;
   const std::unique_ptr<Slot[]> slots_;

@@ -69,7 +69,7 @@ struct Operation {
   // Whether the engine posts the neighbour check around the body. Off for
   // collectives whose ranks meet on the device with the fingerprint in the
   // flags (cuda/signal/): one rank may run such a collective directly
-  // (Engine::runDirect, no host message) while its peer queues it.
+  // (Engine::runOnCaller, no host message) while its peer queues it.
   bool neighbourCheck = true;
   uint8_t fingerprint = 0;          // the 8 bits in every tag
   uint32_t fingerprintWord = 0;     // the hash they fold (OpContext::fingerprintWord)

@@ -1,3 +1,4 @@
+// ringreduce's Backend.Options for Python, as torch asks of device-bound groups (options_binding.h)
 #include "python/options_binding.h"
 
 #include <pybind11/chrono.h>

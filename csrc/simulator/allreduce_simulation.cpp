@@ -1,3 +1,4 @@
+// The real host allreduce on a simulated cluster, in virtual time (allreduce_simulation.h)
 #include "simulator/allreduce_simulation.h"
 
 #include <algorithm>

@@ -57,7 +57,7 @@ SimulatedAllreduce simulateCollective(const ClusterSpec& cluster, SimulatedColle
                                       AllreduceAlgorithm algorithm, size_t bytes,
                                       const Config& base = Config());
 
-// The cluster measured by link_probe.h (links and both ends' CPU per
+// The cluster measured by algorithms/tuning/link_probe.h (links and both ends' CPU per
 // message), for a simulation whose ranks share `cores` cores (0: a core
 // each), spin `spin` seconds before they sleep, and whose messages across
 // nodes are held `interHeldFor` at their sender (DelayedTransport's

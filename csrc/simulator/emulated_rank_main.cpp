@@ -3,7 +3,7 @@
 // network namespace of its "node"). It meets the others through a FileStore,
 // talks UCX (TCP over the namespaces' veth links), optionally adds one-way
 // delay between nodes (DelayedTransport: no netem here), measures its links
-// (algorithms/link_probe.h), checks every algorithm of every collective asked
+// (algorithms/tuning/link_probe.h), checks every algorithm of every collective asked
 // (allreduce, reduce_scatter, allgather) for exact results, times them, and
 // (rank 0) prints each measurement beside the virtual-time simulation of the
 // same schedule on the measured links: once with a core per rank (the model

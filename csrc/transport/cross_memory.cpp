@@ -1,3 +1,4 @@
+// Cross-memory attach: copies to and from another process on this host (cross_memory.h)
 #include "transport/cross_memory.h"
 
 #include <sys/uio.h>

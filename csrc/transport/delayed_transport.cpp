@@ -1,3 +1,4 @@
+// A Transport that adds one-way latency between nodes (delayed_transport.h)
 #include "transport/delayed_transport.h"
 
 #include <sys/timerfd.h>

@@ -1,3 +1,4 @@
+// A Transport over some of another transport's ranks (subgroup_transport.h)
 #include "transport/subgroup_transport.h"
 
 #include <algorithm>

@@ -31,7 +31,7 @@ constexpr uint32_t kMaxSlot = (1u << kTagSlotBits) - 1;
 // allreduce uses them all), so that an algorithm can add messages between
 // the same ranks in the same op above it: reduce_to_root's gather, the
 // two-level forms' hand-overs inside a node; the topology exchange and the
-// link probe take the very top (algorithms/allreduce.h, link_probe.h).
+// link probe take the very top (algorithms/allreduce.h, algorithms/tuning/link_probe.h).
 constexpr uint32_t kRingPhaseSlots = (kMaxSlot + 1) / 2;
 
 inline uint64_t makeTag(int sourceRank, uint64_t seq, uint32_t slot) {

@@ -1,3 +1,4 @@
+// The Transport base class: sends, receives and bounded waits, failure reports (transport.h)
 #include "transport/transport.h"
 
 #include <algorithm>
@@ -181,7 +182,7 @@ bool Transport::waitUntilDeadline(Request& request, const OpContext& op) {
   // reducing to do first, and ranks yielding to each other meanwhile only
   // evict each other's data from the caches (4 MiB at world 4 on 2 cores
   // took 1.4-2.7x as long with yielding spins).
-  // And none while yielding costs whole time slices (transport/core_yield.h).
+  // And none while yielding costs whole time slices (core/base/core_yield.h).
   const bool noSpin =
       config_.spinYields && (request.bytes > kYieldSpinMaxBytes || !yieldingPays());
   SpinBudget& spin = *activeSpin_;

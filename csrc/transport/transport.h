@@ -136,7 +136,7 @@ class Transport {
   void throwIfSenderLeft(Request& request, const OpContext& op);
   // Whether sends and receives may name CUDA device memory (a UCX built
   // with CUDA transports); host memory only otherwise. The device ring
-  // (algorithms/device_ring.h) needs it on every rank.
+  // (algorithms/device/ring.h) needs it on every rank.
   virtual bool carriesDeviceMemory() const { return false; }
 
   // One pass of progress; returns the number of events handled.
@@ -179,7 +179,7 @@ class Transport {
   // Cancels and releases a posted request.
   virtual void cancel(void* handle) = 0;
 
-  // Collectives that wait long announce themselves here (progress_board.h).
+  // Collectives that wait long announce themselves here (transport/rendezvous/progress_board.h).
   void setProgressBoard(std::unique_ptr<ProgressBoard> board) { board_ = std::move(board); }
   // Implementations call this first in their destructor, while cancel() works.
   void abandonAll() { abandonWhere(true, 0); }

@@ -1,3 +1,4 @@
+// The replaced global operator new that counts each thread's allocations (allocation_counter.h)
 #include "allocation_counter.h"
 
 #include <cstddef>

@@ -23,12 +23,12 @@ inline std::unique_ptr<Engine> loopbackEngine(const std::shared_ptr<LoopbackFabr
                                   [](const CollectiveFingerprint&) { return std::string("op"); });
 }
 
-// Waits (up to 10 s) until runDirect would run now. A collective's outcome
+// Waits (up to 10 s) until runOnCaller would run now. A collective's outcome
 // is delivered from inside its task, so the executor may still count it as
 // running for a moment after outcome() or waitForQueued() returned.
 inline bool becomesIdle(const Engine& engine) {
   const auto limit = Clock::now() + std::chrono::seconds(10);
-  while (!engine.canRunDirect()) {
+  while (!engine.canRunOnCaller()) {
     if (Clock::now() >= limit) return false;
     std::this_thread::yield();
   }

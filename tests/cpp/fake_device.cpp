@@ -1,3 +1,4 @@
+// The host stand-in for the CUDA primitives the IPC protocol uses (fake_device.h)
 #include "fake_device.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The fake device's current device and primary contexts per thread (fake_device_context.h)
 #include "fake_device_context.h"
 
 #include <mutex>

@@ -1,6 +1,6 @@
 // Cross-memory attach (transport/cross_memory.h), the probe that decides
-// whether a group may use it (algorithms/peer_processes.h) and the allreduce
-// built on it (algorithms/cross_memory_allreduce.h). The loopback's ranks
+// whether a group may use it (algorithms/cross_memory/peer_processes.h) and the allreduce
+// built on it (algorithms/cross_memory/allreduce.h). The loopback's ranks
 // are threads of one process: they reach each other through the same system
 // calls as separate processes, on their own pid.
 #include <gtest/gtest.h>

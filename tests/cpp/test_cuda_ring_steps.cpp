@@ -102,7 +102,7 @@ TEST(CudaRingSteps, WithoutStreamMemoryOperationsEventsAreRecordedAgain) {
   }
 }
 
-// A waiter whose spin is over sleeps on the steps' wake fd (device_poll.h):
+// A waiter whose spin is over sleeps on the steps' wake fd (algorithms/device/poll.h):
 // the steps queue a host function behind the stream's work only when asked
 // (a spin that finds its ticket done costs none), one per range of
 // tickets: a second sleep on a ticket already covered queues nothing. The

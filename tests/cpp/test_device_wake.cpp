@@ -1,5 +1,5 @@
 // A device-ring ticket that is not done when the wait's spin is over
-// (algorithms/device_poll.h): the waiter sleeps on the transport's event fd
+// (algorithms/device/poll.h): the waiter sleeps on the transport's event fd
 // together with the steps' wake fd (DeviceSteps::wakeFd), which the device
 // makes readable when it gets there. Here the device is the fake of
 // fake_device_steps.h holding the ticket's work back until it is released,

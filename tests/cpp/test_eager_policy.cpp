@@ -120,7 +120,7 @@ const std::vector<size_t> kSizes = {1, 8 * 1024, 64 * 1024 - 1, 64 * 1024, 64 * 
 }  // namespace
 
 // Below, at and above the limit, and everything by rendezvous (the default).
-TEST(EagerPolicy, SharedMemoryMessagesAcrossTheLimitArriveIntact) {
+TEST(EagerPolicy, HostChannelMessagesAcrossTheLimitArriveIntact) {
   ScopedEnv tls("UCX_TLS", "sm,self");
   for (const size_t limit : {size_t{64 * 1024}, size_t{0}}) {
     exchangeSizes(kSizes, false, limit);

@@ -1,5 +1,5 @@
 // The engine's share of a small device collective's cost (issue 44):
-// Engine::runDirect with plain fields and a non-owning launch must make no
+// Engine::runOnCaller with plain fields and a non-owning launch must make no
 // heap allocation on the calling thread once warm, whether the flight
 // recorder is on or off, while still numbering every op and recording each
 // one, with its fields, in the trace. A change that puts a string, a
@@ -66,7 +66,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// Per rank of two (threads over the loopback transport): kWarmUp direct
+// Per rank of two (threads over the loopback transport): kWarmUp on-caller
 // allreduces, then kOps counted ones.
 struct RankRun {
   uint64_t allocations = 0;
@@ -77,8 +77,8 @@ struct RankRun {
   std::string json;
 };
 
-RankRun runDirectOps(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
-                     size_t traceEntries) {
+RankRun runOnCallerOps(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
+                       size_t traceEntries) {
   RankRun run;
   auto engine = engineFor(fabric, rank, traceEntries);
   EXPECT_TRUE(becomesIdle(*engine));
@@ -94,13 +94,13 @@ RankRun runDirectOps(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
     run.launchedBytes[i] = op.fingerprint;
   };
   for (i = -kWarmUp; i < 0;) {
-    engine->runDirect("allreduce", std::chrono::seconds(20), fp, fields, launch);
+    engine->runOnCaller("allreduce", std::chrono::seconds(20), fp, fields, launch);
     ++i;
   }
   {
     AllocationScope scope;
     for (i = 0; i < kOps; ++i) {
-      run.seqs[i] = engine->runDirect("allreduce", std::chrono::seconds(20), fp, fields, launch);
+      run.seqs[i] = engine->runOnCaller("allreduce", std::chrono::seconds(20), fp, fields, launch);
     }
     run.allocations = scope.count();
   }
@@ -112,12 +112,12 @@ RankRun runDirectOps(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
 void expectAllocationFreeAndNumbered(size_t traceEntries) {
   auto fabric = std::make_shared<LoopbackFabric>(2);
   std::array<RankRun, 2> runs;
-  eachRank(2, [&](int rank) { runs[rank] = runDirectOps(fabric, rank, traceEntries); });
+  eachRank(2, [&](int rank) { runs[rank] = runOnCallerOps(fabric, rank, traceEntries); });
   const uint32_t word = fingerprintWord(allreduceFingerprint());
   for (int rank = 0; rank < 2; ++rank) {
     const RankRun& run = runs[rank];
     EXPECT_EQ(run.allocations, 0u) << "rank " << rank << ": heap allocations in " << kOps
-                                   << " direct collectives";
+                                   << " on-caller collectives";
     for (int i = 0; i < kOps; ++i) {
       const uint64_t expected = kWarmUp + i + 1;  // one per op, every rank alike
       EXPECT_EQ(run.seqs[i], expected) << "rank " << rank << " op " << i;
@@ -130,25 +130,25 @@ void expectAllocationFreeAndNumbered(size_t traceEntries) {
   }
 }
 
-TEST(EngineHotPath, DirectCollectivesAllocateNothingWithTheTraceOn) {
+TEST(EngineHotPath, OnCallerCollectivesAllocateNothingWithTheTraceOn) {
   expectAllocationFreeAndNumbered(2000);
 }
 
-TEST(EngineHotPath, DirectCollectivesAllocateNothingWithTheTraceOff) {
+TEST(EngineHotPath, OnCallerCollectivesAllocateNothingWithTheTraceOff) {
   expectAllocationFreeAndNumbered(0);
 }
 
 // Once the ring of entries has wrapped (entries reused, their strings'
 // capacity kept), it still allocates nothing.
-TEST(EngineHotPath, DirectCollectivesAllocateNothingOnceTheTraceWrapped) {
+TEST(EngineHotPath, OnCallerCollectivesAllocateNothingOnceTheTraceWrapped) {
   expectAllocationFreeAndNumbered(4);
 }
 
-// One entry per direct op, completed, with its fields rendered as text.
+// One entry per on-caller op, completed, with its fields rendered as text.
 TEST(EngineHotPath, TheTraceHoldsOneEntryPerDirectOpWithItsFields) {
   auto fabric = std::make_shared<LoopbackFabric>(2);
   std::array<RankRun, 2> runs;
-  eachRank(2, [&](int rank) { runs[rank] = runDirectOps(fabric, rank, 2000); });
+  eachRank(2, [&](int rank) { runs[rank] = runOnCallerOps(fabric, rank, 2000); });
   for (int rank = 0; rank < 2; ++rank) {
     const std::string& json = runs[rank].json;
     const std::string summary =
@@ -180,13 +180,13 @@ TEST(EngineHotPath, AFailedLaunchIsRecordedAndRethrown) {
   fields.count = 8;
   fields.root = 1;
   fields.device = 0;
-  EXPECT_THROW(engine->runDirect("broadcast", std::chrono::seconds(1), {}, fields,
-                                 [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
+  EXPECT_THROW(engine->runOnCaller("broadcast", std::chrono::seconds(1), {}, fields,
+                                   [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
                InvalidArgument);
-  EXPECT_TRUE(engine->canRunDirect());
+  EXPECT_TRUE(engine->canRunOnCaller());
   EXPECT_EQ(engine->sequenceNumber(), 1u);
-  EXPECT_THROW(engine->runDirect("broadcast", std::chrono::seconds(1), {}, fields,
-                                 [](const OpContext&) { throw Error("kernel launch failed"); }),
+  EXPECT_THROW(engine->runOnCaller("broadcast", std::chrono::seconds(1), {}, fields,
+                                   [](const OpContext&) { throw Error("kernel launch failed"); }),
                Error);
   EXPECT_TRUE(engine->givenUp());
   EXPECT_EQ(engine->sequenceNumber(), 2u);
@@ -209,8 +209,8 @@ TEST(EngineHotPath, TheTraceReadsTheFieldsAsItsSummary) {
   fields.count = 4;
   fields.reduceOp = static_cast<int>(ReduceOp::Sum);
   fields.device = 0;
-  EXPECT_EQ(engine->runDirect("allreduce", std::chrono::seconds(1), allreduceFingerprint(),
-                              fields, [&](const OpContext& op) { seenWord = op.fingerprintWord; }),
+  EXPECT_EQ(engine->runOnCaller("allreduce", std::chrono::seconds(1), allreduceFingerprint(),
+                                fields, [&](const OpContext& op) { seenWord = op.fingerprintWord; }),
             1u);
   EXPECT_EQ(seenWord, fingerprintWord(allreduceFingerprint()));
   const std::string json = engine->traceJson("test");

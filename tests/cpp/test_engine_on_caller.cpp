@@ -1,7 +1,7 @@
-// Engine::runDirect (a collective run on the caller's thread, past the
+// Engine::runOnCaller (a collective run on the caller's thread, past the
 // queue: the device-flags path's launches) and Engine::closingExchange (the
 // device paths' cross-rank close at shutdown), on the loopback transport.
-// What must hold: a direct collective runs only when nothing is queued or
+// What must hold: an on-caller collective runs only when nothing is queued or
 // running, nothing is coalescing and the group is usable; it takes the next
 // sequence number, as a queued one would, so ranks that ran it different
 // ways still agree; a launch error other than bad arguments leaves the
@@ -70,7 +70,7 @@ std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
 // Rank 0 runs collective 2 directly, rank 1 queues it (without the
 // neighbour check, which rank 0 sends none for): both number it 2, and the
 // queued collective 3 that follows meets its peer's 3.
-TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
+TEST(EngineOnCaller, AnOnCallerCollectiveIsNumberedAsAQueuedOne) {
   auto fabric = std::make_shared<LoopbackFabric>(2);
   eachRank(2, [&](int rank) {
     auto engine = engineFor(fabric, rank);
@@ -86,8 +86,8 @@ TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
     if (rank == 0) {
       ASSERT_TRUE(becomesIdle(*engine));
       uint64_t seen = 0;
-      const uint64_t seq = engine->runDirect("direct", std::chrono::seconds(20), {}, OpFields{},
-                                             [&](const OpContext& op) { seen = op.seq; });
+      const uint64_t seq = engine->runOnCaller("direct", std::chrono::seconds(20), {}, OpFields{},
+                                               [&](const OpContext& op) { seen = op.seq; });
       EXPECT_EQ(seq, 2u);
       EXPECT_EQ(seen, 2u);
     } else {
@@ -102,7 +102,7 @@ TEST(EngineDirect, ADirectCollectiveIsNumberedAsAQueuedOne) {
 }
 
 // Nothing runs past a collective that is queued or running.
-TEST(EngineDirect, NothingRunsPastQueuedWork) {
+TEST(EngineOnCaller, NothingRunsPastQueuedWork) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
   std::promise<void> release;
@@ -119,33 +119,33 @@ TEST(EngineDirect, NothingRunsPastQueuedWork) {
   while (!running && Clock::now() < limit) std::this_thread::yield();
   if (!running) release.set_value();  // let the engine's teardown end at once
   ASSERT_TRUE(running) << "the queued collective did not start within 10 s";
-  EXPECT_FALSE(engine->canRunDirect());
+  EXPECT_FALSE(engine->canRunOnCaller());
   bool ran = false;
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
-                              [&](const OpContext&) { ran = true; }),
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                [&](const OpContext&) { ran = true; }),
             0u);
   EXPECT_FALSE(ran);
   release.set_value();
   EXPECT_EQ(blocked->outcome(), "");
   engine->waitForQueued();
   EXPECT_TRUE(becomesIdle(*engine));
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
-                              [&](const OpContext&) { ran = true; }),
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                [&](const OpContext&) { ran = true; }),
             2u);
   EXPECT_TRUE(ran);
 }
 
-// A direct collective's duration starts at runDirect's one clock read
+// An on-caller collective's duration starts at runOnCaller's one clock read
 // (backend/work_timing.h reads OpContext::started(), no clock of its own):
 // its deadline must be counted from the moment the op began.
-TEST(EngineDirect, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {
+TEST(EngineOnCaller, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
   Clock::time_point started{};
   Clock::time_point launched{};
   const Clock::time_point before = Clock::now();
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(7), {}, OpFields{},
-                              [&](const OpContext& op) {
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(7), {}, OpFields{},
+                                [&](const OpContext& op) {
                                 started = op.started();
                                 launched = Clock::now();
                                 EXPECT_EQ(op.deadline - op.timeout, started);
@@ -155,33 +155,33 @@ TEST(EngineDirect, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {
   EXPECT_LE(started, launched);
 }
 
-TEST(EngineDirect, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
+TEST(EngineOnCaller, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
   engine->startCoalescing();
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
             0u);
   engine->endCoalescing([](const auto&) { return std::make_shared<RecordingCallbacks>(); });
   auto checked = engineFor(std::make_shared<LoopbackFabric>(1), 0, true);
-  EXPECT_FALSE(checked->canRunDirect());
+  EXPECT_FALSE(checked->canRunOnCaller());
 }
 
 // Bad arguments leave the group usable; anything else (a failed launch)
 // leaves it out of step with its peers, so it refuses what follows.
-TEST(EngineDirect, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {
+TEST(EngineOnCaller, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
-  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
-                                 [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
+  EXPECT_THROW(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                   [](const OpContext&) { throw InvalidArgument("bad dtype"); }),
                InvalidArgument);
-  EXPECT_TRUE(engine->canRunDirect());
+  EXPECT_TRUE(engine->canRunOnCaller());
   EXPECT_FALSE(engine->givenUp());
-  EXPECT_THROW(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{},
-                                 [](const OpContext&) { throw Error("kernel launch failed"); }),
+  EXPECT_THROW(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                   [](const OpContext&) { throw Error("kernel launch failed"); }),
                Error);
   EXPECT_TRUE(engine->givenUp());
-  EXPECT_FALSE(engine->canRunDirect());
-  EXPECT_EQ(engine->runDirect("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
+  EXPECT_FALSE(engine->canRunOnCaller());
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
             0u);
   const std::string refused = queue(*engine, [](const OpContext&) {})->outcome();
   EXPECT_NE(refused.find("kernel launch failed"), std::string::npos) << refused;
@@ -189,7 +189,7 @@ TEST(EngineDirect, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {
 
 // The device paths' close: every rank, after its executor stopped, meets
 // the others through the transport before the transport goes.
-TEST(EngineDirect, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
+TEST(EngineOnCaller, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
   auto fabric = std::make_shared<LoopbackFabric>(3);
   eachRank(3, [&](int rank) {
     auto engine = engineFor(fabric, rank);

@@ -1,3 +1,4 @@
+// The Executor: issue order, pollers, callers running their own tasks, the worker's grace
 #include <gtest/gtest.h>
 
 #include <dirent.h>

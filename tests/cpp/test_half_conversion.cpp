@@ -1,3 +1,4 @@
+// float16 / bfloat16 <-> float32 conversions against every value (core/math/half_conversion.h)
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // The host channel (transport/host/host_channel.h) and the allreduce over it
-// (algorithms/shared_memory_allreduce.h): ranks as threads of this process
+// (algorithms/host_channel/allreduce.h): ranks as threads of this process
 // (each with its own mapping, doorbell and process fds), and, for a death, a
 // forked process.
 #include <gtest/gtest.h>
@@ -111,9 +111,9 @@ struct ChannelRank {
     Comm comm{transport, config, workspace};
     comm.channel = &channel;
     comm.waitBudget = &channel.callerSpin();
-    ASSERT_TRUE(sharedMemoryAllreduceApplies(comm, args.count * elementSize(args.type)));
+    ASSERT_TRUE(hostChannelAllreduceApplies(comm, args.count * elementSize(args.type)));
     announce(channel, op);
-    sharedMemoryAllreduce(comm, op, args);
+    hostChannelAllreduce(comm, op, args);
   }
 };
 

@@ -1,5 +1,5 @@
 // The collectives over the host channel other than the allreduce
-// (algorithms/shared_memory_*.h): results at world 2, 3 and 4, messages
+// (algorithms/host_channel/*.h): results at world 2, 3 and 4, messages
 // larger than a buffer (pieces), the same bits on every rank, several
 // collectives in a row sharing the buffers, a mismatch between two
 // collectives, a timeout and a departure (a death ends the same wait,
@@ -52,7 +52,7 @@ HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us) {
 }
 
 // n ranks on one host: a channel each, opened together, and what each
-// rank's collectives run on (as Engine::directComm gives them).
+// rank's collectives run on (as Engine::callerComm gives them).
 class Ranks {
  public:
   explicit Ranks(int n, std::chrono::microseconds spin = 100us)
@@ -135,7 +135,7 @@ const size_t kSizes[] = {1, 100, kBufferBytes, 3 * kBufferBytes + 17};
 
 // The flat form (one output, block r at r * block) and the blocks form
 // (a buffer per rank, as torch's list of tensors), each also in place.
-TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
+TEST(HostChannelCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -159,12 +159,12 @@ TEST(SharedMemoryCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize)
               in = blocks[r];
             }
             const Comm comm = ranks.comm(r);
-            ASSERT_TRUE(sharedMemoryAllgatherApplies(comm, block));
+            ASSERT_TRUE(hostChannelAllgatherApplies(comm, block));
             const OpContext op = ranks.enter(r, "allgather", seq, 1);
             if (separate) {
-              sharedMemoryAllgatherBlocks(comm, op, in, blocks, block);
+              hostChannelAllgatherBlocks(comm, op, in, blocks, block);
             } else {
-              sharedMemoryAllgather(comm, op, {in, flat.data(), block});
+              hostChannelAllgather(comm, op, {in, flat.data(), block});
             }
             for (int q = 0; q < n; ++q) {
               const std::vector<uint8_t> expected = bytesOf(q, block, seq);
@@ -198,7 +198,7 @@ float sumInRankOrder(int n, size_t count, uint64_t k, size_t i) {
   return sum;
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrder) {
+TEST(HostChannelCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrder) {
   for (int n : {2, 3, 4}) {
     // Uneven chunks, and chunks of several pieces (a slot is a buffer / n).
     for (size_t count : {size_t{7}, size_t{1001}, 3 * kBufferBytes / sizeof(float) + 5}) {
@@ -232,7 +232,7 @@ TEST(SharedMemoryCollectives, ReduceScatterGivesEachRankItsChunkSummedInRankOrde
   }
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
+TEST(HostChannelCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
   const int n = 3;
   const size_t perRank = kBufferBytes / sizeof(int32_t) + 3;  // several pieces
   Ranks ranks(n);
@@ -253,7 +253,7 @@ TEST(SharedMemoryCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, ReduceScatterAveragesOnce) {
+TEST(HostChannelCollectives, ReduceScatterAveragesOnce) {
   const int n = 4;
   const size_t count = 4 * 300;
   Ranks ranks(n);
@@ -272,7 +272,7 @@ TEST(SharedMemoryCollectives, ReduceScatterAveragesOnce) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
+TEST(HostChannelCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -282,7 +282,7 @@ TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
           ++seq;
           std::vector<uint8_t> data = bytesOf(r, bytes, seq);
           const Comm comm = ranks.comm(r);
-          ASSERT_TRUE(sharedMemoryBroadcastApplies(comm, bytes));
+          ASSERT_TRUE(hostChannelBroadcastApplies(comm, bytes));
           hostBroadcast(comm, ranks.enter(r, "broadcast", seq, 5), {data.data(), bytes, root});
           ASSERT_EQ(data, bytesOf(root, bytes, seq))
               << "world " << n << ", root " << root << ", " << bytes << " B";
@@ -293,7 +293,7 @@ TEST(SharedMemoryCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
   }
 }
 
-TEST(SharedMemoryCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
+TEST(HostChannelCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
   const int n = 3;
   Ranks ranks(n);
   std::atomic<int> arrived{0};
@@ -312,7 +312,7 @@ TEST(SharedMemoryCollectives, NoRankLeavesABarrierBeforeTheLastArrives) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
+TEST(HostChannelCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -321,8 +321,8 @@ TEST(SharedMemoryCollectives, AlltoallDeliversBlockJOfRankQToRankJ) {
         ++seq;
         const std::vector<uint8_t> input = bytesOf(r, block * n, seq);
         std::vector<uint8_t> output(block * n, 0);
-        sharedMemoryAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
-                             {input.data(), output.data(), block});
+        hostChannelAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+                            {input.data(), output.data(), block});
         for (int q = 0; q < n; ++q) {
           const std::vector<uint8_t> theirs = bytesOf(q, block * n, seq);
           ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
@@ -352,13 +352,13 @@ BlockLayout layoutOf(const std::vector<size_t>& sizes) {
   return layout;
 }
 
-TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank) {
+TEST(HostChannelCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       uint64_t seq = 0;
       // 1 and 100 B: one turn; 700: several; 3000: more than
-      // kSharedMemoryMaxPieces turns for the largest block (declined).
+      // kHostChannelMaxPieces turns for the largest block (declined).
       for (size_t scale : {size_t{1}, size_t{100}, size_t{700}, size_t{3000}}) {
         ++seq;
         std::vector<size_t> sends, recvs;
@@ -371,7 +371,7 @@ TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRan
           input.insert(input.end(), block.begin(), block.end());
         }
         std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
-        const bool done = sharedMemoryUnevenAlltoall(
+        const bool done = hostChannelUnevenAlltoall(
             ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
             {input.data(), send, output.data(), recv});
         size_t largest = 0;
@@ -379,7 +379,7 @@ TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRan
           for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
         }
         const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
-        ASSERT_EQ(done, (largest + slot - 1) / slot <= kSharedMemoryMaxPieces)
+        ASSERT_EQ(done, (largest + slot - 1) / slot <= kHostChannelMaxPieces)
             << "world " << n << ", scale " << scale;
         for (int q = 0; done && q < n; ++q) {
           ASSERT_EQ(0, std::memcmp(output.data() + recv.offsets[q],
@@ -392,7 +392,7 @@ TEST(SharedMemoryCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRan
   }
 }
 
-TEST(SharedMemoryCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
+TEST(HostChannelCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
   Ranks ranks(2);
   const auto errors = ranks.run([&](int r) {
     // Rank 1 sends 30 bytes to rank 0, which expects 20.
@@ -401,8 +401,8 @@ TEST(SharedMemoryCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
     const BlockLayout recv = layoutOf(r == 0 ? std::vector<size_t>{10, 20}
                                              : std::vector<size_t>{10, 10});
     std::vector<uint8_t> input(40, 1), output(40);
-    sharedMemoryUnevenAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", 1, 7),
-                               {input.data(), send, output.data(), recv});
+    hostChannelUnevenAlltoall(ranks.comm(r), ranks.enter(r, "alltoall", 1, 7),
+                              {input.data(), send, output.data(), recv});
   });
   EXPECT_NE(errors[0].find("rank 1 sends 30 bytes to this rank, whose output split sizes "
                            "expect 20"),
@@ -411,7 +411,7 @@ TEST(SharedMemoryCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
   EXPECT_EQ(errors[1], "");
 }
 
-TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
+TEST(HostChannelCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
   for (int n : {2, 3, 4}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
@@ -421,8 +421,8 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
           const bool atRoot = r == root;
           const std::vector<uint8_t> mine = bytesOf(r, block, ++seq);
           std::vector<uint8_t> gathered(atRoot ? block * n : 0);
-          sharedMemoryGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
-                             {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
+          hostChannelGather(ranks.comm(r), ranks.enter(r, "gather", seq, 8),
+                            {mine.data(), atRoot ? gathered.data() : nullptr, block, root});
           for (int q = 0; atRoot && q < n; ++q) {
             ASSERT_EQ(0, std::memcmp(gathered.data() + static_cast<size_t>(q) * block,
                                      bytesOf(q, block, seq).data(), block))
@@ -430,8 +430,8 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
           }
           const std::vector<uint8_t> blocks = bytesOf(root, block * n, ++seq);
           std::vector<uint8_t> got(block, 0);
-          sharedMemoryScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
-                              {atRoot ? blocks.data() : nullptr, got.data(), block, root});
+          hostChannelScatter(ranks.comm(r), ranks.enter(r, "scatter", seq, 9),
+                             {atRoot ? blocks.data() : nullptr, got.data(), block, root});
           ASSERT_EQ(0, std::memcmp(got.data(), blocks.data() + static_cast<size_t>(r) * block,
                                    block))
               << "scatter, world " << n << ", root " << root << ", block " << block;
@@ -442,15 +442,15 @@ TEST(SharedMemoryCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
   }
 }
 
-TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
+TEST(HostChannelCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
   for (int n : {2, 3, 4}) {
     const size_t count = 2 * kBufferBytes / sizeof(float) + 3;  // pieces
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       for (int root : {0, n - 1}) {
         std::vector<float> data = randomFloats(r, count, 2);
-        sharedMemoryReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
-                           {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
+        hostChannelReduce(ranks.comm(r), ranks.enter(r, "reduce", root + 1, 10),
+                          {data.data(), count, DataType::Float32, ReduceOp::Sum}, root);
         if (r != root) {
           ASSERT_EQ(data, randomFloats(r, count, 2)) << "rank " << r << "'s input changed";
           continue;
@@ -468,7 +468,7 @@ TEST(SharedMemoryCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAs
 
 // Every collective in turn, with ranks arriving in changing orders: the
 // buffers alternate across collectives of different kinds and piece counts.
-TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
+TEST(HostChannelCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
   const int n = 3;
   Ranks ranks(n);
   const auto errors = ranks.run([&](int r) {
@@ -483,7 +483,7 @@ TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
       maybeLate();
       std::vector<uint8_t> gathered(bytes * n);
       const std::vector<uint8_t> mine = bytesOf(r, bytes, ++seq);
-      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", seq, 1), {mine.data(), gathered.data(), bytes});
+      hostChannelAllgather(comm, ranks.enter(r, "allgather", seq, 1), {mine.data(), gathered.data(), bytes});
       for (int q = 0; q < n; ++q) {
         ASSERT_EQ(0, std::memcmp(gathered.data() + q * bytes, bytesOf(q, bytes, seq).data(), bytes));
       }
@@ -509,13 +509,13 @@ TEST(SharedMemoryCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
   expectNoErrors(errors);
 }
 
-TEST(SharedMemoryCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
+TEST(HostChannelCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
   Ranks ranks(2);
   const auto errors = ranks.run([&](int r) {
     std::vector<uint8_t> data(64, 1), gathered(128);
     const Comm comm = ranks.comm(r);
     if (r == 0) {
-      sharedMemoryAllgather(comm, ranks.enter(r, "allgather", 1, 11), {data.data(), gathered.data(), 64});
+      hostChannelAllgather(comm, ranks.enter(r, "allgather", 1, 11), {data.data(), gathered.data(), 64});
     } else {
       hostBroadcast(comm, ranks.enter(r, "broadcast", 1, 22), {data.data(), 64, 0});
     }
@@ -530,7 +530,7 @@ TEST(SharedMemoryCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
       << errors[1];
 }
 
-TEST(SharedMemoryCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
+TEST(HostChannelCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
   Ranks ranks(3, 0us);
   const auto errors = ranks.run([&](int r) {
     if (r == 2) return;  // never comes to the barrier
@@ -544,7 +544,7 @@ TEST(SharedMemoryCollectives, ABarrierTimeoutNamesTheRankNotSeen) {
   }
 }
 
-TEST(SharedMemoryCollectives, AReduceScatterEndsWhenAPeerLeaves) {
+TEST(HostChannelCollectives, AReduceScatterEndsWhenAPeerLeaves) {
   Ranks ranks(2, 0us);
   const auto errors = ranks.run([&](int r) {
     if (r == 1) {
@@ -561,23 +561,23 @@ TEST(SharedMemoryCollectives, AReduceScatterEndsWhenAPeerLeaves) {
       << errors[0];
 }
 
-TEST(SharedMemoryCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) {
+TEST(HostChannelCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) {
   Ranks ranks(2);
   Comm comm = ranks.comm(0);
-  const size_t most = kBufferBytes * kSharedMemoryMaxPieces;
-  EXPECT_TRUE(sharedMemoryAllgatherApplies(comm, most));
-  EXPECT_FALSE(sharedMemoryAllgatherApplies(comm, most + 1));
-  EXPECT_FALSE(sharedMemoryReduceScatterApplies(comm, most + 1));
-  EXPECT_FALSE(sharedMemoryBroadcastApplies(comm, most + 1));
-  EXPECT_TRUE(sharedMemoryBarrierApplies(comm));
+  const size_t most = kBufferBytes * kHostChannelMaxPieces;
+  EXPECT_TRUE(hostChannelAllgatherApplies(comm, most));
+  EXPECT_FALSE(hostChannelAllgatherApplies(comm, most + 1));
+  EXPECT_FALSE(hostChannelReduceScatterApplies(comm, most + 1));
+  EXPECT_FALSE(hostChannelBroadcastApplies(comm, most + 1));
+  EXPECT_TRUE(hostChannelBarrierApplies(comm));
   Config ring;
   ring.allreduceAlgorithm = AllreduceAlgorithm::Ring;  // RINGREDUCE_ALGORITHM=ring
   Comm forced{comm.transport, ring, comm.workspace};
   forced.channel = comm.channel;
-  EXPECT_FALSE(sharedMemoryAllgatherApplies(forced, 64));
-  EXPECT_FALSE(sharedMemoryBarrierApplies(forced));
+  EXPECT_FALSE(hostChannelAllgatherApplies(forced, 64));
+  EXPECT_FALSE(hostChannelBarrierApplies(forced));
   Comm without{comm.transport, comm.config, comm.workspace};  // no channel
-  EXPECT_FALSE(sharedMemoryBroadcastApplies(without, 64));
+  EXPECT_FALSE(hostChannelBroadcastApplies(without, 64));
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// The host reduction loops: every operator and type, NaN and overflow as torch has them
 #include <gtest/gtest.h>
 
 #include <cmath>

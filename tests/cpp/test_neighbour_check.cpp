@@ -1,3 +1,4 @@
+// The always-on collective check sees every mismatch (algorithms/checks/neighbour_check.h)
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// What one direct collective of the device-flags path costs the caller's
+// What one on-caller collective of the device-flags path costs the caller's
 // thread once the group is set up (issue 44): the calls into the CUDA layer,
 // counted by the fake device (fake_call_counts.h), and the heap allocations,
 // counted by this binary's operator new (allocation_counter.h). On one GPU
@@ -20,9 +20,9 @@
 using namespace ringreduce;
 using namespace ringreduce::cuda;
 using ringreduce::testing::AllocationScope;
-using ringreduce::testing::DirectPathRank;
+using ringreduce::testing::OnCallerRank;
 using ringreduce::testing::FakeCallCounts;
-using ringreduce::testing::kDirectCount;
+using ringreduce::testing::kOnCallerCount;
 using ringreduce::testing::runRanks;
 using ringreduce::testing::takeFakeCallCounts;
 
@@ -79,48 +79,48 @@ std::vector<float> inputOf(int rank, size_t count) {
   return v;
 }
 
-class DirectCallCounts : public ::testing::TestWithParam<int> {
+class OnCallerCallCounts : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { ringreduce::testing::resetFakeDevices(GetParam()); }
 };
 
 // In place and out of place, SUM: each steady-state allreduce is one launch.
-TEST_P(DirectCallCounts, AnAllreduceIsOneKernelLaunch) {
+TEST_P(OnCallerCallCounts, AnAllreduceIsOneKernelLaunch) {
   const int n = GetParam();
   runRanks(n, [n](Transport& t, int rank) {
-    DirectPathRank self(t, rank, n);
-    std::vector<float> data = inputOf(rank, kDirectCount), out(kDirectCount);
+    OnCallerRank self(t, rank, n);
+    std::vector<float> data = inputOf(rank, kOnCallerCount), out(kOnCallerCount);
     const std::vector<float> input = data;
     auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Sum, 3); };
     auto inPlace = [&] { return self.allreduce(data.data(), data.data(), ReduceOp::Sum, 4); };
-    copying();  // warm: the first direct collective notes the caller's stream
+    copying();  // warm: the first on-caller collective notes the caller's stream
     for (int k = 0; k < kSteadyOps; ++k) {
       const Cost copied = costOf(copying);
       EXPECT_EQ(copied.ran, DevicePathTaken::FlagsOneShot);
       expectOneLaunch(copied, "an out-of-place allreduce");
-      for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
+      for (size_t i = 0; i < kOnCallerCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
       data = input;
       expectOneLaunch(costOf(inPlace), "an in-place allreduce");
-      for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(data[i], sumOf(n, i)) << i;
+      for (size_t i = 0; i < kOnCallerCount; ++i) ASSERT_EQ(data[i], sumOf(n, i)) << i;
     }
   });
 }
 
-TEST_P(DirectCallCounts, AnAllgatherAndAReduceScatterAreOneKernelLaunchEach) {
+TEST_P(OnCallerCallCounts, AnAllgatherAndAReduceScatterAreOneKernelLaunchEach) {
   const int n = GetParam();
   runRanks(n, [n](Transport& t, int rank) {
-    DirectPathRank self(t, rank, n);
-    const size_t per = kDirectCount / static_cast<size_t>(n);
+    OnCallerRank self(t, rank, n);
+    const size_t per = kOnCallerCount / static_cast<size_t>(n);
     const std::vector<float> mine = inputOf(rank, per), whole = inputOf(rank, per * n);
     std::vector<float> gathered(per * n), block(per);
     auto allgather = [&] {
-      return self.paths().allgatherDirect(mine.data(), gathered.data(), per, DataType::Float32,
-                                          DirectPathRank::stream(), DirectPathRank::call(5));
+      return self.paths().allgatherOnCaller(mine.data(), gathered.data(), per, DataType::Float32,
+                                            OnCallerRank::stream(), OnCallerRank::call(5));
     };
     auto reduceScatter = [&] {
-      return self.paths().reduceScatterDirect(whole.data(), block.data(), per,
-                                              DataType::Float32, ReduceOp::Sum,
-                                              DirectPathRank::stream(), DirectPathRank::call(6));
+      return self.paths().reduceScatterOnCaller(whole.data(), block.data(), per,
+                                                DataType::Float32, ReduceOp::Sum,
+                                                OnCallerRank::stream(), OnCallerRank::call(6));
     };
     allgather();  // warm
     for (int k = 0; k < kSteadyOps; ++k) {
@@ -143,12 +143,12 @@ TEST_P(DirectCallCounts, AnAllgatherAndAReduceScatterAreOneKernelLaunchEach) {
 // mark for the watchdog's deadline, recorded again from a pool rather than
 // created per collective; still no device switch, no host sync and no
 // allocation.
-TEST_P(DirectCallCounts, UnderStreamMemOpsAnAllreduceCreatesNoEvent) {
+TEST_P(OnCallerCallCounts, UnderStreamMemOpsAnAllreduceCreatesNoEvent) {
   const int n = GetParam();
   runRanks(n, [n](Transport& t, int rank) {
-    DirectPathRank self(t, rank, n, CudaSync::StreamMemOps);
-    const std::vector<float> input = inputOf(rank, kDirectCount);
-    std::vector<float> out(kDirectCount);
+    OnCallerRank self(t, rank, n, CudaSync::StreamMemOps);
+    const std::vector<float> input = inputOf(rank, kOnCallerCount);
+    std::vector<float> out(kOnCallerCount);
     auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Sum, 3); };
     copying();  // warm: the stream noted, the first mark created
     for (int k = 0; k < kSteadyOps; ++k) {
@@ -164,13 +164,13 @@ TEST_P(DirectCallCounts, UnderStreamMemOpsAnAllreduceCreatesNoEvent) {
       EXPECT_EQ(c.deviceSets, 0u) << c.describe();
       EXPECT_EQ(c.hostSyncs, 0u) << c.describe();
       EXPECT_EQ(cost.allocations, 0u) << "a stream-memops allreduce allocated";
-      for (size_t i = 0; i < kDirectCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
+      for (size_t i = 0; i < kOnCallerCount; ++i) ASSERT_EQ(out[i], sumOf(n, i)) << i;
     }
     EXPECT_EQ(self.paths().signalGroup()->failure(), "");
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(World, DirectCallCounts, ::testing::Values(2, 4),
+INSTANTIATE_TEST_SUITE_P(World, OnCallerCallCounts, ::testing::Values(2, 4),
                          [](const auto& info) { return "World" + std::to_string(info.param); });
 
 // World 1: an in-place allreduce has nothing to move, and does nothing;
@@ -178,8 +178,8 @@ INSTANTIATE_TEST_SUITE_P(World, DirectCallCounts, ::testing::Values(2, 4),
 TEST(DirectCallCountsWorld1, AnInPlaceAllreduceCallsNothing) {
   ringreduce::testing::resetFakeDevices(1);
   runRanks(1, [](Transport& t, int rank) {
-    DirectPathRank self(t, rank, 1);
-    std::vector<float> data = inputOf(0, kDirectCount), out(kDirectCount);
+    OnCallerRank self(t, rank, 1);
+    std::vector<float> data = inputOf(0, kOnCallerCount), out(kOnCallerCount);
     const std::vector<float> input = data;
     auto copying = [&] { return self.allreduce(input.data(), out.data(), ReduceOp::Avg, 3); };
     auto inPlace = [&] { return self.allreduce(data.data(), data.data(), ReduceOp::Avg, 4); };

@@ -1,3 +1,4 @@
+// The flight recorder: kept entries, on-caller entries, concurrent writers (engine/op_trace.h)
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -36,9 +37,9 @@ TEST(OpTrace, SizeZeroRecordsNothing) {
   EXPECT_TRUE(trace.snapshot().empty());
 }
 
-// A direct op's entry: written once, completed or failed, its fields kept
+// An on-caller op's entry: written once, completed or failed, its fields kept
 // as they are and rendered as text only when read (snapshot, JSON).
-TEST(OpTrace, DirectEntriesRenderTheirFieldsWhenRead) {
+TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
   OpTrace trace(8);
   OpFields sum;
   sum.dtype = DataType::BFloat16;
@@ -52,10 +53,10 @@ TEST(OpTrace, DirectEntriesRenderTheirFieldsWhenRead) {
   gather.count = 3;
   gather.root = 2;
   const Clock::time_point at = Clock::now();
-  trace.direct(1, "allreduce", sum, 0xabcdu, at);
-  trace.direct(2, "allreduce", premul, 0xabceu, at);
-  trace.direct(3, "broadcast", gather, 7, at, "launch failed");
-  trace.direct(4, "allreduce", std::string("2 x Float SUM on cuda:0"), 9, at);
+  trace.onCaller(1, "allreduce", sum, 0xabcdu, at);
+  trace.onCaller(2, "allreduce", premul, 0xabceu, at);
+  trace.onCaller(3, "broadcast", gather, 7, at, "launch failed");
+  trace.onCaller(4, "allreduce", std::string("2 x Float SUM on cuda:0"), 9, at);
   trace.queued(5, false, "barrier", "queued text", 11);
   const auto entries = trace.snapshot();
   ASSERT_EQ(entries.size(), 5u);
@@ -65,12 +66,12 @@ TEST(OpTrace, DirectEntriesRenderTheirFieldsWhenRead) {
   EXPECT_EQ(entries[3].summary, "2 x Float SUM on cuda:0");
   EXPECT_EQ(entries[4].summary, "queued text");
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(entries[i].direct) << i;
+    EXPECT_TRUE(entries[i].onCaller) << i;
     EXPECT_EQ(entries[i].queued, at) << i;
     EXPECT_EQ(entries[i].started, at) << i;
     EXPECT_EQ(entries[i].finished, at) << i;
   }
-  EXPECT_FALSE(entries[4].direct);
+  EXPECT_FALSE(entries[4].onCaller);
   EXPECT_EQ(entries[0].state, TraceEntry::State::Completed);
   EXPECT_EQ(entries[2].state, TraceEntry::State::Failed);
   EXPECT_EQ(entries[2].error, "launch failed");
@@ -87,7 +88,7 @@ TEST(OpTrace, DirectEntriesRenderTheirFieldsWhenRead) {
   EXPECT_NE(json.find("\"direct\": false, \"op\": \"barrier\""), std::string::npos) << json;
 }
 
-// Writers on several threads (the caller's direct ops, the executor's state
+// Writers on several threads (the on-caller ops, the executor's state
 // changes) and a reader at once: each slot is written whole, and a dump
 // sees only whole entries.
 TEST(OpTrace, ConcurrentWritersAndReadersSeeWholeEntries) {
@@ -104,14 +105,14 @@ TEST(OpTrace, ConcurrentWritersAndReadersSeeWholeEntries) {
   });
   std::thread caller([&] {
     for (uint64_t seq = 1; seq <= 2000; ++seq) {
-      trace.direct(seq, "allreduce", fields, 1, Clock::now());
+      trace.onCaller(seq, "allreduce", fields, 1, Clock::now());
     }
   });
   std::thread reader([&] {
     while (!stop) {
       for (const TraceEntry& e : trace.snapshot()) {
         const bool direct = std::string(e.name) == "allreduce";
-        EXPECT_EQ(e.direct, direct);
+        EXPECT_EQ(e.onCaller, direct);
         EXPECT_EQ(e.summary, direct ? "5 x uint8" : "5 x uint8 to rank 1");
       }
     }

@@ -1,3 +1,4 @@
+// Chunks and pipeline segments of a buffer (core/plan/partition.h)
 #include <gtest/gtest.h>
 
 #include "core/plan/partition.h"

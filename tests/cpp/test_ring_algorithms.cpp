@@ -1,3 +1,4 @@
+// The host collectives on every transport (loopback, UCX): results against a local reference
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // The last words of a collective whose ranks touch each other's memory
-// (algorithms/stop_words.h): what ends a failed rank's wait for its peers.
+// (algorithms/cross_memory/stop_words.h): what ends a failed rank's wait for its peers.
 #include <gtest/gtest.h>
 
 #include <chrono>

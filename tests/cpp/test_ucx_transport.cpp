@@ -1,3 +1,4 @@
+// The tag layout, the bootstrap and the UCX transport between ranks
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,10 +1,10 @@
-"""Rank bodies for test_host_direct_collectives.py: the collectives other than
+"""Rank bodies for test_host_channel_collectives.py: the collectives other than
 allreduce through the host channel from the caller's thread (the trace marks
 each "direct"), against references computed locally, and a mismatch of two
 such collectives."""
 from datetime import timedelta
 
-DIRECT_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
+ON_CALLER_OPS = ["all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "broadcast",
               "barrier", "all_to_all_single", "reduce", "gather", "scatter", "reduce_scatter"]
 
 
@@ -70,7 +70,7 @@ def _check_list_all_gathers(torch, dist, check, rank, n, inputs, what):
           expected)
 
 
-def every_op_direct(rank, world_size, init_method):
+def every_op_on_caller(rank, world_size, init_method):
     import json
 
     import torch

@@ -1,7 +1,7 @@
 """A small asynchronous collective (all_reduce(async_op=True), a functional
 collective) on the host channel runs on the caller's thread when its peers
 arrive within a moment of each other, and is queued otherwise, under the
-number it announced (Engine::runDirect, awaitArrivals): results are exact
+number it announced (Engine::runOnCaller, awaitArrivals): results are exact
 whichever rank took which path, and a rank never waits inside the call for
 a peer that first waits for something it does after the call."""
 import pytest

@@ -1,4 +1,4 @@
-"""The cma allreduce through the backend (algorithms/cross_memory_allreduce.h):
+"""The cma allreduce through the backend (algorithms/cross_memory/allreduce.h):
 what auto picks by size (RINGREDUCE_DEBUG=TRACE names each choice on
 stderr), exact results for float32, bfloat16 AVG and a non-contiguous
 tensor, and ranks that pass different sizes: each gets a clear error

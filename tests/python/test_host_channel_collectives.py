@@ -1,5 +1,5 @@
 """Every collective with a one-host form goes through the host channel from
-the caller's thread when the caller waits (ops/host_direct_collectives.cpp:
+the caller's thread when the caller waits (ops/host_channel_collectives.cpp:
 all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
 all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,
@@ -10,7 +10,7 @@ a rank that queued one meets ranks that ran it directly; two different
 collectives under one number fail on both ranks, saying so."""
 import pytest
 
-from host_channel_cases import DIRECT_OPS, every_op_direct, mismatched_ops, mismatched_splits
+from host_channel_cases import ON_CALLER_OPS, every_op_on_caller, mismatched_ops, mismatched_splits
 from multiproc import run_world
 
 # A small buffer, so that a few thousand elements take several pieces.
@@ -19,12 +19,12 @@ SMALL_CHANNEL = {"RINGREDUCE_SHM_BYTES": "8192"}
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_every_collective_runs_past_the_queue_with_exact_results(world_size):
-    reports = run_world(world_size, every_op_direct, env=SMALL_CHANNEL, timeout=300)
+    reports = run_world(world_size, every_op_on_caller, env=SMALL_CHANNEL, timeout=300)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
         assert report["checked"] > 100
         direct = {op for op, is_direct in report["paths"] if is_direct}
-        assert set(DIRECT_OPS) <= direct, report["paths"]
+        assert set(ON_CALLER_OPS) <= direct, report["paths"]
 
 
 def test_two_collectives_under_one_number_fail_on_both_ranks():

@@ -13,16 +13,16 @@ from torch._C._distributed_c10d import WorkResult
 import work_timing_cases
 from multiproc import run_world
 
-DIRECT_OPS = ["allreduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast"]
+ON_CALLER_OPS = ["allreduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast"]
 
 
-def test_the_group_of_one_times_its_direct_work_once_timing_is_on():
+def test_the_group_of_one_times_its_caller_work_once_timing_is_on():
     (r,) = run_world(1, work_timing_cases.group_of_one, random.randrange(1 << 20), timeout=120)
     assert r["exact_untimed"] and r["exact_timed"]
     # All of them ran on the caller's thread, none queued.
     entries = json.loads(r["trace"])["entries"]
-    assert len(entries) == 2 * len(DIRECT_OPS) and all(e["direct"] for e in entries), entries
-    for op in DIRECT_OPS:
+    assert len(entries) == 2 * len(ON_CALLER_OPS) and all(e["direct"] for e in entries), entries
+    for op in ON_CALLER_OPS:
         # Untimed: the hot path read no second clock, and says how to time it.
         assert "_enable_collectives_timing" in r["untimed"][op], r["untimed"][op]
         assert "RINGREDUCE_ENABLE_TIMING" in r["untimed"][op]
@@ -36,7 +36,8 @@ def test_the_group_of_one_times_its_direct_work_once_timing_is_on():
         "ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST"], r["hook_ops"]
     seqs = [seq for _, seq in r["hook_ops"]]
     assert seqs == sorted(set(seqs)), r["hook_ops"]
-    copies = [DIRECT_OPS.index("all_gather_into_tensor"), DIRECT_OPS.index("reduce_scatter_tensor")]
+    copies = [ON_CALLER_OPS.index("all_gather_into_tensor"),
+              ON_CALLER_OPS.index("reduce_scatter_tensor")]
     assert all(r["hook_seconds"][i] > 0.0 for i in copies), r["hook_seconds"]
 
 
@@ -45,7 +46,7 @@ def test_timing_from_the_environment():
         (r,) = run_world(1, work_timing_cases.timed_from_the_environment,
                          random.randrange(1 << 20), env={variable: "1"}, timeout=120)
         assert r["exact"]
-        for op in DIRECT_OPS:
+        for op in ON_CALLER_OPS:
             assert isinstance(r["timed"][op], float) and r["timed"][op] > 0.0, (variable, r)
 
 

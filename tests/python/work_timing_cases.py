@@ -1,6 +1,6 @@
 """Rank bodies for test_work_timing.py: Work._get_duration(),
 get_future_result() and ProcessGroup._enable_collectives_timing() on every
-kind of Work: the group of one's direct path (the Work of a collective run
+kind of Work: the group of one's on-caller path (the Work of a collective run
 from the caller's thread), queued host collectives, a coalesced block, a
 timeout and a group that failed."""
 import datetime
@@ -8,7 +8,7 @@ import datetime
 from multiproc import event_store
 
 
-def _direct_ops(dist, torch, seed):
+def _on_caller_ops(dist, torch, seed):
     """One Work of each op the group of one runs from the caller's thread,
     with its data checked exactly."""
     generator = torch.Generator().manual_seed(seed)
@@ -47,14 +47,14 @@ def group_of_one(rank, world_size, init_method, seed):
     pg = dist.group.WORLD
     hooked = []
     pg._register_on_completion_hook(lambda info: hooked.append(info))
-    works, exact = _direct_ops(dist, torch, seed)
+    works, exact = _on_caller_ops(dist, torch, seed)
     out = {"exact_untimed": exact, "untimed": _durations(works),
            "results": {name: int(work.get_future_result().wait()) for name, work in works.items()}}
     pg._wait_for_pending_works()
     out["hook_seconds"] = [info.active_duration.total_seconds() for info in hooked]
     out["hook_ops"] = [(str(info.op_type).split(".")[-1], info.seq) for info in hooked]
     pg._enable_collectives_timing()
-    works, exact = _direct_ops(dist, torch, seed + 1)
+    works, exact = _on_caller_ops(dist, torch, seed + 1)
     out["exact_timed"] = exact
     out["timed"] = _durations(works)
     # They did run on the caller's thread: the flight recorder says so.
@@ -69,7 +69,7 @@ def timed_from_the_environment(rank, world_size, init_method, seed):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size)
-    works, exact = _direct_ops(dist, torch, seed)
+    works, exact = _on_caller_ops(dist, torch, seed)
     return {"exact": exact, "timed": _durations(works)}
 
 
@@ -95,7 +95,7 @@ def queued_and_coalesced(rank, world_size, init_method, seed):
     except RuntimeError as error:
         out["untimed"] = str(error)
     dist.group.WORLD._enable_collectives_timing()
-    # Ops that are always queued on the executor (no direct path takes
+    # Ops that are always queued on the executor (no on-caller path takes
     # them).
     xs = inputs(seed)
     gathered = [torch.empty_like(xs[0]) for _ in range(world_size)]
@@ -152,7 +152,7 @@ def timeout_then_failed_group(rank, world_size, init_method):
         return {}
     out = {}
     dist.group.WORLD._enable_collectives_timing()
-    # all_gather: queued on the executor, whatever direct paths there are.
+    # all_gather: queued on the executor, whatever on-caller paths there are.
     gathered = [torch.empty(16) for _ in range(world_size)]
     work = dist.all_gather(gathered, torch.ones(16), async_op=True)
     result = work.get_future_result()  # asked before the end

@@ -1,3 +1,4 @@
+// The full-collective check: every rank's fingerprint compared before the op (collective_check.h)
 #include "algorithms/checks/collective_check.h"
 
 #include <vector>

@@ -1,3 +1,4 @@
+// The always-on collective check: the fingerprint to the next rank (neighbour_check.h)
 #include "algorithms/checks/neighbour_check.h"
 
 #include "core/base/errors.h"

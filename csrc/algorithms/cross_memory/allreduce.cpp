@@ -1,3 +1,4 @@
+// The cma allreduce: process_vm_readv/writev between ranks on one host (allreduce.h)
 #include "algorithms/cross_memory/allreduce.h"
 
 #include <algorithm>

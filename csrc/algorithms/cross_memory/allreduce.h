@@ -1,11 +1,11 @@
 // Allreduce for ranks that share a host and may reach each other's memory
-// (algorithms/peer_processes.h). Rank r owns block r of the buffer
+// (algorithms/cross_memory/peer_processes.h). Rank r owns block r of the buffer
 // (chunkOf(count, n, r)). For each segment of it, it reads every peer's
 // segment straight from that peer's buffer into a cache-sized scratch,
 // reduces it into its own, and then writes the result into every peer's
 // buffer while it is still in cache. No peer's thread takes part in the
 // copies: the ranks exchange their buffers' addresses at the start and one
-// word at the end (algorithms/stop_words.h): "finished" or "failed", and no
+// word at the end (algorithms/cross_memory/stop_words.h): "finished" or "failed", and no
 // rank returns its tensor, even after a failure, before every peer that
 // entered the collective has said it, or died. Between segments a rank
 // stops on a peer's "failed", a death, a rank giving up or the deadline.

@@ -1,3 +1,4 @@
+// Whether every rank reaches every other's memory, agreed once per group (peer_processes.h)
 #include "algorithms/cross_memory/peer_processes.h"
 
 #include <unistd.h>

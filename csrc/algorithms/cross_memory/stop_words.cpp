@@ -1,3 +1,4 @@
+// Each rank's last word to its peers in a cross-memory collective (stop_words.h)
 #include "algorithms/cross_memory/stop_words.h"
 
 #include <algorithm>

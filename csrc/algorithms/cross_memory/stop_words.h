@@ -1,5 +1,5 @@
 // The last word of each rank to every peer in a collective where peers read
-// and write each other's memory (algorithms/cross_memory_allreduce.h):
+// and write each other's memory (algorithms/cross_memory/allreduce.h):
 // "finished" or "failed", meaning in both cases "I no longer touch your
 // memory". A rank may hand its buffer back to its caller only once every
 // peer that could touch it has said so, or died: on success as on failure,

@@ -1,3 +1,4 @@
+// Waiting for device work and the network at once (poll.h)
 #include "algorithms/device/poll.h"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ bool DevicePoller::idlePass(DeviceSteps& steps, DeviceSteps::Ticket ticket) {
   t_.checkPeersAlive(-1, op_);
   if (now >= op_.deadline) return true;
   // Oversubscribed (RINGREDUCE_SPIN_YIELD), spinning means yielding, and
-  // only while yields are cheap (transport/core_yield.h).
+  // only while yields are cheap (core/base/core_yield.h).
   const bool yields = t_.config().spinYields;
   if (yields && !yieldingPays()) {
     spin.abandon();

@@ -1,3 +1,4 @@
+// The device ring's schedule: ring collectives on device memory across nodes (ring.h)
 #include "algorithms/device/ring.h"
 
 #include <algorithm>

@@ -100,7 +100,7 @@ struct DeviceRingArgs {
   // wire. Ignored for other types and ops, and for one rank.
   WireDtype wire = WireDtype::None;
   // AVG only, > 0: the divisor instead of the ring's size (a phase of a
-  // larger collective, algorithms/device_two_level.h, divides by all of
+  // larger collective, algorithms/device/two_level.h, divides by all of
   // its ranks).
   int avgDivisor = 0;
 };

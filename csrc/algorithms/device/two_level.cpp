@@ -1,3 +1,4 @@
+// The device ring's allreduce in two levels, for nodes of several ranks (two_level.h)
 #include "algorithms/device/two_level.h"
 
 #include <vector>

@@ -1,3 +1,4 @@
+// Allgather through the group's host channel (allgather.h)
 #include "algorithms/host_channel/allgather.h"
 
 #include <algorithm>
@@ -32,11 +33,11 @@ void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t 
 
 }  // namespace
 
-bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes) {
-  return sharedMemoryCollectiveApplies(comm, blockBytes);
+bool hostChannelAllgatherApplies(const Comm& comm, size_t blockBytes) {
+  return hostChannelCollectiveApplies(comm, blockBytes);
 }
 
-void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
+void hostChannelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {
   auto* output = static_cast<char*>(args.output);
   const size_t block = args.blockBytes;
   const bool inPlace = args.input == output + static_cast<size_t>(comm.channel->rank()) * block;
@@ -44,8 +45,8 @@ void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const Allgathe
                [&](int r) { return output + static_cast<size_t>(r) * block; });
 }
 
-void sharedMemoryAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
-                                 const std::vector<void*>& outputs, size_t blockBytes) {
+void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                                const std::vector<void*>& outputs, size_t blockBytes) {
   const bool inPlace = input == outputs[static_cast<size_t>(comm.channel->rank())];
   gatherBlocks(comm, op, input, blockBytes, inPlace,
                [&](int r) { return outputs[static_cast<size_t>(r)]; });

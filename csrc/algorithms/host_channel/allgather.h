@@ -1,4 +1,4 @@
-// Allgather through the group's host channel (shared_memory_turn.h): in
+// Allgather through the group's host channel (algorithms/host_channel/turn.h): in
 // each turn every rank copies a piece of its block into its buffer, and
 // once every peer's flag is up, copies every rank's piece into its place in
 // the output. Pieces of a buffer, the same on every rank.
@@ -14,18 +14,18 @@
 namespace ringreduce {
 
 // Whether an allgather of `blockBytes` per rank goes through the channel:
-// the same answer on every rank (sharedMemoryCollectiveApplies).
-bool sharedMemoryAllgatherApplies(const Comm& comm, size_t blockBytes);
+// the same answer on every rank (hostChannelCollectiveApplies).
+bool hostChannelAllgatherApplies(const Comm& comm, size_t blockBytes);
 
 // As ringAllgather: rank r's block lands at r * blockBytes of every
 // output; `input` may be this rank's own block of the output.
-void sharedMemoryAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
+void hostChannelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args);
 
 // The same with rank r's block landing at outputs[r] (n separate buffers:
 // torch's list all_gather, gathered straight into the caller's tensors).
 // `input` may be outputs[rank] itself (in place) and must overlap no other
 // output.
-void sharedMemoryAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
-                                 const std::vector<void*>& outputs, size_t blockBytes);
+void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                                const std::vector<void*>& outputs, size_t blockBytes);
 
 }  // namespace ringreduce

@@ -1,3 +1,4 @@
+// Allreduce through the group's host channel (allreduce.h)
 #include "algorithms/host_channel/allreduce.h"
 
 #include <algorithm>
@@ -12,8 +13,8 @@
 
 namespace ringreduce {
 
-bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes) &&
+bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes) &&
          comm.config.hostWireDtype == WireDtype::None;
 }
 
@@ -55,7 +56,7 @@ void reducePiece(const Comm& comm, const OpContext& op, const ReductionArgs& arg
 
 }  // namespace
 
-void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+void hostChannelAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
   const size_t esize = elementSize(args.type);
   // Every rank cuts the message alike: the same turns in the same order.
   const size_t perPiece = std::max<size_t>(1, comm.channel->bufferBytes() / esize);

@@ -15,7 +15,7 @@
 // b/n instead of n buffers of b.
 //
 // No thread hand-off, allocation or lock of its own: it runs on whichever
-// thread runs the collective (the caller's, Engine::runDirect, or the
+// thread runs the collective (the caller's, Engine::runOnCaller, or the
 // executor's), spinning with the SpinBudget it is given.
 #pragma once
 
@@ -31,19 +31,19 @@ namespace ringreduce {
 // collectives").
 constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
 // A message larger than a buffer goes through it in pieces, one turn each,
-// up to this many; beyond, cma (algorithms/cross_memory_allreduce.h) is
+// up to this many; beyond, cma (algorithms/cross_memory/allreduce.h) is
 // faster (benchmarks/RESULTS.md, "Small collectives").
-constexpr size_t kSharedMemoryMaxPieces = 4;
+constexpr size_t kHostChannelMaxPieces = 4;
 
 // Whether an allreduce of `bytes` goes through the host channel: there is
 // one (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), it
-// fits kSharedMemoryMaxPieces buffers, and no setting asks for another
+// fits kHostChannelMaxPieces buffers, and no setting asks for another
 // algorithm. A function of what every rank holds
 // alike (the channel's existence and size are agreed when the group is
 // made), so every rank answers the same for the same collective.
-bool sharedMemoryAllreduceApplies(const Comm& comm, size_t bytes);
+bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes);
 
 // In place, like ringAllreduce; waits with comm.spinBudget().
-void sharedMemoryAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
+void hostChannelAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
 }  // namespace ringreduce

@@ -1,3 +1,4 @@
+// All-to-all of equal blocks through the group's host channel (alltoall.h)
 #include "algorithms/host_channel/alltoall.h"
 
 #include <algorithm>
@@ -12,11 +13,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryAlltoallApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
+void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
   const HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const size_t rank = static_cast<size_t>(channel.rank());
@@ -43,11 +44,11 @@ void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAllt
   }
 }
 
-bool sharedMemoryUnevenAlltoallApplies(const Comm& comm) {
-  return sharedMemoryCollectiveApplies(comm, 0);
+bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
+  return hostChannelCollectiveApplies(comm, 0);
 }
 
-bool sharedMemoryUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
+bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
   const HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const size_t rank = static_cast<size_t>(channel.rank());
@@ -98,7 +99,7 @@ bool sharedMemoryUnevenAlltoall(const Comm& comm, const OpContext& op, const All
       }
       // The same count on every rank: from the same n x n sizes.
       turns = std::max<size_t>(1, turnsFor(largest, slotBytes));
-      if (turns > kSharedMemoryMaxPieces) return false;
+      if (turns > kHostChannelMaxPieces) return false;
     }
     for (size_t q = 0; q < n; ++q) {
       const size_t piece = pieceOf(recv.bytes[q], first);

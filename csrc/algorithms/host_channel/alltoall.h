@@ -1,11 +1,11 @@
 // All-to-all of equal blocks through the group's host channel
-// (shared_memory_turn.h): in each turn every rank copies a piece of each of
+// (algorithms/host_channel/turn.h): in each turn every rank copies a piece of each of
 // its n blocks into its buffer (block j's piece in slot j), and once every
 // peer's flag is up, rank r copies slot r of each rank q's buffer into its
 // block q. Pieces of a buffer, the same on every rank. A rank's block to
 // itself skips the buffer: input to output directly.
 //
-// Uneven splits (sharedMemoryUnevenAlltoall): a rank cannot tell from its
+// Uneven splits (hostChannelUnevenAlltoall): a rank cannot tell from its
 // own arguments how large its peers' blocks are, so how many turns it takes
 // is agreed in the first: each rank's buffer starts with what it sends to
 // each rank, and every rank reads them all before it counts the turns.
@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "algorithms/direct_exchange.h"
+#include "algorithms/pairwise_exchange.h"
 
 #include "algorithms/comm.h"
 #include "core/base/op_context.h"
@@ -22,8 +22,8 @@ namespace ringreduce {
 
 // Whether an all-to-all of `bytes` (each rank's whole input) in equal
 // blocks goes through the channel: the same answer on every rank
-// (sharedMemoryCollectiveApplies).
-bool sharedMemoryAlltoallApplies(const Comm& comm, size_t bytes);
+// (hostChannelCollectiveApplies).
+bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes);
 
 // n blocks of `blockBytes` back to back in `input` and in `output`: block
 // j of rank q's input lands in block q of rank j's output. Input and
@@ -33,21 +33,21 @@ struct EqualAlltoallArgs {
   void* output = nullptr;
   size_t blockBytes = 0;
 };
-void sharedMemoryAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args);
+void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args);
 
 // Whether an all-to-all of split sizes given (each rank its own) starts on
 // the channel: there is one and nothing asks for another algorithm. Not the
 // sizes, which differ per rank: those decide after the first turn.
-bool sharedMemoryUnevenAlltoallApplies(const Comm& comm);
+bool hostChannelUnevenAlltoallApplies(const Comm& comm);
 
-// As allToAll (direct_exchange.h): block j of `args.send` (sendLayout) lands
+// As allToAll (pairwise_exchange.h): block j of `args.send` (sendLayout) lands
 // in block i of rank j's `args.recv` (recvLayout), i this rank. False, with
 // the output undefined, when the largest block of any rank would take more
-// than kSharedMemoryMaxPieces turns: every rank then says false after the
+// than kHostChannelMaxPieces turns: every rank then says false after the
 // same first turn, and the caller moves the blocks another way. Throws
 // TransportError where a peer sends this rank another size than its
 // recvLayout expects (a mismatch: the group fails, its peers told). Input
 // and output must not overlap.
-bool sharedMemoryUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args);
+bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args);
 
 }  // namespace ringreduce

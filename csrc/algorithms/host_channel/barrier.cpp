@@ -1,3 +1,4 @@
+// Barrier through the group's host channel (barrier.h)
 #include "algorithms/host_channel/barrier.h"
 
 #include "algorithms/barrier.h"
@@ -5,16 +6,16 @@
 
 namespace ringreduce {
 
-bool sharedMemoryBarrierApplies(const Comm& comm) {
-  return sharedMemoryCollectiveApplies(comm, 0);
+bool hostChannelBarrierApplies(const Comm& comm) {
+  return hostChannelCollectiveApplies(comm, 0);
 }
 
-void sharedMemoryBarrier(const Comm& comm, const OpContext& op) {
+void hostChannelBarrier(const Comm& comm, const OpContext& op) {
   exchangeTurn(comm, op, [](char*) {});
 }
 
 void hostBarrier(const Comm& comm, const OpContext& op) {
-  if (comm.size() > 1 && sharedMemoryBarrierApplies(comm)) return sharedMemoryBarrier(comm, op);
+  if (comm.size() > 1 && hostChannelBarrierApplies(comm)) return hostChannelBarrier(comm, op);
   disseminationBarrier(comm, op);
 }
 

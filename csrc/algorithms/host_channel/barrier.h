@@ -1,4 +1,4 @@
-// Barrier through the group's host channel (shared_memory_turn.h): one
+// Barrier through the group's host channel (algorithms/host_channel/turn.h): one
 // turn with nothing in the buffers; every rank sets its flag and waits for
 // every peer's, which is what a barrier is.
 #pragma once
@@ -9,10 +9,10 @@
 namespace ringreduce {
 
 // Whether a barrier goes through the channel: the same answer on every
-// rank (sharedMemoryCollectiveApplies, of no bytes).
-bool sharedMemoryBarrierApplies(const Comm& comm);
+// rank (hostChannelCollectiveApplies, of no bytes).
+bool hostChannelBarrierApplies(const Comm& comm);
 
-void sharedMemoryBarrier(const Comm& comm, const OpContext& op);
+void hostChannelBarrier(const Comm& comm, const OpContext& op);
 
 // The barrier a host collective takes: the channel where it applies, else
 // dissemination (algorithms/barrier.h); the same choice on every rank.

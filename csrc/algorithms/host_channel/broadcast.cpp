@@ -1,3 +1,4 @@
+// Broadcast through the group's host channel (broadcast.h)
 #include "algorithms/host_channel/broadcast.h"
 
 #include <algorithm>
@@ -7,11 +8,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryBroadcastApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
+void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
   const HostChannel& channel = *comm.channel;
   const bool root = channel.rank() == args.root;
   const size_t perTurn = channel.bufferBytes();
@@ -26,8 +27,8 @@ void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const Broadcas
 }
 
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
-  if (comm.size() > 1 && sharedMemoryBroadcastApplies(comm, args.bytes)) {
-    return sharedMemoryBroadcast(comm, op, args);
+  if (comm.size() > 1 && hostChannelBroadcastApplies(comm, args.bytes)) {
+    return hostChannelBroadcast(comm, op, args);
   }
   chainBroadcast(comm, op, args);
 }

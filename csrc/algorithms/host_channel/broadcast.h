@@ -1,4 +1,4 @@
-// Broadcast through the group's host channel (shared_memory_turn.h): in
+// Broadcast through the group's host channel (algorithms/host_channel/turn.h): in
 // each turn the root copies a piece of the message into its buffer, every
 // rank sets its flag (the receivers too: the buffer rule), and once all are
 // up each receiver copies the piece out of the root's buffer. Pieces of a
@@ -14,12 +14,12 @@
 namespace ringreduce {
 
 // Whether a broadcast of `bytes` goes through the channel: the same answer
-// on every rank (sharedMemoryCollectiveApplies).
-bool sharedMemoryBroadcastApplies(const Comm& comm, size_t bytes);
+// on every rank (hostChannelCollectiveApplies).
+bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes);
 
 // As chainBroadcast: the root's `bytes` at `data` land at every other
 // rank's `data`.
-void sharedMemoryBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
+void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
 // The broadcast a host collective takes: the channel where it applies,
 // else the chain (the same choice on every rank).

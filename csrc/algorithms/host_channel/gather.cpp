@@ -1,3 +1,4 @@
+// Gather and scatter of equal blocks through the group's host channel (gather.h)
 #include "algorithms/host_channel/gather.h"
 
 #include <algorithm>
@@ -7,15 +8,15 @@
 
 namespace ringreduce {
 
-bool sharedMemoryGatherApplies(const Comm& comm, size_t blockBytes) {
-  return sharedMemoryCollectiveApplies(comm, blockBytes);
+bool hostChannelGatherApplies(const Comm& comm, size_t blockBytes) {
+  return hostChannelCollectiveApplies(comm, blockBytes);
 }
 
-bool sharedMemoryScatterApplies(const Comm& comm, size_t blockBytes) {
-  return sharedMemoryCollectiveApplies(comm, blockBytes * static_cast<size_t>(comm.size()));
+bool hostChannelScatterApplies(const Comm& comm, size_t blockBytes) {
+  return hostChannelCollectiveApplies(comm, blockBytes * static_cast<size_t>(comm.size()));
 }
 
-void sharedMemoryGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
   const HostChannel& channel = *comm.channel;
   const bool root = channel.rank() == args.root;
   const size_t perTurn = channel.bufferBytes();
@@ -33,7 +34,7 @@ void sharedMemoryGather(const Comm& comm, const OpContext& op, const RootedBlock
   }
 }
 
-void sharedMemoryScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
   const HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const bool root = channel.rank() == args.root;

@@ -1,5 +1,5 @@
 // Gather and scatter of equal blocks through the group's host channel
-// (shared_memory_turn.h). Gather: in each turn every rank copies a piece of
+// (algorithms/host_channel/turn.h). Gather: in each turn every rank copies a piece of
 // its block into its buffer and the root copies every rank's piece into
 // its place. Scatter: in each turn the root copies a piece of each rank's
 // block into slot r of its buffer and every rank copies its slot out.
@@ -14,10 +14,10 @@
 namespace ringreduce {
 
 // Whether a gather or scatter of `blockBytes` per rank goes through the
-// channel: the same answer on every rank (sharedMemoryCollectiveApplies;
+// channel: the same answer on every rank (hostChannelCollectiveApplies;
 // a scatter's root puts n blocks into its buffers).
-bool sharedMemoryGatherApplies(const Comm& comm, size_t blockBytes);
-bool sharedMemoryScatterApplies(const Comm& comm, size_t blockBytes);
+bool hostChannelGatherApplies(const Comm& comm, size_t blockBytes);
+bool hostChannelScatterApplies(const Comm& comm, size_t blockBytes);
 
 // Gather: each rank's `blockBytes` at `input` land at rank * blockBytes of
 // the root's `output` (unused elsewhere). Scatter: block r of the root's
@@ -28,7 +28,7 @@ struct RootedBlocksArgs {
   size_t blockBytes = 0;
   int root = 0;
 };
-void sharedMemoryGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
-void sharedMemoryScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
+void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
+void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
 
 }  // namespace ringreduce

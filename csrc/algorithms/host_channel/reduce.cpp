@@ -1,3 +1,4 @@
+// Reduce to a root through the group's host channel (reduce.h)
 #include "algorithms/host_channel/reduce.h"
 
 #include <algorithm>
@@ -10,12 +11,12 @@
 
 namespace ringreduce {
 
-bool sharedMemoryReduceApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelReduceApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
-                        int root) {
+void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
+                       int root) {
   const HostChannel& channel = *comm.channel;
   const size_t esize = elementSize(args.type);
   const size_t perTurn = std::max<size_t>(1, channel.bufferBytes() / esize) * esize;

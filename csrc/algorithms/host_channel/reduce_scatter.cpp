@@ -1,3 +1,4 @@
+// Reduce-scatter through the group's host channel (reduce_scatter.h)
 #include "algorithms/host_channel/reduce_scatter.h"
 
 #include <algorithm>
@@ -51,12 +52,12 @@ void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionA
 
 }  // namespace
 
-bool sharedMemoryReduceScatterApplies(const Comm& comm, size_t bytes) {
-  return sharedMemoryCollectiveApplies(comm, bytes);
+bool hostChannelReduceScatterApplies(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes);
 }
 
-void sharedMemoryReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
-                               void* output) {
+void hostChannelReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                              void* output) {
   const auto* data = static_cast<const char*>(input.data);
   const size_t esize = elementSize(input.type);
   const int n = comm.size();
@@ -65,9 +66,9 @@ void sharedMemoryReduceScatter(const Comm& comm, const OpContext& op, const Redu
       [&](int j) { return data + chunkOf(input.count, n, j).offset * esize; }, output);
 }
 
-void sharedMemoryReduceScatterBlocks(const Comm& comm, const OpContext& op,
-                                     const ReductionArgs& input,
-                                     const std::vector<const void*>& blocks, void* output) {
+void hostChannelReduceScatterBlocks(const Comm& comm, const OpContext& op,
+                                    const ReductionArgs& input,
+                                    const std::vector<const void*>& blocks, void* output) {
   reduceScatterBlocks(comm, op, input, [&](int j) { return blocks[static_cast<size_t>(j)]; },
                       output);
 }

@@ -1,8 +1,8 @@
-// Reduce-scatter through the group's host channel (shared_memory_turn.h):
+// Reduce-scatter through the group's host channel (algorithms/host_channel/turn.h):
 // in each turn every rank copies a piece of each of its n blocks into its
 // buffer (block j's piece in slot j), and once every peer's flag is up,
 // rank r reduces slot r of every rank's buffer, in rank order
-// (shared_memory_reduction.h), into its output. The blocks are cut alike
+// (algorithms/host_channel/reduction.h), into its output. The blocks are cut alike
 // on every rank, a buffer's worth of the n pieces per turn.
 #pragma once
 
@@ -17,20 +17,20 @@ namespace ringreduce {
 
 // Whether a reduce-scatter of `bytes` (each rank's whole input) goes
 // through the channel: the same answer on every rank
-// (sharedMemoryCollectiveApplies).
-bool sharedMemoryReduceScatterApplies(const Comm& comm, size_t bytes);
+// (hostChannelCollectiveApplies).
+bool hostChannelReduceScatterApplies(const Comm& comm, size_t bytes);
 
 // As hostReduceScatterInto: rank r's chunk (chunkOf(input.count, n, r)) of
 // the reduction lands in `output`, which must not overlap the input;
 // `input` stays as it was. The op and dtype must be supported
 // (reductionSupported); AVG divides once, at the end.
-void sharedMemoryReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
-                               void* output);
+void hostChannelReduceScatter(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                              void* output);
 
 // The same with block j at blocks[j] (hostReduceScatterBlocksInto);
 // `output` may be this rank's own block, and overlap no other.
-void sharedMemoryReduceScatterBlocks(const Comm& comm, const OpContext& op,
-                                     const ReductionArgs& input,
-                                     const std::vector<const void*>& blocks, void* output);
+void hostChannelReduceScatterBlocks(const Comm& comm, const OpContext& op,
+                                    const ReductionArgs& input,
+                                    const std::vector<const void*>& blocks, void* output);
 
 }  // namespace ringreduce

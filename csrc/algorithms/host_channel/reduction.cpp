@@ -1,3 +1,4 @@
+// The arithmetic of the host channel's reducing collectives (reduction.h)
 #include "algorithms/host_channel/reduction.h"
 
 #include <algorithm>

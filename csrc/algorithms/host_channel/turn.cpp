@@ -1,3 +1,4 @@
+// What the host channel's collectives share: their rule and their turn (turn.h)
 #include "algorithms/host_channel/turn.h"
 
 #include "algorithms/host_channel/allreduce.h"
@@ -6,11 +7,11 @@
 
 namespace ringreduce {
 
-bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes) {
+bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
   return comm.channel != nullptr &&
-         bytes <= comm.channel->bufferBytes() * kSharedMemoryMaxPieces &&
-         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::SharedMemory) &&
+         bytes <= comm.channel->bufferBytes() * kHostChannelMaxPieces &&
+         (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::HostChannel) &&
          !comm.config.payloadFree;
 }
 

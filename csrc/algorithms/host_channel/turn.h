@@ -1,9 +1,9 @@
 // What the collectives over the group's host channel (transport/host/
 // host_channel.h) have in common: which of them go through it, and a turn
-// of it. Each collective is one file (shared_memory_allreduce.h,
-// shared_memory_allgather.h, shared_memory_reduce_scatter.h,
-// shared_memory_broadcast.h, shared_memory_barrier.h,
-// shared_memory_alltoall.h); each cuts its message into buffer-sized
+// of it. Each collective is one file (algorithms/host_channel/allreduce.h,
+// algorithms/host_channel/allgather.h, algorithms/host_channel/reduce_scatter.h,
+// algorithms/host_channel/broadcast.h, algorithms/host_channel/barrier.h,
+// algorithms/host_channel/alltoall.h); each cuts its message into buffer-sized
 // pieces, one turn each, the same cut on every rank.
 //
 // The channel's buffer rule binds them all: in every turn every rank
@@ -24,13 +24,13 @@ namespace ringreduce {
 // Whether a collective that puts up to `bytes` into each rank's channel
 // buffers (all its turns together) goes through the channel: there is one
 // (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), `bytes`
-// fits kSharedMemoryMaxPieces buffers (beyond, cma and UCX move large
+// fits kHostChannelMaxPieces buffers (beyond, cma and UCX move large
 // messages without the extra copies), and no setting asks for another
-// algorithm (RINGREDUCE_ALGORITHM other than auto or shared_memory, or the
+// algorithm (RINGREDUCE_ALGORITHM other than auto or shm, or the
 // payload-free benchmark mode). A function of what every rank holds alike,
 // so every rank answers the same for the same collective. The allreduce
-// has its own rule (sharedMemoryAllreduceApplies: its wire dtype too).
-bool sharedMemoryCollectiveApplies(const Comm& comm, size_t bytes);
+// has its own rule (hostChannelAllreduceApplies: its wire dtype too).
+bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes);
 
 // Publishes this rank's `kind` flag for `turn` and waits for every peer's
 // (HostChannel::awaitPeers, with the comm's spin budget and the transport

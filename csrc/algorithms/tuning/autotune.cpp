@@ -1,3 +1,4 @@
+// RINGREDUCE_AUTOTUNE: the online tuner's trials and choices per size class (autotune.h)
 #include "algorithms/tuning/autotune.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Measuring the links the cost model prices (link_probe.h)
 #include "algorithms/tuning/link_probe.h"
 
 #include <time.h>

@@ -26,7 +26,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
   }
   checkHostTensor(tensor, site, "input");
   if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
-  if (auto done = broadcastOnHostDirect(tensor, root, callOptions(opts))) return *done;
+  if (auto done = broadcastOnHostChannel(tensor, root, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::BROADCAST, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " from root " + std::to_string(root),

@@ -50,18 +50,18 @@ void ProcessGroupRing::orderAfterLastDeviceOp(const c10::Stream& issuedOn,
   lastDeviceStream_ = runsOn;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDeviceOnCaller(
     c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
     const at::Tensor& output, const OpFields& fields,
-    const CollectiveFingerprint& fingerprint, DevicePath::Direct kind, size_t bytes,
-    DataType dtype, ReduceOp op, DirectLaunch launch) {
+    const CollectiveFingerprint& fingerprint, DevicePath::OnCaller kind, size_t bytes,
+    DataType dtype, ReduceOp op, CallerLaunch launch) {
   const c10::Device device = output.device();
   const c10::Stream stream = cudaImpl()->getStream(device);
   const bool capturing = DevicePath::capturing(stream);
   DevicePath* path = devicePathMade_.load();
   const bool flags = config_.cudaDeviceFlags;
   const bool applies = flags && path != nullptr && path->device() == device &&
-                       path->directApplies(kind, bytes, dtype, op);
+                       path->onCallerApplies(kind, bytes, dtype, op);
   if (capturing) {
     std::string why;
     if (!flags) {
@@ -75,7 +75,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
     } else if (!applies) {
       why = "its " + std::to_string(bytes) + " bytes do not fit the group's buffers "
             "(RINGREDUCE_CUDA_BUFFER_BYTES), or its dtype and op have no device kernel";
-    } else if (!engine_->canRunDirect()) {
+    } else if (!engine_->canRunOnCaller()) {
       why = "earlier collectives of the group are still queued or running; wait for them "
             "before capture";
     }
@@ -87,11 +87,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
   uint64_t seq = 0;
   // A captured collective is not timed (its events would go into the graph).
-  DirectTimer timer(timing_.load(std::memory_order_relaxed), output,
+  CallerTimer timer(timing_.load(std::memory_order_relaxed), output,
                     capturing ? std::nullopt : std::optional<c10::Stream>(stream));
   try {
-    seq = engine_->runDirect(name, limit, fingerprint, fields,
-                             [&](const OpContext& op) {
+    seq = engine_->runOnCaller(name, limit, fingerprint, fields,
+                               [&](const OpContext& op) {
                                orderAfterLastDeviceOp(stream, stream, capturing);
                                timer.begin(op);
                                // The engine hashed the fingerprint once for both.
@@ -117,21 +117,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDirectOnDevice(
   // (wait() from another stream orders that one after the kernel, on the
   // device); a captured one completes on the host only, since no event may
   // be recorded into the graph for it.
-  return finishDirect(type, seq, output,
-                      capturing ? std::nullopt : std::optional<c10::Stream>(stream),
-                      timer.timing());
+  return finishOnCaller(type, seq, output,
+                        capturing ? std::nullopt : std::optional<c10::Stream>(stream),
+                        timer.timing());
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishDirect(c10d::OpType type, uint64_t seq,
-                                                              const at::Tensor& output,
-                                                              std::optional<c10::Stream> queuedOn,
-                                                              const DirectTiming& timing) {
-  noteDirectCompleted(type, seq, timing);
-  return c10::make_intrusive<DirectWork>(rank_, type, seq, output, queuedOn, timing);
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::finishOnCaller(c10d::OpType type, uint64_t seq,
+                                                                const at::Tensor& output,
+                                                                std::optional<c10::Stream> queuedOn,
+                                                                const CallerTiming& timing) {
+  noteCompletedOnCaller(type, seq, timing);
+  return c10::make_intrusive<CallerWork>(rank_, type, seq, output, queuedOn, timing);
 }
 
-void ProcessGroupRing::noteDirectCompleted(c10d::OpType type, uint64_t seq,
-                                           const DirectTiming& timing) {
+void ProcessGroupRing::noteCompletedOnCaller(c10d::OpType type, uint64_t seq,
+                                             const CallerTiming& timing) {
   if (!hooks_->active()) return;
   // The hooks read host times: the end as the timer read it, or now.
   const auto end = timing.finished != Clock::time_point{} ? timing.finished : Clock::now();

@@ -97,13 +97,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
     const at::Tensor& tensor, const Reduction& red, const c10d::AllreduceOptions& opts) {
   const CheckedArgs checked{-1, checkedReduceOp(red)};
   if (usableInPlace(tensor)) {
-    auto work = runDirectOnDevice(
+    auto work = runDeviceOnCaller(
         c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensor,
         fieldsOf(tensor, checked.reduceOp),
-        fingerprintOf(c10d::OpType::ALLREDUCE, tensor, checked), DevicePath::Direct::Allreduce,
+        fingerprintOf(c10d::OpType::ALLREDUCE, tensor, checked), DevicePath::OnCaller::Allreduce,
         tensor.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
-          return path.allreduceDirect(tensor, red.type, red.op, stream, call);
+          return path.allreduceOnCaller(tensor, red.type, red.op, stream, call);
         });
     if (work) return work;
   }
@@ -159,7 +159,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceOnDevice(
         tensor.copy_(host, /*non_blocking=*/true);
       },
       checked,
-      DevicePath::flagsCheckIt(config_, DevicePath::Direct::Allreduce, tensor.nbytes(), size_,
+      DevicePath::flagsCheckIt(config_, DevicePath::OnCaller::Allreduce, tensor.nbytes(), size_,
                                red.type, red.op));
 }
 
@@ -187,12 +187,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcastOnDevice(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
     const at::Tensor& output, const at::Tensor& input, std::chrono::milliseconds timeout) {
   if (usableInPlace(output) && usableInPlace(input)) {
-    auto work = runDirectOnDevice(
+    auto work = runDeviceOnCaller(
         c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", timeout, output,
         fieldsOf(input), fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, {}),
-        DevicePath::Direct::Allgather, input.nbytes(), DataType::UInt8, ReduceOp::Sum,
+        DevicePath::OnCaller::Allgather, input.nbytes(), DataType::UInt8, ReduceOp::Sum,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
-          return path.allgatherDirect(input, output, stream, call);
+          return path.allgatherOnCaller(input, output, stream, call);
         });
     if (work) return work;
   }
@@ -223,7 +223,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherOnDevice(
         output.copy_(hostOut, /*non_blocking=*/true);
       },
       {},
-      DevicePath::flagsCheckIt(config_, DevicePath::Direct::Allgather, input.nbytes(), size_,
+      DevicePath::flagsCheckIt(config_, DevicePath::OnCaller::Allgather, input.nbytes(), size_,
                                DataType::UInt8, ReduceOp::Sum));
 }
 
@@ -232,13 +232,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
     std::chrono::milliseconds timeout) {
   if (usableInPlace(output) && usableInPlace(input)) {
     const CheckedArgs checked{-1, checkedReduceOp(red)};
-    auto work = runDirectOnDevice(
+    auto work = runDeviceOnCaller(
         c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", timeout, output,
         fieldsOf(output, checked.reduceOp),
         fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, output, checked),
-        DevicePath::Direct::ReduceScatter, output.nbytes(), red.type, red.op,
+        DevicePath::OnCaller::ReduceScatter, output.nbytes(), red.type, red.op,
         [&](DevicePath& path, const c10::Stream& stream, const DevicePath::Call& call) {
-          return path.reduceScatterDirect(input, output, red.type, red.op, stream, call);
+          return path.reduceScatterOnCaller(input, output, red.type, red.op, stream, call);
         });
     if (work) return work;
   }
@@ -275,7 +275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterOnDevice(
         output.copy_(hostOut, /*non_blocking=*/true);
       },
       CheckedArgs{-1, checkedReduceOp(red)},
-      DevicePath::flagsCheckIt(config_, DevicePath::Direct::ReduceScatter, output.nbytes(), size_,
+      DevicePath::flagsCheckIt(config_, DevicePath::OnCaller::ReduceScatter, output.nbytes(), size_,
                                red.type, red.op));
 }
 

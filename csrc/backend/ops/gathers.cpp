@@ -45,7 +45,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
   const std::vector<at::Tensor> outputList = outputs[0];
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
   if (!staged) {
-    if (auto done = allgatherListOnHostDirect(outputList, input, callOptions(opts))) return *done;
+    if (auto done = allgatherListOnHostChannel(outputList, input, callOptions(opts))) return *done;
   }
   return enqueue(staged, c10d::OpType::ALLGATHER, site.op, callOptions(opts), outputList,
                  describeTensor(input),
@@ -61,7 +61,7 @@ void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor&
   at::Tensor in = contiguousInput(input);
   // Through the channel (the same choice as hostAllgather's, on every
   // rank): straight into the caller's tensors, no flat buffer to copy out of.
-  if (size_ > 1 && in.nbytes() > 0 && sharedMemoryAllgatherApplies(c, in.nbytes())) {
+  if (size_ > 1 && in.nbytes() > 0 && hostChannelAllgatherApplies(c, in.nbytes())) {
     return allgatherStraightIntoList(c, ctx, in, outputs);
   }
   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
@@ -91,7 +91,7 @@ void ProcessGroupRing::allgatherStraightIntoList(const Comm& c, const OpContext&
       blocks[r] = staged[r].data_ptr();
     }
   }
-  sharedMemoryAllgatherBlocks(c, ctx, in.data_ptr(), blocks, in.nbytes());
+  hostChannelAllgatherBlocks(c, ctx, in.data_ptr(), blocks, in.nbytes());
   for (size_t r = 0; r < outputs.size(); ++r) {
     if (staged[r].defined()) outputs[r].copy_(staged[r].view(outputs[r].sizes()));
   }
@@ -123,7 +123,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
   checkNumel(output, input.numel() * size_, site, "output");
   checkWritable(output, site, "output");
   if (auto work = allgatherAlone(output, input, opts.timeout)) return work;
-  if (auto done = allgatherOnHostDirect(output, input, callOptions(opts))) return *done;
+  if (auto done = allgatherOnHostChannel(output, input, callOptions(opts))) return *done;
   return enqueue(nullptr, c10d::OpType::_ALLGATHER_BASE, site.op, callOptions(opts), {output},
                  describeTensor(input),
                  [this, input, output](const OpContext& ctx) {
@@ -167,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
                       ": only the root (rank ", root, ") may pass an output list");
   }
   if (!staged) {
-    if (auto done = gatherOnHostDirect(outputList, input, root, callOptions(opts))) return *done;
+    if (auto done = gatherOnHostChannel(outputList, input, root, callOptions(opts))) return *done;
   }
   const bool onChannel = channelCarries(input.nbytes());
   return enqueue(
@@ -187,7 +187,7 @@ void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at:
   if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
   void* gathered = rank_ == root ? flat.data_ptr() : nullptr;
   if (onChannel) {
-    sharedMemoryGather(c, ctx, {in.data_ptr(), gathered, in.nbytes(), root});
+    hostChannelGather(c, ctx, {in.data_ptr(), gathered, in.nbytes(), root});
   } else {
     gatherToRoot(c, ctx,
                  {in.data_ptr(), in.nbytes(), gathered, BlockLayout::uniform(size_, in.nbytes()),
@@ -231,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                       ": only the root (rank ", root, ") may pass an input list");
   }
   if (!staged) {
-    if (auto done = scatterOnHostDirect(output, inputList, root, callOptions(opts))) return *done;
+    if (auto done = scatterOnHostChannel(output, inputList, root, callOptions(opts))) return *done;
   }
   const bool onChannel = channelCarries(output.nbytes() * static_cast<size_t>(size_));
   return enqueue(
@@ -250,7 +250,7 @@ void ProcessGroupRing::scatterBody(const Comm& c, const OpContext& ctx, const at
   if (rank_ == root) flat = flattenList(inputs);
   const void* blocks = rank_ == root ? flat.data_ptr() : nullptr;
   withContiguous(output, [&](void* data) {
-    if (onChannel) return sharedMemoryScatter(c, ctx, {blocks, data, output.nbytes(), root});
+    if (onChannel) return hostChannelScatter(c, ctx, {blocks, data, output.nbytes(), root});
     scatterFromRoot(c, ctx,
                     {blocks, BlockLayout::uniform(size_, output.nbytes()), data, output.nbytes(),
                      root});
@@ -329,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                     " on rank ", rank_, ": without split sizes the output (", output.numel(),
                     " elements) must be as large as the input (", input.numel(), ")");
   if (!staged) {
-    if (auto done = alltoallOnHostDirect(output, input, even, callOptions(opts))) return *done;
+    if (auto done = alltoallOnHostChannel(output, input, even, callOptions(opts))) return *done;
   }
   const bool onChannel = even && channelCarries(input.nbytes());
   // Uneven: queued (a caller that waits runs it on its own thread, driving
@@ -348,7 +348,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
         }
         withContiguous(output, [&](void* data) {
           const AllToAllArgs args{in.data_ptr(), sendLayout, data, recvLayout};
-          if (unevenOnChannel && sharedMemoryUnevenAlltoall(comm(), ctx, args)) return;
+          if (unevenOnChannel && hostChannelUnevenAlltoall(comm(), ctx, args)) return;
           allToAll(comm(), ctx, args);
         });
       },
@@ -361,7 +361,7 @@ void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const 
   at::Tensor in = contiguousInput(input);
   if (sharesMemory(in, output)) in = in.clone(at::MemoryFormat::Contiguous);  // read while written
   withContiguous(output, [&](void* data) {
-    sharedMemoryAlltoall(c, ctx, {in.data_ptr(), data, in.nbytes() / static_cast<size_t>(size_)});
+    hostChannelAlltoall(c, ctx, {in.data_ptr(), data, in.nbytes() / static_cast<size_t>(size_)});
   });
 }
 

@@ -33,15 +33,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runAlone(c10d::OpType type, con
   // captured into a CUDA graph (the events would go into the graph).
   const bool timed = timing_.load(std::memory_order_relaxed);
   const bool capturing = timed && queuedOn && DevicePath::capturing(*queuedOn);
-  DirectTimer timer(timed, output, capturing ? std::nullopt : queuedOn);
-  const uint64_t seq = engine_->runDirect(name, limit, fingerprintOf(type, output, checked),
-                                          fields, [&](const OpContext& op) {
+  CallerTimer timer(timed, output, capturing ? std::nullopt : queuedOn);
+  const uint64_t seq = engine_->runOnCaller(name, limit, fingerprintOf(type, output, checked),
+                                            fields, [&](const OpContext& op) {
                                             timer.begin(op);
                                             body();
                                             timer.end();
                                           });
   if (seq == 0) return nullptr;
-  return finishDirect(type, seq, output, queuedOn, timer.timing());
+  return finishOnCaller(type, seq, output, queuedOn, timer.timing());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduceAlone(

@@ -3,7 +3,7 @@
 // Where the caller waits for the result at once (async_op=False), the group
 // has a host channel (transport/host/host_channel.h) and the tensor fits its
 // buffers, the collective goes past the queue
-// (Engine::runDirect): no Work with a Future and callbacks, no task on the
+// (Engine::runOnCaller): no Work with a Future and callbacks, no task on the
 // executor, no thread hand-off; the caller copies its input into the
 // channel, spins on its peers' flags and reduces, the way MPI and DeepSpeed
 // run a small allreduce. It is numbered, traced and announced like any
@@ -11,8 +11,8 @@
 // coalescing block or with RINGREDUCE_CHECK_COLLECTIVES the engine declines
 // and the op is queued; its body then takes the same channel (hostAllreduce
 // chooses it first), so every rank runs the same algorithm whichever way
-// each ran it. runOnHostDirect is what every such direct form shares (the
-// other collectives' are in host_direct_collectives.cpp).
+// each ran it. runOnHostChannel is what every such on-caller form shares (the
+// other collectives' are in host_channel_collectives.cpp).
 #include "algorithms/allreduce.h"
 #include "algorithms/host_channel/allreduce.h"
 #include "backend/contiguous_buffers.h"
@@ -52,22 +52,22 @@ const HostChannel* ProcessGroupRing::hostChannel() {
 }
 
 bool ProcessGroupRing::throughHostChannel(size_t bytes) {
-  return hostChannel() != nullptr && sharedMemoryAllreduceApplies(engine_->directComm(), bytes);
+  return hostChannel() != nullptr && hostChannelAllreduceApplies(engine_->callerComm(), bytes);
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::runOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::runOnHostChannel(
     c10d::OpType type, const char* name, const CallOptions& call,
     const CollectiveFingerprint& fingerprint, const OpFields& fields, const at::Tensor& output,
-    HostDirectBody body) {
-  const Comm c = engine_->directComm();
+    HostChannelBody body) {
+  const Comm c = engine_->callerComm();
   const std::chrono::milliseconds limit =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
-  DirectTimer timer(timing_.load(std::memory_order_relaxed), output);
+  CallerTimer timer(timing_.load(std::memory_order_relaxed), output);
   uint64_t seq = 0;
   try {
     // An asynchronous caller runs it here only where its peers are in it
     // already: it must not wait for a peer that waits for it elsewhere.
-    seq = engine_->runDirect(
+    seq = engine_->runOnCaller(
         name, limit, fingerprint, fields,
         [&](const OpContext& ctx) {
           timer.begin(ctx);
@@ -79,7 +79,7 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::runOnHostDirect(
     std::rethrow_exception(translateCurrentException());  // ValueError, as a queued call's
   } catch (...) {
     // The group is unusable now, its peers told and its flight recorder
-    // written (Engine::runDirect). As a queued op's Work raises it
+    // written (Engine::runOnCaller). As a queued op's Work raises it
     // (DistBackendError for a timeout or a peer's failure): at once to a
     // caller that waits, from its Work's wait() to an asynchronous one.
     if (call.callerWaits) std::rethrow_exception(translateCurrentException());
@@ -95,18 +95,18 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::runOnHostDirect(
   // a completed one) or torch keeps the Work of every collective for a
   // compiled graph's inputs (allow_inflight_collective_as_graph_input).
   if (call.callerWaits && !c10d::allow_inflight_collective_as_graph_input()) {
-    noteDirectCompleted(type, seq, timer.timing());
+    noteCompletedOnCaller(type, seq, timer.timing());
     return c10::intrusive_ptr<c10d::Work>();
   }
-  return finishDirect(type, seq, output, std::nullopt, timer.timing());
+  return finishOnCaller(type, seq, output, std::nullopt, timer.timing());
 }
 
-std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostDirect(
+std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostChannel(
     const at::Tensor& tensor, const Reduction& red, const CallOptions& call) {
   const size_t bytes = tensor.nbytes();
   if (!runsOnCaller(call, bytes, throughHostChannel(bytes))) return std::nullopt;
   const int reduceOp = checkedReduceOp(red);
-  return runOnHostDirect(
+  return runOnHostChannel(
       c10d::OpType::ALLREDUCE, "allreduce", call,
       fingerprintOf(c10d::OpType::ALLREDUCE, tensor, CheckedArgs{-1, reduceOp}),
       fieldsOf(tensor, reduceOp), tensor, [&](const Comm& c, const OpContext& ctx) {

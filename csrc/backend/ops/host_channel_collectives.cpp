@@ -1,5 +1,5 @@
 // The CPU collectives other than allreduce through the host channel from
-// the caller's thread, as allreduceOnHostDirect (host_direct.cpp) runs the
+// the caller's thread, as allreduceOnHostChannel (host_channel_allreduce.cpp) runs the
 // allreduce: all_gather_into_tensor, all_gather, reduce_scatter_tensor,
 // broadcast, barrier and all_to_all_single with equal splits. Each is
 // gated by runsOnCaller and the channel's rule for its bytes
@@ -24,45 +24,45 @@ bool ProcessGroupRing::channelCarries(size_t bytes) {
   // Nothing to move: the queued form, as before (hostAllgather and
   // hostReduceScatterInto do not take the channel for it either).
   return bytes > 0 && size_ > 1 && hostChannel() != nullptr &&
-         sharedMemoryCollectiveApplies(engine_->directComm(), bytes);
+         hostChannelCollectiveApplies(engine_->callerComm(), bytes);
 }
 
 bool ProcessGroupRing::channelStartsUnevenAlltoall() {
   return size_ > 1 && hostChannel() != nullptr &&
-         sharedMemoryUnevenAlltoallApplies(engine_->directComm());
+         hostChannelUnevenAlltoallApplies(engine_->callerComm());
 }
 
 bool ProcessGroupRing::channelSynchronizes() {
   return size_ > 1 && hostChannel() != nullptr &&
-         sharedMemoryBarrierApplies(engine_->directComm());
+         hostChannelBarrierApplies(engine_->callerComm());
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::allgatherOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, const CallOptions& call) {
   if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
-  return runOnHostDirect(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", call,
-                         fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, CheckedArgs{}),
-                         fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", call,
+                          fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, CheckedArgs{}),
+                          fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoTensor(ctx, input, output, &c);
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::allgatherListOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, const CallOptions& call) {
   if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
-  return runOnHostDirect(c10d::OpType::ALLGATHER, "all_gather", call,
-                         fingerprintOf(c10d::OpType::ALLGATHER, outputs, CheckedArgs{}),
-                         fieldsOf(input), outputs[0], [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::ALLGATHER, "all_gather", call,
+                          fingerprintOf(c10d::OpType::ALLGATHER, outputs, CheckedArgs{}),
+                          fieldsOf(input), outputs[0], [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoList(ctx, input, outputs, &c);
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, const Reduction& red,
     const CallOptions& call) {
   if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
   const int reduceOp = checkedReduceOp(red);
-  return runOnHostDirect(
+  return runOnHostChannel(
       c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", call,
       fingerprintOf(c10d::OpType::_REDUCE_SCATTER_BASE, output, CheckedArgs{-1, reduceOp}),
       fieldsOf(output, reduceOp), output, [&](const Comm& c, const OpContext& ctx) {
@@ -70,7 +70,7 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterOnHostDirect(
       });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterListOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterListOnHostChannel(
     const at::Tensor& output, const std::vector<at::Tensor>& inputs, const Reduction& red,
     const CallOptions& call) {
   const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
@@ -78,7 +78,7 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterListOnHostDire
     return std::nullopt;
   }
   const int reduceOp = checkedReduceOp(red);
-  return runOnHostDirect(
+  return runOnHostChannel(
       c10d::OpType::REDUCE_SCATTER, "reduce_scatter", call,
       fingerprintOf(c10d::OpType::REDUCE_SCATTER, output, CheckedArgs{-1, reduceOp}),
       fieldsOf(output, reduceOp), output, [&](const Comm& c, const OpContext& ctx) {
@@ -86,75 +86,75 @@ ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceScatterListOnHostDire
       });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::broadcastOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::broadcastOnHostChannel(
     const at::Tensor& tensor, int root, const CallOptions& call) {
   if (!runsOnCaller(call, tensor.nbytes(), channelCarries(tensor.nbytes()))) return std::nullopt;
-  return runOnHostDirect(c10d::OpType::BROADCAST, "broadcast", call,
-                         fingerprintOf(c10d::OpType::BROADCAST, tensor, CheckedArgs{root}),
-                         fieldsOf(tensor, -1, root), tensor,
-                         [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::BROADCAST, "broadcast", call,
+                          fingerprintOf(c10d::OpType::BROADCAST, tensor, CheckedArgs{root}),
+                          fieldsOf(tensor, -1, root), tensor,
+                          [&](const Comm& c, const OpContext& ctx) {
                            withContiguous(tensor, [&](void* data) {
                              hostBroadcast(c, ctx, {data, tensor.nbytes(), root});
                            });
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::barrierOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::barrierOnHostChannel(
     const CallOptions& call) {
   if (!runsOnCaller(call, 0, channelSynchronizes())) return std::nullopt;
-  return runOnHostDirect(c10d::OpType::BARRIER, "barrier", call,
-                         fingerprintOf(c10d::OpType::BARRIER, std::vector<at::Tensor>{},
-                                       CheckedArgs{}),
+  return runOnHostChannel(c10d::OpType::BARRIER, "barrier", call,
+                          fingerprintOf(c10d::OpType::BARRIER, std::vector<at::Tensor>{},
+                                        CheckedArgs{}),
                          OpFields{}, at::Tensor(),
                          [&](const Comm& c, const OpContext& ctx) { hostBarrier(c, ctx); });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::alltoallOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, bool even, const CallOptions& call) {
   const size_t bytes = input.nbytes();
   if (!runsOnCaller(call, bytes, even && channelCarries(bytes))) return std::nullopt;
-  return runOnHostDirect(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", call,
-                         fingerprintOf(c10d::OpType::ALLTOALL_BASE, output, CheckedArgs{}),
-                         fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", call,
+                          fingerprintOf(c10d::OpType::ALLTOALL_BASE, output, CheckedArgs{}),
+                          fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            alltoallEqual(c, ctx, input, output);
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::reduceOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceOnHostChannel(
     const at::Tensor& tensor, const Reduction& red, int root, const CallOptions& call) {
   if (!runsOnCaller(call, tensor.nbytes(), channelCarries(tensor.nbytes()))) return std::nullopt;
   const int reduceOp = checkedReduceOp(red);
-  return runOnHostDirect(c10d::OpType::REDUCE, "reduce", call,
-                         fingerprintOf(c10d::OpType::REDUCE, tensor, CheckedArgs{root, reduceOp}),
-                         fieldsOf(tensor, reduceOp, root), tensor,
-                         [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::REDUCE, "reduce", call,
+                          fingerprintOf(c10d::OpType::REDUCE, tensor, CheckedArgs{root, reduceOp}),
+                          fieldsOf(tensor, reduceOp, root), tensor,
+                          [&](const Comm& c, const OpContext& ctx) {
                            reduceOnChannel(c, ctx, tensor, red, root);
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::gatherOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, int root,
     const CallOptions& call) {
   if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
   const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
-  return runOnHostDirect(c10d::OpType::GATHER, "gather", call,
-                         fingerprintOf(c10d::OpType::GATHER, outputs, checked),
-                         fieldsOf(input, -1, root), input,
-                         [&](const Comm& c, const OpContext& ctx) {
+  return runOnHostChannel(c10d::OpType::GATHER, "gather", call,
+                          fingerprintOf(c10d::OpType::GATHER, outputs, checked),
+                          fieldsOf(input, -1, root), input,
+                          [&](const Comm& c, const OpContext& ctx) {
                            gatherBody(c, ctx, input, outputs, root, true);
                          });
 }
 
-ProcessGroupRing::HostDirectResult ProcessGroupRing::scatterOnHostDirect(
+ProcessGroupRing::HostChannelResult ProcessGroupRing::scatterOnHostChannel(
     const at::Tensor& output, const std::vector<at::Tensor>& inputs, int root,
     const CallOptions& call) {
   const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
   if (!runsOnCaller(call, bytes, channelCarries(bytes))) {
     return std::nullopt;
   }
-  return runOnHostDirect(c10d::OpType::SCATTER, "scatter", call,
-                         fingerprintOf(c10d::OpType::SCATTER, output,
-                                       CheckedArgs{root, -1, output.numel()}),
+  return runOnHostChannel(c10d::OpType::SCATTER, "scatter", call,
+                          fingerprintOf(c10d::OpType::SCATTER, output,
+                                        CheckedArgs{root, -1, output.numel()}),
                          fieldsOf(output, -1, root), output,
                          [&](const Comm& c, const OpContext& ctx) {
                            scatterBody(c, ctx, output, inputs, root, true);

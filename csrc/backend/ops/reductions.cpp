@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   probe::mark(ProbePoint::Checked);
   if (auto work = allreduceAlone(tensor, red, opts.timeout)) return work;
-  if (auto done = allreduceOnHostDirect(tensor, red, callOptions(opts))) return *done;
+  if (auto done = allreduceOnHostChannel(tensor, red, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::ALLREDUCE, site.op, callOptions(opts), {tensor},
       describeTensor(tensor) + " " + reductionName(red),
@@ -131,7 +131,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
   if (!staged) {
-    if (auto done = reduceOnHostDirect(tensor, red, root, callOptions(opts))) return *done;
+    if (auto done = reduceOnHostChannel(tensor, red, root, callOptions(opts))) return *done;
   }
   // Through the channel: one sequence number, where the queued forms take two.
   const bool onChannel = channelCarries(tensor.nbytes());
@@ -170,13 +170,13 @@ void ProcessGroupRing::reduceOnChannel(const Comm& c, const OpContext& ctx,
   if (rank_ == root) {
     if (red.premul) tensor.mul_(*red.premul);  // the result replaces it anyway
     withContiguous(tensor, [&](void* data) {
-      sharedMemoryReduce(c, ctx, {data, count, red.type, red.op}, root);
+      hostChannelReduce(c, ctx, {data, count, red.type, red.op}, root);
     });
     return;
   }
   // Only read here: the caller's tensor stays as it was.
   const at::Tensor in = red.premul ? premultiplied(tensor, red) : contiguousInput(tensor);
-  sharedMemoryReduce(c, ctx, {in.data_ptr(), count, red.type, red.op}, root);
+  hostChannelReduce(c, ctx, {in.data_ptr(), count, red.type, red.op}, root);
 }
 
 at::Tensor ProcessGroupRing::stagedBuffer(int64_t numel, const at::TensorOptions& options) {
@@ -233,7 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
   if (!staged) {
-    if (auto done = reduceScatterListOnHostDirect(output, inputList, red, callOptions(opts))) {
+    if (auto done = reduceScatterListOnHostChannel(output, inputList, red, callOptions(opts))) {
       return *done;
     }
   }
@@ -303,7 +303,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
   checkWritable(output, site, "output");
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   if (auto work = reduceScatterAlone(output, input, red, opts.timeout)) return work;
-  if (auto done = reduceScatterOnHostDirect(output, input, red, callOptions(opts))) return *done;
+  if (auto done = reduceScatterOnHostChannel(output, input, red, callOptions(opts))) return *done;
   return enqueue(
       nullptr, c10d::OpType::_REDUCE_SCATTER_BASE, site.op, callOptions(opts), {output},
       describeTensor(output) + " " + reductionName(red),

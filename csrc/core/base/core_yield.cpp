@@ -1,3 +1,4 @@
+// Giving the core away while a rank polls for its peers, RINGREDUCE_SPIN_YIELD (core_yield.h)
 #include "core/base/core_yield.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// Element types the host data path understands (data_type.h)
 #include "core/base/data_type.h"
 
 namespace ringreduce {

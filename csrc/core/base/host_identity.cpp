@@ -1,3 +1,4 @@
+// Which machine (and boot) this process runs on (host_identity.h)
 #include "core/base/host_identity.h"
 
 #include <unistd.h>

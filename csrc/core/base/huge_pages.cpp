@@ -1,3 +1,4 @@
+// 2 MiB pages for the large buffers a collective moves between processes (huge_pages.h)
 #include "core/base/huge_pages.h"
 
 #include <sys/mman.h>

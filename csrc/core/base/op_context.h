@@ -41,7 +41,7 @@ struct OpContext {
       : opName(name), seq(sequence), timeout(limit), deadline(Clock::now() + limit) {}
 
   // When the operation began: its deadline is counted from that moment
-  // (the constructor, Engine::runDirect), so knowing it reads no clock.
+  // (the constructor, Engine::runOnCaller), so knowing it reads no clock.
   Clock::time_point started() const { return deadline - timeout; }
 
   // The i-th of several collectives fused into one queued operation (the

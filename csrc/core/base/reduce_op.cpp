@@ -1,3 +1,4 @@
+// Reduction operators, mirroring c10d::ReduceOp without torch (reduce_op.h)
 #include "core/base/reduce_op.h"
 
 namespace ringreduce {

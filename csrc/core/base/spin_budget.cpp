@@ -1,3 +1,4 @@
+// How long a waiting loop spins before it blocks (spin_budget.h)
 #include "core/base/spin_budget.h"
 
 #include <algorithm>

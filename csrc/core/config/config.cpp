@@ -1,3 +1,4 @@
+// The RINGREDUCE_* settings: read, checked and described (config.h)
 #include "core/config/config.h"
 
 #include <sched.h>
@@ -160,16 +161,16 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
       readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
   config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
-  config.sharedMemoryBytes = static_cast<size_t>(readPositive(
-      sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.sharedMemoryBytes), 0));
+  config.hostChannelBytes = static_cast<size_t>(readPositive(
+      sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.hostChannelBytes), 0));
   config.asyncOnCallerBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_ASYNC_ON_CALLER_BYTES", static_cast<long long>(config.asyncOnCallerBytes),
       0));
-  if (config.sharedMemoryBytes > kMaxSharedMemoryBytes) {
+  if (config.hostChannelBytes > kMaxHostChannelBytes) {
     // Each rank maps 2 x world buffers of it: bounded, like the memory.
     throw InvalidArgument("ringreduce: RINGREDUCE_SHM_BYTES='" +
-                          std::to_string(config.sharedMemoryBytes) + "' must be at most " +
-                          std::to_string(kMaxSharedMemoryBytes) + " (64 MiB)");
+                          std::to_string(config.hostChannelBytes) + "' must be at most " +
+                          std::to_string(kMaxHostChannelBytes) + " (64 MiB)");
   }
   config.peerMonitor = readFlag(sources, "RINGREDUCE_PEER_MONITOR", config.peerMonitor);
   config.checkCollectives =
@@ -255,7 +256,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
-      {"RINGREDUCE_SHM_BYTES", number(sharedMemoryBytes)},
+      {"RINGREDUCE_SHM_BYTES", number(hostChannelBytes)},
       {"RINGREDUCE_ASYNC_ON_CALLER_BYTES", number(asyncOnCallerBytes)},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},

@@ -22,10 +22,10 @@ constexpr int kOversubscribedWaitSpinMicroseconds = 200;
 // ... for messages up to this size; a wait for a bigger one sleeps at once.
 constexpr size_t kYieldSpinMaxBytes = 64 * 1024;
 
-// The host channel's buffer per rank and parity (Config::sharedMemoryBytes).
-constexpr size_t kDefaultSharedMemoryBytes = size_t{1} << 20;
+// The host channel's buffer per rank and parity (Config::hostChannelBytes).
+constexpr size_t kDefaultHostChannelBytes = size_t{1} << 20;
 // Its bound (RINGREDUCE_SHM_BYTES above it is refused).
-constexpr size_t kMaxSharedMemoryBytes = size_t{64} << 20;
+constexpr size_t kMaxHostChannelBytes = size_t{64} << 20;
 
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
@@ -89,19 +89,19 @@ struct Config {
   bool hugePages = true;
 
   // Allreduces from 32 KiB on one machine read and write the peers' memory
-  // (algorithms/cross_memory_allreduce.h) where the kernel allows it.
+  // (algorithms/cross_memory/allreduce.h) where the kernel allows it.
   // RINGREDUCE_CROSS_MEMORY=0 turns it off on this rank, and so for every
   // group it is in (the ranks agree).
   bool crossMemory = true;
 
   // Small allreduces on one machine go through a shared-memory segment the
   // group maps once (transport/host/host_channel.h,
-  // algorithms/shared_memory_allreduce.h): up to this many bytes, each rank
+  // algorithms/host_channel/allreduce.h): up to this many bytes, each rank
   // holding two buffers of this size (rank 0's size serves the group; at
-  // most kMaxSharedMemoryBytes). RINGREDUCE_SHM_BYTES; 0 on any rank turns
+  // most kMaxHostChannelBytes). RINGREDUCE_SHM_BYTES; 0 on any rank turns
   // the channel off for every group that rank is in (the ranks agree when
   // the group opens it, at its first host collective).
-  size_t sharedMemoryBytes = kDefaultSharedMemoryBytes;
+  size_t hostChannelBytes = kDefaultHostChannelBytes;
   // An asynchronous host collective (async_op=True, a functional one) of at
   // most this many bytes that the channel carries runs on the caller's
   // thread at once and returns a completed Work, where every peer is in it
@@ -135,7 +135,7 @@ struct Config {
   LinkCost intraNode = defaultIntraNode();
   LinkCost interNode = defaultInterNode();
   // Measure both links inside the group's first allreduce instead
-  // (algorithms/link_probe.h: a few ms; rank 0's figures, shared).
+  // (algorithms/tuning/link_probe.h: a few ms; rank 0's figures, shared).
   // RINGREDUCE_LINK_MEASURE=1.
   bool measureLinks = false;
   // Set only by the simulator (transport/simulated/): messages carry sizes
@@ -191,7 +191,7 @@ struct Config {
   // Across nodes under RINGREDUCE_CUDA_ALGO=auto, where both the device ring
   // and NCCL can run an allreduce: time both on the first allreduces of each
   // size class and keep the faster, the same on every rank
-  // (algorithms/autotune.h, AllreduceTuner::cudaPaths). Off: the device ring.
+  // (algorithms/tuning/autotune.h, AllreduceTuner::cudaPaths). Off: the device ring.
   // RINGREDUCE_CUDA_AUTOTUNE (default 1).
   bool cudaAutotune = true;
   // fp16 or bf16: float32 SUM/AVG travel as 16-bit floats through the
@@ -218,7 +218,7 @@ struct Config {
 
   // Try candidate host allreduce settings (algorithm, segment size) on the
   // first allreduces of each size class and keep the fastest, the same on
-  // every rank (algorithms/autotune.h). RINGREDUCE_AUTOTUNE=1.
+  // every rank (algorithms/tuning/autotune.h). RINGREDUCE_AUTOTUNE=1.
   bool autotune = false;
   // Allreduces per candidate and size class. RINGREDUCE_AUTOTUNE_STEPS.
   int autotuneSteps = 3;

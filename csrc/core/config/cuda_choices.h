@@ -12,7 +12,7 @@ namespace ringreduce {
 // RINGREDUCE_CUDA_ALGO: which path runs a CUDA allreduce (core/config/config.h).
 // Flags: the device-flags path (cuda/signal/): collectives synchronised on
 // the device, from the caller's thread, capturable in CUDA graphs. Ring:
-// the device ring (algorithms/device_ring.h), UCX moving device segments
+// the device ring (algorithms/device/ring.h), UCX moving device segments
 // and our kernel reducing them, on any nodes.
 enum class CudaAlgorithm : uint8_t { Auto, OneShot, TwoShot, Staged, Nccl, Host, Flags, Ring };
 
@@ -63,7 +63,7 @@ struct NameTable<WireDtype> {
 // Flags*: the device-flags path (cuda/signal/): FlagsOneShot and
 // FlagsTwoShot through the registered buffers, FlagsInPlace on the ranks'
 // own tensors, Flags for the other collectives. DeviceRing: the caller runs
-// the device ring (algorithms/device_ring.h) over the transport.
+// the device ring (algorithms/device/ring.h) over the transport.
 enum class DevicePathTaken : uint8_t {
   HostStaging,
   OneShot,

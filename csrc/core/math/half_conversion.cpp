@@ -1,3 +1,4 @@
+// float16 / bfloat16 <-> float32 conversions (half_conversion.h)
 #include "core/math/half_conversion.h"
 
 #include <cstring>

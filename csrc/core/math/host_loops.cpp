@@ -1,3 +1,4 @@
+// The host reduction loops' choice of instruction set, made once at first use (host_loops.h)
 #include "core/math/host_loops.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// Host reduction loops used by every ring step (host_reduce.h)
 #include "core/math/host_reduce.h"
 
 #include <string>

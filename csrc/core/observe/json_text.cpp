@@ -1,3 +1,4 @@
+// Text for the JSON files we write (json_text.h)
 #include "core/observe/json_text.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// Where one small collective's time goes (latency_probe.h)
 #include "core/observe/latency_probe.h"
 
 #include <time.h>

@@ -30,10 +30,10 @@ enum class ProbePoint : uint8_t {
   BodyFinished,    // the algorithm returned
   Completed,       // its Work completed (callbacks, Future, trace)
   WaitReturned,    // Work::wait() returns to torch
-  DirectStarted,   // runDirect numbered it past the queue
+  OnCallerStarted,  // runOnCaller numbered it past the queue
   Published,       // its input copied into the host channel, its flag set
   PeersHere,       // every peer's flag seen
-  DirectFinished,  // runDirect returns: its Work is made next
+  OnCallerFinished, // runOnCaller returns: its Work is made next
 };
 
 template <>
@@ -51,10 +51,10 @@ struct NameTable<ProbePoint> {
       {ProbePoint::BodyFinished, "body finished"},
       {ProbePoint::Completed, "completed"},
       {ProbePoint::WaitReturned, "wait returned"},
-      {ProbePoint::DirectStarted, "direct started"},
+      {ProbePoint::OnCallerStarted, "direct started"},
       {ProbePoint::Published, "published"},
       {ProbePoint::PeersHere, "peers here"},
-      {ProbePoint::DirectFinished, "direct finished"},
+      {ProbePoint::OnCallerFinished, "direct finished"},
   };
 };
 

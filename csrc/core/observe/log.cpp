@@ -1,3 +1,4 @@
+// NCCL_DEBUG-style logging, RINGREDUCE_DEBUG (log.h)
 #include "core/observe/log.h"
 
 #include <sys/syscall.h>

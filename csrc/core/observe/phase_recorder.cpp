@@ -1,3 +1,4 @@
+// The phases of one operation for the timeline (phase_recorder.h)
 #include "core/observe/phase_recorder.h"
 
 namespace ringreduce {

@@ -1,3 +1,4 @@
+// The timeline writer, RINGREDUCE_TIMELINE (timeline.h)
 #include "core/observe/timeline.h"
 
 #include <cerrno>

@@ -12,9 +12,9 @@ namespace ringreduce {
 // Auto: the cheapest by the cost model (core/plan/allreduce_cost.h), the same on
 // every rank, or CrossMemory where the group allows it. The others force
 // that algorithm (tests, benchmarks). CrossMemory: every rank on one host,
-// reading and writing the others' memory (algorithms/cross_memory_allreduce.h).
-// SharedMemory: every rank on one host, through the group's shared segment
-// (algorithms/shared_memory_allreduce.h), for what fits its buffers.
+// reading and writing the others' memory (algorithms/cross_memory/allreduce.h).
+// HostChannel: every rank on one host, through the group's shared segment
+// (algorithms/host_channel/allreduce.h), for what fits its buffers.
 enum class AllreduceAlgorithm : uint8_t {
   Auto,
   Ring,
@@ -22,7 +22,7 @@ enum class AllreduceAlgorithm : uint8_t {
   TwoLevel,
   Direct,
   CrossMemory,
-  SharedMemory
+  HostChannel
 };
 
 template <>
@@ -34,7 +34,7 @@ struct NameTable<AllreduceAlgorithm> {
       {AllreduceAlgorithm::TwoLevel, "two_level"},
       {AllreduceAlgorithm::Direct, "direct"},
       {AllreduceAlgorithm::CrossMemory, "cma"},
-      {AllreduceAlgorithm::SharedMemory, "shm"},
+      {AllreduceAlgorithm::HostChannel, "shm"},
   };
 };
 

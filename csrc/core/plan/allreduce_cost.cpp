@@ -1,3 +1,4 @@
+// Predicted time of each host allreduce algorithm on a set of nodes (allreduce_cost.h)
 #include "core/plan/allreduce_cost.h"
 
 #include <algorithm>
@@ -199,7 +200,7 @@ double AllreduceCostModel::predict(AllreduceAlgorithm algorithm, size_t bytes) c
     case AllreduceAlgorithm::Direct:
       return timeOf(direct_, b);
     case AllreduceAlgorithm::CrossMemory:
-    case AllreduceAlgorithm::SharedMemory:
+    case AllreduceAlgorithm::HostChannel:
       // Not priced: the selector takes it where the group allows it
       // (algorithms/allreduce.h), never in a model's comparison.
       return std::numeric_limits<double>::infinity();

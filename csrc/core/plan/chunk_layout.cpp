@@ -1,3 +1,4 @@
+// Where each rank's chunk of a buffer lies when the split is uneven (chunk_layout.h)
 #include "core/plan/chunk_layout.h"
 
 #include <algorithm>

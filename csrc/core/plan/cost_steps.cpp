@@ -1,3 +1,4 @@
+// The pieces the cost model builds its prices from (cost_steps.h)
 #include "core/plan/cost_steps.h"
 
 #include <algorithm>

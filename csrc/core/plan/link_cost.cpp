@@ -1,3 +1,4 @@
+// What one message costs on a class of link (link_cost.h)
 #include "core/plan/link_cost.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// A buffer cut into one chunk per rank and each chunk into segments (partition.h)
 #include "core/plan/partition.h"
 
 #include <algorithm>

@@ -113,7 +113,7 @@ double AllreduceCostModel::predictScatterGather(AllreduceAlgorithm algorithm,
     case AllreduceAlgorithm::Direct:
       return timeOf(direct_, b) / 2;
     case AllreduceAlgorithm::CrossMemory:  // allreduces only
-    case AllreduceAlgorithm::SharedMemory:
+    case AllreduceAlgorithm::HostChannel:
       return never;
   }
   return never;

@@ -1,3 +1,4 @@
+// Which ranks share a node (topology.h)
 #include "core/plan/topology.h"
 
 #include <algorithm>

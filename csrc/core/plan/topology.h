@@ -33,7 +33,7 @@ struct Topology {
   int maxRanksPerNode() const;
   // More than one node, each of the same number of ranks, more than one:
   // where the device ring's allreduce runs in two levels
-  // (algorithms/device_two_level.h).
+  // (algorithms/device/two_level.h).
   bool equalNodesOfSeveralRanks() const {
     return nodes() > 1 && regular() && maxRanksPerNode() > 1;
   }

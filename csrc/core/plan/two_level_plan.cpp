@@ -1,3 +1,4 @@
+// Who does what in the two-level reduce-scatter and allgather (two_level_plan.h)
 #include "core/plan/two_level_plan.h"
 
 #include <algorithm>

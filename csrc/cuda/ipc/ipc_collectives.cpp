@@ -1,3 +1,4 @@
+// Collectives among one node's ranks on buffers shared through CUDA IPC (ipc_collectives.h)
 #include "cuda/ipc/ipc_collectives.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Device memory and events shared between one node's processes by CUDA IPC (ipc_memory.h)
 #include "cuda/ipc/ipc_memory.h"
 
 #include <cuda.h>  // types of the driver entry point only; libcuda is reached through cudart

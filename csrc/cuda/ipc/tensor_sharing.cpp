@@ -1,3 +1,4 @@
+// One tensor of each rank shared with its peers for one collective (tensor_sharing.h)
 #include "cuda/ipc/tensor_sharing.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// Our own NCCL communicator for one process group (nccl_communicator.h)
 #include "cuda/nccl/nccl_communicator.h"
 
 #include <algorithm>

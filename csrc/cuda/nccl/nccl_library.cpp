@@ -1,3 +1,4 @@
+// NCCL, loaded with dlopen on first use (nccl_library.h)
 #include "cuda/nccl/nccl_library.h"
 
 #include <dlfcn.h>

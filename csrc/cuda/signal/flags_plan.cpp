@@ -1,3 +1,4 @@
+// How the device-flags path of a group would run, decided alike on every rank (flags_plan.h)
 #include "cuda/signal/flags_plan.h"
 
 #include <algorithm>

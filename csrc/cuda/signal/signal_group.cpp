@@ -1,3 +1,4 @@
+// The device-flags path of one process group (signal_group.h)
 #include "cuda/signal/signal_group.h"
 
 #include "cuda/peer_probe.h"

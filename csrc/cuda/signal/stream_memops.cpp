@@ -1,3 +1,4 @@
+// Stream memory operations through the runtime's driver entry points (stream_memops.h)
 #include "cuda/signal/stream_memops.h"
 
 #include <cuda.h>  // types of the driver entry points only

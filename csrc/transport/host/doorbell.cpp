@@ -1,3 +1,4 @@
+// A rank's doorbell: a datagram socket its peers ring (doorbell.h)
 #include "transport/host/doorbell.h"
 
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// The group's channel between its ranks on one host (host_channel.h)
 #include "transport/host/host_channel.h"
 
 #include <poll.h>

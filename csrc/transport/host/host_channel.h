@@ -143,12 +143,12 @@ class HostChannel {
   // (an isend's rendezvous, a fragment of a large eager send) move only when
   // this thread progresses, and a peer may wait for them before it comes to
   // this collective (a rank in a barrier behind a receive from this one).
-  // Null for a caller past the queue (Engine::runDirect): the worker drives.
+  // Null for a caller past the queue (Engine::runOnCaller): the worker drives.
   void awaitPeers(FlagKind kind, const Turn& turn, const OpContext& op, SpinBudget& spin,
                   Transport* driven = nullptr);
 
   // The budget of a caller's thread that runs collectives past the queue
-  // (Engine::runDirect); the thread that runs it holds the engine's submit
+  // (Engine::runOnCaller); the thread that runs it holds the engine's submit
   // lock, so one at a time.
   SpinBudget& callerSpin() { return callerSpin_; }
 

@@ -1,3 +1,4 @@
+// The memory a group's ranks on one host share (host_segment.h)
 #include "transport/host/host_segment.h"
 
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 // rank a few cache lines only that rank writes (its flags, where it is, its
 // state), then per rank two data buffers (consecutive small collectives
 // alternate between them, so no rank waits for its peers to finish reading
-// the previous one: see algorithms/shared_memory_allreduce.h).
+// the previous one: see algorithms/host_channel/allreduce.h).
 //
 // No torch, no UCX: plain memory and the words the ranks synchronise on.
 #pragma once

@@ -1,3 +1,4 @@
+// The peers' processes as file descriptors, pidfd_open (peer_exits.h)
 #include "transport/host/peer_exits.h"
 
 #include <poll.h>

@@ -1,3 +1,4 @@
+// A Transport whose ranks are threads of one process (loopback_transport.h)
 #include "transport/loopback/loopback_transport.h"
 
 #include <poll.h>

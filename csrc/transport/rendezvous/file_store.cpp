@@ -1,3 +1,4 @@
+// A KeyValueStore in a directory (file_store.h)
 #include "transport/rendezvous/file_store.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Where each rank is, published through the store when a collective waits long (progress_board.h)
 #include "transport/rendezvous/progress_board.h"
 
 #include <chrono>

@@ -1,3 +1,4 @@
+// Cooperative fibers for the virtual-time transport (fibers.h)
 #include "transport/simulated/fibers.h"
 
 #include <sys/mman.h>

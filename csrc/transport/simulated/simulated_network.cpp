@@ -1,3 +1,4 @@
+// A virtual-time network that runs the real algorithms for p ranks (simulated_network.h)
 #include "transport/simulated/simulated_network.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// One simulated rank's Transport (simulated_transport.h)
 #include "transport/simulated/simulated_transport.h"
 
 namespace ringreduce {

@@ -1,3 +1,4 @@
+// The record each rank publishes in the group's store (address_record.h)
 #include "transport/ucx/address_record.h"
 
 #include <string>

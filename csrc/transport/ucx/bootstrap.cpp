@@ -1,3 +1,4 @@
+// Address exchange through the group's store (bootstrap.h)
 #include "transport/ucx/bootstrap.h"
 
 #include <string>

@@ -1,3 +1,4 @@
+// Which messages to a peer go eagerly instead of by rendezvous (eager_policy.h)
 #include "transport/ucx/eager_policy.h"
 
 #include <vector>

@@ -1,3 +1,4 @@
+// Notices quickly when a peer process dies (peer_monitor.h)
 #include "transport/ucx/peer_monitor.h"
 
 #include <algorithm>

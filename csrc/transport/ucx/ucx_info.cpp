@@ -1,3 +1,4 @@
+// What the UCX library found on this machine (ucx_info.h)
 #include "transport/ucx/ucx_info.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// The Transport over UCX (ucx_transport.h)
 #include "transport/ucx/ucx_transport.h"
 
 #include <chrono>

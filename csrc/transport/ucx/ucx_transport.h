@@ -28,7 +28,7 @@ namespace ringreduce {
 
 class UcxTransport : public Transport {
  public:
-  // Keeps `store` for the progress board (see progress_board.h).
+  // Keeps `store` for the progress board (see transport/rendezvous/progress_board.h).
   UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
                std::chrono::milliseconds timeout, const Config& config);
   ~UcxTransport() override;

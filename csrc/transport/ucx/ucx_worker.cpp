@@ -1,3 +1,4 @@
+// A UCX context with one worker that can sleep on an event fd (ucx_worker.h)
 #include "transport/ucx/ucx_worker.h"
 
 #include <cstdlib>
