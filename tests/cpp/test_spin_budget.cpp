@@ -292,3 +292,34 @@ TEST(SpinBudget, LimitsGivenBeforeAnyWaitStartAtTheCeiling) {
   later.setLimits(microseconds(300), true);
   EXPECT_EQ(later.budget(), microseconds(300));
 }
+
+// Two threads that wait for each other can both end at 0, each one's event
+// coming only after the other's wake-up: a sleep that ended within a probe's
+// spin says a spin would have paid, and brings the spin back at once.
+TEST(SpinBudget, ASleepThatEndedSoonBringsTheSpinBack) {
+  SimulatedWaits sim;
+  sim.run(1000, kLoaded);
+  ASSERT_EQ(sim.budget.budget().count(), 0);
+  sim.budget.wokeAfter(microseconds(80));  // a quiet machine's wake-up
+  EXPECT_GT(sim.budget.budget().count(), 0);
+  EXPECT_EQ(sim.wait(kQuiet), Ended::WhileSpinning);
+  const int doublings = 4;  // from the probe's eighth of the ceiling
+  EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 2 * doublings), doublings);
+}
+
+TEST(SpinBudget, ALongSleepOrAFixedSpinLearnsNothingFromWaking) {
+  SimulatedWaits sim;
+  sim.run(1000, kLoaded);
+  ASSERT_EQ(sim.budget.budget().count(), 0);
+  sim.budget.wokeAfter(microseconds(3000));  // the wake-up of a loaded machine
+  EXPECT_EQ(sim.budget.budget().count(), 0);
+  // A budget that still spins is not changed by a sleep either.
+  SimulatedWaits quiet;
+  quiet.run(10, kQuiet);
+  const auto before = quiet.budget.budget();
+  quiet.budget.wokeAfter(microseconds(10));
+  EXPECT_EQ(quiet.budget.budget(), before);
+  SimulatedWaits fixed(kCeiling, /*adaptive=*/false);
+  fixed.budget.wokeAfter(microseconds(10));
+  EXPECT_EQ(fixed.budget.budget(), kCeiling);
+}

@@ -27,21 +27,6 @@
 
 namespace ringreduce {
 
-namespace {
-
-// What the exception being handled says.
-std::string currentReason() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an unknown error";
-  }
-}
-
-}  // namespace
-
 const HostChannel* ProcessGroupRing::hostChannel() {
   try {
     engine_->needChannel();  // the first host collective opens it, queued

@@ -109,6 +109,15 @@ void SpinBudget::finishWait() {
 
 void SpinBudget::abandon() { open_ = false; }
 
+void SpinBudget::wokeAfter(std::chrono::nanoseconds slept) {
+  if (!adaptive_ || budget_.count() != 0 || ceiling_.count() == 0) return;
+  if (slept > probeBudget()) return;
+  learnt_ = true;
+  probeInterval_ = kMinProbeInterval;
+  blockedAtOnce_ = 0;
+  budget_ = probeBudget();
+}
+
 void SpinBudget::spinPaid() {
   if (!adaptive_) return;
   learnt_ = true;

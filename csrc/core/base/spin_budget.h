@@ -108,6 +108,17 @@ class SpinBudget {
   // Closes the wait without learning from it (an error, a spin not allowed
   // for another reason).
   void abandon();
+  // After a block: the loop slept `slept` and woke to its event. Where the
+  // budget is 0 and that took no longer than a probe spins, the event came
+  // within a probe of the wait's start, and a spin would have caught it and
+  // saved the wake-up: spinning resumes at the probe's budget, as after a
+  // probe that paid. Without this, two threads that wait for each other can
+  // stay blocked for good once both budgets are 0: each one's event comes
+  // only after the other's wake-up, too late for the rare probes (a small
+  // collective then costs a wake-up every call on a quiet machine). Under
+  // load a wake-up alone outlasts a probe (the woken thread waits for a
+  // core), so the budget stays at 0 there.
+  void wokeAfter(std::chrono::nanoseconds slept);
 
   // The budget's clock (the steady clock, or a test's): a loop reads its
   // passes' times here, so that they and the budget's own reads agree.

@@ -445,11 +445,14 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
       }
       if (spin.keepSpinning(now)) {
         if (yields_) yieldCore();
+        behind = firstBehind(kind, turn.number);
       } else {
         sleep(kind, turn.number, op, now, driven);
+        behind = firstBehind(kind, turn.number);
+        // Woken by the flags: how soon says whether a spin would have paid.
+        if (behind < 0) spin.wokeAfter(spin.now() - now);
         spin.startWait();
       }
-      behind = firstBehind(kind, turn.number);
     }
     spin.finishWait();
   }
