@@ -111,7 +111,7 @@ void SpinBudget::abandon() { open_ = false; }
 
 void SpinBudget::wokeAfter(std::chrono::nanoseconds slept) {
   if (!adaptive_ || budget_.count() != 0 || ceiling_.count() == 0) return;
-  if (slept > probeBudget()) return;
+  if (slept > ceiling_) return;
   learnt_ = true;
   probeInterval_ = kMinProbeInterval;
   blockedAtOnce_ = 0;
