@@ -92,3 +92,45 @@ def other_group_first(rank, world_size, init_method):
         results.append(t.tolist() == [float(2 * step + 1)] * 16)
     dist.destroy_process_group()
     return results
+
+
+def functional_collectives(rank, world_size, init_method):
+    """torch's functional collectives, as DTensor and compiled FSDP call them:
+    all_gather_into_tensor and reduce_scatter_tensor reach the backend as
+    their coalesced forms with one tensor, all_reduce as itself. Every
+    result exact; the flight recorder says which ran on the caller's thread."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    import torch_ringreduce
+
+    _init(rank, world_size, init_method)
+    ops = torch.ops._c10d_functional
+    name = dist.group.WORLD.group_name
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    for step, numel in enumerate((1, 6, 1000)):
+        mine = torch.arange(numel, dtype=torch.float32) + 100 * rank + step
+        every = [torch.arange(numel, dtype=torch.float32) + 100 * r + step
+                 for r in range(world_size)]
+        for label, got in (
+                ("funcol.all_gather_tensor", funcol.wait_tensor(
+                    funcol.all_gather_tensor(mine, 0, dist.group.WORLD))),
+                ("_c10d_functional.all_gather_into_tensor", ops.wait_tensor(
+                    ops.all_gather_into_tensor(mine, world_size, name)))):
+            if not torch.equal(got, torch.cat(every)):
+                failures.append(f"{label} {numel}: {got[:4].tolist()}")
+        full = torch.arange(numel * world_size, dtype=torch.float32) * (rank + 1)
+        expected = (torch.arange(numel * world_size, dtype=torch.float32)
+                    * sum(r + 1 for r in range(world_size)))[rank * numel:(rank + 1) * numel]
+        for label, got in (
+                ("funcol.reduce_scatter_tensor", funcol.wait_tensor(
+                    funcol.reduce_scatter_tensor(full, "sum", 0, dist.group.WORLD))),
+                ("_c10d_functional.reduce_scatter_tensor", ops.wait_tensor(
+                    ops.reduce_scatter_tensor(full, "sum", world_size, name)))):
+            if not torch.equal(got, expected):
+                failures.append(f"{label} {numel}: {got[:4].tolist()}")
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    ops_seen = sorted({(e["op"], e["direct"]) for e in entries})
+    dist.destroy_process_group()
+    return {"failures": failures, "ops": ops_seen}

@@ -3,7 +3,9 @@ collective) on the host channel runs on the caller's thread when its peers
 arrive within a moment of each other, and is queued otherwise, under the
 number it announced (Engine::runOnCaller, awaitArrivals): results are exact
 whichever rank took which path, and a rank never waits inside the call for
-a peer that first waits for something it does after the call."""
+a peer that first waits for something it does after the call. torch's
+functional all_gather_into_tensor and reduce_scatter_tensor, which reach the
+backend as one-tensor coalesced forms, run as the single collective."""
 import pytest
 
 from multiproc import LOOPBACK_ENV, run_world
@@ -29,3 +31,17 @@ def test_an_asynchronous_caller_does_not_wait_for_a_peer_that_waits_for_it():
                         timeout=120)
     for rank, steps in enumerate(results):
         assert steps and all(steps), f"rank {rank}: {steps}"
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_functional_gathers_and_scatters_run_as_the_single_collective(world_size):
+    reports = run_world(world_size, async_on_caller_cases.functional_collectives,
+                        env=LOOPBACK_ENV, timeout=180)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}: {report['failures']}"
+        ops = {op for op, _ in report["ops"]}
+        # torch hands the one-tensor coalesced form; it runs as the single op
+        # (on the host channel, on the caller's thread when the peers come
+        # together), never as a queued coalesced block.
+        assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= ops, report["ops"]
+        assert not any("coalesced" in op for op in ops), report["ops"]

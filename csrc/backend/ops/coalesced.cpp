@@ -123,6 +123,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
       return allgather_into_tensor_coalesced(hostOutputs, hostInputs, opts, staged);
     });
   }
+  // One tensor: torch's functional all_gather_into_tensor (DTensor, FSDP2
+  // under torch.compile) comes this way. The single collective is the same
+  // one, and its host form runs through the host channel on the caller's
+  // thread; every rank calls the coalesced form alike, so every rank takes
+  // this same turn.
+  if (outputs.size() == 1 && inputs.size() == 1) return _allgather_base(outputs[0], inputs[0], opts);
   return allgather_into_tensor_coalesced(outputs, inputs, opts, nullptr);
 }
 
@@ -162,6 +168,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     return staging.run([&](const Staged& staged) {
       return reduce_scatter_tensor_coalesced(hostOutputs, hostInputs, opts, staged);
     });
+  }
+  // One tensor: torch's functional reduce_scatter_tensor; as above.
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return _reduce_scatter_base(outputs[0], inputs[0], opts);
   }
   return reduce_scatter_tensor_coalesced(outputs, inputs, opts, nullptr);
 }
