@@ -12,12 +12,17 @@ from multiproc import LOOPBACK_ENV, run_world
 import async_on_caller_cases
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_staggered_asynchronous_allreduces_are_exact_on_either_path(world_size):
-    reports = run_world(world_size, async_on_caller_cases.staggered_arrivals,
-                        env=LOOPBACK_ENV, timeout=180)
+def exact_on_every_rank(world_size, body):
+    """Runs `body` on every rank; each rank's report lists no failures."""
+    reports = run_world(world_size, body, env=LOOPBACK_ENV, timeout=180)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
+    return reports
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_staggered_asynchronous_allreduces_are_exact_on_either_path(world_size):
+    reports = exact_on_every_rank(world_size, async_on_caller_cases.staggered_arrivals)
     # Both paths were taken: the last rank to come ran it on its own thread
     # (its peers had announced it), ranks left waiting 20 ms by a late peer
     # queued it. (Which rank took which path each time depends on the
@@ -35,10 +40,7 @@ def test_an_asynchronous_caller_does_not_wait_for_a_peer_that_waits_for_it():
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_functional_gathers_and_scatters_run_as_the_single_collective(world_size):
-    reports = run_world(world_size, async_on_caller_cases.functional_collectives,
-                        env=LOOPBACK_ENV, timeout=180)
-    for rank, report in enumerate(reports):
-        assert report["failures"] == [], f"rank {rank}: {report['failures']}"
+    for report in exact_on_every_rank(world_size, async_on_caller_cases.functional_collectives):
         ops = {op for op, _ in report["ops"]}
         # torch hands the one-tensor coalesced form; it runs as the single op
         # (on the host channel, on the caller's thread when the peers come
