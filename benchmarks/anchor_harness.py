@@ -16,6 +16,7 @@ import argparse
 import functools
 import glob
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -215,14 +216,22 @@ class RankBase:
         # meet the same machine. Each block's first calls are not counted: the
         # library before it (gloo's slow calls, the fake's unsynchronised
         # ones) left the ranks apart, and the first calls bring them together.
+        # The order changes each round: after a library whose calls sleep
+        # (gloo's), even the fake's calls run about 2x slower for the next
+        # 20-odd calls (the cores come back from idle slowly on these VMs), so
+        # a fixed (or merely rotated) order would charge that to whichever
+        # library follows gloo.
         slowest_call = max(per_call.values())
         block = int(max(2, min(args.block_calls, 0.002 / slowest_call)))
         rounds = int(max(args.blocks, min(args.max_calls // block,
                                           args.cell_seconds / (block * sum(per_call.values())))))
         local = {name: [] for name in calls}
         switches = {name: 0 for name in calls}
-        for _ in range(rounds):
-            for name, call in calls.items():
+        for turn in range(rounds):
+            order = list(calls)
+            random.Random(turn).shuffle(order)  # the same order on every rank
+            for name in order:
+                call = calls[name]
                 before = voluntary_switches() if args.sleeps else 0
                 local[name] += self.time_calls(call, prepare, block + 3, compute_s)[3:]
                 if args.sleeps:
