@@ -307,6 +307,32 @@ TEST(SpinBudget, ASleepThatEndedSoonBringsTheSpinBack) {
   EXPECT_LE(sim.waitsUntilFullBudget(kQuiet, 2 * doublings), doublings);
 }
 
+// The equilibrium the probe's budget alone did not break: after waking, the
+// next wait is for a peer that itself sleeps, and its wake-up takes as long
+// as this one's did. The budget a sleep brings back outlasts that wake-up,
+// also where the budget had only halved (not reached 0) before the sleep.
+TEST(SpinBudget, ASleepBringsBackASpinThatOutlastsThePeersWakeUp) {
+  const microseconds wakeUp{250};
+  const Script peerWakingUp{wakeUp};
+  for (const bool fromZero : {true, false}) {
+    SimulatedWaits sim;
+    if (fromZero) {
+      sim.run(1000, kLoaded);
+      ASSERT_EQ(sim.budget.budget().count(), 0);
+    } else {
+      while (sim.budget.budget() >= 2 * wakeUp) {  // spins that did not pay
+        ASSERT_EQ(sim.wait(kLoaded), Ended::Blocked);
+      }
+      ASSERT_GT(sim.budget.budget().count(), 0);
+      ASSERT_LT(sim.budget.budget(), 2 * wakeUp);
+    }
+    sim.budget.wokeAfter(wakeUp);
+    EXPECT_GE(sim.budget.budget(), 2 * wakeUp) << (fromZero ? "from 0" : "after halving");
+    EXPECT_EQ(sim.wait(peerWakingUp), Ended::WhileSpinning);
+    EXPECT_EQ(sim.wait(peerWakingUp), Ended::WhileSpinning);
+  }
+}
+
 TEST(SpinBudget, ALongSleepOrAFixedSpinLearnsNothingFromWaking) {
   SimulatedWaits sim;
   sim.run(1000, kLoaded);

@@ -110,12 +110,19 @@ void SpinBudget::finishWait() {
 void SpinBudget::abandon() { open_ = false; }
 
 void SpinBudget::wokeAfter(std::chrono::nanoseconds slept) {
-  if (!adaptive_ || budget_.count() != 0 || ceiling_.count() == 0) return;
+  if (!adaptive_ || ceiling_.count() == 0) return;
   if (slept > ceiling_) return;
+  // Twice the sleep, not just a probe: what usually ends it is the peer
+  // waking from its own sleep, and the next wait meets the same wake-up
+  // (150-250 us here). A budget shorter than that runs out against it,
+  // halves, and both ranks keep sleeping in turn (a sixth of the calls of a
+  // back-to-back broadcast did, at 200 us each).
+  const auto covering = std::min(ceiling_, std::max(probeBudget(), 2 * slept));
+  if (budget_ >= covering) return;
   learnt_ = true;
   probeInterval_ = kMinProbeInterval;
   blockedAtOnce_ = 0;
-  budget_ = probeBudget();
+  budget_ = covering;
 }
 
 void SpinBudget::spinPaid() {

@@ -108,11 +108,12 @@ class SpinBudget {
   // Closes the wait without learning from it (an error, a spin not allowed
   // for another reason).
   void abandon();
-  // After a block: the loop slept `slept` and woke to its event. Where the
-  // budget is 0 and that took no longer than the ceiling, the event came
-  // within a full spin of the wait's start, and a spin would have caught it
-  // and saved the wake-up: spinning resumes at the probe's budget, as after
-  // a probe that paid. Without this, two threads that wait for each other
+  // After a block: the loop slept `slept` and woke to its event. Where that
+  // took no longer than the ceiling, the event came within a full spin of
+  // the wait's start, and a spin would have caught it and saved the
+  // wake-up: the budget becomes at least twice the sleep (at least the
+  // probe's, at most the ceiling), long enough to outlast the peer's own
+  // wake-up the next time. Without this, two threads that wait for each other
   // can stay blocked for good once both budgets are 0: each one's event
   // comes only after the other's wake-up (150-250 us on the 2-core VMs
   // here), too late for the probes, which then grow rarer (a small
@@ -120,7 +121,7 @@ class SpinBudget {
   // of 4). Under load a wake-up alone outlasts the ceiling (the woken
   // thread waits for a time slice), so the budget mostly stays at 0 there;
   // where it does not, the next spin that runs out or is preempted halves
-  // the probe's budget again.
+  // the budget again.
   void wokeAfter(std::chrono::nanoseconds slept);
 
   // The budget's clock (the steady clock, or a test's): a loop reads its
