@@ -38,7 +38,10 @@ installed) joins all_reduce: in deepspeed 0.19.x's ShareMemComm op that is
 its only collective (it has no all_gather). The libraries: mpi; deepspeed;
 ringreduce (the world group); floor, torch's `fake` backend, which
 communicates nothing (torch's own Python and dispatcher for the same call,
-what any backend pays); gloo, PyTorch's baseline.
+what any backend pays); floor+sync ("synced", under mpirun), the fake's call
+followed by Open MPI's barrier: what a backend that only brought the ranks
+together would cost through torch, the skew between the ranks' Python
+included, which the floor leaves out; gloo, PyTorch's baseline.
 
 Sizes are bytes of float32 per rank: the tensor reduced or broadcast, each
 rank's shard for all_gather (its input) and reduce_scatter (its output), each
@@ -46,7 +49,8 @@ rank's input for all_to_all. Inputs are written before each call (not timed),
 two patterns: back to back, and after 2 ms of busy CPU work before each call.
 Per call the slowest rank's time counts; printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
-(and the same against DeepSpeed where it runs the op). Every library's result
+(and the same against DeepSpeed where it runs the op), and with floor+sync
+(ring - floor+sync) / MPI. Every library's result
 is checked before it is timed. `--quick` is a smoke run (two sizes, a few
 calls): its figures mean nothing. `--sleeps` adds, under each row, how often
 each library's calling thread slept per call (voluntary context switches, the
@@ -60,8 +64,9 @@ import os
 import anchor_harness as harness
 from anchor_harness import RankBase, bind, stats_cells, stats_header
 
-LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "gloo")  # the table's order
-LABELS = {"fake": "floor"}
+LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "synced", "gloo")  # the table's order
+LABELS = {"fake": "floor", "synced": "floor+sync"}
+UNCHECKED = ("fake", "synced")  # they communicate nothing
 TORCH_LIBRARIES = ("ringreduce", "fake", "gloo")
 DEFAULT_SIZES = "64,4096,65536,1048576"
 
@@ -85,6 +90,19 @@ class Case:
         """call_on(group) -> the call on that group, for each torch backend wanted."""
         for name, group in rank.torch_groups().items():
             self.calls[name] = call_on(group)
+        if "synced" in rank.wanted and rank.comm and "fake" in self.calls:
+            # The floor with the ranks brought together, at the cost of Open
+            # MPI's barrier (about 1 us here): what a backend that only
+            # synchronised would cost through torch. Where the ranks' Python
+            # before each call varies (the eager functional forms: 70-200 us
+            # of it), each call of a real collective waits for the slower
+            # rank, which the fake's unsynchronised calls never do.
+            fake, barrier = self.calls["fake"], rank.comm.Barrier
+
+            def synced():
+                fake()
+                barrier()
+            self.calls["synced"] = synced
 
 
 def all_gather_flat(name):
@@ -313,7 +331,7 @@ class Rank(RankBase):
                     t.fill_(float("nan"))
                 case.prepare(0)
                 case.calls[name]()
-                if name != "fake" and case.result and not self.torch.equal(case.result(name),
+                if name not in UNCHECKED and case.result and not self.torch.equal(case.result(name),
                                                                            case.expected):
                     why = "a wrong result"
             except Exception as e:  # noqa: BLE001  a library without this op is skipped
@@ -338,6 +356,8 @@ class Rank(RankBase):
             for peer in peers:
                 head += f" {'(ring-floor)/' + peer:>{ratio_width(peer)[0]}}" \
                         f" {'ring/' + peer:>{ratio_width(peer)[1]}}"
+            if "synced" in stats and "mpi" in stats:
+                head += f" {'(ring-floor+sync)/mpi':>21}"
             print(head, flush=True)
         row = f"{pattern:>13} {size if op != 'barrier' else '-':>9} |" + stats_cells(names, stats)
         ring = stats.get("ringreduce", (None,))[0]
@@ -349,6 +369,9 @@ class Rank(RankBase):
             else:
                 row += f" {(ring - floor) / stats[peer][0]:{first}.2f}" \
                        f" {ring / stats[peer][0]:{second}.2f}"
+        if "synced" in stats and "mpi" in stats:
+            row += (f" {'-':>21}" if ring is None
+                    else f" {(ring - stats['synced'][0]) / stats['mpi'][0]:21.2f}")
         print(row, flush=True)
 
     def run(self, args):
