@@ -102,37 +102,44 @@ void Engine::adoptChannel(std::unique_ptr<HostChannel> channel) {
 void Engine::openChannelWhenFirstNeeded(ChannelOpener opener) {
   std::lock_guard<std::mutex> lock(submitMutex_);
   opener_ = std::move(opener);
-  channelRequested_.store(opener_ == nullptr, std::memory_order_relaxed);
+  channelRequested_ = opener_ == nullptr;
+  channelSettled_.store(opener_ == nullptr, std::memory_order_release);
 }
 
 void Engine::needChannel() {
-  if (channelRequested_.load(std::memory_order_acquire)) return;  // every call but the first
+  if (channelSettled_.load(std::memory_order_acquire)) return;  // every call after the opening
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
     awaitOnCaller(lock);
-    if (channelRequested_.load(std::memory_order_relaxed) || !accepting_) return;
-    // Queued like a collective, so it runs after what this rank queued
-    // before: every rank opens the channel at the same place in its
-    // sequence, and no collective's body sees it appear.
-    executor_->submit(
-        [this, opener = std::move(opener_)] {
-          try {
-            std::unique_ptr<HostChannel> opened = opener(*transport_);
-            // An abort that came while it was being opened reaches it too.
-            if (opened && transport_->aborted()) opened->abort(transport_->abortReason());
-            adoptChannel(std::move(opened));
-          } catch (const std::exception& e) {
-            // The ranks cannot agree on the channel (a setting differs, a
-            // rank is missing): every rank fails here, saying why; the
-            // caller waiting in needChannel raises it as it is.
-            RR_LOG(Warn, rank_, e.what());
-            channelError_ = std::current_exception();
-            markUnusable(e.what());
-          }
-        },
-        Runner::CallerOrWorker);
-    opener_ = nullptr;
-    channelRequested_.store(true, std::memory_order_release);
+    if (!channelRequested_) {
+      if (!accepting_) return;
+      // Queued like a collective, so it runs after what this rank queued
+      // before: every rank opens the channel at the same place in its
+      // sequence, and no collective's body sees it appear.
+      executor_->submit(
+          [this, opener = std::move(opener_)] {
+            try {
+              std::unique_ptr<HostChannel> opened = opener(*transport_);
+              // An abort that came while it was being opened reaches it too.
+              if (opened && transport_->aborted()) opened->abort(transport_->abortReason());
+              adoptChannel(std::move(opened));
+            } catch (const std::exception& e) {
+              // The ranks cannot agree on the channel (a setting differs, a
+              // rank is missing): every rank fails here, saying why; the
+              // caller waiting in needChannel raises it as it is.
+              RR_LOG(Warn, rank_, e.what());
+              channelError_ = std::current_exception();
+              markUnusable(e.what());
+            }
+            channelSettled_.store(true, std::memory_order_release);
+          },
+          Runner::CallerOrWorker);
+      opener_ = nullptr;
+      channelRequested_ = true;
+    }
+    // Else another thread of this rank queued the opening and may still be
+    // waiting for it: this one waits too, or it would choose its path
+    // before the channel is there, where its peers chose after.
   }
   // Returns with the channel in its final state, alike on every rank (it
   // opens on all or on none), so that what the caller decides from it now

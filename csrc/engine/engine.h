@@ -255,7 +255,9 @@ class Engine {
   std::atomic<HostChannel*> channelView_{nullptr};
   ChannelOpener opener_;  // guarded by submitMutex_; null once queued
   std::exception_ptr channelError_;  // why opening it failed (set before waitForQueued returns)
-  std::atomic<bool> channelRequested_{true};  // no opener waits
+  bool channelRequested_ = true;  // guarded by submitMutex_: no opener waits to be queued
+  // The opening has run (or there is none): needChannel returns at once.
+  std::atomic<bool> channelSettled_{true};
   OpTrace trace_;
   std::shared_ptr<Executor> executor_;
   Workspace workspace_;      // executor thread only
