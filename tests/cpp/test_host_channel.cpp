@@ -20,6 +20,7 @@
 
 #include "algorithms/comm.h"
 #include "algorithms/host_channel/allreduce.h"
+#include "algorithms/host_channel/turn.h"
 #include "algorithms/workspace.h"
 #include "core/base/errors.h"
 #include "core/math/host_reduce.h"
@@ -105,8 +106,12 @@ struct ChannelRank {
   Config config;
   LoopbackTransport transport;
   Workspace workspace;
+  // RINGREDUCE_ALGORITHM=shm: the channel takes messages of several
+  // buffers too (auto stops at one: AnAllreduceTakesTheChannelUpToOneBuffer).
   ChannelRank(HostChannel& c, std::shared_ptr<LoopbackFabric> f, int rank)
-      : channel(c), fabric(std::move(f)), transport(fabric, rank, config) {}
+      : channel(c), fabric(std::move(f)), transport(fabric, rank, config) {
+    config.allreduceAlgorithm = AllreduceAlgorithm::HostChannel;
+  }
   void allreduce(const OpContext& op, const ReductionArgs& args) {
     Comm comm{transport, config, workspace};
     comm.channel = &channel;
@@ -243,6 +248,27 @@ TEST(HostChannel, AMessageLargerThanABufferGoesInPieces) {
   const size_t buffer = size_t{512} << 10;
   const size_t count = (3 * buffer + 150 * 1024) / sizeof(float) + 7;
   for (int n : {2, 3}) expectAllreduceSums(n, count, 5, buffer);
+}
+
+// Auto: an allreduce takes the channel up to one buffer; larger ones go to
+// cma (which reads the peers' memory in place: it held up better with other
+// processes on the cores). RINGREDUCE_ALGORITHM=shm: up to four buffers, in
+// pieces. Every other collective: up to four buffers.
+TEST(HostChannel, AnAllreduceTakesTheChannelUpToOneBuffer) {
+  const size_t buffer = 64 * 1024;
+  auto channels = openChannels(2, options(buffer));
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  Config config;
+  LoopbackTransport transport(fabric, 0, config);
+  Workspace workspace;
+  Comm comm{transport, config, workspace};
+  comm.channel = channels[0].get();
+  EXPECT_TRUE(hostChannelAllreduceApplies(comm, buffer));
+  EXPECT_FALSE(hostChannelAllreduceApplies(comm, buffer + 4));
+  EXPECT_TRUE(hostChannelCollectiveApplies(comm, kHostChannelMaxPieces * buffer));
+  config.allreduceAlgorithm = AllreduceAlgorithm::HostChannel;
+  EXPECT_TRUE(hostChannelAllreduceApplies(comm, kHostChannelMaxPieces * buffer));
+  EXPECT_FALSE(hostChannelAllreduceApplies(comm, kHostChannelMaxPieces * buffer + 4));
 }
 
 TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {

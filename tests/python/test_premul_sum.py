@@ -116,8 +116,8 @@ def _premul_everywhere(rank, world, init_method, count):
     return {"failures": failures, "errors": errors, "usable": t.tolist() == [float(world)] * 2}
 
 
-# The large count: float32 and the 16-bit dtypes fit the host channel in
-# pieces, float64 and complex64 go through cma.
+# The large count: the 16-bit dtypes fit one host-channel buffer; float32
+# (just over one), float64 and complex64 go through cma.
 @pytest.mark.parametrize("count", [7, (1 << 18) + 3])
 def test_premul_sum_scales_every_input_then_sums(count):
     # From 4 MiB (float64, complex64) auto takes cma or direct on one node of 3.

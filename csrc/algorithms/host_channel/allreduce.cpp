@@ -14,7 +14,12 @@
 namespace ringreduce {
 
 bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes) {
-  return hostChannelCollectiveApplies(comm, bytes) &&
+  if (!hostChannelCollectiveApplies(comm, bytes)) return false;
+  // RINGREDUCE_ALGORITHM=shm: as asked, up to the pieces every collective may take.
+  const size_t pieces = comm.config.allreduceAlgorithm == AllreduceAlgorithm::HostChannel
+                            ? kHostChannelMaxPieces
+                            : kHostChannelMaxAllreducePieces;
+  return bytes <= comm.channel->bufferBytes() * pieces &&
          comm.config.hostWireDtype == WireDtype::None;
 }
 

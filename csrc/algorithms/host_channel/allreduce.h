@@ -35,10 +35,19 @@ constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
 // faster (benchmarks/RESULTS.md, "Small collectives").
 constexpr size_t kHostChannelMaxPieces = 4;
 
+// An allreduce goes through it only where it fits this many buffers (one
+// turn). Beyond, it copies the whole message into the buffers before
+// reducing, one memory pass more than cma, which reads the peers' memory in
+// place: with 4 or 8 other processes on the 2 cores, 2-4 MiB took 1.3-2x
+// cma's p50 in four pieces and still 1.2-1.9x in one 4 MiB buffer; quiet,
+// within -25% to +40% of it (benchmarks/RESULTS.md, "Busy cores").
+constexpr size_t kHostChannelMaxAllreducePieces = 1;
+
 // Whether an allreduce of `bytes` goes through the host channel: there is
 // one (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), it
-// fits kHostChannelMaxPieces buffers, and no setting asks for another
-// algorithm. A function of what every rank holds
+// fits kHostChannelMaxAllreducePieces buffers (kHostChannelMaxPieces where
+// RINGREDUCE_ALGORITHM=shm asks for the channel), and no setting asks for
+// another algorithm. A function of what every rank holds
 // alike (the channel's existence and size are agreed when the group is
 // made), so every rank answers the same for the same collective.
 bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes);
