@@ -32,6 +32,7 @@ the slowest rank per backend and the ratio to gloo's.
 """
 import argparse
 import atexit
+import itertools
 import os
 import subprocess
 import sys
@@ -132,9 +133,13 @@ def collectives(args, groups, control, rank):
                 for group in groups.values():  # warm-up
                     time_after_gap(group, tensor, source, 3, args.gap_us / 1e6)
                 samples = {n: [] for n in names}
-                for _ in range(args.rounds):
-                    for name, group in groups.items():
-                        samples[name] += time_after_gap(group, tensor, source, per_round,
+                # Every order of the groups in turn: in a fixed one, whichever
+                # follows gloo's block (whose calls sleep) always starts on
+                # cores that are just waking up.
+                orders = list(itertools.permutations(names))
+                for i in range(args.rounds):
+                    for name in orders[i % len(orders)]:
+                        samples[name] += time_after_gap(groups[name], tensor, source, per_round,
                                                         args.gap_us / 1e6)
                 stats = {n: percentiles(per_op(s, control)[0]) for n, s in samples.items()}
                 if rank == 0:
@@ -209,7 +214,7 @@ def main():
     p.add_argument("--sizes", default="4096,65536,262144,1048576,4194304",
                    help="message sizes in bytes, comma separated")
     p.add_argument("--iters", type=int, default=60, help="ops per size, backend and K")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=6,
                    help="the ops are split into this many interleaved rounds")
     p.add_argument("--gap-us", type=float, default=200.0, help="compute before each op")
     p.add_argument("--settle-s", type=float, default=0.5,
