@@ -376,6 +376,12 @@ class ProcessGroupRing : public c10d::Backend {
   std::optional<c10::intrusive_ptr<c10d::Work>> allreduceOnHostChannel(const at::Tensor& tensor,
                                                                        const Reduction& red,
                                                                        const CallOptions& call);
+  // allreduce_coalesced of tensors of one dtype (torch's coalescing
+  // manager around all_reduce calls, all_reduce_coalesced) the same way:
+  // fused into one flat buffer, reduced and copied back, on the caller's
+  // thread where allreduceOnHostChannel would run it.
+  std::optional<c10::intrusive_ptr<c10d::Work>> allreduceCoalescedOnHostChannel(
+      const std::vector<at::Tensor>& tensors, const Reduction& red, const CallOptions& call);
   // Whether a CPU allreduce of `bytes` goes through the host channel,
   // whoever runs it (hostAllreduce takes it first). Any thread.
   bool throughHostChannel(size_t bytes);

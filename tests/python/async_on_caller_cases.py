@@ -11,12 +11,12 @@ def _init(rank, world_size, init_method):
                             world_size=world_size)
 
 
-def _paths():
-    """(direct, queued) counts of the allreduces in this rank's flight recorder."""
+def _paths(op="allreduce"):
+    """(direct, queued) counts of the `op`s in this rank's flight recorder."""
     import torch_ringreduce
 
     entries = json.loads(torch_ringreduce.trace_json())["entries"]
-    ops = [e for e in entries if e["op"] == "allreduce"]
+    ops = [e for e in entries if e["op"] == op]
     return sum(1 for e in ops if e["direct"]), sum(1 for e in ops if not e["direct"])
 
 
@@ -134,3 +134,43 @@ def functional_collectives(rank, world_size, init_method):
     ops_seen = sorted({(e["op"], e["direct"]) for e in entries})
     dist.destroy_process_group()
     return {"failures": failures, "ops": ops_seen}
+
+
+def coalesced_allreduces(rank, world_size, init_method, calls=150):
+    """torch's coalescing manager around all_reduce calls (one
+    allreduce_coalesced of the block's tensors): ranks arriving together or
+    apart, blocks of one dtype (fused, on the caller's thread or queued) and
+    of two (queued, one fused buffer per dtype), waited for by the manager or
+    through its Work: every result exact on either path."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    for i in range(calls):
+        draw = random.Random(1000 + i)
+        late = draw.randrange(world_size)
+        delay = draw.choice([0.0, 0.0, 20e-6, 100e-6, 5e-3])
+        if rank == late and delay:
+            end = time.perf_counter() + delay
+            while time.perf_counter() < end:
+                pass
+        dtypes = [torch.float32] * 3 if draw.random() < 0.8 else [torch.float32, torch.float64,
+                                                                   torch.float32]
+        tensors = [torch.full((draw.choice([1, 5, 300, 2048]),), float(rank + 1 + i + k),
+                              dtype=dtype) for k, dtype in enumerate(dtypes)]
+        asynchronous = draw.random() < 0.5
+        with _coalescing_manager(async_ops=asynchronous) as manager:
+            for t in tensors:
+                dist.all_reduce(t)
+        if asynchronous:
+            manager.wait()
+        for k, t in enumerate(tensors):
+            expected = float(sum(r + 1 + i + k for r in range(world_size)))
+            if not torch.equal(t, torch.full_like(t, expected)):
+                failures.append(f"call {i} tensor {k} ({t.dtype}): {t[:4].tolist()} != {expected}")
+    direct, queued = _paths("allreduce_coalesced")
+    dist.destroy_process_group()
+    return {"failures": failures, "direct": direct, "queued": queued}

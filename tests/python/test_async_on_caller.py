@@ -5,7 +5,9 @@ number it announced (Engine::runOnCaller, awaitArrivals): results are exact
 whichever rank took which path, and a rank never waits inside the call for
 a peer that first waits for something it does after the call. torch's
 functional all_gather_into_tensor and reduce_scatter_tensor, which reach the
-backend as one-tensor coalesced forms, run as the single collective."""
+backend as one-tensor coalesced forms, run as the single collective; torch's
+coalescing manager around all_reduce calls runs as one fused allreduce, on
+the caller's thread in the same way."""
 import pytest
 
 from multiproc import LOOPBACK_ENV, run_world
@@ -27,6 +29,16 @@ def test_staggered_asynchronous_allreduces_are_exact_on_either_path(world_size):
     # (its peers had announced it), ranks left waiting 20 ms by a late peer
     # queued it. (Which rank took which path each time depends on the
     # machine's scheduling, so only the world's totals are certain.)
+    assert sum(report["direct"] for report in reports) > 0, reports
+    assert sum(report["queued"] for report in reports) > 0, reports
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_coalescing_manager_allreduces_are_exact_on_either_path(world_size):
+    reports = exact_on_every_rank(world_size, async_on_caller_cases.coalesced_allreduces)
+    # One dtype: fused and run on the caller's thread where the peers came
+    # together; ranks left waiting 5 ms by a late peer (and every block of
+    # two dtypes) queued it.
     assert sum(report["direct"] for report in reports) > 0, reports
     assert sum(report["queued"] for report in reports) > 0, reports
 

@@ -45,6 +45,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     }
     buckets[b].push_back(t);
   }
+  // One dtype (the usual case): on the caller's thread where an allreduce of
+  // the fused size would run there. Otherwise queued, as before; a peer may
+  // have run it on its thread, so the queued one takes no neighbour check
+  // where the channel carries it.
+  bool peerMayRunOnCaller = false;
+  if (!staged && buckets.size() == 1) {
+    if (auto done = allreduceCoalescedOnHostChannel(buckets[0], reductions[0], callOptions(opts))) {
+      return *done;
+    }
+    size_t bytes = 0;
+    for (const at::Tensor& t : buckets[0]) bytes += t.nbytes();
+    peerMayRunOnCaller = throughHostChannel(bytes);
+  }
   return enqueue(
       staged, c10d::OpType::COALESCED, site.op, callOptions(opts), tensors,
       std::to_string(tensors.size()) + " tensors in " + std::to_string(buckets.size()) +
@@ -59,7 +72,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
           unflattenInto(flat, buckets[b]);
         }
       },
-      CheckedArgs{-1, checkedReduceOp(reductions[0])}, buckets.size());
+      CheckedArgs{-1, checkedReduceOp(reductions[0])}, buckets.size(), !peerMayRunOnCaller);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(

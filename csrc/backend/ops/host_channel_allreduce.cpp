@@ -102,4 +102,27 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostC
       });
 }
 
+std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceCoalescedOnHostChannel(
+    const std::vector<at::Tensor>& tensors, const Reduction& red, const CallOptions& call) {
+  size_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += t.nbytes();
+  if (!runsOnCaller(call, bytes, throughHostChannel(bytes))) return std::nullopt;
+  const int reduceOp = checkedReduceOp(red);
+  // As the queued form fingerprints it (enqueue: the outputs' dtype and
+  // their elements together), so that ranks that ran it either way agree.
+  const CollectiveFingerprint fingerprint =
+      fingerprintOf(c10d::OpType::COALESCED, tensors, CheckedArgs{-1, reduceOp});
+  OpFields fields = fieldsOf(tensors[0], reduceOp);
+  fields.count = static_cast<uint64_t>(fingerprint.numel);
+  return runOnHostChannel(c10d::OpType::COALESCED, "allreduce_coalesced", call, fingerprint,
+                          fields, tensors[0], [&](const Comm& c, const OpContext& ctx) {
+                            at::Tensor flat = flattenList(tensors);
+                            if (red.premul) flat.mul_(*red.premul);
+                            hostAllreduce(c, ctx,
+                                          {flat.data_ptr(), static_cast<size_t>(flat.numel()),
+                                           red.type, red.op});
+                            unflattenInto(flat, tensors);
+                          });
+}
+
 }  // namespace ringreduce
