@@ -95,15 +95,18 @@ def test_trace_reader_compares_fingerprints_not_summaries():
     assert "different collectives as #1" in line, line
 
 
-@pytest.mark.parametrize("call", ["async", "sync (caller's thread)", "sync over ucx"])
+@pytest.mark.parametrize("call", ["async", "coalesced", "sync (caller's thread)",
+                                  "sync over ucx"])
 def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
     env = dict(LOOPBACK_ENV)
     if call == "sync over ucx":
         env["RINGREDUCE_SHM_BYTES"] = "0"
-    results = run_world(2, trace_cases.abort_and_start_again, call != "async", env=env,
+    form = "sync" if call.startswith("sync") else call
+    results = run_world(2, trace_cases.abort_and_start_again, form, env=env,
                         timeout=120, exit_path=True)
     error = results[0]["error"]
-    assert error is not None and "allreduce #2 on rank 0" in error, error
+    op = "allreduce_coalesced" if call == "coalesced" else "allreduce"
+    assert error is not None and f"{op} #2 on rank 0" in error, error
     assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error
     # The group's timeout is 60 s and rank 1 joins only after abort()
     # returned: the abort ended the wait, and abort() itself did not wait

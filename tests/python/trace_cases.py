@@ -67,13 +67,18 @@ def skip_one_collective(rank, world_size, init_method):
     return {"error": error, "json": torch_ringreduce.trace_json()}
 
 
-def abort_and_start_again(rank, world_size, init_method, sync=False):
+def abort_and_start_again(rank, world_size, init_method, form="async"):
     """Rank 0 aborts its group from a second thread while its allreduce
-    waits for rank 1, which joins only after the abort. `sync`: the
-    allreduce is a blocking one (async_op=False), which runs on the calling
-    thread past the queue: the abort must reach it there too."""
+    waits for rank 1, which joins only after the abort. `form`: "sync", a
+    blocking allreduce (async_op=False), which runs on the calling thread
+    past the queue: the abort must reach it there too; "async"; or
+    "coalesced", two allreduces in torch's coalescing manager (one fused
+    allreduce_coalesced, which runs like an asynchronous one)."""
     import torch
     import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    sync = form == "sync"
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
@@ -99,6 +104,12 @@ def abort_and_start_again(rank, world_size, init_method, sync=False):
             if sync:
                 aborter.start()
                 dist.all_reduce(torch.ones(8))  # rank 1 never joins
+            elif form == "coalesced":
+                with _coalescing_manager(async_ops=True) as manager:
+                    dist.all_reduce(torch.ones(8))
+                    dist.all_reduce(torch.ones(3))
+                aborter.start()
+                manager.wait()
             else:
                 work = dist.all_reduce(torch.ones(8), async_op=True)
                 aborter.start()
