@@ -16,7 +16,7 @@ def _allreduces_of_each_size(rank, world, init_method):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     wrong = []
-    for numel in (4096, 16384, (1 << 20) + 3):  # 16 KiB, 64 KiB, 4 MiB and 12 B
+    for numel in (4096, 16384, 1 << 18, (1 << 20) + 3):  # 16 KiB, 64 KiB, 1 MiB, 4 MiB and 12 B
         t = torch.arange(numel, dtype=torch.float32) % 97 + rank
         dist.all_reduce(t)
         want = (torch.arange(numel, dtype=torch.float32) % 97) * world + sum(range(world))
@@ -38,8 +38,8 @@ def _allreduces_of_each_size(rank, world, init_method):
 
 @pytest.mark.parametrize("host_channel", [True, False])
 def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
-    # With the host channel (the default) it takes what fits four of its
-    # buffers (4 MiB) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
+    # With the host channel (the default) it takes what fits one of its
+    # buffers (1 MiB) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
     # cma starts at 32 KiB.
     env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
     if not host_channel:
@@ -58,9 +58,10 @@ def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
         assert ran[16384] == {"shm"} and ran[65536] == {"shm"}, ran
     else:
         assert ran[16384] not in ({"cma"}, {"shm"}) and ran[65536] == {"cma"}, ran
-    assert ran[4 * ((1 << 20) + 3)] == {"cma"}, ran
-    for nbytes in (2 * ((1 << 19) + 1), 8 * 512 * 300):
-        assert ran[nbytes] == ({"shm"} if host_channel else {"cma"}), ran
+    assert ran[1 << 20] == ({"shm"} if host_channel else {"cma"}), ran
+    # Just above one buffer (bfloat16, 1 MiB and 2 B; float64, 1.2 MiB): cma either way.
+    for nbytes in (4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
+        assert ran[nbytes] == {"cma"}, ran
 
 
 def test_turned_off_on_one_rank_the_group_falls_back_and_stays_exact(capfd):
