@@ -21,6 +21,7 @@ by op, every library on the same tensors in interleaved short blocks:
   all_to_all_single                all_to_all_single(out, in)        Alltoall
   all_reduce                       all_reduce(t)                     Allreduce(IN_PLACE)
   all_reduce_async                 all_reduce(t, async_op=True).wait()   Iallreduce + Wait
+  coalesced_all_reduce             four all_reduce in _coalescing_manager  Allreduce of the four
   functional_all_reduce            funcol.all_reduce + funcol.wait_tensor          Iallreduce + Wait
   functional_all_gather_tensor     funcol.all_gather_tensor + wait_tensor          Iallgather + Wait
   functional_reduce_scatter_tensor funcol.reduce_scatter_tensor + wait_tensor      Ireduce_scatter_block + Wait
@@ -203,6 +204,30 @@ def all_reduce_async(r, n):
     return case
 
 
+def coalesced_all_reduce(r, n):
+    """Four all_reduce calls in torch's coalescing manager (one
+    allreduce_coalesced of the block): four equal views of one tensor of n
+    elements, so that Open MPI's equivalent is one Allreduce of the whole
+    (what the fused form reduces)."""
+    pieces = 4
+    n = -(-n // pieces) * pieces
+    t = r.empty(n)
+    views = list(t.view(pieces, n // pieces).unbind(0))
+    case = Case(r, [t], [], lambda name: t, r.summed(n))
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    def call_on(group):
+        def call():
+            with _coalescing_manager(group=group):
+                for v in views:
+                    r.dist.all_reduce(v, group=group)
+        return call
+    case.add_torch(r, call_on)
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Allreduce, r.MPI.IN_PLACE, t.numpy(), r.MPI.SUM)
+    return case
+
+
 # A functional collective's kind: (input, output) elements per rank's n, its
 # result, and Open MPI's nonblocking equivalent.
 KINDS = {
@@ -268,6 +293,7 @@ OPS = {
     "all_to_all_single": all_to_all_single,
     "all_reduce": all_reduce,
     "all_reduce_async": all_reduce_async,
+    "coalesced_all_reduce": coalesced_all_reduce,
     "functional_all_reduce": functional(eager_functional("all_reduce"), "all_reduce", "sum"),
     "functional_all_gather_tensor": functional(eager_functional("all_gather_tensor"),
                                                "all_gather", 0),
