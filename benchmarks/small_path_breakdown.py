@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 from rank_processes import free_port, start_ranks, wait_for_ranks
 
@@ -68,6 +69,7 @@ FORMS = {
     "async": "all_reduce(async_op=True).wait() (DDP's buckets)",
     "functional": "_c10d_functional.all_reduce + wait_tensor (a compiled graph)",
     "funcol": "funcol.all_reduce + wait_tensor (DTensor, eager)",
+    "all_gather": "all_gather_into_tensor (FSDP's and ZeRO-3's parameters; not an allreduce)",
 }
 
 
@@ -82,6 +84,15 @@ def form_call(form):
         return lambda t, group: dist.all_reduce(t, group=group, async_op=True).wait()
     if form == "functional":
         return lambda t, group: ops.wait_tensor(ops.all_reduce(t, "sum", group.group_name))
+    if form == "all_gather":
+        outputs = {}  # one per size, made once: the call alone is timed
+
+        def gather(t, group):
+            out = outputs.get(t.numel())
+            if out is None:
+                out = outputs[t.numel()] = t.new_empty(2 * t.numel())
+            dist.all_gather_into_tensor(out, t, group=group)
+        return gather
     return lambda t, group: funcol.wait_tensor(funcol.all_reduce(t, "sum", group))
 
 
@@ -162,6 +173,8 @@ def child(args):
     from torch_ringreduce import _C
 
     rank = int(os.environ["RANK"])
+    # all_gather_into_tensor's FutureWarning (torch >= 2.13) on every call
+    warnings.simplefilter("ignore", FutureWarning)
     dist.init_process_group("gloo", init_method="env://")
     torch.set_num_threads(1)
     paths = {"fake": dist.new_group(backend="fake")}
@@ -182,7 +195,7 @@ def child(args):
         for name, group in paths.items():
             for i in range(200):  # warm-up
                 tensor.copy_(sources[i & 1])
-                dist.all_reduce(tensor, group=group)
+                call(tensor, group)
             dist.barrier()
             _C._probe_take()
             windows = []

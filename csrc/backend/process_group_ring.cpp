@@ -129,6 +129,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   options.yields = config_.spinYields;
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;
+  options.stores = config_.channelStores;
   // What decides which way a collective runs must agree on every rank.
   for (const auto& [name, value] : config_.describe()) {
     if (name == "RINGREDUCE_ALGORITHM" || name == "RINGREDUCE_WIRE_DTYPE") {

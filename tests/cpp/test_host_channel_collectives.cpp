@@ -43,9 +43,11 @@ using namespace std::chrono_literals;
 // A small buffer, so that test messages of a few KiB go in several pieces.
 constexpr size_t kBufferBytes = 4096;
 
-HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us) {
+HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us,
+                                    ChannelStores stores = ChannelStores::Auto) {
   HostChannel::Options o;
   o.bufferBytes = kBufferBytes;
+  o.stores = stores;
   o.callerSpin = spin;
   o.adaptiveSpin = false;
   return o;
@@ -55,7 +57,8 @@ HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us) {
 // rank's collectives run on (as Engine::callerComm gives them).
 class Ranks {
  public:
-  explicit Ranks(int n, std::chrono::microseconds spin = 100us)
+  explicit Ranks(int n, std::chrono::microseconds spin = 100us,
+                 ChannelStores stores = ChannelStores::Auto)
       : n_(n), fabric_(std::make_shared<LoopbackFabric>(n)) {
     InMemoryStore store;
     channels_.resize(static_cast<size_t>(n));
@@ -63,7 +66,7 @@ class Ranks {
     std::vector<std::thread> openers;
     for (int r = 0; r < n; ++r) {
       openers.emplace_back([&, r] {
-        channels_[r] = HostChannel::open(store, "collectives/", r, n, channelOptions(spin), 10s,
+        channels_[r] = HostChannel::open(store, "collectives/", r, n, channelOptions(spin, stores), 10s,
                                          &whys[r]);
       });
     }
@@ -468,9 +471,13 @@ TEST(HostChannelCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsT
 
 // Every collective in turn, with ranks arriving in changing orders: the
 // buffers alternate across collectives of different kinds and piece counts.
-TEST(HostChannelCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
+// Each way of writing into the buffers (memcpy, streaming stores, timed and
+// chosen): the same bytes.
+class EveryStores : public ::testing::TestWithParam<ChannelStores> {};
+
+TEST_P(EveryStores, CollectivesOfEveryKindShareTheBuffersInARow) {
   const int n = 3;
-  Ranks ranks(n);
+  Ranks ranks(n, 100us, GetParam());
   const auto errors = ranks.run([&](int r) {
     std::mt19937 jitter(static_cast<unsigned>(r + 11));
     const Comm comm = ranks.comm(r);
@@ -508,6 +515,11 @@ TEST(HostChannelCollectives, CollectivesOfEveryKindShareTheBuffersInARow) {
   });
   expectNoErrors(errors);
 }
+
+INSTANTIATE_TEST_SUITE_P(HostChannelCollectives, EveryStores,
+                         ::testing::Values(ChannelStores::Auto, ChannelStores::Cached,
+                                           ChannelStores::Streaming),
+                         [](const auto& info) { return std::string(nameOf(info.param)); });
 
 TEST(HostChannelCollectives, AnAllgatherAgainstABroadcastFailsOnBothRanks) {
   Ranks ranks(2);

@@ -3,7 +3,8 @@ the caller's thread when the caller waits (ops/host_channel_collectives.cpp:
 all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
 all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,
-strided tensors and messages of several pieces; the trace says "direct";
+strided tensors and messages of several pieces, with memcpy or streaming
+stores into the buffers; the trace says "direct";
 all_to_all_single with split sizes through the channel (queued) where its
 blocks fit, else with messages, and a size mismatch found there;
 a rank that queued one meets ranks that ran it directly; two different
@@ -25,6 +26,17 @@ def test_every_collective_runs_past_the_queue_with_exact_results(world_size):
         assert report["checked"] > 100
         direct = {op for op, is_direct in report["paths"] if is_direct}
         assert set(ON_CALLER_OPS) <= direct, report["paths"]
+
+
+@pytest.mark.parametrize("stores", ["cached", "streaming"])
+def test_every_collective_gives_the_same_bytes_with_either_stores(stores):
+    # RINGREDUCE_SHM_STORES: memcpy or streaming stores into the buffers for
+    # every copy (auto, the default above, times both and mixes them).
+    env = dict(SMALL_CHANNEL, RINGREDUCE_SHM_STORES=stores)
+    reports = run_world(3, every_op_on_caller, env=env, timeout=300)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
+        assert report["checked"] > 100
 
 
 def test_two_collectives_under_one_number_fail_on_both_ranks():

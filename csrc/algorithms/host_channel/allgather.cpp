@@ -15,7 +15,7 @@ namespace {
 template <typename BlockAt>
 void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t blockBytes,
                   bool skipOwn, const BlockAt& blockAt) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();
   const size_t perTurn = channel.bufferBytes();
@@ -23,7 +23,7 @@ void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t 
   for (size_t first = 0; first < blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, [&](char* mine) { std::memcpy(mine, input + first, piece); });
+        comm, op, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
     for (int r = 0; r < n; ++r) {
       if (r == rank && skipOwn) continue;
       std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn.parity), piece);

@@ -33,7 +33,7 @@ void reducePiece(const Comm& comm, const OpContext& op, const ReductionArgs& arg
   const size_t esize = elementSize(args.type);
   const size_t bytes = count * esize;
   const HostChannel::Turn turn =
-      exchangeTurn(comm, op, [&](char* mine) { std::memcpy(mine, data, bytes); });
+      exchangeTurn(comm, op, [&](char* mine) { channel.copyIn(mine, data, bytes); });
   char* mine = channel.buffer(rank, turn.parity);
   if (bytes < kTwoPhaseFromBytes) {
     PhaseScope reducing(op.phases, Phase::Reduce);

@@ -18,7 +18,7 @@ bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes) {
 }
 
 void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const size_t rank = static_cast<size_t>(channel.rank());
   const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / static_cast<size_t>(n));
@@ -32,7 +32,7 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
     const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
       for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
         if (j == rank) continue;
-        std::memcpy(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
+        channel.copyIn(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
       }
     });
     for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
@@ -49,7 +49,7 @@ bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
 }
 
 bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const size_t rank = static_cast<size_t>(channel.rank());
   // Each turn's buffer: what this rank sends to each rank (n words, read
@@ -76,7 +76,7 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
       for (size_t j = 0; j < n; ++j) {
         const size_t piece = pieceOf(send.bytes[j], first);
         if (piece > 0) {
-          std::memcpy(mine + headerBytes + j * slotBytes, input + send.offsets[j] + first, piece);
+          channel.copyIn(mine + headerBytes + j * slotBytes, input + send.offsets[j] + first, piece);
         }
       }
     });

@@ -13,14 +13,14 @@ bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
 }
 
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const bool root = channel.rank() == args.root;
   const size_t perTurn = channel.bufferBytes();
   auto* data = static_cast<char*>(args.data);
   for (size_t first = 0; first < args.bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, args.bytes - first);
     const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
-      if (root) std::memcpy(mine, data + first, piece);
+      if (root) channel.copyIn(mine, data + first, piece);
     });
     if (!root) std::memcpy(data + first, channel.buffer(args.root, turn.parity), piece);
   }

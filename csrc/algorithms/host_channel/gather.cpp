@@ -17,7 +17,7 @@ bool hostChannelScatterApplies(const Comm& comm, size_t blockBytes) {
 }
 
 void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const bool root = channel.rank() == args.root;
   const size_t perTurn = channel.bufferBytes();
   const auto* input = static_cast<const char*>(args.input);
@@ -25,7 +25,7 @@ void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocks
   for (size_t first = 0; first < args.blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, args.blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, [&](char* mine) { std::memcpy(mine, input + first, piece); });
+        comm, op, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
     if (!root) continue;
     for (int r = 0; r < channel.size(); ++r) {
       std::memcpy(output + static_cast<size_t>(r) * args.blockBytes + first,
@@ -35,7 +35,7 @@ void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocks
 }
 
 void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const bool root = channel.rank() == args.root;
   const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / n);
@@ -47,7 +47,7 @@ void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlock
     const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* buffer) {
       if (!root) return;
       for (size_t r = 0; r < n; ++r) {
-        std::memcpy(buffer + r * slotBytes, input + r * args.blockBytes + first, piece);
+        channel.copyIn(buffer + r * slotBytes, input + r * args.blockBytes + first, piece);
       }
     });
     std::memcpy(output + first, channel.buffer(args.root, turn.parity) + mine, piece);

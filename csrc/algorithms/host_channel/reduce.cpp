@@ -17,7 +17,7 @@ bool hostChannelReduceApplies(const Comm& comm, size_t bytes) {
 
 void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArgs& args,
                        int root) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const size_t esize = elementSize(args.type);
   const size_t perTurn = std::max<size_t>(1, channel.bufferBytes() / esize) * esize;
   const size_t bytes = args.count * esize;
@@ -25,7 +25,7 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
   for (size_t first = 0; first < bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, bytes - first);
     const HostChannel::Turn turn =
-        exchangeTurn(comm, op, [&](char* mine) { std::memcpy(mine, data + first, piece); });
+        exchangeTurn(comm, op, [&](char* mine) { channel.copyIn(mine, data + first, piece); });
     if (channel.rank() != root) continue;
     PhaseScope reducing(op.phases, Phase::Reduce);
     reduceInRankOrder(channel, turn.parity, args, data + first, 0, piece);

@@ -18,7 +18,7 @@ namespace {
 template <typename BlockAt>
 void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
                          const BlockAt& blockAt, void* output) {
-  const HostChannel& channel = *comm.channel;
+  HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();
   const size_t esize = elementSize(input.type);
@@ -36,7 +36,7 @@ void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionA
   for (size_t first = 0; first < longest; first += perSlot) {
     const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
       for (int j = 0; j < n; ++j) {
-        std::memcpy(mine + static_cast<size_t>(j) * slotBytes,
+        channel.copyIn(mine + static_cast<size_t>(j) * slotBytes,
                     static_cast<const char*>(blockAt(j)) + first * esize, pieceOf(j, first) * esize);
       }
     });

@@ -163,6 +163,7 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
   config.hostChannelBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_SHM_BYTES", static_cast<long long>(config.hostChannelBytes), 0));
+  config.channelStores = readChoice(sources, "RINGREDUCE_SHM_STORES", config.channelStores);
   config.asyncOnCallerBytes = static_cast<size_t>(readPositive(
       sources, "RINGREDUCE_ASYNC_ON_CALLER_BYTES", static_cast<long long>(config.asyncOnCallerBytes),
       0));
@@ -257,6 +258,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
       {"RINGREDUCE_SHM_BYTES", number(hostChannelBytes)},
+      {"RINGREDUCE_SHM_STORES", nameOf(channelStores)},
       {"RINGREDUCE_ASYNC_ON_CALLER_BYTES", number(asyncOnCallerBytes)},
       {"RINGREDUCE_PEER_MONITOR", number(int(peerMonitor))},
       {"RINGREDUCE_CHECK_COLLECTIVES", number(int(checkCollectives))},

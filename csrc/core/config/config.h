@@ -27,6 +27,20 @@ constexpr size_t kDefaultHostChannelBytes = size_t{1} << 20;
 // Its bound (RINGREDUCE_SHM_BYTES above it is refused).
 constexpr size_t kMaxHostChannelBytes = size_t{64} << 20;
 
+// RINGREDUCE_SHM_STORES: how a rank writes into its host channel buffers
+// (transport/host/channel_stores.h): timed and chosen per size, always
+// memcpy, or always streaming (non-temporal) stores.
+enum class ChannelStores : uint8_t { Auto, Cached, Streaming };
+
+template <>
+struct NameTable<ChannelStores> {
+  static constexpr NamedValue<ChannelStores> entries[] = {
+      {ChannelStores::Auto, "auto"},
+      {ChannelStores::Cached, "cached"},
+      {ChannelStores::Streaming, "streaming"},
+  };
+};
+
 struct Config {
   // Bytes per pipeline segment: a ring step sends segment k+1 while it reduces
   // segment k. RINGREDUCE_SEGMENT_BYTES.
@@ -102,6 +116,8 @@ struct Config {
   // the channel off for every group that rank is in (the ranks agree when
   // the group opens it, at its first host collective).
   size_t hostChannelBytes = kDefaultHostChannelBytes;
+  // How each rank writes into its channel buffers. RINGREDUCE_SHM_STORES.
+  ChannelStores channelStores = ChannelStores::Auto;
   // An asynchronous host collective (async_op=True, a functional one) of at
   // most this many bytes that the channel carries runs on the caller's
   // thread at once and returns a completed Work, where every peer is in it

@@ -215,7 +215,8 @@ HostChannel::HostChannel(int rank, int size, HostSegment segment,
       doorbell_(std::move(doorbell)),
       exits_(std::move(exits)),
       yields_(options.yields),
-      callerSpin_(options.callerSpin, options.adaptiveSpin) {
+      callerSpin_(options.callerSpin, options.adaptiveSpin),
+      writer_(options.stores) {
   if (yields_) callerSpin_.setDescheduledGap(kLongYield);
   // What a sleep polls, prepared once: the doorbell, then each peer's process.
   sleepFds_.push_back({doorbell_->fd(), POLLIN, 0});

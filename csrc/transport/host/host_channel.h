@@ -38,6 +38,7 @@
 
 #include "core/base/op_context.h"
 #include "core/base/spin_budget.h"
+#include "transport/host/channel_stores.h"
 #include "transport/host/doorbell.h"
 #include "transport/host/host_segment.h"
 #include "transport/host/peer_exits.h"
@@ -62,6 +63,8 @@ class HostChannel {
     bool yields = false;           // spins give the core away at every pass (Config::spinYields)
     std::chrono::microseconds callerSpin{1000};  // the caller budget's ceiling
     bool adaptiveSpin = true;
+    // How this rank writes into its buffers (Config::channelStores).
+    ChannelStores stores = ChannelStores::Auto;
     // "NAME=value" lines of the settings that decide which way a collective
     // runs (the algorithm, the wire dtype, the collective check): ranks that
     // differ would take two paths under one fingerprint and wait for each
@@ -88,6 +91,10 @@ class HostChannel {
   int size() const { return size_; }
   size_t bufferBytes() const { return segment_.bufferBytes(); }
   char* buffer(int rank, int parity) const { return segment_.buffer(rank, parity); }
+  // Copies this rank's data into its own buffer (`dst` inside it), with the
+  // stores that are faster there (channel_stores.h). Reads of the peers'
+  // buffers are plain memcpy.
+  void copyIn(void* dst, const void* src, size_t bytes) { writer_.copy(dst, src, bytes); }
   // One use of the buffers: its number (what the flags count, alike on
   // every rank, since every rank runs the same collectives here, in
   // buffer-sized pieces alike) and the buffer it takes. They alternate: a
@@ -204,6 +211,7 @@ class HostChannel {
   PeerExits exits_;
   const bool yields_;
   SpinBudget callerSpin_;
+  ChannelWriter writer_;
   uint64_t turns_ = 0;
   Describe describe_;
   std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
