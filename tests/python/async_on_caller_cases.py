@@ -174,3 +174,62 @@ def coalesced_allreduces(rank, world_size, init_method, calls=150):
     direct, queued = _paths("allreduce_coalesced")
     dist.destroy_process_group()
     return {"failures": failures, "direct": direct, "queued": queued}
+
+
+def coalesced_segments(rank, world_size, init_method, calls=120):
+    """The coalescing manager's tensors reduced in place, as the segments of
+    one message (hostChannelAllreduceSegments): tensors of distinct values
+    per element, of sizes that cross the channel's pieces and its two-phase
+    size, views of one tensor side by side, and the forms that take the
+    fused buffer instead (a strided view, one tensor twice): every element
+    exact, on the caller's thread or queued (a late peer), a rank on either
+    path meeting one on the other."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    for i in range(calls):
+        draw = random.Random(5000 + i)
+        late = draw.randrange(world_size)
+        delay = draw.choice([0.0, 0.0, 0.0, 100e-6, 3e-3])
+        if rank == late and delay:
+            end = time.perf_counter() + delay
+            while time.perf_counter() < end:
+                pass
+        dtype = draw.choice([torch.float32, torch.float64, torch.int32, torch.bfloat16])
+        form = draw.choice(["tensors", "tensors", "views", "strided", "twice"])
+        sizes = [draw.choice([1, 3, 100, 5000, 40000]) for _ in range(draw.randrange(1, 5))]
+        # Small integers: exact in every dtype, bfloat16 too, and when summed.
+        base = [(torch.arange(n) % 61 + 7 * k + rank + 1).to(dtype) for k, n in enumerate(sizes)]
+        if form == "views":  # side by side in one tensor
+            tensors = list(torch.cat(base).split(sizes))
+        elif form == "strided":  # the first one a view of every other element
+            tensors = [torch.stack([b, b], 1).view(-1)[::2] if k == 0 else b.clone()
+                       for k, b in enumerate(base)]
+        else:
+            tensors = [b.clone() for b in base]
+        # "twice": the first tensor in the block again; the fused buffer
+        # reduces both copies and writes each back: the same sum.
+        block = tensors + ([tensors[0]] if form == "twice" else [])
+        # Asynchronous: queued where a peer has not come yet (and that peer,
+        # coming last, runs it on its thread).
+        asynchronous = draw.random() < 0.5
+        with _coalescing_manager(async_ops=asynchronous) as manager:
+            for t in block:
+                dist.all_reduce(t)
+        if asynchronous:
+            manager.wait()
+        for k, (t, n) in enumerate(zip(tensors, sizes)):
+            expected = ((torch.arange(n) % 61 + 7 * k) * world_size
+                        + sum(r + 1 for r in range(world_size))).to(torch.float64)
+            got = t.to(torch.float64)
+            if not torch.equal(got, expected):
+                bad = (got != expected).nonzero()[:3].flatten()
+                failures.append(f"call {i} {form} {dtype} tensor {k} of {n}: at {bad.tolist()} "
+                                f"{got[bad].tolist()} != {expected[bad].tolist()}")
+    direct, queued = _paths("allreduce_coalesced")
+    dist.destroy_process_group()
+    return {"failures": failures, "direct": direct, "queued": queued}

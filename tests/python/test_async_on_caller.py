@@ -43,6 +43,19 @@ def test_coalescing_manager_allreduces_are_exact_on_either_path(world_size):
     assert sum(report["queued"] for report in reports) > 0, reports
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_coalescing_manager_tensors_are_reduced_in_place_exactly(world_size):
+    # A 256 KiB channel buffer: the larger blocks take several pieces (the
+    # shm algorithm lets the caller run up to four), full ones two phases.
+    env = dict(LOOPBACK_ENV, RINGREDUCE_SHM_BYTES="262144", RINGREDUCE_ALGORITHM="shm")
+    reports = run_world(world_size, async_on_caller_cases.coalesced_segments, env=env,
+                        timeout=240)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
+    assert sum(report["direct"] for report in reports) > 0, reports
+    assert sum(report["queued"] for report in reports) > 0, reports
+
+
 def test_an_asynchronous_caller_does_not_wait_for_a_peer_that_waits_for_it():
     results = run_world(2, async_on_caller_cases.other_group_first, env=LOOPBACK_ENV,
                         timeout=120)

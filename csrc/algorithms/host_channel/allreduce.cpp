@@ -25,19 +25,51 @@ bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes) {
 
 namespace {
 
-// One piece of the message, at most a buffer: one turn of the channel.
-void reducePiece(const Comm& comm, const OpContext& op, const ReductionArgs& args, char* data,
-                 size_t count) {
+// The message as one run of bytes over its segments, in order: calls
+// f(segment bytes, offset in the run, length) for each segment's part of
+// [first, first + bytes).
+struct Segments {
+  const AllreduceSegment* begin;
+  const AllreduceSegment* end;
+};
+
+template <typename F>
+void forEachPart(const Segments& segments, size_t esize, size_t first, size_t bytes,
+                 const F& f) {
+  size_t start = 0;  // the current segment's offset in the run
+  const size_t end = first + bytes;
+  for (const AllreduceSegment* segment = segments.begin; segment != segments.end; ++segment) {
+    const AllreduceSegment& s = *segment;
+    const size_t length = s.count * esize;
+    const size_t from = std::max(first, start);
+    const size_t to = std::min(end, start + length);
+    if (from < to) f(static_cast<char*>(s.data) + (from - start), from, to - from);
+    start += length;
+    if (start >= end) return;
+  }
+}
+
+// One piece of the message, [first, first + count) of its elements, at
+// most a buffer: one turn of the channel.
+void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp reduceOp,
+                 const Segments& segments, size_t first, size_t count) {
   HostChannel& channel = *comm.channel;
   const int rank = channel.rank();
-  const size_t esize = elementSize(args.type);
+  const size_t esize = elementSize(type);
+  const size_t base = first * esize;
   const size_t bytes = count * esize;
-  const HostChannel::Turn turn =
-      exchangeTurn(comm, op, [&](char* mine) { channel.copyIn(mine, data, bytes); });
+  const ReductionArgs args{nullptr, count, type, reduceOp};
+  const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+    forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
+      channel.copyIn(mine + (at - base), part, length);
+    });
+  });
   char* mine = channel.buffer(rank, turn.parity);
   if (bytes < kTwoPhaseFromBytes) {
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, turn.parity, args, data, 0, bytes);
+    forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
+      reduceInRankOrder(channel, turn.parity, args, part, at - base, length);
+    });
     return;
   }
   // Two phases: this rank's chunk of everyone's buffer, reduced into its
@@ -46,29 +78,43 @@ void reducePiece(const Comm& comm, const OpContext& op, const ReductionArgs& arg
   const Range chunk = chunkOf(count, n, rank);
   {
     PhaseScope reducing(op.phases, Phase::Reduce);
-    char* dst = data + chunk.offset * esize;
-    reduceInRankOrder(channel, turn.parity, args, dst, chunk.offset * esize, chunk.count * esize);
-    std::memcpy(mine + chunk.offset * esize, dst, chunk.count * esize);
+    forEachPart(segments, esize, base + chunk.offset * esize, chunk.count * esize,
+                [&](char* part, size_t at, size_t length) {
+                  reduceInRankOrder(channel, turn.parity, args, part, at - base, length);
+                  std::memcpy(mine + (at - base), part, length);
+                });
   }
   publishAndAwait(comm, op, FlagKind::Reduced, turn);
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
     const Range theirs = chunkOf(count, n, r);
-    std::memcpy(data + theirs.offset * esize,
-                channel.buffer(r, turn.parity) + theirs.offset * esize, theirs.count * esize);
+    const char* buffer = channel.buffer(r, turn.parity);
+    forEachPart(segments, esize, base + theirs.offset * esize, theirs.count * esize,
+                [&](char* part, size_t at, size_t length) {
+                  std::memcpy(part, buffer + (at - base), length);
+                });
   }
 }
 
 }  // namespace
 
-void hostChannelAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
-  const size_t esize = elementSize(args.type);
+void hostChannelAllreduceSegments(const Comm& comm, const OpContext& op, DataType type,
+                                  ReduceOp reduceOp, const AllreduceSegment* segments,
+                                  size_t howMany) {
+  const size_t esize = elementSize(type);
+  size_t total = 0;
+  for (size_t i = 0; i < howMany; ++i) total += segments[i].count;
+  const Segments all{segments, segments + howMany};
   // Every rank cuts the message alike: the same turns in the same order.
   const size_t perPiece = std::max<size_t>(1, comm.channel->bufferBytes() / esize);
-  char* data = static_cast<char*>(args.data);
-  for (size_t first = 0; first < args.count; first += perPiece) {
-    reducePiece(comm, op, args, data + first * esize, std::min(perPiece, args.count - first));
+  for (size_t first = 0; first < total; first += perPiece) {
+    reducePiece(comm, op, type, reduceOp, all, first, std::min(perPiece, total - first));
   }
+}
+
+void hostChannelAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args) {
+  const AllreduceSegment whole{args.data, args.count};
+  hostChannelAllreduceSegments(comm, op, args.type, args.op, &whole, 1);
 }
 
 }  // namespace ringreduce

@@ -55,4 +55,20 @@ bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes);
 // In place, like ringAllreduce; waits with comm.spinBudget().
 void hostChannelAllreduce(const Comm& comm, const OpContext& op, const ReductionArgs& args);
 
+// One tensor of a coalesced allreduce: `count` elements at `data`, reduced
+// in place.
+struct AllreduceSegment {
+  void* data = nullptr;
+  size_t count = 0;
+};
+
+// The same for several tensors of one dtype, as if they were one message,
+// their elements in order (what allreduce_coalesced's fused buffer holds):
+// the same turns, flags and bits as hostChannelAllreduce of that message, so
+// a rank running this meets a peer that runs the fused buffer, with no
+// buffer to fuse into and copy back out of. The segments must not overlap.
+void hostChannelAllreduceSegments(const Comm& comm, const OpContext& op, DataType type,
+                                  ReduceOp reduceOp, const AllreduceSegment* segments,
+                                  size_t howMany);
+
 }  // namespace ringreduce

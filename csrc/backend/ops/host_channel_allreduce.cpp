@@ -13,6 +13,10 @@
 // chooses it first), so every rank runs the same algorithm whichever way
 // each ran it. runOnHostChannel is what every such on-caller form shares (the
 // other collectives' are in host_channel_collectives.cpp).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "algorithms/allreduce.h"
 #include "algorithms/host_channel/allreduce.h"
 #include "backend/contiguous_buffers.h"
@@ -102,6 +106,38 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostC
       });
 }
 
+namespace {
+
+// The caller's tensors themselves as the coalesced message's segments
+// (hostChannelAllreduceSegments), where that gives the fused buffer's
+// result: each tensor's memory its values in order, no two sharing a byte
+// (the fused copy reduces each once and writes back in order), and no
+// premultiplication (the fused copy takes it, so a failed call leaves the
+// tensors as they were). Otherwise nothing: the fused buffer.
+std::optional<std::vector<AllreduceSegment>> segmentsOf(const std::vector<at::Tensor>& tensors,
+                                                        const Reduction& red) {
+  if (red.premul) return std::nullopt;
+  std::vector<AllreduceSegment> segments;
+  segments.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    if (!plainContiguous(t)) return std::nullopt;
+    segments.push_back({t.data_ptr(), static_cast<size_t>(t.numel())});
+  }
+  std::vector<std::pair<const char*, const char*>> spans;
+  spans.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    spans.emplace_back(begin, begin + t.nbytes());
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) return std::nullopt;
+  }
+  return segments;
+}
+
+}  // namespace
+
 std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceCoalescedOnHostChannel(
     const std::vector<at::Tensor>& tensors, const Reduction& red, const CallOptions& call) {
   size_t bytes = 0;
@@ -116,6 +152,18 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceCoalesc
   fields.count = static_cast<uint64_t>(fingerprint.numel);
   return runOnHostChannel(c10d::OpType::COALESCED, "allreduce_coalesced", call, fingerprint,
                           fields, tensors[0], [&](const Comm& c, const OpContext& ctx) {
+                            if (auto segments = segmentsOf(tensors, red)) {
+                              if (!reductionSupported(red.type, red.op)) {
+                                throw InvalidArgument(std::string("ringreduce: ") + ctx.opName +
+                                                      ": " + unsupportedReason(red.type, red.op));
+                              }
+                              // The same turns as the fused buffer's
+                              // hostAllreduce (the channel, as runsOnCaller
+                              // checked), without the fused buffer.
+                              return hostChannelAllreduceSegments(c, ctx, red.type, red.op,
+                                                                  segments->data(),
+                                                                  segments->size());
+                            }
                             at::Tensor flat = flattenList(tensors);
                             if (red.premul) flat.mul_(*red.premul);
                             hostAllreduce(c, ctx,
