@@ -20,6 +20,16 @@ def _paths(op="allreduce"):
     return sum(1 for e in ops if e["direct"]), sum(1 for e in ops if not e["direct"])
 
 
+def _late_rank(rank, world_size, draw, delays):
+    """One rank, drawn alike on every rank, computes (busy) for a delay drawn from `delays`."""
+    late = draw.randrange(world_size)
+    delay = draw.choice(delays)
+    if rank == late and delay:
+        end = time.perf_counter() + delay  # busy, as compute would be
+        while time.perf_counter() < end:
+            pass
+
+
 def staggered_arrivals(rank, world_size, init_method, calls=300):
     """Small asynchronous allreduces whose ranks arrive together, a little
     apart or a millisecond apart, each waited for at once, later or after
@@ -151,12 +161,7 @@ def coalesced_allreduces(rank, world_size, init_method, calls=150):
     failures = []
     for i in range(calls):
         draw = random.Random(1000 + i)
-        late = draw.randrange(world_size)
-        delay = draw.choice([0.0, 0.0, 20e-6, 100e-6, 5e-3])
-        if rank == late and delay:
-            end = time.perf_counter() + delay
-            while time.perf_counter() < end:
-                pass
+        _late_rank(rank, world_size, draw, [0.0, 0.0, 20e-6, 100e-6, 5e-3])
         dtypes = [torch.float32] * 3 if draw.random() < 0.8 else [torch.float32, torch.float64,
                                                                    torch.float32]
         tensors = [torch.full((draw.choice([1, 5, 300, 2048]),), float(rank + 1 + i + k),
@@ -193,12 +198,7 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
     failures = []
     for i in range(calls):
         draw = random.Random(5000 + i)
-        late = draw.randrange(world_size)
-        delay = draw.choice([0.0, 0.0, 0.0, 100e-6, 3e-3])
-        if rank == late and delay:
-            end = time.perf_counter() + delay
-            while time.perf_counter() < end:
-                pass
+        _late_rank(rank, world_size, draw, [0.0, 0.0, 0.0, 100e-6, 3e-3])
         dtype = draw.choice([torch.float32, torch.float64, torch.int32, torch.bfloat16])
         form = draw.choice(["tensors", "tensors", "views", "strided", "twice"])
         sizes = [draw.choice([1, 3, 100, 5000, 40000]) for _ in range(draw.randrange(1, 5))]
