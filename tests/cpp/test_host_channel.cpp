@@ -157,6 +157,35 @@ void expectAllreduceSums(int n, size_t count, int collectives,
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+// A turn's bytes move round its buffer (HostChannel::takeTurn): every rank
+// places them alike, inside the buffer, on cache lines of their own, and a
+// run of turns of one small footprint does not reuse the previous turn's
+// lines of the same buffer.
+TEST(HostChannel, TurnsMoveRoundTheBufferAlikeOnEveryRank) {
+  const size_t buffer = 64 * 1024;
+  auto channels = openChannels(2, options(buffer));
+  ASSERT_EQ(channels.size(), 2u);
+  const size_t footprints[] = {0, 1, 100, 4096, 20000, 40000, buffer - 1, buffer, 64};
+  for (int round = 0; round < 10; ++round) {
+    for (size_t footprint : footprints) {
+      std::vector<size_t> lastOffset(2, buffer);  // per parity, within this run
+      for (int k = 0; k < 6; ++k) {
+        const HostChannel::Turn a = channels[0]->takeTurn(footprint);
+        const HostChannel::Turn b = channels[1]->takeTurn(footprint);
+        ASSERT_EQ(a.number, b.number);
+        ASSERT_EQ(a.offset, b.offset) << footprint << " bytes, turn " << a.number;
+        EXPECT_EQ(a.offset % HostChannel::kLineBytes, 0u);
+        EXPECT_LE(a.offset + footprint, buffer) << footprint << " bytes, turn " << a.number;
+        EXPECT_EQ(channels[1]->buffer(0, a), channels[1]->buffer(0, a.parity) + a.offset);
+        if (footprint > 0 && 2 * footprint <= buffer && lastOffset[a.parity] < buffer) {
+          EXPECT_NE(a.offset, lastOffset[a.parity]) << footprint << " bytes, turn " << a.number;
+        }
+        lastOffset[a.parity] = a.offset;
+      }
+    }
+  }
+}
+
 TEST(HostChannel, OnePassSumsAreExactAtEveryWorld) {
   for (int n : {2, 3, 4}) expectAllreduceSums(n, 1000, 60);
 }

@@ -23,10 +23,10 @@ void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t 
   for (size_t first = 0; first < blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
+        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
     for (int r = 0; r < n; ++r) {
       if (r == rank && skipOwn) continue;
-      std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn.parity), piece);
+      std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn), piece);
     }
   }
 }

@@ -59,16 +59,16 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
   const size_t base = first * esize;
   const size_t bytes = count * esize;
   const ReductionArgs args{nullptr, count, type, reduceOp};
-  const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+  const HostChannel::Turn turn = exchangeTurn(comm, op, bytes, [&](char* mine) {
     forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
       channel.copyIn(mine + (at - base), part, length);
     });
   });
-  char* mine = channel.buffer(rank, turn.parity);
+  char* mine = channel.buffer(rank, turn);
   if (bytes < kTwoPhaseFromBytes) {
     PhaseScope reducing(op.phases, Phase::Reduce);
     forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
-      reduceInRankOrder(channel, turn.parity, args, part, at - base, length);
+      reduceInRankOrder(channel, turn, args, part, at - base, length);
     });
     return;
   }
@@ -80,7 +80,7 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
     PhaseScope reducing(op.phases, Phase::Reduce);
     forEachPart(segments, esize, base + chunk.offset * esize, chunk.count * esize,
                 [&](char* part, size_t at, size_t length) {
-                  reduceInRankOrder(channel, turn.parity, args, part, at - base, length);
+                  reduceInRankOrder(channel, turn, args, part, at - base, length);
                   std::memcpy(mine + (at - base), part, length);
                 });
   }
@@ -88,7 +88,7 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
     const Range theirs = chunkOf(count, n, r);
-    const char* buffer = channel.buffer(r, turn.parity);
+    const char* buffer = channel.buffer(r, turn);
     forEachPart(segments, esize, base + theirs.offset * esize, theirs.count * esize,
                 [&](char* part, size_t at, size_t length) {
                   std::memcpy(part, buffer + (at - base), length);

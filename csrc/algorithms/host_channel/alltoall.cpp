@@ -21,7 +21,8 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
   HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const size_t rank = static_cast<size_t>(channel.rank());
-  const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / static_cast<size_t>(n));
+  const size_t slotBytes =
+      slotBytesFor(channel.bufferBytes(), static_cast<size_t>(n), args.blockBytes, 1);
   const auto* input = static_cast<const char*>(args.input);
   auto* output = static_cast<char*>(args.output);
   // This rank's own block goes straight from its input to its output: a
@@ -29,7 +30,7 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
   // on the 2-core machine), its slot left unused.
   for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
     const size_t piece = std::min(slotBytes, args.blockBytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+    const HostChannel::Turn turn = exchangeTurn(comm, op, n * slotBytes, [&](char* mine) {
       for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
         if (j == rank) continue;
         channel.copyIn(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
@@ -37,7 +38,7 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
     });
     for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
       const char* from = q == rank ? input + rank * args.blockBytes + first
-                                   : channel.buffer(static_cast<int>(q), turn.parity) +
+                                   : channel.buffer(static_cast<int>(q), turn) +
                                          rank * slotBytes;
       std::memcpy(output + q * args.blockBytes + first, from, piece);
     }
@@ -66,7 +67,8 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
   size_t turns = 1;  // until the first turn has told every rank's sizes
   for (size_t t = 0; t < turns; ++t) {
     const size_t first = t * slotBytes;
-    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+    // The whole buffer: the sizes, and so the footprint, are learnt in the first turn.
+    const HostChannel::Turn turn = exchangeTurn(comm, op, channel.bufferBytes(), [&](char* mine) {
       if (t == 0) {
         for (size_t j = 0; j < n; ++j) {
           const uint64_t bytes = send.bytes[j];
@@ -83,7 +85,7 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
     if (t == 0) {
       size_t largest = 0;
       for (size_t q = 0; q < n; ++q) {
-        const char* theirs = channel.buffer(static_cast<int>(q), turn.parity);
+        const char* theirs = channel.buffer(static_cast<int>(q), turn);
         for (size_t j = 0; j < n; ++j) {
           uint64_t bytes = 0;
           std::memcpy(&bytes, theirs + j * sizeof(uint64_t), sizeof(bytes));
@@ -105,7 +107,7 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
       const size_t piece = pieceOf(recv.bytes[q], first);
       if (piece == 0) continue;
       std::memcpy(output + recv.offsets[q] + first,
-                  channel.buffer(static_cast<int>(q), turn.parity) + headerBytes +
+                  channel.buffer(static_cast<int>(q), turn) + headerBytes +
                       rank * slotBytes,
                   piece);
     }

@@ -25,11 +25,11 @@ void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocks
   for (size_t first = 0; first < args.blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, args.blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
+        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
     if (!root) continue;
     for (int r = 0; r < channel.size(); ++r) {
       std::memcpy(output + static_cast<size_t>(r) * args.blockBytes + first,
-                  channel.buffer(r, turn.parity), piece);
+                  channel.buffer(r, turn), piece);
     }
   }
 }
@@ -38,19 +38,19 @@ void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlock
   HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const bool root = channel.rank() == args.root;
-  const size_t slotBytes = std::max<size_t>(1, channel.bufferBytes() / n);
+  const size_t slotBytes = slotBytesFor(channel.bufferBytes(), n, args.blockBytes, 1);
   const auto* input = static_cast<const char*>(args.input);
   auto* output = static_cast<char*>(args.output);
   const size_t mine = static_cast<size_t>(channel.rank()) * slotBytes;
   for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
     const size_t piece = std::min(slotBytes, args.blockBytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* buffer) {
+    const HostChannel::Turn turn = exchangeTurn(comm, op, n * slotBytes, [&](char* buffer) {
       if (!root) return;
       for (size_t r = 0; r < n; ++r) {
         channel.copyIn(buffer + r * slotBytes, input + r * args.blockBytes + first, piece);
       }
     });
-    std::memcpy(output + first, channel.buffer(args.root, turn.parity) + mine, piece);
+    std::memcpy(output + first, channel.buffer(args.root, turn) + mine, piece);
   }
 }
 

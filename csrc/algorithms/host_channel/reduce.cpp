@@ -25,10 +25,10 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
   for (size_t first = 0; first < bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, bytes - first);
     const HostChannel::Turn turn =
-        exchangeTurn(comm, op, [&](char* mine) { channel.copyIn(mine, data + first, piece); });
+        exchangeTurn(comm, op, piece, [&](char* mine) { channel.copyIn(mine, data + first, piece); });
     if (channel.rank() != root) continue;
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, turn.parity, args, data + first, 0, piece);
+    reduceInRankOrder(channel, turn, args, data + first, 0, piece);
   }
 }
 

@@ -22,19 +22,20 @@ void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionA
   const int n = channel.size();
   const int rank = channel.rank();
   const size_t esize = elementSize(input.type);
-  // Elements of each block per turn: n slots of them fill a buffer.
-  const size_t perSlot =
-      std::max<size_t>(1, channel.bufferBytes() / (static_cast<size_t>(n) * esize));
-  const size_t slotBytes = perSlot * esize;
   // The first chunk is the largest (chunkOf): it sets the number of turns.
   const size_t longest = chunkOf(input.count, n, 0).count;
+  // Elements of each block per turn: room for the longest, at most an n-th of a buffer.
+  const size_t slotBytes =
+      slotBytesFor(channel.bufferBytes(), static_cast<size_t>(n), longest * esize, esize);
+  const size_t perSlot = slotBytes / esize;
   const auto pieceOf = [&](int block, size_t first) {
     const size_t count = chunkOf(input.count, n, block).count;
     return count > first ? std::min(perSlot, count - first) : size_t{0};
   };
   auto* out = static_cast<char*>(output);
   for (size_t first = 0; first < longest; first += perSlot) {
-    const HostChannel::Turn turn = exchangeTurn(comm, op, [&](char* mine) {
+    const HostChannel::Turn turn =
+        exchangeTurn(comm, op, static_cast<size_t>(n) * slotBytes, [&](char* mine) {
       for (int j = 0; j < n; ++j) {
         channel.copyIn(mine + static_cast<size_t>(j) * slotBytes,
                     static_cast<const char*>(blockAt(j)) + first * esize, pieceOf(j, first) * esize);
@@ -45,8 +46,8 @@ void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionA
     char* dst = out + first * esize;
     PhaseScope reducing(op.phases, Phase::Reduce);
     // reduceInRankOrder starts from this rank's own values where it needs them.
-    std::memcpy(dst, channel.buffer(rank, turn.parity) + slot, bytes);
-    reduceInRankOrder(channel, turn.parity, input, dst, slot, bytes);
+    std::memcpy(dst, channel.buffer(rank, turn) + slot, bytes);
+    reduceInRankOrder(channel, turn, input, dst, slot, bytes);
   }
 }
 

@@ -38,8 +38,8 @@ bool commutesExactly(DataType type, ReduceOp op) {
 
 }  // namespace
 
-void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionArgs& args,
-                       char* dst, size_t firstByte, size_t bytes) {
+void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
+                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes) {
   const size_t esize = elementSize(args.type);
   const int n = channel.size();
   const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
@@ -52,9 +52,9 @@ void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionAr
     const size_t slice = std::min(kSliceBytes / esize * esize, bytes - done);
     const size_t at = firstByte + done;
     const size_t count = slice / esize;
-    if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, parity) + at, slice);
+    if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, turn) + at, slice);
     for (int r = 1; r < n; ++r) {
-      const char* src = channel.buffer(swapTwo ? 0 : r, parity) + at;
+      const char* src = channel.buffer(swapTwo ? 0 : r, turn) + at;
       if (args.op == ReduceOp::Avg && r == n - 1) {
         reduceAndAverage(args.type, dst + done, src, count, n);
       } else {

@@ -7,17 +7,16 @@
 #include <cstddef>
 
 #include "algorithms/ring_allreduce.h"
+#include "transport/host/host_channel.h"
 
 namespace ringreduce {
 
-class HostChannel;
-
 // dst[0, bytes) = buffer_0 (op) buffer_1 (op) ... (op) buffer_{n-1}, each
-// over [firstByte, firstByte + bytes) of that rank's buffer of `parity`.
+// over [firstByte, firstByte + bytes) of that rank's bytes of `turn`.
 // dst must hold this rank's own values of that range (what its buffer
 // holds there). AVG divides in the last step, once (reduceAndAverage).
 // args.data and args.count are not read.
-void reduceInRankOrder(const HostChannel& channel, int parity, const ReductionArgs& args,
-                       char* dst, size_t firstByte, size_t bytes);
+void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
+                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes);
 
 }  // namespace ringreduce

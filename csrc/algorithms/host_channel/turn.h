@@ -13,6 +13,7 @@
 // which the flags tell it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "algorithms/comm.h"
@@ -38,19 +39,33 @@ bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes);
 void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
                      const HostChannel::Turn& turn);
 
-// One turn: takes it, lets fill(mine) write this rank's buffer of it,
-// publishes this rank's Input flag and waits for every peer's. The caller
-// then reads the buffers of the returned turn's parity.
+// One turn that uses `footprint` bytes of each buffer (HostChannel::takeTurn:
+// the same on every rank): takes it, lets fill(mine) write this rank's bytes
+// of it, publishes this rank's Input flag and waits for every peer's. The
+// caller then reads the turn's bytes of each buffer (HostChannel::buffer(r, turn)).
 template <typename Fill>
-HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, const Fill& fill) {
+HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
+                               const Fill& fill) {
   HostChannel& channel = *comm.channel;
-  const HostChannel::Turn turn = channel.takeTurn();
-  fill(channel.buffer(channel.rank(), turn.parity));
+  const HostChannel::Turn turn = channel.takeTurn(footprint);
+  fill(channel.buffer(channel.rank(), turn));
   publishAndAwait(comm, op, FlagKind::Input, turn);
   return turn;
 }
 
 // How many turns `bytes` take at `perTurn` (> 0) a turn; none for nothing.
 inline size_t turnsFor(size_t bytes, size_t perTurn) { return (bytes + perTurn - 1) / perTurn; }
+
+// Each rank's slot of a turn that gives every rank a slot: room for
+// `wanted` bytes (rounded to a cache line, so the turn's footprint is no
+// more than the message needs and the turns move round the buffer), at
+// most an n-th of the buffer, a multiple of `elementBytes` (a divisor of
+// 64), at least one element.
+inline size_t slotBytesFor(size_t bufferBytes, size_t n, size_t wanted, size_t elementBytes) {
+  const size_t most = bufferBytes / n / elementBytes * elementBytes;
+  const size_t rounded = (wanted + HostChannel::kLineBytes - 1) / HostChannel::kLineBytes *
+                         HostChannel::kLineBytes;
+  return std::max(elementBytes, std::min(most, rounded));
+}
 
 }  // namespace ringreduce

@@ -101,14 +101,36 @@ class HostChannel {
   // rank writes buffer p for turn k only after every peer has started turn
   // k-1 (the wait of k-1 saw their flags), which they do only once done
   // reading turn k-2's, the last one on buffer p.
+  //
+  // Within its buffer a turn's bytes start at `offset`, which moves on by
+  // the turn's footprint (rounded to a cache line) each time the buffer is
+  // taken, round the buffer: a rank then writes lines its peers last read
+  // many turns ago, gone from their caches, rather than the ones they read
+  // two turns ago, which an ordinary store must first take back from them
+  // (64 KiB into such lines: 9.5 us; moving round 1 MiB: 2.2 us, the
+  // reader's copy unchanged; 2-vCPU AMD EPYC VM). The offset depends on the
+  // turn's number and footprint alone, so every rank computes the same one.
   struct Turn {
     uint64_t number = 0;
     int parity = 0;
+    size_t offset = 0;
   };
-  Turn takeTurn() {
+  // `footprint`: the bytes of its buffer the turn uses from its start, the
+  // same on every rank (at most bufferBytes()).
+  Turn takeTurn(size_t footprint) {
     ++turns_;
-    return Turn{turns_, static_cast<int>(turns_ & 1)};
+    Turn turn{turns_, static_cast<int>(turns_ & 1), 0};
+    const size_t stride = (footprint + kLineBytes - 1) / kLineBytes * kLineBytes;
+    if (stride > 0 && stride <= bufferBytes()) {
+      turn.offset = static_cast<size_t>((turns_ >> 1) % (bufferBytes() / stride)) * stride;
+    }
+    return turn;
   }
+  // Where `rank`'s bytes of `turn` start.
+  char* buffer(int rank, const Turn& turn) const {
+    return segment_.buffer(rank, turn.parity) + turn.offset;
+  }
+  static constexpr size_t kLineBytes = 64;
 
   // Any collective of the group, as it starts: this rank's sequence number,
   // fingerprint word and the fingerprint's fields (up to
