@@ -108,6 +108,19 @@ def every_op_on_caller(rank, world_size, init_method):
             out = _strided(torch, torch.zeros(n * numel, dtype=dtype))
             dist.all_gather_into_tensor(out, _strided(torch, mine))
             check(f"all_gather_into_tensor (strided) {what}", out, torch.cat(inputs))
+            # In place (the input is this rank's block of the output), and an
+            # input that is another rank's block of the output (read before
+            # that block arrives over it).
+            out = torch.zeros(n * numel, dtype=dtype)
+            out[rank * numel:(rank + 1) * numel].copy_(mine)
+            dist.all_gather_into_tensor(out, out[rank * numel:(rank + 1) * numel])
+            check(f"all_gather_into_tensor (in place) {what}", out, torch.cat(inputs))
+            out = torch.zeros(n * numel, dtype=dtype)
+            other = (rank + 1) % n
+            out[other * numel:(other + 1) * numel].copy_(mine)
+            dist.all_gather_into_tensor(out, out[other * numel:(other + 1) * numel])
+            check(f"all_gather_into_tensor (input in a peer's block) {what}", out,
+                  torch.cat(inputs))
 
             outs = [torch.empty(numel, dtype=dtype) for _ in range(n)]
             dist.all_gather(outs, mine)

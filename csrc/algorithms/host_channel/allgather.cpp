@@ -11,7 +11,11 @@ namespace ringreduce {
 namespace {
 
 // blockAt(r): where rank r's block goes; `skipOwn`: this rank's is there
-// already (in place), not copied again.
+// already (in place), not copied again. This rank's own block goes from its
+// input, still in cache, while the peers fill their buffers; for a message of
+// several pieces the input must then stay as it was until its last piece, so
+// an input that overlaps a peer's block of the output must be a copy (the
+// backend's callers make one).
 template <typename BlockAt>
 void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t blockBytes,
                   bool skipOwn, const BlockAt& blockAt) {
@@ -23,9 +27,13 @@ void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t 
   for (size_t first = 0; first < blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
+        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); },
+        [&] {
+          // memmove: the input may be part of the output (not its own block).
+          if (!skipOwn) std::memmove(static_cast<char*>(blockAt(rank)) + first, input + first, piece);
+        });
     for (int r = 0; r < n; ++r) {
-      if (r == rank && skipOwn) continue;
+      if (r == rank) continue;
       std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn), piece);
     }
   }

@@ -30,17 +30,22 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
   // on the 2-core machine), its slot left unused.
   for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
     const size_t piece = std::min(slotBytes, args.blockBytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, n * slotBytes, [&](char* mine) {
-      for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
-        if (j == rank) continue;
-        channel.copyIn(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
-      }
-    });
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, n * slotBytes,
+        [&](char* mine) {
+          for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+            if (j == rank) continue;
+            channel.copyIn(mine + j * slotBytes, input + j * args.blockBytes + first, piece);
+          }
+        },
+        [&] {  // while the peers fill their buffers
+          std::memcpy(output + rank * args.blockBytes + first,
+                      input + rank * args.blockBytes + first, piece);
+        });
     for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
-      const char* from = q == rank ? input + rank * args.blockBytes + first
-                                   : channel.buffer(static_cast<int>(q), turn) +
-                                         rank * slotBytes;
-      std::memcpy(output + q * args.blockBytes + first, from, piece);
+      if (q == rank) continue;
+      std::memcpy(output + q * args.blockBytes + first,
+                  channel.buffer(static_cast<int>(q), turn) + rank * slotBytes, piece);
     }
   }
 }

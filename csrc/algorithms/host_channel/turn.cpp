@@ -15,16 +15,23 @@ bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes) {
          !comm.config.payloadFree;
 }
 
-void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
-                     const HostChannel::Turn& turn) {
-  HostChannel& channel = *comm.channel;
-  channel.publish(kind, turn, op);
+void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn) {
+  comm.channel->publish(kind, turn, op);
   probe::mark(ProbePoint::Published);
+}
+
+void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn) {
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
-    channel.awaitPeers(kind, turn, op, comm.spinBudget(), comm.drivenTransport());
+    comm.channel->awaitPeers(kind, turn, op, comm.spinBudget(), comm.drivenTransport());
   }
   probe::mark(ProbePoint::PeersHere);
+}
+
+void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
+                     const HostChannel::Turn& turn) {
+  publishFlag(comm, op, kind, turn);
+  awaitFlags(comm, op, kind, turn);
 }
 
 }  // namespace ringreduce

@@ -38,19 +38,32 @@ bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes);
 // it drives, if any).
 void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
                      const HostChannel::Turn& turn);
+// The same in two halves, for work between them that needs no peer.
+void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
+void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 
 // One turn that uses `footprint` bytes of each buffer (HostChannel::takeTurn:
 // the same on every rank): takes it, lets fill(mine) write this rank's bytes
 // of it, publishes this rank's Input flag and waits for every peer's. The
 // caller then reads the turn's bytes of each buffer (HostChannel::buffer(r, turn)).
-template <typename Fill>
+// `meanwhile()` runs between the publishing and the wait: this rank's own
+// share of the result, which needs no peer, while the peers still fill theirs.
+template <typename Fill, typename Meanwhile>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
-                               const Fill& fill) {
+                               const Fill& fill, const Meanwhile& meanwhile) {
   HostChannel& channel = *comm.channel;
   const HostChannel::Turn turn = channel.takeTurn(footprint);
   fill(channel.buffer(channel.rank(), turn));
-  publishAndAwait(comm, op, FlagKind::Input, turn);
+  publishFlag(comm, op, FlagKind::Input, turn);
+  meanwhile();
+  awaitFlags(comm, op, FlagKind::Input, turn);
   return turn;
+}
+
+template <typename Fill>
+HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
+                               const Fill& fill) {
+  return exchangeTurn(comm, op, footprint, fill, [] {});
 }
 
 // How many turns `bytes` take at `perTurn` (> 0) a turn; none for nothing.

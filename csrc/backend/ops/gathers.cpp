@@ -99,7 +99,13 @@ void ProcessGroupRing::allgatherStraightIntoList(const Comm& c, const OpContext&
 
 void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input,
                                            const at::Tensor& output, const Comm* on) {
-  const at::Tensor in = contiguousInput(input);
+  at::Tensor in = contiguousInput(input);
+  // An input that is part of the output but not this rank's own block (in
+  // place) would be overwritten by a peer's block while still read: a copy.
+  const auto* own = static_cast<const char*>(output.data_ptr()) + in.nbytes() * rank_;
+  if (sharesMemory(in, output) && (in.data_ptr() != own || !plainContiguous(output))) {
+    in = in.clone(at::MemoryFormat::Contiguous);
+  }
   withContiguous(output, [&](void* data) {
     hostAllgather(on ? *on : comm(), ctx, {in.data_ptr(), data, in.nbytes()});
   });
