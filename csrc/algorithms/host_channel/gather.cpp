@@ -24,10 +24,15 @@ void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocks
   auto* output = static_cast<char*>(args.output);
   for (size_t first = 0; first < args.blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, args.blockBytes - first);
+    const size_t own = static_cast<size_t>(channel.rank()) * args.blockBytes;
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); });
+        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); },
+        [&] {  // the root's own block from its input, while the peers fill their buffers
+          if (root) std::memmove(output + own + first, input + first, piece);
+        });
     if (!root) continue;
     for (int r = 0; r < channel.size(); ++r) {
+      if (r == channel.rank()) continue;
       std::memcpy(output + static_cast<size_t>(r) * args.blockBytes + first,
                   channel.buffer(r, turn), piece);
     }

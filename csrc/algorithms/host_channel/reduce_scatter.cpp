@@ -34,20 +34,25 @@ void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionA
   };
   auto* out = static_cast<char*>(output);
   for (size_t first = 0; first < longest; first += perSlot) {
-    const HostChannel::Turn turn =
-        exchangeTurn(comm, op, static_cast<size_t>(n) * slotBytes, [&](char* mine) {
-      for (int j = 0; j < n; ++j) {
-        channel.copyIn(mine + static_cast<size_t>(j) * slotBytes,
-                    static_cast<const char*>(blockAt(j)) + first * esize, pieceOf(j, first) * esize);
-      }
-    });
     const size_t bytes = pieceOf(rank, first) * esize;
-    const size_t slot = static_cast<size_t>(rank) * slotBytes;
     char* dst = out + first * esize;
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, static_cast<size_t>(n) * slotBytes,
+        [&](char* mine) {
+          for (int j = 0; j < n; ++j) {
+            channel.copyIn(mine + static_cast<size_t>(j) * slotBytes,
+                           static_cast<const char*>(blockAt(j)) + first * esize,
+                           pieceOf(j, first) * esize);
+          }
+        },
+        [&] {
+          // reduceInRankOrder starts from this rank's own values where it
+          // needs them: from the input, still in cache, while the peers fill
+          // their buffers (memmove: the output may be the input's own block).
+          std::memmove(dst, static_cast<const char*>(blockAt(rank)) + first * esize, bytes);
+        });
     PhaseScope reducing(op.phases, Phase::Reduce);
-    // reduceInRankOrder starts from this rank's own values where it needs them.
-    std::memcpy(dst, channel.buffer(rank, turn) + slot, bytes);
-    reduceInRankOrder(channel, turn, input, dst, slot, bytes);
+    reduceInRankOrder(channel, turn, input, dst, static_cast<size_t>(rank) * slotBytes, bytes);
   }
 }
 
