@@ -271,7 +271,13 @@ def main(script, parse_args, rank_class):
     """A benchmark's entry: launch its ranks, or, in a rank, run it."""
     args = parse_args()
     if not args.child:
-        sys.exit(launch(script, args))
+        # Where the VM has put its cores, before and after: shared-memory
+        # figures (ours, Open MPI's, DeepSpeed's) move with it.
+        from placement_probe import run_probe
+        print("# before: " + run_probe(sys.executable), flush=True)
+        status = launch(script, args)
+        print("# after: " + run_probe(sys.executable), flush=True)
+        sys.exit(status)
     rank_class(args).run(args)
 
 

@@ -9,11 +9,12 @@ is made), timed in blocks of 20 calls whose order changes every round (the
 same on every rank), the tensor written before each call; p50 / p90 of rank
 0's calls, us. Which way wins depends on where the ranks' cores sit
 (docs/TUNING.md, "Writes into the host channel"), so compare only within one
-run.
+run, and the placement probe printed before and after it.
 """
 import argparse
 import os
 import random
+import sys
 import time
 import warnings
 
@@ -40,6 +41,10 @@ def main():
     for kind in kinds:
         os.environ["RINGREDUCE_SHM_STORES"] = kind
         groups[kind] = dist.new_group(backend="ringreduce")
+    if rank == 0:  # where the VM has put the cores (placement_probe.py)
+        from placement_probe import run_probe
+        print("# before: " + run_probe(sys.executable), flush=True)
+    dist.barrier()
     for op in args.ops.split(","):
         for size in SIZES:
             x = torch.empty(size // 4)
@@ -66,6 +71,9 @@ def main():
                     t = sorted(times[kind])
                     cells.append(f"{kind} {t[len(t) // 2] * 1e6:7.1f} / {t[len(t) * 9 // 10] * 1e6:7.1f}")
                 print(f"{op:>10} {size:>8} B: " + " | ".join(cells), flush=True)
+    dist.barrier()
+    if rank == 0:
+        print("# after: " + run_probe(sys.executable), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
