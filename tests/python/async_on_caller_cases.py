@@ -30,6 +30,18 @@ def _late_rank(rank, world_size, draw, delays):
             pass
 
 
+def _coalesced_all_reduce(tensors, asynchronous):
+    """One all_reduce per tensor inside torch's coalescing manager, waited for."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    with _coalescing_manager(async_ops=asynchronous) as manager:
+        for t in tensors:
+            dist.all_reduce(t)
+    if asynchronous:
+        manager.wait()
+
+
 def staggered_arrivals(rank, world_size, init_method, calls=300):
     """Small asynchronous allreduces whose ranks arrive together, a little
     apart or a millisecond apart, each waited for at once, later or after
@@ -154,8 +166,6 @@ def coalesced_allreduces(rank, world_size, init_method, calls=150):
     through its Work: every result exact on either path."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _coalescing_manager
-
     _init(rank, world_size, init_method)
     dist.all_reduce(torch.ones(4))  # opens the host channel
     failures = []
@@ -166,12 +176,7 @@ def coalesced_allreduces(rank, world_size, init_method, calls=150):
                                                                    torch.float32]
         tensors = [torch.full((draw.choice([1, 5, 300, 2048]),), float(rank + 1 + i + k),
                               dtype=dtype) for k, dtype in enumerate(dtypes)]
-        asynchronous = draw.random() < 0.5
-        with _coalescing_manager(async_ops=asynchronous) as manager:
-            for t in tensors:
-                dist.all_reduce(t)
-        if asynchronous:
-            manager.wait()
+        _coalesced_all_reduce(tensors, asynchronous=draw.random() < 0.5)
         for k, t in enumerate(tensors):
             expected = float(sum(r + 1 + i + k for r in range(world_size)))
             if not torch.equal(t, torch.full_like(t, expected)):
@@ -191,8 +196,6 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
     path meeting one on the other."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _coalescing_manager
-
     _init(rank, world_size, init_method)
     dist.all_reduce(torch.ones(4))  # opens the host channel
     failures = []
@@ -216,12 +219,7 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
         block = tensors + ([tensors[0]] if form == "twice" else [])
         # Asynchronous: queued where a peer has not come yet (and that peer,
         # coming last, runs it on its thread).
-        asynchronous = draw.random() < 0.5
-        with _coalescing_manager(async_ops=asynchronous) as manager:
-            for t in block:
-                dist.all_reduce(t)
-        if asynchronous:
-            manager.wait()
+        _coalesced_all_reduce(block, asynchronous=draw.random() < 0.5)
         for k, (t, n) in enumerate(zip(tensors, sizes)):
             expected = ((torch.arange(n) % 61 + 7 * k) * world_size
                         + sum(r + 1 for r in range(world_size))).to(torch.float64)

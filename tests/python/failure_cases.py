@@ -16,10 +16,25 @@ def _die(kill_file):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thread=False):
-    """Every rank loops over allreduces; `victim` SIGKILLs itself mid-loop:
-    between two allreduces, or `from_thread` from a timer while its main
-    thread is inside one (at 64 MiB most of an allreduce is cma's copies)."""
+def _allreduce_as(form, tensor):
+    """One allreduce of `tensor`: plain, or ("coalesced") as four all_reduce
+    calls on its quarters in torch's coalescing manager (one
+    allreduce_coalesced, the tensors reduced in place through the channel)."""
+    if form != "coalesced":
+        return dist.all_reduce(tensor)
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    with _coalescing_manager():
+        for part in tensor.chunk(4):
+            dist.all_reduce(part)
+
+
+def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thread=False,
+                   form="all_reduce"):
+    """Every rank loops over allreduces (`form`: _allreduce_as); `victim`
+    SIGKILLs itself mid-loop: between two allreduces, or `from_thread` from a
+    timer while its main thread is inside one (at 64 MiB most of an allreduce
+    is cma's copies)."""
     import threading
 
     # Half the world's time limit: a survivor that waits to its deadline
@@ -33,7 +48,7 @@ def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thr
                 _die(kill_file)
             threading.Timer(0.003, _die, (kill_file,)).start()
         try:
-            dist.all_reduce(tensor)
+            _allreduce_as(form, tensor)
         except Exception as error:
             failed_at = time.time()
             first = (type(error).__name__, str(error))
@@ -51,8 +66,9 @@ def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thr
             "iteration": i}
 
 
-def stopped_or_late(rank, world, init_method, mode, timeout_s):
-    """Rank 2 is either stopped (SIGSTOP) or late by a second at collective #2."""
+def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"):
+    """Rank 2 is either stopped (SIGSTOP) or late by a second at collective #2
+    (`form`: _allreduce_as)."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
     dist.all_reduce(torch.ones(4))  # #1: everyone connected
@@ -63,7 +79,7 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s):
     start = time.monotonic()
     t = torch.full((1 << 16,), float(rank))
     try:
-        dist.all_reduce(t)
+        _allreduce_as(form, t)
         outcome = ("ok", t[0].item())
     except Exception as error:
         outcome = (type(error).__name__, str(error))

@@ -6,15 +6,18 @@ from failure_cases import killed_mid_job, monitored_barrier, stopped_or_late
 from multiproc import TRANSPORTS, run_world
 
 
-@pytest.mark.parametrize("transport,nbytes,from_thread", [
-    ("shm", 4096, False), ("shm", 4 << 20, False), ("tcp", 4096, False), ("tcp", 4 << 20, False),
+@pytest.mark.parametrize("transport,nbytes,from_thread,form", [
+    ("shm", 4096, False, "all_reduce"), ("shm", 4 << 20, False, "all_reduce"),
+    ("tcp", 4096, False, "all_reduce"), ("tcp", 4 << 20, False, "all_reduce"),
     # Killed while its peers read and write its memory (cma).
-    ("shm", 64 << 20, True)])
-def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread,
+    ("shm", 64 << 20, True, "all_reduce"),
+    # The coalescing manager's tensors reduced in place through the channel.
+    ("shm", 256 << 10, True, "coalesced")])
+def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1
     kill_file = str(tmp_path / "killed_at")
-    results = run_world(3, killed_mid_job, victim, kill_file, nbytes, from_thread,
+    results = run_world(3, killed_mid_job, victim, kill_file, nbytes, from_thread, form,
                         env=TRANSPORTS[transport], timeout=120, may_die={victim}, exit_path=True)
     assert results[victim] is None
     for rank in (0, 2):
@@ -22,7 +25,8 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         kind, message = r["first"]
         assert kind == "DistBackendError", r["first"]
         assert f"rank {victim} is gone" in message and f"on rank {rank}" in message, message
-        assert "allreduce #" in message, message
+        assert ("allreduce_coalesced #" if form == "coalesced" else "allreduce #") in message, \
+            message
         # Far below the 60 s group timeout: the bound is 5 s.
         assert r["latency"] < 5.0, r
         kind, later = r["later"]
@@ -31,15 +35,17 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert r["later_s"] < 2.0, r
 
 
-def test_stopped_rank_times_out_at_the_timeout_naming_it():
+@pytest.mark.parametrize("form", ["all_reduce", "coalesced"])
+def test_stopped_rank_times_out_at_the_timeout_naming_it(form):
     timeout_s = 4.0
-    results = run_world(3, stopped_or_late, "stop", timeout_s, timeout=120, may_die={2},
+    results = run_world(3, stopped_or_late, "stop", timeout_s, form, timeout=120, may_die={2},
                         exit_path=True)
+    op = "allreduce_coalesced" if form == "coalesced" else "allreduce"
     for rank in (0, 1):
         kind, message = results[rank]["outcome"]
         assert kind == "DistBackendError", results[rank]
-        assert "allreduce #2 timed out after 4000 ms" in message, message
-        assert "not seen in allreduce #2: 2 (" in message, message
+        assert f"{op} #2 timed out after 4000 ms" in message, message
+        assert f"not seen in {op} #2: 2 (" in message, message
         # At the timeout, within 10% (plus 1 s of scheduling slack: 3 ranks
         # share 2 cores). A rank may learn of the failure a few ms before its
         # own deadline, from the peer that started the collective first.

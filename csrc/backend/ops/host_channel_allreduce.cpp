@@ -118,14 +118,12 @@ std::optional<std::vector<AllreduceSegment>> segmentsOf(const std::vector<at::Te
                                                         const Reduction& red) {
   if (red.premul) return std::nullopt;
   std::vector<AllreduceSegment> segments;
+  std::vector<std::pair<const char*, const char*>> spans;  // each tensor's bytes
   segments.reserve(tensors.size());
+  spans.reserve(tensors.size());
   for (const at::Tensor& t : tensors) {
     if (!plainContiguous(t)) return std::nullopt;
     segments.push_back({t.data_ptr(), static_cast<size_t>(t.numel())});
-  }
-  std::vector<std::pair<const char*, const char*>> spans;
-  spans.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) {
     const auto* begin = static_cast<const char*>(t.data_ptr());
     spans.emplace_back(begin, begin + t.nbytes());
   }
