@@ -22,6 +22,8 @@ by op, every library on the same tensors in interleaved short blocks:
   all_reduce                       all_reduce(t)                     Allreduce(IN_PLACE)
   all_reduce_async                 all_reduce(t, async_op=True).wait()   Iallreduce + Wait
   coalesced_all_reduce             four all_reduce in _coalescing_manager  Allreduce of the four
+  coalesced_all_gather             four all_gather_into_tensor in it       Allgather of the four
+  coalesced_reduce_scatter         four reduce_scatter_tensor in it        Reduce_scatter_block of the four
   functional_all_reduce            funcol.all_reduce + funcol.wait_tensor          Iallreduce + Wait
   functional_all_gather_tensor     funcol.all_gather_tensor + wait_tensor          Iallgather + Wait
   functional_reduce_scatter_tensor funcol.reduce_scatter_tensor + wait_tensor      Ireduce_scatter_block + Wait
@@ -228,6 +230,82 @@ def coalesced_all_reduce(r, n):
     return case
 
 
+class PermutedCase(Case):
+    """A Case whose torch call reads a second input, `permuted(first)`,
+    written from the first before each call (not timed)."""
+
+    def __init__(self, rank, inputs, outputs, result, expected, permuted_into):
+        super().__init__(rank, inputs, outputs, result, expected)
+        self.permuted_into = permuted_into
+
+    def prepare(self, i):
+        super().prepare(i)
+        self.permuted_into()
+
+
+def coalesced_all_gather(r, n):
+    """Four all_gather_into_tensor calls in torch's coalescing manager (one
+    all_gather_into_tensor_coalesced): the quarters of this rank's n
+    elements, each into its own output, against Open MPI's one Allgather of
+    the whole (the same bytes; the four outputs side by side, rank by rank,
+    are its result)."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    pieces = 4
+    n = -(-n // pieces) * pieces
+    m, world = n // pieces, r.world
+    inp, out, tout = r.empty(n), r.empty(n * world), r.empty(n * world)
+    views = list(inp.view(pieces, m).unbind(0))
+    outs = list(tout.view(pieces, world * m).unbind(0))
+
+    def result(name):
+        return out if name == "mpi" else tout.view(pieces, world, m).transpose(0, 1).reshape(-1)
+    case = Case(r, [inp], [out, tout], result, r.gathered(n))
+
+    def call_on(group):
+        def call():
+            with _coalescing_manager(group=group):
+                for o, v in zip(outs, views):
+                    r.dist.all_gather_into_tensor(o, v, group=group)
+        return call
+    case.add_torch(r, call_on)
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
+    return case
+
+
+def coalesced_reduce_scatter(r, n):
+    """Four reduce_scatter_tensor calls in torch's coalescing manager (one
+    reduce_scatter_tensor_coalesced) whose outputs, side by side, are this
+    rank's n elements, against Open MPI's one Reduce_scatter_block of the
+    whole: torch's input q holds the q-th quarter of every rank's block of
+    MPI's (rewritten from it before each call, not timed)."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    pieces = 4
+    n = -(-n // pieces) * pieces
+    m, world = n // pieces, r.world
+    inp, tin, out = r.empty(n * world), r.empty(n * world), r.empty(n)
+    ins = list(tin.view(pieces, world * m).unbind(0))
+    outs = list(out.view(pieces, m).unbind(0))
+
+    def permute():
+        tin.view(pieces, world, m).copy_(inp.view(world, pieces, m).transpose(0, 1))
+    case = PermutedCase(r, [inp], [out], lambda name: out, r.scattered_sum(n), permute)
+
+    def call_on(group):
+        def call():
+            with _coalescing_manager(group=group):
+                for o, t in zip(outs, ins):
+                    r.dist.reduce_scatter_tensor(o, t, r.dist.ReduceOp.SUM, group=group)
+        return call
+    case.add_torch(r, call_on)
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Reduce_scatter_block, inp.numpy(), out.numpy(),
+                                 r.MPI.SUM)
+    return case
+
+
 # A functional collective's kind: (input, output) elements per rank's n, its
 # result, and Open MPI's nonblocking equivalent.
 KINDS = {
@@ -294,6 +372,8 @@ OPS = {
     "all_reduce": all_reduce,
     "all_reduce_async": all_reduce_async,
     "coalesced_all_reduce": coalesced_all_reduce,
+    "coalesced_all_gather": coalesced_all_gather,
+    "coalesced_reduce_scatter": coalesced_reduce_scatter,
     "functional_all_reduce": functional(eager_functional("all_reduce"), "all_reduce", "sum"),
     "functional_all_gather_tensor": functional(eager_functional("all_gather_tensor"),
                                                "all_gather", 0),

@@ -4,8 +4,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringreduce {
@@ -22,6 +25,41 @@ inline bool sharesMemory(const at::Tensor& a, const at::Tensor& b) {
   const auto* bBegin = static_cast<const char*>(b.data_ptr());
   return aBegin < bBegin + b.nbytes() && bBegin < aBegin + a.nbytes();
 }
+
+// The memory of a set of tensors, to ask whether another tensor shares any
+// of it: sorted spans, so a block of many tensors costs a sort rather than
+// a comparison of every pair.
+class MemorySpans {
+ public:
+  explicit MemorySpans(const std::vector<at::Tensor>& tensors) {
+    spans_.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) {
+      const auto* begin = static_cast<const char*>(t.data_ptr());
+      spans_.emplace_back(begin, begin + t.nbytes());
+    }
+    std::sort(spans_.begin(), spans_.end());
+    const char* most = nullptr;
+    for (auto& span : spans_) {  // from here on: the furthest end up to this span
+      most = std::max(most, span.second);
+      span.second = most;
+    }
+  }
+  // Whether `tensor` shares a byte with any of the set.
+  bool overlaps(const at::Tensor& tensor) const {
+    const auto* begin = static_cast<const char*>(tensor.data_ptr());
+    const char* end = begin + tensor.nbytes();
+    // The spans that start before `end`; one of them reaches past `begin`?
+    const auto after = std::lower_bound(
+        spans_.begin(), spans_.end(), end,
+        [](const std::pair<const char*, const char*>& span, const char* at) {
+          return span.first < at;
+        });
+    return begin < end && after != spans_.begin() && std::prev(after)->second > begin;
+  }
+
+ private:
+  std::vector<std::pair<const char*, const char*>> spans_;  // begin, furthest end so far
+};
 
 // Runs `fn` on a pointer to the tensor's data laid out contiguously; copies
 // back when a temporary was needed (non-contiguous, or conj/neg views).

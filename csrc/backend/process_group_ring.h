@@ -422,6 +422,26 @@ class ProcessGroupRing : public c10d::Backend {
   // all_to_all_single with equal splits (`even`: no split sizes given).
   HostChannelResult alltoallOnHostChannel(const at::Tensor& output, const at::Tensor& input,
                                           bool even, const CallOptions& call);
+  // all_gather_into_tensor_coalesced and reduce_scatter_tensor_coalesced
+  // of several tensors (torch's coalescing manager around those calls, the
+  // functional *_coalesced), where the channel carries the block's `bytes`
+  // (channelCarries, the same on every rank): one collective whose tensors
+  // are one message, on the caller's thread where runsOnCaller says so;
+  // nothing otherwise (the queued form then runs the same body).
+  HostChannelResult allgatherCoalescedOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                                    const std::vector<at::Tensor>& inputs,
+                                                    size_t bytes, const CallOptions& call);
+  HostChannelResult reduceScatterCoalescedOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                                        const std::vector<at::Tensor>& inputs,
+                                                        const Reduction& red, size_t bytes,
+                                                        const CallOptions& call);
+  // Their bodies, on whichever thread runs them (ops/coalesced.cpp). The
+  // reduce-scatter's tensors share one dtype; its inputs stay as they were.
+  void allgatherParts(const Comm& c, const OpContext& ctx, const std::vector<at::Tensor>& inputs,
+                      const std::vector<at::Tensor>& outputs);
+  void reduceScatterParts(const Comm& c, const OpContext& ctx,
+                          const std::vector<at::Tensor>& inputs,
+                          const std::vector<at::Tensor>& outputs, const Reduction& red);
   // Whether a collective other than allreduce that puts `bytes` into each
   // rank's channel buffers goes through the channel, whoever runs it (its
   // algorithm's selector takes it first: hostChannelCollectiveApplies);

@@ -256,6 +256,96 @@ TEST(HostChannelCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
   expectNoErrors(errors);
 }
 
+// Part sizes of a coalesced block: tiny ones, one that crosses a turn, and
+// together several turns (the buffer is 4 KiB), with a part of no bytes.
+const std::vector<size_t> kPartBytes = {3, 0, 100, kBufferBytes + 5, 64, 2 * kBufferBytes + 1};
+
+// A block of several tensors as one message: every rank's part i lands at
+// r * bytes of output i, the stretches of a turn spanning parts, a part
+// crossing turns; some parts in place (the input is this rank's own place).
+TEST(HostChannelCollectives, AllgatherOfPartsPutsEveryRanksPartInItsOutput) {
+  for (int n : {2, 3}) {
+    for (const std::vector<size_t>& sizes :
+         {std::vector<size_t>{5, 7, 1}, kPartBytes, std::vector<size_t>{kBufferBytes}}) {
+      Ranks ranks(n);
+      const auto errors = ranks.run([&](int r) {
+        for (uint64_t seq = 1; seq <= 2; ++seq) {
+          const bool inPlace = seq == 2;  // every other part in place
+          std::vector<std::vector<uint8_t>> inputs, outputs;
+          std::vector<AllgatherPart> parts;
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            inputs.push_back(bytesOf(r, sizes[i], seq * 100 + i));
+            outputs.emplace_back(sizes[i] * static_cast<size_t>(n), 0);
+          }
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            uint8_t* own = outputs[i].data() + static_cast<size_t>(r) * sizes[i];
+            const void* in = inputs[i].data();
+            if (inPlace && i % 2 == 0) {
+              std::copy(inputs[i].begin(), inputs[i].end(), own);
+              in = own;
+            }
+            parts.push_back({in, outputs[i].data(), sizes[i]});
+          }
+          hostChannelAllgatherParts(ranks.comm(r), ranks.enter(r, "allgather", seq, 4), parts);
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            for (int q = 0; q < n; ++q) {
+              const std::vector<uint8_t> expected = bytesOf(q, sizes[i], seq * 100 + i);
+              ASSERT_EQ(0, std::memcmp(outputs[i].data() + static_cast<size_t>(q) * sizes[i],
+                                       expected.data(), sizes[i]))
+                  << "world " << n << ", part " << i << " of " << sizes[i] << " bytes, rank "
+                  << q << "'s" << (inPlace ? ", in place" : "");
+            }
+          }
+        }
+      });
+      expectNoErrors(errors);
+    }
+  }
+}
+
+// The same for a reduce-scatter of several tensors of one dtype: each rank's
+// chunk of each part, summed in rank order bit for bit as one tensor's
+// would be; uneven chunks (counts not a multiple of n) and parts whose
+// chunks cross turns; the inputs left as they were.
+TEST(HostChannelCollectives, ReduceScatterOfPartsGivesEachRankItsChunkOfEachPart) {
+  const std::vector<size_t> counts = {1, 7, 0, kBufferBytes / sizeof(float) + 3, 10,
+                                      2 * kBufferBytes / sizeof(float) + 1};
+  for (int n : {2, 3, 4}) {
+    Ranks ranks(n);
+    std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(n));
+    const auto errors = ranks.run([&](int r) {
+      std::vector<std::vector<float>> inputs;
+      std::vector<ReduceScatterPart> parts;
+      results[r].resize(counts.size());
+      for (size_t i = 0; i < counts.size(); ++i) {
+        inputs.push_back(randomFloats(r, counts[i], 10 + i));
+        results[r][i].assign(chunkOf(counts[i], n, r).count, 0.0f);
+      }
+      const std::vector<std::vector<float>> kept = inputs;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        parts.push_back({inputs[i].data(), results[r][i].data(), counts[i]});
+      }
+      hostChannelReduceScatterParts(ranks.comm(r), ranks.enter(r, "reduce_scatter", 1, 5),
+                                    DataType::Float32, ReduceOp::Sum, parts);
+      EXPECT_EQ(inputs, kept) << "rank " << r << "'s inputs changed";
+    });
+    expectNoErrors(errors);
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const Range mine = chunkOf(counts[i], n, r);
+        std::vector<float> expected;
+        for (size_t k = 0; k < mine.count; ++k) {
+          expected.push_back(sumInRankOrder(n, counts[i], 10 + i, mine.offset + k));
+        }
+        ASSERT_EQ(results[r][i].size(), expected.size());
+        EXPECT_EQ(0, std::memcmp(results[r][i].data(), expected.data(),
+                                 expected.size() * sizeof(float)))
+            << "world " << n << ", part " << i << " of " << counts[i] << " floats, rank " << r;
+      }
+    }
+  }
+}
+
 TEST(HostChannelCollectives, ReduceScatterAveragesOnce) {
   const int n = 4;
   const size_t count = 4 * 300;

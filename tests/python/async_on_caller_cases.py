@@ -228,6 +228,102 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
                 bad = (got != expected).nonzero()[:3].flatten()
                 failures.append(f"call {i} {form} {dtype} tensor {k} of {n}: at {bad.tolist()} "
                                 f"{got[bad].tolist()} != {expected[bad].tolist()}")
-    direct, queued = _paths("allreduce_coalesced")
+    allreduces = _paths("allreduce_coalesced")
     dist.destroy_process_group()
-    return {"failures": failures, "direct": direct, "queued": queued}
+    return {"failures": failures, "allreduces": allreduces}
+
+
+def coalesced_gathers(rank, world_size, init_method, calls=100):
+    """torch's coalescing manager around all_gather_into_tensor and
+    reduce_scatter_tensor calls of several tensors: one collective whose
+    tensors are one message on the channel (hostChannelAllgatherParts,
+    hostChannelReduceScatterParts), on the caller's thread or queued (a late
+    peer), a rank on either path meeting one on the other. Sizes that cross
+    the channel's pieces, dtypes mixed (gathers) or alike (reductions, a
+    mixed block keeps one collective per tensor), inputs in their own place
+    of the output or inside another tensor's output, strided outputs, SUM,
+    AVG and PREMUL_SUM: every element exact, inputs left as they were."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    world = world_size
+
+    def values(n, k, r, dtype):
+        # Small integers: exact in every dtype, bfloat16 too, and when summed.
+        return ((torch.arange(n) * 3 + 11 * k + r) % 61).to(dtype)  # sums under 256
+
+    for i in range(calls):
+        draw = random.Random(9000 + i)
+        _late_rank(rank, world_size, draw, [0.0, 0.0, 0.0, 100e-6, 3e-3])
+        asynchronous = draw.random() < 0.5
+        sizes = [draw.choice([1, 3, 100, 5000, 40000]) for _ in range(draw.randrange(2, 5))]
+        form = draw.choice(["plain", "plain", "in place", "inside another", "strided"])
+        mixed = draw.random() < 0.3
+        dtypes = [draw.choice([torch.float32, torch.int64, torch.bfloat16]) if mixed
+                  else torch.float32 for _ in sizes]
+        # all_gather_into_tensor of each tensor, under the manager.
+        ins = [values(n, k, rank, dt) for k, (n, dt) in enumerate(zip(sizes, dtypes))]
+        outs = [torch.zeros(n * world, dtype=dt) for n, dt in zip(sizes, dtypes)]
+        if form == "in place":
+            for k, (n, o) in enumerate(zip(sizes, outs)):
+                o[rank * n:(rank + 1) * n] = ins[k]
+                ins[k] = o[rank * n:(rank + 1) * n]
+        elif form == "inside another" and dtypes[0] == dtypes[1]:
+            # Input 0 lies where output 1 receives rank 0's block: read first.
+            n0 = sizes[0]
+            base = torch.zeros(max(n0, sizes[1] * world), dtype=dtypes[1])
+            base[:n0] = ins[0]
+            outs[1], ins[0] = base[:sizes[1] * world], base[:n0]
+        elif form == "strided":
+            outs[0] = torch.zeros(sizes[0] * world * 2, dtype=dtypes[0])[::2]
+        kept = [t.clone() for t in ins]
+        with _coalescing_manager(async_ops=asynchronous) as manager:
+            for o, t in zip(outs, ins):
+                dist.all_gather_into_tensor(o, t)
+        if asynchronous:
+            manager.wait()
+        for k, (n, dt, o) in enumerate(zip(sizes, dtypes, outs)):
+            expected = torch.cat([kept[k] if r == rank else values(n, k, r, dt)
+                                  for r in range(world)])
+            if not torch.equal(o, expected):
+                bad = (o != expected).nonzero()[:3].flatten()
+                failures.append(f"all_gather call {i} {form} tensor {k} ({dt}, {n}): at "
+                                f"{bad.tolist()} {o[bad].tolist()} != {expected[bad].tolist()}")
+        # reduce_scatter_tensor of each tensor, under the manager.
+        op = draw.choice(["sum", "avg", "premul"])
+        rdtype = torch.float64 if op != "sum" else dtypes[0]
+        rdtypes = [rdtype] * len(sizes) if not mixed else dtypes
+        if op != "sum":
+            rdtypes = [torch.float64] * len(sizes)
+        full = [values(n * world, k, rank, dt) for k, (n, dt) in enumerate(zip(sizes, rdtypes))]
+        kept = [t.clone() for t in full]
+        rs_outs = [torch.zeros(n, dtype=dt) for n, dt in zip(sizes, rdtypes)]
+        if form == "in place":  # each output its own block of its input (torch allows it)
+            rs_outs = [t[rank * n:(rank + 1) * n] for t, n in zip(full, sizes)]
+        elif form == "strided":
+            rs_outs[0] = torch.zeros(sizes[0] * 2, dtype=rdtypes[0])[::2]
+        reduce_op = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG,
+                     "premul": dist._make_nccl_premul_sum(2.0)}[op]
+        with _coalescing_manager(async_ops=asynchronous) as manager:
+            for o, t in zip(rs_outs, full):
+                dist.reduce_scatter_tensor(o, t, op=reduce_op)
+        if asynchronous:
+            manager.wait()
+        for k, (n, dt, o) in enumerate(zip(sizes, rdtypes, rs_outs)):
+            total = sum((kept[k] if r == rank else values(n * world, k, r, dt)).double()
+                        for r in range(world))
+            mine = total[rank * n:(rank + 1) * n]
+            mine = {"sum": mine, "avg": mine / world, "premul": mine * 2.0}[op]
+            if not torch.equal(o.double(), mine):
+                bad = (o.double() != mine).nonzero()[:3].flatten()
+                failures.append(f"reduce_scatter call {i} {form} {op} tensor {k} ({dt}, {n}): "
+                                f"at {bad.tolist()} {o[bad].tolist()} != {mine[bad].tolist()}")
+            if form != "in place" and not torch.equal(full[k], kept[k]):
+                failures.append(f"reduce_scatter call {i} {form} tensor {k}: input changed")
+    gathers = _paths("all_gather_into_tensor_coalesced")
+    scatters = _paths("reduce_scatter_tensor_coalesced")
+    dist.destroy_process_group()
+    return {"failures": failures, "gathers": gathers, "scatters": scatters}

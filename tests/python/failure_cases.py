@@ -16,22 +16,39 @@ def _die(kill_file):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _allreduce_as(form, tensor):
-    """One allreduce of `tensor`: plain, or ("coalesced") as four all_reduce
-    calls on its quarters in torch's coalescing manager (one
-    allreduce_coalesced, the tensors reduced in place through the channel)."""
-    if form != "coalesced":
+# The op each form of _collective_as names in its errors.
+FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
+            "gather_coalesced": "all_gather_into_tensor_coalesced",
+            "scatter_coalesced": "reduce_scatter_tensor_coalesced"}
+
+
+def _collective_as(form, tensor):
+    """One collective on `tensor`: a plain allreduce, or four calls on its
+    quarters in torch's coalescing manager, each block one collective on the
+    channel: all_reduce ("coalesced": one allreduce_coalesced, the tensors
+    reduced in place), all_gather_into_tensor ("gather_coalesced") or
+    reduce_scatter_tensor ("scatter_coalesced": the quarters' chunks of
+    their reduction), the tensors one message."""
+    if form == "all_reduce":
         return dist.all_reduce(tensor)
     from torch.distributed.distributed_c10d import _coalescing_manager
 
+    world = dist.get_world_size()
+    parts = tensor.chunk(4)
     with _coalescing_manager():
-        for part in tensor.chunk(4):
-            dist.all_reduce(part)
+        for part in parts:
+            if form == "coalesced":
+                dist.all_reduce(part)
+            elif form == "gather_coalesced":
+                dist.all_gather_into_tensor(torch.empty(part.numel() * world), part)
+            else:
+                dist.reduce_scatter_tensor(torch.empty(part.numel() // world), part[:part.numel()
+                                                                                  // world * world])
 
 
 def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thread=False,
                    form="all_reduce"):
-    """Every rank loops over allreduces (`form`: _allreduce_as); `victim`
+    """Every rank loops over collectives (`form`: _collective_as); `victim`
     SIGKILLs itself mid-loop: between two allreduces, or `from_thread` from a
     timer while its main thread is inside one (at 64 MiB most of an allreduce
     is cma's copies)."""
@@ -48,7 +65,7 @@ def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thr
                 _die(kill_file)
             threading.Timer(0.003, _die, (kill_file,)).start()
         try:
-            _allreduce_as(form, tensor)
+            _collective_as(form, tensor)
         except Exception as error:
             failed_at = time.time()
             first = (type(error).__name__, str(error))
@@ -68,7 +85,7 @@ def killed_mid_job(rank, world, init_method, victim, kill_file, nbytes, from_thr
 
 def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"):
     """Rank 2 is either stopped (SIGSTOP) or late by a second at collective #2
-    (`form`: _allreduce_as)."""
+    (`form`: _collective_as)."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
     dist.all_reduce(torch.ones(4))  # #1: everyone connected
@@ -79,7 +96,7 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"
     start = time.monotonic()
     t = torch.full((1 << 16,), float(rank))
     try:
-        _allreduce_as(form, t)
+        _collective_as(form, t)
         outcome = ("ok", t[0].item())
     except Exception as error:
         outcome = (type(error).__name__, str(error))

@@ -43,17 +43,30 @@ def test_coalescing_manager_allreduces_are_exact_on_either_path(world_size):
     assert sum(report["queued"] for report in reports) > 0, reports
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_coalescing_manager_tensors_are_reduced_in_place_exactly(world_size):
-    # A 256 KiB channel buffer: the larger blocks take several pieces (the
-    # shm algorithm lets the caller run up to four), full ones two phases.
+def exact_on_both_paths(world_size, body, *ops):
+    """Runs `body` on every rank with a 256 KiB channel buffer (the larger
+    blocks take several pieces; the shm algorithm lets the caller run up to
+    four, full ones two phases): no rank lists a failure, and each of `ops`
+    (a report's key: its (direct, queued) counts) ran on a caller's thread
+    somewhere and queued somewhere."""
     env = dict(LOOPBACK_ENV, RINGREDUCE_SHM_BYTES="262144", RINGREDUCE_ALGORITHM="shm")
-    reports = run_world(world_size, async_on_caller_cases.coalesced_segments, env=env,
-                        timeout=240)
+    reports = run_world(world_size, body, env=env, timeout=240)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
-    assert sum(report["direct"] for report in reports) > 0, reports
-    assert sum(report["queued"] for report in reports) > 0, reports
+    for op in ops:
+        assert sum(report[op][0] for report in reports) > 0, (op, reports)
+        assert sum(report[op][1] for report in reports) > 0, (op, reports)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_coalescing_manager_tensors_are_reduced_in_place_exactly(world_size):
+    exact_on_both_paths(world_size, async_on_caller_cases.coalesced_segments, "allreduces")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_coalescing_manager_gathers_and_scatters_are_one_exact_collective(world_size):
+    exact_on_both_paths(world_size, async_on_caller_cases.coalesced_gathers, "gathers",
+                        "scatters")
 
 
 def test_an_asynchronous_caller_does_not_wait_for_a_peer_that_waits_for_it():

@@ -2,7 +2,7 @@
 and still exit by themselves."""
 import pytest
 
-from failure_cases import killed_mid_job, monitored_barrier, stopped_or_late
+from failure_cases import FORM_OPS, killed_mid_job, monitored_barrier, stopped_or_late
 from multiproc import TRANSPORTS, run_world
 
 
@@ -11,8 +11,9 @@ from multiproc import TRANSPORTS, run_world
     ("tcp", 4096, False, "all_reduce"), ("tcp", 4 << 20, False, "all_reduce"),
     # Killed while its peers read and write its memory (cma).
     ("shm", 64 << 20, True, "all_reduce"),
-    # The coalescing manager's tensors reduced in place through the channel.
-    ("shm", 256 << 10, True, "coalesced")])
+    # The coalescing manager's blocks, each one collective on the channel.
+    ("shm", 256 << 10, True, "coalesced"), ("shm", 256 << 10, True, "gather_coalesced"),
+    ("shm", 256 << 10, True, "scatter_coalesced")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1
@@ -25,8 +26,7 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         kind, message = r["first"]
         assert kind == "DistBackendError", r["first"]
         assert f"rank {victim} is gone" in message and f"on rank {rank}" in message, message
-        assert ("allreduce_coalesced #" if form == "coalesced" else "allreduce #") in message, \
-            message
+        assert f"{FORM_OPS[form]} #" in message, message
         # Far below the 60 s group timeout: the issue's bound is 5 s.
         assert r["latency"] < 5.0, r
         kind, later = r["later"]
@@ -35,12 +35,12 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert r["later_s"] < 2.0, r
 
 
-@pytest.mark.parametrize("form", ["all_reduce", "coalesced"])
+@pytest.mark.parametrize("form", sorted(FORM_OPS))
 def test_stopped_rank_times_out_at_the_timeout_naming_it(form):
     timeout_s = 4.0
     results = run_world(3, stopped_or_late, "stop", timeout_s, form, timeout=120, may_die={2},
                         exit_path=True)
-    op = "allreduce_coalesced" if form == "coalesced" else "allreduce"
+    op = FORM_OPS[form]
     for rank in (0, 1):
         kind, message = results[rank]["outcome"]
         assert kind == "DistBackendError", results[rank]

@@ -73,12 +73,14 @@ def abort_and_start_again(rank, world_size, init_method, form="async"):
     blocking allreduce (async_op=False), which runs on the calling thread
     past the queue: the abort must reach it there too; "async"; or
     "coalesced", two allreduces in torch's coalescing manager (one fused
-    allreduce_coalesced, which runs like an asynchronous one)."""
+    allreduce_coalesced, which runs like an asynchronous one); or
+    "gather_coalesced", two all_gather_into_tensor calls in a blocking
+    coalescing manager (one collective, on the calling thread)."""
     import torch
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _coalescing_manager
 
-    sync = form == "sync"
+    sync = form in ("sync", "gather_coalesced")
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
@@ -101,7 +103,12 @@ def abort_and_start_again(rank, world_size, init_method, form="async"):
         aborter = threading.Thread(target=abort)
         start = time.monotonic()
         try:
-            if sync:
+            if form == "gather_coalesced":
+                aborter.start()
+                with _coalescing_manager():  # rank 1 never joins
+                    dist.all_gather_into_tensor(torch.empty(8 * world_size), torch.ones(8))
+                    dist.all_gather_into_tensor(torch.empty(3 * world_size), torch.ones(3))
+            elif sync:
                 aborter.start()
                 dist.all_reduce(torch.ones(8))  # rank 1 never joins
             elif form == "coalesced":

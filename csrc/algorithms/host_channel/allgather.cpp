@@ -4,39 +4,66 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/host_channel/stretches.h"
 #include "algorithms/host_channel/turn.h"
 
 namespace ringreduce {
 
 namespace {
 
-// blockAt(r): where rank r's block goes; `skipOwn`: this rank's is there
-// already (in place), not copied again. This rank's own block goes from its
-// input, still in cache, while the peers fill their buffers; for a message of
-// several pieces the input must then stay as it was until its last piece, so
-// an input that overlaps a peer's block of the output must be a copy (the
-// backend's callers make one).
-template <typename BlockAt>
-void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t blockBytes,
-                  bool skipOwn, const BlockAt& blockAt) {
+// The message is `parts` inputs laid end to end (inputOf(i), bytesOf(i)
+// bytes; one for a single tensor); blockAt(r, i): where rank r's part i
+// goes; inPlace(i): this rank's part i is there already, not copied again.
+// This rank's own parts go from its inputs, still in cache, while the peers
+// fill their buffers; for a message of several pieces the inputs must then
+// stay as they were until the last piece, so an input that overlaps a
+// peer's place in an output must be a copy (the backend's callers make one).
+template <typename InputOf, typename BytesOf, typename BlockAt, typename InPlace>
+void gatherParts(const Comm& comm, const OpContext& op, size_t parts, const InputOf& inputOf,
+                 const BytesOf& bytesOf, const BlockAt& blockAt, const InPlace& inPlace) {
   HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();
   const size_t perTurn = channel.bufferBytes();
-  const auto* input = static_cast<const char*>(in);
-  for (size_t first = 0; first < blockBytes; first += perTurn) {
-    const size_t piece = std::min(perTurn, blockBytes - first);
+  size_t total = 0;
+  for (size_t i = 0; i < parts; ++i) total += bytesOf(i);
+  for (size_t first = 0; first < total; first += perTurn) {
+    const size_t piece = std::min(perTurn, total - first);
+    const auto stretches = [&](const auto& fn) {
+      forEachStretch(parts, bytesOf, first, piece, fn);
+    };
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); },
+        comm, op, piece,
+        [&](char* mine) {
+          stretches([&](size_t i, size_t at, size_t window, size_t bytes) {
+            channel.copyIn(mine + window, static_cast<const char*>(inputOf(i)) + at, bytes);
+          });
+        },
         [&] {
-          // memmove: the input may be part of the output (not its own block).
-          if (!skipOwn) std::memmove(static_cast<char*>(blockAt(rank)) + first, input + first, piece);
+          // memmove: an input may be part of an output (not its own place).
+          stretches([&](size_t i, size_t at, size_t, size_t bytes) {
+            if (inPlace(i)) return;
+            std::memmove(static_cast<char*>(blockAt(rank, i)) + at,
+                         static_cast<const char*>(inputOf(i)) + at, bytes);
+          });
         });
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
-      std::memcpy(static_cast<char*>(blockAt(r)) + first, channel.buffer(r, turn), piece);
+      const char* theirs = channel.buffer(r, turn);
+      stretches([&](size_t i, size_t at, size_t window, size_t bytes) {
+        std::memcpy(static_cast<char*>(blockAt(r, i)) + at, theirs + window, bytes);
+      });
     }
   }
+}
+
+// One tensor: a message of one part.
+template <typename BlockAt>
+void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t blockBytes,
+                  bool skipOwn, const BlockAt& blockAt) {
+  gatherParts(
+      comm, op, 1, [&](size_t) { return in; }, [&](size_t) { return blockBytes; },
+      [&](int r, size_t) { return blockAt(r); }, [&](size_t) { return skipOwn; });
 }
 
 }  // namespace
@@ -58,6 +85,20 @@ void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const voi
   const bool inPlace = input == outputs[static_cast<size_t>(comm.channel->rank())];
   gatherBlocks(comm, op, input, blockBytes, inPlace,
                [&](int r) { return outputs[static_cast<size_t>(r)]; });
+}
+
+void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
+                               const std::vector<AllgatherPart>& parts) {
+  const size_t rank = static_cast<size_t>(comm.channel->rank());
+  gatherParts(
+      comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
+      [&](size_t i) { return parts[i].bytes; },
+      [&](int r, size_t i) {
+        return static_cast<char*>(parts[i].output) + static_cast<size_t>(r) * parts[i].bytes;
+      },
+      [&](size_t i) {
+        return parts[i].input == static_cast<char*>(parts[i].output) + rank * parts[i].bytes;
+      });
 }
 
 }  // namespace ringreduce

@@ -33,4 +33,19 @@ void hostChannelAllgather(const Comm& comm, const OpContext& op, const Allgather
 void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
                                 const std::vector<void*>& outputs, size_t blockBytes);
 
+// One tensor of a coalesced allgather (torch's all_gather_into_tensor_coalesced):
+// this rank's `bytes` at `input`; rank r's land at output + r * bytes.
+struct AllgatherPart {
+  const void* input;
+  void* output;
+  size_t bytes;
+};
+
+// Several tensors as one message (algorithms/host_channel/stretches.h): one
+// turn for a block that fits a buffer, however many tensors it has. An input
+// may be its own place in its output (in place) and must overlap no other
+// place of any output.
+void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
+                               const std::vector<AllgatherPart>& parts);
+
 }  // namespace ringreduce

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/host_channel/reduction.h"
+#include "algorithms/host_channel/stretches.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/math/host_reduce.h"
 #include "core/observe/phase_recorder.h"
@@ -14,46 +15,68 @@ namespace ringreduce {
 
 namespace {
 
-// blockAt(j): where block j (chunkOf(input.count, n, j)) starts.
-template <typename BlockAt>
-void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
-                         const BlockAt& blockAt, void* output) {
+// The message is `parts` inputs (part i: countOf(i) elements, its block j
+// chunkOf(countOf(i), n, j) at blockAt(i, j)); block j of every part, laid
+// end to end, goes in slot j; part i's chunk of the reduction lands at
+// outputOf(i). One part for a single tensor.
+template <typename CountOf, typename BlockAt, typename OutputOf>
+void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                        size_t parts, const CountOf& countOf, const BlockAt& blockAt,
+                        const OutputOf& outputOf) {
   HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();
   const size_t esize = elementSize(input.type);
-  // The first chunk is the largest (chunkOf): it sets the number of turns.
-  const size_t longest = chunkOf(input.count, n, 0).count;
+  const auto blockLength = [&](int block) {
+    return [&, block](size_t i) { return chunkOf(countOf(i), n, block).count; };
+  };
+  // Every part's first chunk is its largest (chunkOf): block 0 sets the number of turns.
+  size_t longest = 0;
+  for (size_t i = 0; i < parts; ++i) longest += blockLength(0)(i);
   // Elements of each block per turn: room for the longest, at most an n-th of a buffer.
   const size_t slotBytes =
       slotBytesFor(channel.bufferBytes(), static_cast<size_t>(n), longest * esize, esize);
   const size_t perSlot = slotBytes / esize;
-  const auto pieceOf = [&](int block, size_t first) {
-    const size_t count = chunkOf(input.count, n, block).count;
-    return count > first ? std::min(perSlot, count - first) : size_t{0};
-  };
-  auto* out = static_cast<char*>(output);
   for (size_t first = 0; first < longest; first += perSlot) {
-    const size_t bytes = pieceOf(rank, first) * esize;
-    char* dst = out + first * esize;
+    // The stretches of block j's stream in this turn (in elements).
+    const auto stretches = [&](int block, const auto& fn) {
+      forEachStretch(parts, blockLength(block), first, perSlot, fn);
+    };
     const HostChannel::Turn turn = exchangeTurn(
         comm, op, static_cast<size_t>(n) * slotBytes,
         [&](char* mine) {
           for (int j = 0; j < n; ++j) {
-            channel.copyIn(mine + static_cast<size_t>(j) * slotBytes,
-                           static_cast<const char*>(blockAt(j)) + first * esize,
-                           pieceOf(j, first) * esize);
+            char* slot = mine + static_cast<size_t>(j) * slotBytes;
+            stretches(j, [&](size_t i, size_t at, size_t window, size_t count) {
+              channel.copyIn(slot + window * esize,
+                             static_cast<const char*>(blockAt(i, j)) + at * esize, count * esize);
+            });
           }
         },
         [&] {
           // reduceInRankOrder starts from this rank's own values where it
           // needs them: from the input, still in cache, while the peers fill
-          // their buffers (memmove: the output may be the input's own block).
-          std::memmove(dst, static_cast<const char*>(blockAt(rank)) + first * esize, bytes);
+          // their buffers (memmove: an output may be the input's own block).
+          stretches(rank, [&](size_t i, size_t at, size_t, size_t count) {
+            std::memmove(static_cast<char*>(outputOf(i)) + at * esize,
+                         static_cast<const char*>(blockAt(i, rank)) + at * esize, count * esize);
+          });
         });
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, turn, input, dst, static_cast<size_t>(rank) * slotBytes, bytes);
+    stretches(rank, [&](size_t i, size_t at, size_t window, size_t count) {
+      reduceInRankOrder(channel, turn, input, static_cast<char*>(outputOf(i)) + at * esize,
+                        static_cast<size_t>(rank) * slotBytes + window * esize, count * esize);
+    });
   }
+}
+
+// One tensor: a message of one part.
+template <typename BlockAt>
+void reduceScatterBlocks(const Comm& comm, const OpContext& op, const ReductionArgs& input,
+                         const BlockAt& blockAt, void* output) {
+  reduceScatterParts(
+      comm, op, input, 1, [&](size_t) { return input.count; },
+      [&](size_t, int j) { return blockAt(j); }, [&](size_t) { return output; });
 }
 
 }  // namespace
@@ -77,6 +100,19 @@ void hostChannelReduceScatterBlocks(const Comm& comm, const OpContext& op,
                                     const std::vector<const void*>& blocks, void* output) {
   reduceScatterBlocks(comm, op, input, [&](int j) { return blocks[static_cast<size_t>(j)]; },
                       output);
+}
+
+void hostChannelReduceScatterParts(const Comm& comm, const OpContext& op, DataType type,
+                                   ReduceOp reduceOp, const std::vector<ReduceScatterPart>& parts) {
+  const size_t esize = elementSize(type);
+  const int n = comm.size();
+  reduceScatterParts(
+      comm, op, ReductionArgs{nullptr, 0, type, reduceOp}, parts.size(),
+      [&](size_t i) { return parts[i].count; },
+      [&](size_t i, int j) {
+        return static_cast<const char*>(parts[i].input) + chunkOf(parts[i].count, n, j).offset * esize;
+      },
+      [&](size_t i) { return parts[i].output; });
 }
 
 }  // namespace ringreduce

@@ -33,4 +33,20 @@ void hostChannelReduceScatterBlocks(const Comm& comm, const OpContext& op,
                                     const ReductionArgs& input,
                                     const std::vector<const void*>& blocks, void* output);
 
+// One tensor of a coalesced reduce-scatter (torch's
+// reduce_scatter_tensor_coalesced): `count` elements at `input`, of which
+// this rank's chunk (chunkOf(count, n, rank)) of the reduction lands at
+// `output`, which must not overlap any input.
+struct ReduceScatterPart {
+  const void* input;
+  void* output;
+  size_t count;
+};
+
+// Several tensors of one dtype and op as one message
+// (algorithms/host_channel/stretches.h): one turn for a block that fits a
+// buffer, however many tensors it has. The inputs stay as they were.
+void hostChannelReduceScatterParts(const Comm& comm, const OpContext& op, DataType type,
+                                   ReduceOp reduceOp, const std::vector<ReduceScatterPart>& parts);
+
 }  // namespace ringreduce

@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 
 #include "algorithms/allreduce.h"
+#include "algorithms/host_channel/allgather.h"
+#include "algorithms/host_channel/reduce_scatter.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
@@ -161,6 +163,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
   }
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
+  size_t bytes = 0;
+  for (const at::Tensor& t : ins) bytes += t.nbytes();
+  // Where the channel carries the whole block (the same rule on every rank:
+  // its bytes), one collective with the tensors as one message: one turn
+  // for a block that fits a buffer, however many tensors. On the caller's
+  // thread where a collective of that size would run there; else queued,
+  // the same body (a peer may have run it on its thread: no neighbour check).
+  if (channelCarries(bytes)) {
+    if (!staged) {
+      if (auto done = allgatherCoalescedOnHostChannel(outs, ins, bytes, callOptions(opts))) {
+        return *done;
+      }
+    }
+    return enqueue(
+        staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
+        std::to_string(ins.size()) + " tensors as one message",
+        [this, ins, outs](const OpContext& ctx) { allgatherParts(comm(), ctx, ins, outs); },
+        CheckedArgs{}, 1, false);
+  }
   return enqueue(
       staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
       std::to_string(ins.size()) + " tensors",
@@ -168,6 +189,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
         for (size_t i = 0; i < ins.size(); ++i) allgatherIntoTensor(ctx.part(i), ins[i], outs[i]);
       },
       CheckedArgs{}, std::max<size_t>(1, ins.size()));
+}
+
+void ProcessGroupRing::allgatherParts(const Comm& c, const OpContext& ctx,
+                                      const std::vector<at::Tensor>& inputs,
+                                      const std::vector<at::Tensor>& outputs) {
+  // An output whose memory is not its values in order takes its blocks in a
+  // temporary, copied in at the end; the others are written where they are.
+  std::vector<at::Tensor> staged(outputs.size());
+  std::vector<at::Tensor> written;  // what the algorithm writes in place
+  std::vector<void*> places(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (plainContiguous(outputs[i])) {
+      places[i] = outputs[i].data_ptr();
+      written.push_back(outputs[i]);
+    } else {
+      staged[i] = at::empty({outputs[i].numel()}, outputs[i].options());
+      places[i] = staged[i].data_ptr();
+    }
+  }
+  const MemorySpans writtenSpans(written);
+  std::vector<at::Tensor> ins(inputs.size());  // kept alive until the algorithm ends
+  std::vector<AllgatherPart> parts;
+  parts.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ins[i] = contiguousInput(inputs[i]);
+    const size_t bytes = ins[i].nbytes();
+    char* own = static_cast<char*>(places[i]) + bytes * static_cast<size_t>(rank_);
+    // An input must stay readable until its last piece is in the channel:
+    // where any output's block lands on it, read a copy. Its own place in
+    // its own output is fine (in place: not copied at all).
+    if (ins[i].data_ptr() != own && writtenSpans.overlaps(ins[i])) {
+      ins[i] = ins[i].clone(at::MemoryFormat::Contiguous);
+    }
+    parts.push_back({ins[i].data_ptr(), places[i], bytes});
+  }
+  hostChannelAllgatherParts(c, ctx, parts);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (staged[i].defined()) outputs[i].copy_(staged[i].view(outputs[i].sizes()));
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
@@ -207,6 +267,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   }
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
+  size_t bytes = 0;
+  bool oneDtype = true;
+  for (const at::Tensor& t : ins) {
+    bytes += t.nbytes();
+    oneDtype = oneDtype && t.scalar_type() == ins[0].scalar_type();
+  }
+  // Tensors of one dtype (the usual case) where the channel carries the
+  // whole block: one collective, as all_gather_into_tensor_coalesced's.
+  if (oneDtype && channelCarries(bytes)) {
+    const Reduction red = reductions[0];
+    if (!staged) {
+      if (auto done =
+              reduceScatterCoalescedOnHostChannel(outs, ins, red, bytes, callOptions(opts))) {
+        return *done;
+      }
+    }
+    return enqueue(
+        staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
+        std::to_string(ins.size()) + " tensors as one message",
+        [this, ins, outs, red](const OpContext& ctx) {
+          reduceScatterParts(comm(), ctx, ins, outs, red);
+        },
+        CheckedArgs{-1, checkedReduceOp(red)}, 1, false);
+  }
   return enqueue(
       staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
       std::to_string(ins.size()) + " tensors",
@@ -218,6 +302,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
       },
       CheckedArgs{-1, reductions.empty() ? -1 : checkedReduceOp(reductions[0])},
       std::max<size_t>(1, ins.size()));
+}
+
+void ProcessGroupRing::reduceScatterParts(const Comm& c, const OpContext& ctx,
+                                          const std::vector<at::Tensor>& inputs,
+                                          const std::vector<at::Tensor>& outputs,
+                                          const Reduction& red) {
+  std::vector<at::Tensor> ins(inputs.size());  // contiguous (premultiplied: a copy)
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ins[i] = contiguousInput(premultiplied(inputs[i], red));
+  }
+  // An output is written where it is unless it is not plain memory or
+  // shares memory with an input (read until the last piece): a temporary,
+  // copied in at the end.
+  const MemorySpans read(ins);
+  std::vector<at::Tensor> outs(outputs.size());
+  std::vector<ReduceScatterPart> parts;
+  parts.reserve(inputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outs[i] = plainContiguous(outputs[i]) && !read.overlaps(outputs[i])
+                  ? outputs[i]
+                  : at::empty({outputs[i].numel()}, outputs[i].options());
+    parts.push_back({ins[i].data_ptr(), outs[i].data_ptr(), static_cast<size_t>(ins[i].numel())});
+  }
+  // (The dtype and op are supported: checkReduction raised otherwise.)
+  hostChannelReduceScatterParts(c, ctx, red.type, red.op, parts);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outs[i].is_same(outputs[i])) outputs[i].copy_(outs[i].view(outputs[i].sizes()));
+  }
 }
 
 }  // namespace ringreduce

@@ -161,4 +161,36 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::scatterOnHostChannel(
                          });
 }
 
+ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherCoalescedOnHostChannel(
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, size_t bytes,
+    const CallOptions& call) {
+  if (!runsOnCaller(call, bytes, true)) return std::nullopt;
+  // As the queued form fingerprints it (enqueue: the outputs together).
+  const CollectiveFingerprint fingerprint =
+      fingerprintOf(c10d::OpType::COALESCED, outputs, CheckedArgs{});
+  OpFields fields = fieldsOf(inputs[0]);
+  fields.count = static_cast<uint64_t>(fingerprint.numel);
+  return runOnHostChannel(c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", call,
+                          fingerprint, fields, outputs[0],
+                          [&](const Comm& c, const OpContext& ctx) {
+                            allgatherParts(c, ctx, inputs, outputs);
+                          });
+}
+
+ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterCoalescedOnHostChannel(
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+    const Reduction& red, size_t bytes, const CallOptions& call) {
+  if (!runsOnCaller(call, bytes, true)) return std::nullopt;
+  const int reduceOp = checkedReduceOp(red);
+  const CollectiveFingerprint fingerprint =
+      fingerprintOf(c10d::OpType::COALESCED, outputs, CheckedArgs{-1, reduceOp});
+  OpFields fields = fieldsOf(outputs[0], reduceOp);
+  fields.count = static_cast<uint64_t>(fingerprint.numel);
+  return runOnHostChannel(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", call,
+                          fingerprint, fields, outputs[0],
+                          [&](const Comm& c, const OpContext& ctx) {
+                            reduceScatterParts(c, ctx, inputs, outputs, red);
+                          });
+}
+
 }  // namespace ringreduce
