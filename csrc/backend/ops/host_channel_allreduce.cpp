@@ -151,11 +151,8 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceCoalesc
   return runOnHostChannel(c10d::OpType::COALESCED, "allreduce_coalesced", call, fingerprint,
                           fields, tensors[0], [&](const Comm& c, const OpContext& ctx) {
                             if (auto segments = segmentsOf(tensors, red)) {
-                              if (!reductionSupported(red.type, red.op)) {
-                                throw InvalidArgument(std::string("ringreduce: ") + ctx.opName +
-                                                      ": " + unsupportedReason(red.type, red.op));
-                              }
-                              // The same turns as the fused buffer's
+                              // (The dtype and op are supported: checkReduction
+                              // raised otherwise.) The same turns as the fused buffer's
                               // hostAllreduce (the channel, as runsOnCaller
                               // checked), without the fused buffer.
                               return hostChannelAllreduceSegments(c, ctx, red.type, red.op,
