@@ -191,8 +191,9 @@ TEST(HostChannel, OnePassSumsAreExactAtEveryWorld) {
 }
 
 TEST(HostChannel, TwoPhaseSumsAreExactAtEveryWorld) {
-  const size_t count = kTwoPhaseFromBytes / sizeof(float) + 1001;  // uneven chunks
-  for (int n : {2, 3, 5}) expectAllreduceSums(n, count, 8);
+  for (int n : {2, 3, 5}) {
+    expectAllreduceSums(n, twoPhaseFromBytes(n) / sizeof(float) + 1001, 8);  // uneven chunks
+  }
 }
 
 // Each rank's result of one collective over `inputs` (one per rank).

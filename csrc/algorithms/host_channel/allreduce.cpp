@@ -65,7 +65,7 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
     });
   });
   char* mine = channel.buffer(rank, turn);
-  if (bytes < kTwoPhaseFromBytes) {
+  if (bytes < twoPhaseFromBytes(channel.size())) {
     PhaseScope reducing(op.phases, Phase::Reduce);
     forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
       reduceInRankOrder(channel, turn, args, part, at - base, length);

@@ -5,7 +5,7 @@
 // failures, aborts, mismatched collectives and the deadline).
 //
 // In pieces of a buffer, each one turn of the channel. One pass, up to
-// kTwoPhaseFromBytes: every rank copies its input into its buffer and sets
+// twoPhaseFromBytes: every rank copies its input into its buffer and sets
 // its Input flag; once every peer's is set, each rank
 // reduces all buffers into its own tensor in rank order. Every rank computes
 // the same expression, so every rank holds the same bits.
@@ -28,8 +28,17 @@
 namespace ringreduce {
 
 // From this size the two-phase form (benchmarks/RESULTS.md, "Small
-// collectives").
+// collectives"). Of two ranks, from 512 KiB: there one pass reads twice what
+// two phases read, not n times, and saves the second wait, where a rank
+// preempted by other processes costs a time slice: at 256 KiB with 2-8 busy
+// processes on the 2 cores the preempted cells' p50 went from about 850 to
+// 590 us (cma's: 490), for about 12 us more on a quiet machine (0.6-0.7x
+// the faster of Open MPI and DeepSpeed to 0.9-1.0x; RESULTS, "Busy cores").
 constexpr size_t kTwoPhaseFromBytes = size_t{256} << 10;
+constexpr size_t kTwoRanksTwoPhaseFromBytes = size_t{512} << 10;
+inline size_t twoPhaseFromBytes(int ranks) {
+  return ranks == 2 ? kTwoRanksTwoPhaseFromBytes : kTwoPhaseFromBytes;
+}
 // A message larger than a buffer goes through it in pieces, one turn each,
 // up to this many; beyond, cma (algorithms/cross_memory/allreduce.h) is
 // faster (benchmarks/RESULTS.md, "Small collectives").
