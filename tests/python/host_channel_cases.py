@@ -182,7 +182,7 @@ def every_op_on_caller(rank, world_size, init_method):
             expected = torch.cat([full[q][rank * numel:(rank + 1) * numel] for q in range(n)])
             check(f"all_to_all_single {what}", got, expected)
 
-    # all_to_all_single with split sizes (queued, on the channel where the
+    # all_to_all_single with split sizes and all_to_all's lists (queued, on the channel where the
     # first turn finds every block fits): zero-row blocks, one rank's blocks
     # larger than the others', a strided input, and blocks too large for the
     # test's 8 KiB channel (every rank then moves them with messages).
@@ -205,6 +205,10 @@ def every_op_on_caller(rank, world_size, init_method):
             got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
             dist.all_to_all_single(got, strided, recv_rows, rows[rank])
             check(f"all_to_all_single (uneven, strided input) {what}", got, expected)
+            # The list form: each block its own tensor, sized per rank alike.
+            outs = [torch.full((rows[src][rank], 3), 99, dtype=dtype) for src in range(n)]
+            dist.all_to_all(outs, list(sent[rank].split(rows[rank])))
+            check(f"all_to_all (uneven list) {what}", torch.cat(outs), expected)
 
     # A rank that queues (async_op=True) meets ranks that ran it directly:
     # the queued body takes the same channel.

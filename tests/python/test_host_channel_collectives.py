@@ -5,7 +5,8 @@ all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,
 strided tensors and messages of several pieces, with memcpy or streaming
 stores into the buffers; the trace says "direct";
-all_to_all_single with split sizes through the channel (queued) where its
+all_to_all_single with split sizes and all_to_all (lists, sizes per rank)
+through the channel (queued) where its
 blocks fit, else with messages, and a size mismatch found there;
 a rank that queued one meets ranks that ran it directly; two different
 collectives under one number fail on both ranks, saying so."""

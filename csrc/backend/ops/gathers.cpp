@@ -412,19 +412,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
   checkNoOverlap(outputs, site, "output");  // each peer's block lands in its own tensor
   const std::vector<at::Tensor> inputList = inputs;
   const std::vector<at::Tensor> outputList = outputs;
+  // Each rank's tensors may differ in size from its peers': as
+  // all_to_all_single with split sizes, through the channel's uneven form
+  // where it starts there (its first turn tells whether the blocks stay).
+  const bool onChannel = channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL, site.op, callOptions(opts), outputList,
       std::to_string(size_) + " tensors",
-      [this, inputList, outputList, sendLayout, recvLayout](const OpContext& ctx) {
+      [this, inputList, outputList, sendLayout, recvLayout, onChannel](const OpContext& ctx) {
         const at::Tensor send = flattenList(inputList);
         const int64_t recvCount =
             std::accumulate(outputList.begin(), outputList.end(), int64_t{0},
                             [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
         at::Tensor recv = at::empty({recvCount}, outputList[0].options());
-        allToAll(comm(), ctx, {send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout});
+        const AllToAllArgs args{send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout};
+        if (!onChannel || !hostChannelUnevenAlltoall(comm(), ctx, args)) {
+          allToAll(comm(), ctx, args);
+        }
         unflattenInto(recv, outputList);
       },
-      CheckedArgs{-1, -1, 0});  // sizes may differ per rank
+      CheckedArgs{-1, -1, 0}, 1, !onChannel);  // sizes may differ per rank
 }
 
 }  // namespace ringreduce
