@@ -118,10 +118,12 @@ class SpinBudget {
   // comes only after the other's wake-up (150-250 us on the 2-core VMs
   // here), too late for the probes, which then grow rarer (a small
   // collective cost a wake-up every call on a quiet machine: 70 us instead
-  // of 4). Under load a wake-up alone outlasts the ceiling (the woken
-  // thread waits for a time slice), so the budget mostly stays at 0 there;
-  // where it does not, the next spin that runs out or is preempted halves
-  // the budget again.
+  // of 4). Under load a wake-up often outlasts the ceiling (the woken
+  // thread waits for a time slice), and the host channel does not call this
+  // where more tasks are runnable than there are cores
+  // (core/base/cpu_contention.h: the peer was late waiting for a core, and
+  // a long spin would hold one it needs); where a raised budget still
+  // meets load, the next spin that runs out or is preempted halves it.
   void wokeAfter(std::chrono::nanoseconds slept);
 
   // The budget's clock (the steady clock, or a test's): a loop reads its

@@ -450,8 +450,10 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
       } else {
         sleep(kind, turn.number, op, now, driven);
         behind = firstBehind(kind, turn.number);
-        // Woken by the flags: how soon says whether a spin would have paid.
-        if (behind < 0) spin.wokeAfter(spin.now() - now);
+        // Woken by the flags: how soon says whether a spin would have paid
+        // (SpinBudget::wokeAfter), unless other processes want the cores
+        // and the peer was late waiting for one (cpu_contention.h).
+        if (behind < 0 && !contention_.contended()) spin.wokeAfter(spin.now() - now);
         spin.startWait();
       }
     }

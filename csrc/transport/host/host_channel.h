@@ -37,6 +37,7 @@
 #include <poll.h>
 
 #include "core/base/op_context.h"
+#include "core/base/cpu_contention.h"
 #include "core/base/spin_budget.h"
 #include "transport/host/channel_stores.h"
 #include "transport/host/doorbell.h"
@@ -233,6 +234,7 @@ class HostChannel {
   PeerExits exits_;
   const bool yields_;
   SpinBudget callerSpin_;
+  CpuContention contention_;  // read after a sleep (awaitPeers)
   ChannelWriter writer_;
   uint64_t turns_ = 0;
   Describe describe_;
