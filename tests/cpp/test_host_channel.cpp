@@ -543,17 +543,16 @@ TEST(HostChannel, APeerThatGaveUpAfterFinishingTheCollectiveLeavesItComplete) {
   }
 }
 
-TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
-  // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
-  // its sleep before the minute's deadline.
-  auto channels = openChannels(2, options(64 * 1024, 0us));
+// One turn of two ranks in which rank 1 sets its flag only once rank 0
+// sleeps (rank 0 must come to sleep at once: no spin). Both announcements
+// come before any sleep: an announcement rings a sleeper too (it may be in
+// another collective), which would wake rank 0 a second time before the
+// flag does.
+void turnWhileRankZeroSleeps(std::vector<std::unique_ptr<HostChannel>>& channels) {
   std::atomic<int> announced{0};
   const auto errors = onEachRank(2, [&](int r) {
     const OpContext op = opNumbered(1, 4, 60s);
     announce(*channels[r], op);
-    // Both announcements come before any sleep: an announcement rings a
-    // sleeper too (it may be in another collective), which would wake rank
-    // 0 a second time before the flag does.
     announced.fetch_add(1);
     while (announced.load() < 2) std::this_thread::yield();
     if (r == 1) {
@@ -564,7 +563,43 @@ TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+TEST(HostChannel, ASleeperIsWokenByTheFlagOnce) {
+  // No spin at all: rank 0 sleeps at once, and only rank 1's ring can end
+  // its sleep before the minute's deadline.
+  auto channels = openChannels(2, options(64 * 1024, 0us));
+  turnWhileRankZeroSleeps(channels);
   EXPECT_EQ(channels[0]->sleeps(), 1u);
+}
+
+// A wake-up by the flags brings the spin back (two ranks that each sleep
+// until the other wakes would stay so), unless other work wants the cores
+// (Options::contended): then the peer was late waiting for a core, and a
+// spin would hold one it needs.
+TEST(HostChannel, AWakeUpBringsTheSpinBackOnlyWhereTheCoresAreFree) {
+  for (const bool contended : {false, true}) {
+    // A ceiling far above any wake-up here, however loaded the machine
+    // (a wake-up slower than the ceiling teaches nothing either way).
+    HostChannel::Options o = options(64 * 1024, 100ms);
+    o.adaptiveSpin = true;
+    o.contended = [contended] { return contended; };
+    auto channels = openChannels(2, o);
+    // Rank 0's budget at 0: spins that ran out, as under load.
+    SpinBudget& spin = channels[0]->callerSpin();
+    for (int i = 0; i < 10 && spin.budget().count() > 0; ++i) {
+      spin.startWait();
+      spin.keepSpinning(spin.now() + 1s);
+    }
+    ASSERT_EQ(spin.budget().count(), 0);
+    turnWhileRankZeroSleeps(channels);
+    ASSERT_EQ(channels[0]->sleeps(), 1u) << "rank 0 slept once, woken by rank 1's flag";
+    if (contended) {
+      EXPECT_EQ(spin.budget().count(), 0) << "contended cores: no spin brought back";
+    } else {
+      EXPECT_GT(spin.budget().count(), 0) << "free cores: the spin comes back";
+    }
+  }
 }
 
 // A transport whose one news is how often its thread progressed it: a peer

@@ -216,7 +216,9 @@ HostChannel::HostChannel(int rank, int size, HostSegment segment,
       exits_(std::move(exits)),
       yields_(options.yields),
       callerSpin_(options.callerSpin, options.adaptiveSpin),
+      contended_(options.contended),
       writer_(options.stores) {
+  if (!contended_) contended_ = [this] { return contention_.contended(); };
   if (yields_) callerSpin_.setDescheduledGap(kLongYield);
   // What a sleep polls, prepared once: the doorbell, then each peer's process.
   sleepFds_.push_back({doorbell_->fd(), POLLIN, 0});
@@ -453,7 +455,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
         // Woken by the flags: how soon says whether a spin would have paid
         // (SpinBudget::wokeAfter), unless other processes want the cores
         // and the peer was late waiting for one (cpu_contention.h).
-        if (behind < 0 && !contention_.contended()) spin.wokeAfter(spin.now() - now);
+        if (behind < 0 && !contended_()) spin.wokeAfter(spin.now() - now);
         spin.startWait();
       }
     }

@@ -71,6 +71,10 @@ class HostChannel {
     // differ would take two paths under one fingerprint and wait for each
     // other until the timeout, so open() refuses them at once, naming both.
     std::string agreedSettings;
+    // Whether other work wants the cores now (read after a sleep: a wake-up
+    // brings the spin back only where not, awaitPeers); empty: this
+    // machine's (core/base/cpu_contention.h). Tests give their own.
+    std::function<bool()> contended;
   };
 
   // Collective over `store` (keys under `prefix`, which must be unique to
@@ -234,7 +238,8 @@ class HostChannel {
   PeerExits exits_;
   const bool yields_;
   SpinBudget callerSpin_;
-  CpuContention contention_;  // read after a sleep (awaitPeers)
+  CpuContention contention_;           // read after a sleep (awaitPeers)...
+  std::function<bool()> contended_;     // ...unless Options::contended is given
   ChannelWriter writer_;
   uint64_t turns_ = 0;
   Describe describe_;
