@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/host_channel/reduction.h"
+#include "algorithms/host_channel/stretches.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/math/host_reduce.h"
 #include "core/observe/phase_recorder.h"
@@ -25,9 +26,9 @@ bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes) {
 
 namespace {
 
-// The message as one run of bytes over its segments, in order: calls
-// f(segment bytes, offset in the run, length) for each segment's part of
-// [first, first + bytes).
+// The message as one run of bytes over its segments, in order
+// (forEachStretch): calls f(segment bytes, offset in the run, length) for
+// each segment's part of [first, first + bytes).
 struct Segments {
   const AllreduceSegment* begin;
   const AllreduceSegment* end;
@@ -36,17 +37,12 @@ struct Segments {
 template <typename F>
 void forEachPart(const Segments& segments, size_t esize, size_t first, size_t bytes,
                  const F& f) {
-  size_t start = 0;  // the current segment's offset in the run
-  const size_t end = first + bytes;
-  for (const AllreduceSegment* segment = segments.begin; segment != segments.end; ++segment) {
-    const AllreduceSegment& s = *segment;
-    const size_t length = s.count * esize;
-    const size_t from = std::max(first, start);
-    const size_t to = std::min(end, start + length);
-    if (from < to) f(static_cast<char*>(s.data) + (from - start), from, to - from);
-    start += length;
-    if (start >= end) return;
-  }
+  const AllreduceSegment* s = segments.begin;
+  forEachStretch(
+      static_cast<size_t>(segments.end - s), [&](size_t i) { return s[i].count * esize; }, first,
+      bytes, [&](size_t i, size_t inPart, size_t inWindow, size_t length) {
+        f(static_cast<char*>(s[i].data) + inPart, first + inWindow, length);
+      });
 }
 
 // One piece of the message, [first, first + count) of its elements, at
