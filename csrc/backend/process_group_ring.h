@@ -22,6 +22,7 @@
 #include "algorithms/allreduce.h"
 #include "algorithms/tuning/autotune.h"
 #include "algorithms/comm.h"
+#include "algorithms/pairwise_exchange.h"
 #include "algorithms/workspace.h"
 #include "backend/call_options.h"
 #include "backend/completion_hooks.h"
@@ -422,6 +423,21 @@ class ProcessGroupRing : public c10d::Backend {
   // all_to_all_single with equal splits (`even`: no split sizes given).
   HostChannelResult alltoallOnHostChannel(const at::Tensor& output, const at::Tensor& input,
                                           bool even, const CallOptions& call);
+  // all_to_all_single with split sizes, and all_to_all (the list form),
+  // through the channel's uneven all-to-all where it starts there and this
+  // rank's blocks fit its turns (hostChannelUnevenAlltoallFits): on the
+  // caller's thread it cannot decline (no transport), so its peers take as
+  // many turns as the blocks need.
+  HostChannelResult alltoallUnevenOnHostChannel(const at::Tensor& output, const at::Tensor& input,
+                                                const BlockLayout& send, const BlockLayout& recv,
+                                                const CallOptions& call);
+  HostChannelResult alltoallListOnHostChannel(const std::vector<at::Tensor>& outputs,
+                                              const std::vector<at::Tensor>& inputs,
+                                              const BlockLayout& send, const BlockLayout& recv,
+                                              const CallOptions& call);
+  // Whether an uneven all-to-all of these layouts may run on the caller's thread.
+  bool unevenAlltoallOnCaller(const CallOptions& call, const BlockLayout& send,
+                              const BlockLayout& recv);
   // all_gather_into_tensor_coalesced and reduce_scatter_tensor_coalesced
   // of several tensors (torch's coalescing manager around those calls, the
   // functional *_coalesced), where the channel carries the block's `bytes`
@@ -525,6 +541,15 @@ class ProcessGroupRing : public c10d::Backend {
   // all_to_all_single's body through the channel (equal blocks).
   void alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
                      const at::Tensor& output);
+  // The uneven forms' bodies: through the channel's uneven all-to-all where
+  // `onChannel` (declining, where `mayDecline`, to pairwise messages), else
+  // pairwise messages.
+  void alltoallUneven(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                      const at::Tensor& output, const BlockLayout& send, const BlockLayout& recv,
+                      bool onChannel, bool mayDecline);
+  void alltoallList(const Comm& c, const OpContext& ctx, const std::vector<at::Tensor>& inputs,
+                    const std::vector<at::Tensor>& outputs, const BlockLayout& send,
+                    const BlockLayout& recv, bool onChannel, bool mayDecline);
   // `on`: the comm to run on (an on-caller form's); null: comm().
   void allgatherIntoTensor(const OpContext& ctx, const at::Tensor& input, const at::Tensor& output,
                            const Comm* on = nullptr);

@@ -451,33 +451,43 @@ TEST(HostChannelCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank
     const auto errors = ranks.run([&](int r) {
       uint64_t seq = 0;
       // 1 and 100 B: one turn; 700: several; 3000: more than
-      // kHostChannelMaxPieces turns for the largest block (declined).
-      for (size_t scale : {size_t{1}, size_t{100}, size_t{700}, size_t{3000}}) {
-        ++seq;
-        std::vector<size_t> sends, recvs;
-        for (int j = 0; j < n; ++j) sends.push_back(bytesTo(r, j, scale));
-        for (int q = 0; q < n; ++q) recvs.push_back(bytesTo(q, r, scale));
-        const BlockLayout send = layoutOf(sends), recv = layoutOf(recvs);
-        std::vector<uint8_t> input;
-        for (int j = 0; j < n; ++j) {
-          const std::vector<uint8_t> block = bytesOf(r * n + j, sends[j], seq);
-          input.insert(input.end(), block.begin(), block.end());
-        }
-        std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
-        const bool done = hostChannelUnevenAlltoall(
-            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
-            {input.data(), send, output.data(), recv});
-        size_t largest = 0;
-        for (int q = 0; q < n; ++q) {
-          for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
-        }
-        const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
-        ASSERT_EQ(done, (largest + slot - 1) / slot <= kHostChannelMaxPieces)
-            << "world " << n << ", scale " << scale;
-        for (int q = 0; done && q < n; ++q) {
-          ASSERT_EQ(0, std::memcmp(output.data() + recv.offsets[q],
-                                   bytesOf(q * n + r, recvs[q], seq).data(), recvs[q]))
-              << "world " << n << ", scale " << scale << ", from rank " << q;
+      // kHostChannelMaxPieces turns for the largest block (declined, unless
+      // a rank may not decline: `finisher`, then every rank takes them all).
+      for (int finisher = -1; finisher < n; ++finisher) {
+        for (size_t scale : {size_t{1}, size_t{100}, size_t{700}, size_t{3000}}) {
+          ++seq;
+          std::vector<size_t> sends, recvs;
+          for (int j = 0; j < n; ++j) sends.push_back(bytesTo(r, j, scale));
+          for (int q = 0; q < n; ++q) recvs.push_back(bytesTo(q, r, scale));
+          const BlockLayout send = layoutOf(sends), recv = layoutOf(recvs);
+          std::vector<uint8_t> input;
+          for (int j = 0; j < n; ++j) {
+            const std::vector<uint8_t> block = bytesOf(r * n + j, sends[j], seq);
+            input.insert(input.end(), block.begin(), block.end());
+          }
+          std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
+          const bool done = hostChannelUnevenAlltoall(
+              ranks.comm(r), ranks.enter(r, "alltoall", seq, 7),
+              {input.data(), send, output.data(), recv}, /*mayDecline=*/r != finisher);
+          size_t largest = 0;
+          for (int q = 0; q < n; ++q) {
+            for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
+          }
+          const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
+          const auto fitsTurns = [&](size_t b) {
+            return (b + slot - 1) / slot <= kHostChannelMaxPieces;
+          };
+          ASSERT_EQ(done, fitsTurns(largest) || finisher >= 0)
+              << "world " << n << ", scale " << scale << ", finisher " << finisher;
+          // What a caller asks before it runs it where it cannot decline.
+          ASSERT_EQ(hostChannelUnevenAlltoallFits(ranks.comm(r), send, recv),
+                    std::all_of(sends.begin(), sends.end(), fitsTurns) &&
+                        std::all_of(recvs.begin(), recvs.end(), fitsTurns));
+          for (int q = 0; done && q < n; ++q) {
+            ASSERT_EQ(0, std::memcmp(output.data() + recv.offsets[q],
+                                     bytesOf(q * n + r, recvs[q], seq).data(), recvs[q]))
+                << "world " << n << ", scale " << scale << ", from rank " << q;
+          }
         }
       }
     });

@@ -327,3 +327,78 @@ def coalesced_gathers(rank, world_size, init_method, calls=100):
     scatters = _paths("reduce_scatter_tensor_coalesced")
     dist.destroy_process_group()
     return {"failures": failures, "gathers": gathers, "scatters": scatters}
+
+
+def uneven_alltoalls(rank, world_size, init_method, calls=100):
+    """all_to_all_single with split sizes and all_to_all's lists through the
+    channel's uneven all-to-all, on the caller's thread or queued (a late
+    peer, an asynchronous call), a rank on either path meeting one on the
+    other: zero-row blocks, blocks of several turns, and blocks too large for
+    the channel's turns, which every rank moves with messages where all
+    queued it, and through the channel in as many turns as they need where
+    one ran it on its caller's thread. Every element exact, inputs unchanged."""
+    import torch
+    import torch.distributed as dist
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    world = world_size
+    forced = 0
+    for i in range(calls):
+        draw = random.Random(7000 + i)
+        _late_rank(rank, world_size, draw, [0.0, 0.0, 0.0, 100e-6, 3e-3])
+        asynchronous = draw.random() < 0.5
+        form = draw.choice(["single", "single", "strided", "list"])
+        dtype = draw.choice([torch.float32, torch.int64, torch.bfloat16])
+        # Rank src sends rows[src][dst] rows of 3 to dst (12-24 bytes a row;
+        # 256 KiB buffers: about 128 KiB a slot at world 2, 4 turns at most).
+        scales = [0, 1, 3, 100, 5000, 40000, 100000]
+        rows = [[draw.choice(scales) for _ in range(world)] for _ in range(world)]
+
+        def block(src, k, n):
+            # Small integers: exact in every dtype.
+            return ((torch.arange(n * 3) + 7 * src + 13 * k + i) % 97).to(dtype).view(n, 3)
+
+        sent = torch.cat([block(rank, dst, rows[rank][dst]) for dst in range(world)])
+        kept = sent.clone()
+        expected = torch.cat([block(src, rank, rows[src][rank]) for src in range(world)])
+        recv_rows = [rows[src][rank] for src in range(world)]
+        if form == "list":
+            outs = [torch.full((n, 3), 99, dtype=dtype) for n in recv_rows]
+            work = dist.all_to_all(outs, list(sent.split(rows[rank])), async_op=asynchronous)
+            if asynchronous:
+                work.wait()
+            got = torch.cat(outs)
+        else:
+            source = sent
+            if form == "strided":
+                source = torch.zeros(sent.shape[0], 6, dtype=dtype)[:, ::2]
+                source.copy_(sent)
+            got = torch.full((sum(recv_rows), 3), 99, dtype=dtype)
+            work = dist.all_to_all_single(got, source, recv_rows, rows[rank],
+                                          async_op=asynchronous)
+            if asynchronous:
+                work.wait()
+        if not torch.equal(got, expected):
+            bad = (got != expected).nonzero()[:3].tolist()
+            failures.append(f"call {i} {form} {dtype} rows {rows}: differs at {bad}")
+        if not torch.equal(sent, kept):
+            failures.append(f"call {i} {form}: input changed")
+        # Blocks beyond the channel's four turns (256 KiB buffers, a 64-byte
+        # header) that this rank moved from its caller's thread: every rank
+        # took as many turns as they needed.
+        slot = (262144 - 64) // world
+        too_large = max(max(r) for r in rows) * 3 * sent.element_size() > 4 * slot
+        if too_large and _last_entry_direct():
+            forced += 1
+    singles = _paths("all_to_all_single")
+    lists = _paths("all_to_all")
+    dist.destroy_process_group()
+    return {"failures": failures, "singles": singles, "lists": lists, "forced": forced}
+
+
+def _last_entry_direct():
+    """Whether this rank ran its latest collective on its caller's thread."""
+    import torch_ringreduce
+
+    return json.loads(torch_ringreduce.trace_json())["entries"][-1]["direct"]

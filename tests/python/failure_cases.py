@@ -19,7 +19,8 @@ def _die(kill_file):
 # The op each form of _collective_as names in its errors.
 FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "gather_coalesced": "all_gather_into_tensor_coalesced",
-            "scatter_coalesced": "reduce_scatter_tensor_coalesced"}
+            "scatter_coalesced": "reduce_scatter_tensor_coalesced",
+            "alltoall_uneven": "all_to_all_single"}
 
 
 def _collective_as(form, tensor):
@@ -28,9 +29,16 @@ def _collective_as(form, tensor):
     channel: all_reduce ("coalesced": one allreduce_coalesced, the tensors
     reduced in place), all_gather_into_tensor ("gather_coalesced") or
     reduce_scatter_tensor ("scatter_coalesced": the quarters' chunks of
-    their reduction), the tensors one message."""
+    their reduction), the tensors one message; or ("alltoall_uneven") an
+    all_to_all_single with split sizes, each rank sending rank r + 1 more."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
+    if form == "alltoall_uneven":
+        world, rank = dist.get_world_size(), dist.get_rank()
+        unit = tensor.numel() // (2 * world * world)
+        sends = [unit * (1 + (rank + dst) % world) for dst in range(world)]
+        recvs = [unit * (1 + (src + rank) % world) for src in range(world)]
+        return dist.all_to_all_single(torch.empty(sum(recvs)), tensor[:sum(sends)], recvs, sends)
     from torch.distributed.distributed_c10d import _coalescing_manager
 
     world = dist.get_world_size()

@@ -96,7 +96,7 @@ def test_trace_reader_compares_fingerprints_not_summaries():
 
 
 @pytest.mark.parametrize("call", ["async", "coalesced", "sync (caller's thread)",
-                                  "sync over ucx", "gather_coalesced"])
+                                  "sync over ucx", "gather_coalesced", "alltoall_uneven"])
 def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
     env = dict(LOOPBACK_ENV)
     if call == "sync over ucx":
@@ -106,7 +106,8 @@ def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
                         timeout=120, exit_path=True)
     error = results[0]["error"]
     op = {"coalesced": "allreduce_coalesced",
-          "gather_coalesced": "all_gather_into_tensor_coalesced"}.get(call, "allreduce")
+          "gather_coalesced": "all_gather_into_tensor_coalesced",
+          "alltoall_uneven": "all_to_all_single"}.get(call, "allreduce")
     assert error is not None and f"{op} #2 on rank 0" in error, error
     assert "was aborted on rank 0 (ProcessGroup.abort())" in error, error
     # The group's timeout is 60 s and rank 1 joins only after abort()

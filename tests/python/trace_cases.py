@@ -75,12 +75,14 @@ def abort_and_start_again(rank, world_size, init_method, form="async"):
     "coalesced", two allreduces in torch's coalescing manager (one fused
     allreduce_coalesced, which runs like an asynchronous one); or
     "gather_coalesced", two all_gather_into_tensor calls in a blocking
-    coalescing manager (one collective, on the calling thread)."""
+    coalescing manager (one collective, on the calling thread); or
+    "alltoall_uneven", a blocking all_to_all_single with split sizes (on the
+    calling thread)."""
     import torch
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _coalescing_manager
 
-    sync = form in ("sync", "gather_coalesced")
+    sync = form in ("sync", "gather_coalesced", "alltoall_uneven")
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
@@ -108,6 +110,11 @@ def abort_and_start_again(rank, world_size, init_method, form="async"):
                 with _coalescing_manager():  # rank 1 never joins
                     dist.all_gather_into_tensor(torch.empty(8 * world_size), torch.ones(8))
                     dist.all_gather_into_tensor(torch.empty(3 * world_size), torch.ones(3))
+            elif form == "alltoall_uneven":
+                aborter.start()
+                splits = [3] + [1] * (world_size - 1)  # rank 1 never joins
+                dist.all_to_all_single(torch.empty(sum(splits)), torch.ones(sum(splits)),
+                                       splits, splits)
             elif sync:
                 aborter.start()
                 dist.all_reduce(torch.ones(8))  # rank 1 never joins

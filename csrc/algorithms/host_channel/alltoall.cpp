@@ -54,14 +54,38 @@ bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
   return hostChannelCollectiveApplies(comm, 0);
 }
 
-bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args) {
+namespace {
+
+// Each turn's buffer: what this rank sends to each rank (n words) and
+// whether it may decline (a word), read after the first turn; then a slot
+// per rank for its piece of that block.
+size_t unevenHeaderBytes(size_t n) { return ((n + 1) * sizeof(uint64_t) + 63) / 64 * 64; }
+
+size_t unevenSlotBytes(const HostChannel& channel) {
+  const size_t n = static_cast<size_t>(channel.size());
+  return std::max<size_t>(1, (channel.bufferBytes() - unevenHeaderBytes(n)) / n);
+}
+
+}  // namespace
+
+bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
+                                   const BlockLayout& recv) {
+  const size_t slotBytes = unevenSlotBytes(*comm.channel);
+  const auto fits = [&](const BlockLayout& layout) {
+    return std::all_of(layout.bytes.begin(), layout.bytes.end(), [&](size_t bytes) {
+      return turnsFor(bytes, slotBytes) <= kHostChannelMaxPieces;
+    });
+  };
+  return fits(send) && fits(recv);
+}
+
+bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
+                               bool mayDecline) {
   HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const size_t rank = static_cast<size_t>(channel.rank());
-  // Each turn's buffer: what this rank sends to each rank (n words, read
-  // after the first turn), then a slot per rank for its piece of that block.
-  const size_t headerBytes = (n * sizeof(uint64_t) + 63) / 64 * 64;
-  const size_t slotBytes = std::max<size_t>(1, (channel.bufferBytes() - headerBytes) / n);
+  const size_t headerBytes = unevenHeaderBytes(n);
+  const size_t slotBytes = unevenSlotBytes(channel);
   const auto* input = static_cast<const char*>(args.send);
   auto* output = static_cast<char*>(args.recv);
   const BlockLayout& send = args.sendLayout;
@@ -79,6 +103,8 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
           const uint64_t bytes = send.bytes[j];
           std::memcpy(mine + j * sizeof(uint64_t), &bytes, sizeof(bytes));
         }
+        const uint64_t mustFinish = mayDecline ? 0 : 1;
+        std::memcpy(mine + n * sizeof(uint64_t), &mustFinish, sizeof(mustFinish));
       }
       for (size_t j = 0; j < n; ++j) {
         const size_t piece = pieceOf(send.bytes[j], first);
@@ -89,8 +115,12 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
     });
     if (t == 0) {
       size_t largest = 0;
+      bool declinable = true;
       for (size_t q = 0; q < n; ++q) {
         const char* theirs = channel.buffer(static_cast<int>(q), turn);
+        uint64_t mustFinish = 0;
+        std::memcpy(&mustFinish, theirs + n * sizeof(uint64_t), sizeof(mustFinish));
+        if (mustFinish != 0) declinable = false;
         for (size_t j = 0; j < n; ++j) {
           uint64_t bytes = 0;
           std::memcpy(&bytes, theirs + j * sizeof(uint64_t), sizeof(bytes));
@@ -104,9 +134,10 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
           }
         }
       }
-      // The same count on every rank: from the same n x n sizes.
+      // The same count and answer on every rank: from the same n x n sizes
+      // and n words.
       turns = std::max<size_t>(1, turnsFor(largest, slotBytes));
-      if (turns > kHostChannelMaxPieces) return false;
+      if (turns > kHostChannelMaxPieces && declinable) return false;
     }
     for (size_t q = 0; q < n; ++q) {
       const size_t piece = pieceOf(recv.bytes[q], first);

@@ -43,11 +43,23 @@ bool hostChannelUnevenAlltoallApplies(const Comm& comm);
 // As allToAll (pairwise_exchange.h): block j of `args.send` (sendLayout) lands
 // in block i of rank j's `args.recv` (recvLayout), i this rank. False, with
 // the output undefined, when the largest block of any rank would take more
-// than kHostChannelMaxPieces turns: every rank then says false after the
-// same first turn, and the caller moves the blocks another way. Throws
-// TransportError where a peer sends this rank another size than its
-// recvLayout expects (a mismatch: the group fails, its peers told). Input
-// and output must not overlap.
-bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args);
+// than kHostChannelMaxPieces turns and every rank `mayDecline`: every rank
+// then says false after the same first turn, and the caller moves the
+// blocks another way. A rank that may not (the caller's thread, which has no
+// transport to move them with) says so in the first turn, and every rank
+// then takes as many turns as the blocks need. Throws TransportError where a
+// peer sends this rank another size than its recvLayout expects (a
+// mismatch: the group fails, its peers told). Input and output must not
+// overlap.
+bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
+                               bool mayDecline = true);
+
+// Whether every block this rank sends and receives (its layouts) fits
+// kHostChannelMaxPieces turns: where every rank's do, the uneven all-to-all
+// never declines, so a rank gains nothing by keeping a way to decline. A
+// caller runs it on its own thread only then, so that it seldom makes its
+// peers take many turns for blocks another way would move faster.
+bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
+                                   const BlockLayout& recv);
 
 }  // namespace ringreduce

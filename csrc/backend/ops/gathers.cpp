@@ -336,11 +336,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                     " elements) must be as large as the input (", input.numel(), ")");
   if (!staged) {
     if (auto done = alltoallOnHostChannel(output, input, even, callOptions(opts))) return *done;
+    if (!even) {
+      if (auto done = alltoallUnevenOnHostChannel(output, input, sendLayout, recvLayout,
+                                                  callOptions(opts))) {
+        return *done;
+      }
+    }
   }
   const bool onChannel = even && channelCarries(input.nbytes());
-  // Uneven: queued (a caller that waits runs it on its own thread, driving
-  // the transport), so that where the first turn finds blocks too large for
-  // the channel every rank can move them with messages instead.
+  // Uneven, queued: where the first turn finds blocks too large for the
+  // channel, and no rank runs it on its caller's thread, every rank moves
+  // them with messages instead.
   const bool unevenOnChannel = !even && channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL_BASE, site.op, callOptions(opts), {output},
@@ -348,18 +354,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
       [this, input, output, sendLayout, recvLayout, onChannel,
        unevenOnChannel](const OpContext& ctx) {
         if (onChannel) return alltoallEqual(comm(), ctx, input, output);
-        at::Tensor in = contiguousInput(input);
-        if (unevenOnChannel && sharesMemory(in, output)) {
-          in = in.clone(at::MemoryFormat::Contiguous);  // read while written
-        }
-        withContiguous(output, [&](void* data) {
-          const AllToAllArgs args{in.data_ptr(), sendLayout, data, recvLayout};
-          if (unevenOnChannel && hostChannelUnevenAlltoall(comm(), ctx, args)) return;
-          allToAll(comm(), ctx, args);
-        });
+        alltoallUneven(comm(), ctx, input, output, sendLayout, recvLayout, unevenOnChannel,
+                       /*mayDecline=*/true);
       },
       CheckedArgs{-1, -1, even ? -1 : 0}, 1,  // uneven: sizes may differ per rank
       !onChannel && !unevenOnChannel);
+}
+
+void ProcessGroupRing::alltoallUneven(const Comm& c, const OpContext& ctx, const at::Tensor& input,
+                                      const at::Tensor& output, const BlockLayout& send,
+                                      const BlockLayout& recv, bool onChannel, bool mayDecline) {
+  at::Tensor in = contiguousInput(input);
+  if (onChannel && sharesMemory(in, output)) {
+    in = in.clone(at::MemoryFormat::Contiguous);  // read while written
+  }
+  withContiguous(output, [&](void* data) {
+    const AllToAllArgs args{in.data_ptr(), send, data, recv};
+    if (onChannel && hostChannelUnevenAlltoall(c, ctx, args, mayDecline)) return;
+    allToAll(c, ctx, args);
+  });
+}
+
+void ProcessGroupRing::alltoallList(const Comm& c, const OpContext& ctx,
+                                    const std::vector<at::Tensor>& inputs,
+                                    const std::vector<at::Tensor>& outputs,
+                                    const BlockLayout& send, const BlockLayout& recv,
+                                    bool onChannel, bool mayDecline) {
+  const at::Tensor sent = flattenList(inputs);
+  const int64_t recvCount =
+      std::accumulate(outputs.begin(), outputs.end(), int64_t{0},
+                      [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
+  at::Tensor received = at::empty({recvCount}, outputs[0].options());
+  const AllToAllArgs args{sent.data_ptr(), send, received.data_ptr(), recv};
+  if (!onChannel || !hostChannelUnevenAlltoall(c, ctx, args, mayDecline)) allToAll(c, ctx, args);
+  unflattenInto(received, outputs);
 }
 
 void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const at::Tensor& input,
@@ -415,21 +443,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
   // Each rank's tensors may differ in size from its peers': as
   // all_to_all_single with split sizes, through the channel's uneven form
   // where it starts there (its first turn tells whether the blocks stay).
+  if (!staged) {
+    if (auto done =
+            alltoallListOnHostChannel(outputs, inputs, sendLayout, recvLayout, callOptions(opts))) {
+      return *done;
+    }
+  }
   const bool onChannel = channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL, site.op, callOptions(opts), outputList,
       std::to_string(size_) + " tensors",
       [this, inputList, outputList, sendLayout, recvLayout, onChannel](const OpContext& ctx) {
-        const at::Tensor send = flattenList(inputList);
-        const int64_t recvCount =
-            std::accumulate(outputList.begin(), outputList.end(), int64_t{0},
-                            [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
-        at::Tensor recv = at::empty({recvCount}, outputList[0].options());
-        const AllToAllArgs args{send.data_ptr(), sendLayout, recv.data_ptr(), recvLayout};
-        if (!onChannel || !hostChannelUnevenAlltoall(comm(), ctx, args)) {
-          allToAll(comm(), ctx, args);
-        }
-        unflattenInto(recv, outputList);
+        alltoallList(comm(), ctx, inputList, outputList, sendLayout, recvLayout, onChannel,
+                     /*mayDecline=*/true);
       },
       CheckedArgs{-1, -1, 0}, 1, !onChannel);  // sizes may differ per rank
 }

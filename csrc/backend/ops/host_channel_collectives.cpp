@@ -120,6 +120,39 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallOnHostChannel(
                          });
 }
 
+bool ProcessGroupRing::unevenAlltoallOnCaller(const CallOptions& call, const BlockLayout& send,
+                                              const BlockLayout& recv) {
+  size_t bytes = 0;
+  for (size_t b : send.bytes) bytes += b;
+  return runsOnCaller(call, bytes, channelStartsUnevenAlltoall()) &&
+         hostChannelUnevenAlltoallFits(engine_->callerComm(), send, recv);
+}
+
+ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallUnevenOnHostChannel(
+    const at::Tensor& output, const at::Tensor& input, const BlockLayout& send,
+    const BlockLayout& recv, const CallOptions& call) {
+  if (!unevenAlltoallOnCaller(call, send, recv)) return std::nullopt;
+  // As the queued form fingerprints it: the sizes may differ per rank.
+  return runOnHostChannel(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", call,
+                          fingerprintOf(c10d::OpType::ALLTOALL_BASE, output, CheckedArgs{-1, -1, 0}),
+                          fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
+                            alltoallUneven(c, ctx, input, output, send, recv, /*onChannel=*/true,
+                                           /*mayDecline=*/false);
+                          });
+}
+
+ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallListOnHostChannel(
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+    const BlockLayout& send, const BlockLayout& recv, const CallOptions& call) {
+  if (!unevenAlltoallOnCaller(call, send, recv)) return std::nullopt;
+  return runOnHostChannel(c10d::OpType::ALLTOALL, "all_to_all", call,
+                          fingerprintOf(c10d::OpType::ALLTOALL, outputs, CheckedArgs{-1, -1, 0}),
+                          fieldsOf(inputs[0]), outputs[0], [&](const Comm& c, const OpContext& ctx) {
+                            alltoallList(c, ctx, inputs, outputs, send, recv, /*onChannel=*/true,
+                                         /*mayDecline=*/false);
+                          });
+}
+
 ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceOnHostChannel(
     const at::Tensor& tensor, const Reduction& red, int root, const CallOptions& call) {
   if (!runsOnCaller(call, tensor.nbytes(), channelCarries(tensor.nbytes()))) return std::nullopt;
