@@ -177,6 +177,29 @@ def all_to_all_single(r, n):
     return case
 
 
+def all_to_all_splits(r, n):
+    """all_to_all_single with split sizes (MoE's token exchange): rank q
+    sends rank k (1 + (q + k) % world) units, about n elements in all."""
+    w = r.world
+    unit = max(1, n // (w * (w + 1) // 2))
+    sizes = [[unit * (1 + (q + k) % w) for k in range(w)] for q in range(w)]
+    sends = sizes[r.rank]
+    recvs = [sizes[q][r.rank] for q in range(w)]
+    inp, out = r.empty(sum(sends)), r.empty(sum(recvs))
+
+    def block_of(q):  # what rank q sends this rank
+        start = sum(sizes[q][:r.rank])
+        return r.source_of(q, sum(sizes[q]))[0][start:start + sizes[q][r.rank]]
+    case = Case(r, [inp], [out], lambda name: out, r.torch.cat([block_of(q) for q in range(w)]))
+    case.add_torch(r, lambda g: bind(r.dist.all_to_all_single, out, inp, recvs, sends, g))
+    if r.comm:
+        offsets = lambda counts: [sum(counts[:k]) for k in range(w)]  # noqa: E731
+        case.calls["mpi"] = bind(r.comm.Alltoallv,
+                                 [inp.numpy(), (sends, offsets(sends)), r.MPI.FLOAT],
+                                 [out.numpy(), (recvs, offsets(recvs)), r.MPI.FLOAT])
+    return case
+
+
 def all_reduce(r, n):
     t = r.empty(n)
     case = Case(r, [t], [], lambda name: t, r.summed(n))
@@ -369,6 +392,7 @@ OPS = {
     "broadcast": broadcast,
     "barrier": barrier,
     "all_to_all_single": all_to_all_single,
+    "all_to_all_splits": all_to_all_splits,
     "all_reduce": all_reduce,
     "all_reduce_async": all_reduce_async,
     "coalesced_all_reduce": coalesced_all_reduce,
