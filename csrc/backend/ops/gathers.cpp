@@ -371,6 +371,8 @@ void ProcessGroupRing::alltoallUneven(const Comm& c, const OpContext& ctx, const
   withContiguous(output, [&](void* data) {
     const AllToAllArgs args{in.data_ptr(), send, data, recv};
     if (onChannel && hostChannelUnevenAlltoall(c, ctx, args, mayDecline)) return;
+    // Queued bodies only: on the caller's thread (mayDecline false) the
+    // channel never declines, and that thread must not drive the transport.
     allToAll(c, ctx, args);
   });
 }
@@ -386,6 +388,7 @@ void ProcessGroupRing::alltoallList(const Comm& c, const OpContext& ctx,
                       [](int64_t sum, const at::Tensor& t) { return sum + t.numel(); });
   at::Tensor received = at::empty({recvCount}, outputs[0].options());
   const AllToAllArgs args{sent.data_ptr(), send, received.data_ptr(), recv};
+  // allToAll: queued bodies only, as in alltoallUneven.
   if (!onChannel || !hostChannelUnevenAlltoall(c, ctx, args, mayDecline)) allToAll(c, ctx, args);
   unflattenInto(received, outputs);
 }
