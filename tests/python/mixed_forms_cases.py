@@ -1,0 +1,284 @@
+"""The same collectives on every rank, each rank calling them in a form of its
+own: one rank waits at once (the caller's-thread paths) while a peer issued
+the same collective asynchronously, inside a coalescing manager or through
+the functional API (the queued paths), and keeps several in flight. Ranks
+that ran a collective different ways must still meet in it: every result is
+checked against the local reference (oracle.py), across every collective that
+has an on-caller form, sizes from empty to past the channel's buffers, and
+ranks now and then late by up to milliseconds.
+
+Each step draws (op, dtype, size, reduction, root) from a seed shared by all
+ranks and (form, lateness, how many to keep in flight) from one of its own."""
+import json
+import random
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+from oracle import make_input, reference_allreduce
+
+DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.uint8]
+# Elements per rank: nothing, a few, the channel's small sizes, several turns of it.
+SIZES = [0, 1, 3, 17, 64, 255, 1024, 4096, 16384, 65536, 200000, 600000]
+REDUCTIONS = ["SUM", "MAX", "MIN"]
+
+
+class Step:
+    """One collective of the shared sequence, as this rank calls it."""
+
+    def __init__(self, index, rank, world, draw):
+        self.index, self.rank, self.world = index, rank, world
+        self.dtype = draw.choice(DTYPES)
+        self.n = draw.choice(SIZES)
+        self.reduction = draw.choice(REDUCTIONS)
+        self.root = draw.randrange(world)
+
+    def input(self, rank, n=None):
+        return make_input(self.dtype, (self.n if n is None else n,), rank, self.index)
+
+    def reduced(self, inputs):
+        return reference_allreduce(inputs, self.reduction)
+
+    @property
+    def op(self):
+        return getattr(dist.ReduceOp, self.reduction)
+
+
+def _alltoall_counts(step):
+    """Rank q sends rank k this many elements: uneven, some blocks empty."""
+    return lambda q, k: (step.n + q + 2 * k) // (k + 1) if step.n else (q + k) % 2
+
+
+# Each op: (step, asynchronous, group) -> (work or None, [(actual, expected)] to
+# compare once the work is done). A functional call returns its result tensor
+# as the work: waiting for it is wait_tensor.
+def _all_reduce(s, a, group):
+    mine = s.input(s.rank)
+    expected = s.reduced([s.input(r) for r in range(s.world)])
+    return dist.all_reduce(mine, op=s.op, async_op=a, group=group), [(mine, expected)]
+
+
+def _broadcast(s, a, group):
+    mine = s.input(s.rank)
+    return dist.broadcast(mine, src=s.root, async_op=a), [(mine, s.input(s.root))]
+
+
+def _all_gather_into_tensor(s, a, group):
+    out = torch.empty(s.n * s.world, dtype=s.dtype)
+    expected = torch.cat([s.input(r) for r in range(s.world)])
+    return dist.all_gather_into_tensor(out, s.input(s.rank), async_op=a), [(out, expected)]
+
+
+def _all_gather(s, a, group):
+    outs = [torch.empty(s.n, dtype=s.dtype) for _ in range(s.world)]
+    pairs = [(outs[r], s.input(r)) for r in range(s.world)]
+    return dist.all_gather(outs, s.input(s.rank), async_op=a), pairs
+
+
+def _reduce_scatter(s, a, group, as_list):
+    full = [s.input(r, s.n * s.world) for r in range(s.world)]
+    expected = s.reduced(full)[s.rank * s.n:(s.rank + 1) * s.n]
+    out = torch.empty(s.n, dtype=s.dtype)
+    if as_list:
+        blocks = [full[s.rank][r * s.n:(r + 1) * s.n] for r in range(s.world)]
+        work = dist.reduce_scatter(out, blocks, op=s.op, async_op=a)
+    else:
+        work = dist.reduce_scatter_tensor(out, full[s.rank], op=s.op, async_op=a)
+    return work, [(out, expected)]
+
+
+def _all_to_all_single(s, a, group):
+    sent = [s.input(r, s.n * s.world) for r in range(s.world)]
+    expected = torch.cat([sent[r][s.rank * s.n:(s.rank + 1) * s.n] for r in range(s.world)])
+    out = torch.empty(s.n * s.world, dtype=s.dtype)
+    return dist.all_to_all_single(out, sent[s.rank], async_op=a), [(out, expected)]
+
+
+def _all_to_all_uneven(s, a, group, as_list):
+    count = _alltoall_counts(s)
+    sent = [s.input(q, sum(count(q, k) for k in range(s.world))) for q in range(s.world)]
+
+    def block(q, k):
+        start = sum(count(q, j) for j in range(k))
+        return sent[q][start:start + count(q, k)]
+
+    expected = [block(q, s.rank) for q in range(s.world)]
+    if as_list:
+        outs = [torch.empty(count(q, s.rank), dtype=s.dtype) for q in range(s.world)]
+        ins = [block(s.rank, k).clone() for k in range(s.world)]
+        return dist.all_to_all(outs, ins, async_op=a), list(zip(outs, expected))
+    out = torch.empty(sum(e.numel() for e in expected), dtype=s.dtype)
+    work = dist.all_to_all_single(out, sent[s.rank], [count(q, s.rank) for q in range(s.world)],
+                                  [count(s.rank, k) for k in range(s.world)], async_op=a)
+    return work, [(out, torch.cat(expected))]
+
+
+def _reduce(s, a, group):
+    mine = s.input(s.rank)
+    expected = (s.reduced([s.input(r) for r in range(s.world)]) if s.rank == s.root
+                else mine.clone())
+    return dist.reduce(mine, dst=s.root, op=s.op, async_op=a), [(mine, expected)]
+
+
+def _gather(s, a, group):
+    outs = [torch.empty(s.n, dtype=s.dtype) for _ in range(s.world)] if s.rank == s.root else None
+    work = dist.gather(s.input(s.rank), outs, dst=s.root, async_op=a)
+    return work, [(outs[r], s.input(r)) for r in range(s.world)] if outs else []
+
+
+def _scatter(s, a, group):
+    out = torch.empty(s.n, dtype=s.dtype)
+    ins = [s.input(s.world + r) for r in range(s.world)] if s.rank == s.root else None
+    return dist.scatter(out, ins, src=s.root, async_op=a), [(out, s.input(s.world + s.rank))]
+
+
+def _coalesced(s, a, group, issue):
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    with _coalescing_manager(async_ops=a) as manager:
+        pairs = issue()
+    return (manager if a else None), pairs
+
+
+def _coalesced_all_reduce(s, a, group):
+    def issue():
+        pairs = []
+        for part in range(3):
+            mine = s.input(s.rank + part * s.world)
+            pairs.append((mine, s.reduced([s.input(r + part * s.world) for r in range(s.world)])))
+            dist.all_reduce(mine, op=s.op)
+        return pairs
+    return _coalesced(s, a, group, issue)
+
+
+def _coalesced_all_gather(s, a, group):
+    def issue():
+        pairs = []
+        for part in range(2):
+            out = torch.empty(s.n * s.world, dtype=s.dtype)
+            pairs.append((out, torch.cat([s.input(r + part * s.world) for r in range(s.world)])))
+            dist.all_gather_into_tensor(out, s.input(s.rank + part * s.world))
+        return pairs
+    return _coalesced(s, a, group, issue)
+
+
+def _coalesced_reduce_scatter(s, a, group):
+    def issue():
+        pairs = []
+        for part in range(2):
+            full = [s.input(r + part * s.world, s.n * s.world) for r in range(s.world)]
+            out = torch.empty(s.n, dtype=s.dtype)
+            pairs.append((out, s.reduced(full)[s.rank * s.n:(s.rank + 1) * s.n]))
+            dist.reduce_scatter_tensor(out, full[s.rank], op=s.op)
+        return pairs
+    return _coalesced(s, a, group, issue)
+
+
+def _functional(s, a, call, expected):
+    result = call(funcol)
+    if not a:
+        result = funcol.wait_tensor(result)
+    return result, [(result, expected)]
+
+
+def _functional_all_reduce(s, a, group):
+    expected = s.reduced([s.input(r) for r in range(s.world)])
+    return _functional(s, a, lambda f: f.all_reduce(s.input(s.rank), s.reduction.lower(),
+                                                    dist.group.WORLD), expected)
+
+
+def _functional_all_gather(s, a, group):
+    expected = torch.cat([s.input(r) for r in range(s.world)])
+    return _functional(s, a, lambda f: f.all_gather_tensor(s.input(s.rank), 0, dist.group.WORLD),
+                       expected)
+
+
+def _barrier(s, a, group):
+    return dist.barrier(async_op=a), []
+
+
+OPS = {
+    "all_reduce": _all_reduce,
+    "all_reduce_in_a_subgroup": _all_reduce,  # the world's ranks in reverse order
+    "broadcast": _broadcast,
+    "all_gather_into_tensor": _all_gather_into_tensor,
+    "all_gather": _all_gather,
+    "reduce_scatter_tensor": lambda s, a, g: _reduce_scatter(s, a, g, as_list=False),
+    "reduce_scatter": lambda s, a, g: _reduce_scatter(s, a, g, as_list=True),
+    "all_to_all_single": _all_to_all_single,
+    "all_to_all_single_splits": lambda s, a, g: _all_to_all_uneven(s, a, g, as_list=False),
+    "all_to_all": lambda s, a, g: _all_to_all_uneven(s, a, g, as_list=True),
+    "reduce": _reduce,
+    "gather": _gather,
+    "scatter": _scatter,
+    "coalesced_all_reduce": _coalesced_all_reduce,
+    "coalesced_all_gather": _coalesced_all_gather,
+    "coalesced_reduce_scatter": _coalesced_reduce_scatter,
+    "functional_all_reduce": _functional_all_reduce,
+    "functional_all_gather": _functional_all_gather,
+    "barrier": _barrier,
+}
+
+
+def _late(own, rank):
+    """Now and then this rank computes (busy) for up to 3 ms before its call."""
+    if own.random() < 0.05:
+        end = time.perf_counter() + own.choice([0.0005, 0.003])
+        while time.perf_counter() < end:
+            pass
+
+
+def _direct_and_queued():
+    """(on the caller's thread, queued) counts in this rank's flight recorder."""
+    import torch_ringreduce
+
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    return sum(1 for e in entries if e["direct"]), sum(1 for e in entries if not e["direct"])
+
+
+def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    # The world's ranks in reverse order: the subgroup's rank r is world rank n-1-r.
+    reversed_group = dist.new_group(list(range(world_size))[::-1])
+    shared = random.Random(seed)
+    own = random.Random(seed * 1000 + rank)
+    pending, failures, forms = [], [], {"at once": 0, "asynchronous": 0}
+
+    def finish(work, pairs, what):
+        if work is not None and not isinstance(work, torch.Tensor):
+            work.wait()
+        for actual, expected in pairs:
+            got = funcol.wait_tensor(actual) if isinstance(actual, funcol.AsyncCollectiveTensor) \
+                else actual
+            if not torch.equal(got, expected):
+                failures.append(what)
+                return
+
+    for index in range(steps):
+        name = shared.choice(list(OPS))
+        step = Step(index, rank, world_size, shared)
+        group = reversed_group if name == "all_reduce_in_a_subgroup" else None
+        asynchronous = own.random() < 0.4
+        forms["asynchronous" if asynchronous else "at once"] += 1
+        _late(own, rank)
+        work, pairs = OPS[name](step, asynchronous, group)
+        what = f"step {index}: {name} of {step.n} {step.dtype} ({step.reduction}, root " \
+               f"{step.root}), {'asynchronous' if asynchronous else 'at once'} on rank {rank}"
+        if asynchronous:
+            pending.append((work, pairs, what))
+            if len(pending) >= own.choice([1, 3, 6]):
+                for entry in pending:
+                    finish(*entry)
+                pending.clear()
+        else:
+            finish(work, pairs, what)
+    for entry in pending:
+        finish(*entry)
+    direct, queued = _direct_and_queued()
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"failures": failures[:10], "failed": len(failures), "forms": forms,
+            "direct": direct, "queued": queued}
