@@ -10,7 +10,9 @@ ranks now and then late by up to milliseconds.
 Each step draws (op, dtype, size, reduction, root) from a seed shared by all
 ranks and (form, lateness, how many to keep in flight) from one of its own."""
 import json
+import os
 import random
+import signal
 import time
 
 import torch
@@ -238,11 +240,15 @@ def _direct_and_queued():
     return sum(1 for e in entries if e["direct"]), sum(1 for e in entries if not e["direct"])
 
 
-def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
+def _init(rank, world_size, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size)
     # The world's ranks in reverse order: the subgroup's rank r is world rank n-1-r.
-    reversed_group = dist.new_group(list(range(world_size))[::-1])
+    return dist.new_group(list(range(world_size))[::-1])
+
+
+def _mixed_steps(rank, world_size, reversed_group, steps, seed, before_step=lambda index: None):
+    """Runs the shared sequence in this rank's forms: (wrong results, forms counted)."""
     shared = random.Random(seed)
     own = random.Random(seed * 1000 + rank)
     pending, failures, forms = [], [], {"at once": 0, "asynchronous": 0}
@@ -264,6 +270,7 @@ def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
         asynchronous = own.random() < 0.4
         forms["asynchronous" if asynchronous else "at once"] += 1
         _late(own, rank)
+        before_step(index)
         work, pairs = OPS[name](step, asynchronous, group)
         what = f"step {index}: {name} of {step.n} {step.dtype} ({step.reduction}, root " \
                f"{step.root}), {'asynchronous' if asynchronous else 'at once'} on rank {rank}"
@@ -277,8 +284,35 @@ def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
             finish(work, pairs, what)
     for entry in pending:
         finish(*entry)
+    return failures, forms
+
+
+def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
+    reversed_group = _init(rank, world_size, init_method)
+    failures, forms = _mixed_steps(rank, world_size, reversed_group, steps, seed)
     direct, queued = _direct_and_queued()
     dist.barrier()
     dist.destroy_process_group()
     return {"failures": failures[:10], "failed": len(failures), "forms": forms,
             "direct": direct, "queued": queued}
+
+
+def killed_amid_forms(rank, world_size, init_method, seed, victim, die_at):
+    """The victim SIGKILLs itself before step `die_at` of the mix, where its
+    peers may be on their caller's thread or have several collectives queued:
+    each survivor's first error, and how long after it reached that step."""
+    reversed_group = _init(rank, world_size, init_method)
+    reached = []
+
+    def before_step(index):
+        if index == die_at:
+            if rank == victim:
+                os.kill(os.getpid(), signal.SIGKILL)
+            reached.append(time.perf_counter())
+
+    try:
+        _mixed_steps(rank, world_size, reversed_group, die_at + 1000, seed, before_step)
+    except Exception as e:  # what the user's code would catch
+        return {"error": (type(e).__name__, str(e)),
+                "latency": time.perf_counter() - reached[0] if reached else None}
+    return {"error": None}

@@ -3,7 +3,7 @@ coalesced, functional) still meet in each, with exact results
 (mixed_forms_cases.py)."""
 import pytest
 
-from mixed_forms_cases import each_rank_its_own_form
+from mixed_forms_cases import each_rank_its_own_form, killed_amid_forms
 from multiproc import TRANSPORTS, run_world
 
 
@@ -18,7 +18,7 @@ def _check(results, steps):
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_each_rank_calls_the_same_collectives_in_its_own_form(world):
-    steps = 1000
+    steps = 800
     results = _check(run_world(world, each_rank_its_own_form, steps, 100 + world,
                                env=TRANSPORTS["shm"], timeout=240), steps)
     # The caller's-thread paths and the queued ones both ran on every rank.
@@ -35,3 +35,19 @@ def test_each_rank_its_own_form_with_the_neighbour_check():
                                timeout=240), steps)
     for rank, r in enumerate(results):
         assert r["direct"] == 0 and r["queued"] > 0, f"rank {rank}: {r}"
+
+
+@pytest.mark.parametrize("die_at", [37, 222])
+def test_a_rank_killed_amid_mixed_forms_is_reported_fast_by_every_survivor(die_at):
+    victim = 2
+    results = run_world(3, killed_amid_forms, die_at, victim, die_at, env=TRANSPORTS["shm"],
+                        timeout=120, may_die={victim}, exit_path=True)
+    assert results[victim] is None
+    for rank in (0, 1):
+        r = results[rank]
+        assert r["error"] is not None, f"rank {rank} ran 1000 steps past its peer's death"
+        kind, message = r["error"]
+        assert kind == "DistBackendError", r
+        assert f"rank {victim} is gone" in message and f"on rank {rank}" in message, message
+        # The issue's bound for a dead peer: far below the group's timeout.
+        assert r["latency"] is not None and r["latency"] < 5.0, r
