@@ -148,6 +148,9 @@ bool Transport::test(Request& request, const OpContext& op) {
                          " bytes (do all ranks call the same collective with the same sizes?)");
   }
   if (completion.state == Completion::State::Failed) {
+    // A transfer fails where its peer died, gave up or left mid-way (UCX's
+    // "Input/output error" for a copy from a gone process): say which.
+    explainFailure(request.peer, op);
     throw TransportError(where(op) + ": " + direction + " failed: " + completion.error);
   }
   if (request.fingerprint >= 0 &&

@@ -155,3 +155,30 @@ def per_op_timeout(rank, world, init_method):
     elapsed = time.monotonic() - start
     events.set("rank 0 is done", b"1")
     return {"outcome": outcome, "elapsed": elapsed}
+
+
+def killed_mid_large_receive(rank, world, init_method, kill_file, mib):
+    """Rank 0 sends rank 1 a large tensor and SIGKILLs itself while rank 1
+    copies it out of rank 0's memory (UCX's rendezvous through cma), on an
+    endpoint rank 1 has sent on before: where UCX used to abort rank 1's
+    process. Rank 1's outcome, and how long after the kill it came."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    small = torch.ones(4)
+    if rank == 1:
+        dist.send(small, 0)  # rank 1's endpoint to rank 0 has sent before
+    else:
+        dist.recv(small, 1)
+    big = torch.ones(mib << 18)
+    dist.barrier()
+    if rank == 0:
+        dist.isend(big, 1)
+        time.sleep(0.02)  # rank 1 has the rendezvous request and is copying
+        _die(kill_file)
+    try:
+        dist.recv(big, 0)
+        return {"error": None}
+    except Exception as e:  # what the user's code would catch
+        now = time.time()
+        with open(kill_file) as f:
+            killed = float(f.read())
+        return {"error": (type(e).__name__, str(e)), "latency": now - killed}

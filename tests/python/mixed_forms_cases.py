@@ -297,22 +297,25 @@ def each_rank_its_own_form(rank, world_size, init_method, steps, seed):
             "direct": direct, "queued": queued}
 
 
-def killed_amid_forms(rank, world_size, init_method, seed, victim, die_at):
+def killed_amid_forms(rank, world_size, init_method, seed, victim, die_at, kill_file):
     """The victim SIGKILLs itself before step `die_at` of the mix, where its
-    peers may be on their caller's thread or have several collectives queued:
-    each survivor's first error, and how long after it reached that step."""
+    peers may be on their caller's thread or have several collectives queued
+    (some of them behind, waiting for one the victim had queued): each
+    survivor's first error, and how long after the kill it came (the victim
+    writes the time to `kill_file` first; the ranks share the host's clock)."""
     reversed_group = _init(rank, world_size, init_method)
-    reached = []
 
     def before_step(index):
-        if index == die_at:
-            if rank == victim:
-                os.kill(os.getpid(), signal.SIGKILL)
-            reached.append(time.perf_counter())
+        if index == die_at and rank == victim:
+            with open(kill_file, "w") as f:
+                f.write(repr(time.time()))
+            os.kill(os.getpid(), signal.SIGKILL)
 
     try:
         _mixed_steps(rank, world_size, reversed_group, die_at + 1000, seed, before_step)
     except Exception as e:  # what the user's code would catch
-        return {"error": (type(e).__name__, str(e)),
-                "latency": time.perf_counter() - reached[0] if reached else None}
+        now = time.time()
+        with open(kill_file) as f:
+            killed = float(f.read())
+        return {"error": (type(e).__name__, str(e)), "latency": now - killed}
     return {"error": None}

@@ -2,7 +2,8 @@
 and still exit by themselves."""
 import pytest
 
-from failure_cases import FORM_OPS, killed_mid_job, monitored_barrier, stopped_or_late
+from failure_cases import (FORM_OPS, killed_mid_job, killed_mid_large_receive, monitored_barrier,
+                           stopped_or_late)
 from multiproc import TRANSPORTS, run_world
 
 
@@ -35,6 +36,21 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert kind == "DistBackendError" and "unusable after an earlier failure" in later, later
         assert f"rank {victim} is gone" in later
         assert r["later_s"] < 2.0, r
+
+
+def test_rank_killed_while_its_peer_copies_from_it_leaves_the_peer_alive_and_told(tmp_path):
+    # UCX logged the failed copy from the dead process as fatal and aborted
+    # the receiving rank (transport/ucx/peer_gone_log_filter.h).
+    kill_file = str(tmp_path / "killed_at")
+    results = run_world(2, killed_mid_large_receive, kill_file, 256, env=TRANSPORTS["shm"],
+                        timeout=60, may_die={0}, exit_path=True)
+    assert results[0] is None
+    r = results[1]  # run_world: rank 1 returned and exited by itself with status 0
+    assert r["error"] is not None, "rank 1 received 256 MiB from a rank killed 20 ms into it"
+    kind, message = r["error"]
+    assert kind == "DistBackendError", r
+    assert "rank 0 is gone" in message and "on rank 1" in message, message
+    assert r["latency"] < 5.0, r
 
 
 @pytest.mark.parametrize("form", sorted(FORM_OPS))

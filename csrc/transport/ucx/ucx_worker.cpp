@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/base/errors.h"
+#include "transport/ucx/peer_gone_log_filter.h"
 
 namespace ringreduce {
 
@@ -20,6 +21,7 @@ void check(ucs_status_t status, const char* purpose, const char* what) {
 UcxWorker UcxWorker::open(const char* transports, size_t estimatedEndpoints,
                           const char* purpose, const std::vector<Default>& defaults) {
   UcxWorker w;
+  keepUcxFromAbortingOnAGonePeer();
   try {
     ucp_config_t* config = nullptr;
     check(ucp_config_read(nullptr, nullptr, &config), purpose, "config read");
