@@ -157,25 +157,35 @@ def per_op_timeout(rank, world, init_method):
     return {"outcome": outcome, "elapsed": elapsed}
 
 
-def killed_mid_large_receive(rank, world, init_method, kill_file, mib):
-    """Rank 0 sends rank 1 a large tensor and SIGKILLs itself while rank 1
-    copies it out of rank 0's memory (UCX's rendezvous through cma), on an
-    endpoint rank 1 has sent on before: where UCX used to abort rank 1's
-    process. Rank 1's outcome, and how long after the kill it came."""
+def killed_mid_large_transfer(rank, world, init_method, kill_file, mib, victim):
+    """Rank 0 sends rank 1 a large tensor and `victim` SIGKILLs itself while
+    its peer copies through UCX's cma rendezvous: rank 0 dying while rank 1
+    reads its memory (UCX's get), or rank 1 dying while rank 0 writes into
+    its memory (UCX_RNDV_SCHEME=put_zcopy), each on an endpoint that has sent
+    before: where UCX used to abort the survivor's process. The survivor's
+    outcome, and how long after the kill it came."""
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     small = torch.ones(4)
     if rank == 1:
-        dist.send(small, 0)  # rank 1's endpoint to rank 0 has sent before
+        dist.send(small, 0)  # each rank's endpoint to the other has sent before
+        dist.recv(small, 0)
     else:
         dist.recv(small, 1)
+        dist.send(small, 1)
     big = torch.ones(mib << 18)
     dist.barrier()
-    if rank == 0:
-        dist.isend(big, 1)
-        time.sleep(0.02)  # rank 1 has the rendezvous request and is copying
+    if rank == victim:
+        if rank == 0:
+            dist.isend(big, 1)
+        else:
+            dist.irecv(big, 0)
+        time.sleep(0.02)  # its peer has the rendezvous and is copying
         _die(kill_file)
     try:
-        dist.recv(big, 0)
+        if rank == 0:
+            dist.send(big, 1)
+        else:
+            dist.recv(big, 0)
         return {"error": None}
     except Exception as e:  # what the user's code would catch
         now = time.time()

@@ -2,7 +2,7 @@
 and still exit by themselves."""
 import pytest
 
-from failure_cases import (FORM_OPS, killed_mid_job, killed_mid_large_receive, monitored_barrier,
+from failure_cases import (FORM_OPS, killed_mid_job, killed_mid_large_transfer, monitored_barrier,
                            stopped_or_late)
 from multiproc import TRANSPORTS, run_world
 
@@ -38,18 +38,22 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert r["later_s"] < 2.0, r
 
 
-def test_rank_killed_while_its_peer_copies_from_it_leaves_the_peer_alive_and_told(tmp_path):
-    # UCX logged the failed copy from the dead process as fatal and aborted
-    # the receiving rank (transport/ucx/peer_gone_log_filter.h).
+@pytest.mark.parametrize("victim,scheme", [(0, "get_zcopy"), (1, "put_zcopy")])
+def test_rank_killed_while_its_peer_copies_its_memory_leaves_the_peer_alive_and_told(victim, scheme,
+                                                                                    tmp_path):
+    # UCX logged the failed copy from or into the dead process as fatal and
+    # aborted the survivor (transport/ucx/peer_gone_log_filter.h).
     kill_file = str(tmp_path / "killed_at")
-    results = run_world(2, killed_mid_large_receive, kill_file, 256, env=TRANSPORTS["shm"],
-                        timeout=60, may_die={0}, exit_path=True)
-    assert results[0] is None
-    r = results[1]  # run_world: rank 1 returned and exited by itself with status 0
-    assert r["error"] is not None, "rank 1 received 256 MiB from a rank killed 20 ms into it"
+    survivor = 1 - victim
+    results = run_world(2, killed_mid_large_transfer, kill_file, 256, victim,
+                        env={**TRANSPORTS["shm"], "UCX_RNDV_SCHEME": scheme}, timeout=60,
+                        may_die={victim}, exit_path=True)
+    assert results[victim] is None
+    r = results[survivor]  # run_world: it returned and exited by itself with status 0
+    assert r["error"] is not None, f"rank {survivor} moved 256 MiB with a rank killed 20 ms into it"
     kind, message = r["error"]
     assert kind == "DistBackendError", r
-    assert "rank 0 is gone" in message and "on rank 1" in message, message
+    assert f"rank {victim} is gone" in message and f"on rank {survivor}" in message, message
     assert r["latency"] < 5.0, r
 
 
