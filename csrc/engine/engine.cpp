@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 #include <optional>
+#include <utility>
 
 #include "algorithms/checks/neighbour_check.h"
 #include "algorithms/record_allgather.h"
@@ -199,6 +200,7 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
   refuseIfShutDown(name);
+  refuseWaitBehindHeld(name, runner);
   if (checkCollectives_) {
     // The check runs first with the op's own sequence number and a neutral
     // tag fingerprint (it must see the mismatch to name it); the body's
@@ -257,8 +259,11 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     std::unique_lock<std::mutex> lock(submitMutex_);
     awaitOnCaller(lock);
     refuseIfShutDown(name);
-    if (coalescing_ || checkCollectives_ || unusable_ || transport_->aborted() ||
-        executor_->busy()) {
+    // In a coalescing block: not past what is held, and not what would
+    // raise as queued (startCoalescing).
+    const bool held = coalescing_ && (!coalesced_.empty() ||
+                                      (!onlyWherePeersWait && blockIssuedAsync_));
+    if (held || checkCollectives_ || unusable_ || transport_->aborted() || executor_->busy()) {
       return 0;
     }
     if (onlyWherePeersWait && channel_ == nullptr) return 0;
@@ -268,6 +273,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // thread numbers a collective either (onCallerActive_), so the queued
     // form, if it comes to that, takes this same number.
     if (!arriving) nextSeq_ = seq;
+    if (coalescing_ && onlyWherePeersWait) blockIssuedAsync_ = true;
     onCallerActive_ = true;
   }
   struct EndOnCaller {  // however it ends, the next collective may start
@@ -456,10 +462,16 @@ void Engine::waitForQueued() {
 
 // Called with submitMutex_ held.
 void Engine::submit(Operation operation) {
-  if (coalescing_) {
+  // A collective its caller waits for reaches here in a block only before
+  // any asynchronous one (refuseWaitBehindHeld): it runs as outside the
+  // block (startCoalescing); held, its wait would never end.
+  const bool waitedFor = operation.runner == Runner::Caller && !operation.post;
+  if (coalescing_ && !waitedFor) blockIssuedAsync_ = true;
+  if (coalescing_ && !(waitedFor && coalesced_.empty())) {
     coalesced_.push_back(std::move(operation));
     return;
   }
+  if (coalescing_) blockQueued_.push_back(operation.callbacks);
   const Runner runner = operation.runner;
   executor_->submit(
       [this, operation = std::move(operation)] {
@@ -629,16 +641,67 @@ void Engine::startCoalescing() {
                 ": already coalescing (nested coalescing managers are not supported)");
   }
   coalescing_ = true;
+  blockIssuedAsync_ = false;
+  blockQueued_.clear();
+  blockEndedEarly_ = false;
+}
+
+namespace {
+// The whole of a block ended by an error (refuseWaitBehindHeld): its parts
+// report to their own Works; nobody holds the whole.
+class UnclaimedBlock : public OperationCallbacks {
+ public:
+  void succeeded(int) override {}
+  void failed(std::exception_ptr error) override { error_ = error; }
+  std::exception_ptr error() const override { return error_; }
+
+ private:
+  std::exception_ptr error_;
+};
+}  // namespace
+
+void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
+  if (!coalescing_ || runner != Runner::Caller || !blockIssuedAsync_) return;
+  // Every rank holds the same operations (startCoalescing), so every rank
+  // raises here alike; what was held runs now, as the block's end would have
+  // run it, and later operations run as outside a block.
+  coalescing_ = false;
+  blockIssuedAsync_ = false;
+  blockQueued_.clear();
+  blockEndedEarly_ = true;
+  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
+  coalesced_.clear();
+  executor_->submit([this, operations] {
+    UnclaimedBlock whole;
+    runCoalesced(*operations, whole);
+  });
+  throw InvalidArgument(
+      std::string("ringreduce: ") + name + " on rank " + std::to_string(rank_) +
+      " waits for its result inside a coalescing block after an asynchronous operation of the "
+      "block; the block may hold that until it ends, so the wait could not end: issue it with "
+      "async_op=True, or outside the block. The block has ended here (the " +
+      std::to_string(operations->size()) + " operation(s) it held run now)");
+}
+
+bool Engine::coalescing() const {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return coalescing_;
 }
 
 void Engine::endCoalescing(const Combine& combine) {
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
-  if (!coalescing_) {
+  if (!coalescing_ && !std::exchange(blockEndedEarly_, false)) {
     throw Error("ringreduce: endCoalescing on rank " + std::to_string(rank_) +
                 " without startCoalescing");
   }
+  // Ended early, what the block issued since ran as outside it: the whole
+  // completes behind it, in queue order.
+  const bool endedEarly = !coalescing_;
   coalescing_ = false;
+  blockIssuedAsync_ = false;
+  auto queued = std::make_shared<std::vector<std::shared_ptr<OperationCallbacks>>>(
+      std::exchange(blockQueued_, {}));
   auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
   coalesced_.clear();
   std::vector<std::shared_ptr<OperationCallbacks>> parts;
@@ -650,14 +713,27 @@ void Engine::endCoalescing(const Combine& combine) {
   std::shared_ptr<OperationCallbacks> combined = combine(parts);
   refuseIfShutDown("endCoalescing");
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
-  executor_->submit([this, operations, combined] { runCoalesced(*operations, *combined); });
+  if (operations->empty() && queued->empty() && !endedEarly) {
+    // Nothing held or queued (the block's one call ran on the caller's
+    // thread): done, without a trip through the executor for the caller's
+    // wait(). Otherwise the whole completes in queue order, behind them.
+    combined->succeeded(-1);
+    return;
+  }
+  executor_->submit([this, operations, combined, queued] {
+    runCoalesced(*operations, *combined, *queued);
+  });
 }
 
 // Collectives run in order; sends and receives are all posted first and then
 // waited for together, so a batch (batch_isend_irecv) never deadlocks on the
 // order of its parts.
-void Engine::runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined) {
+void Engine::runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined,
+                          const std::vector<std::shared_ptr<OperationCallbacks>>& alreadyQueued) {
   std::exception_ptr firstError;
+  for (const auto& callbacks : alreadyQueued) {
+    if (!firstError) firstError = callbacks->error();
+  }
   std::vector<std::pair<Operation*, PostedMessage>> posted;
   for (Operation& operation : operations) {
     if (!operation.post) {

@@ -135,10 +135,23 @@ class Engine {
 
   // Caller's thread: hold operations back, then run them as one operation;
   // `combine` makes the callbacks of the whole from those of its parts.
+  // Collectives run in issue order: nothing runs past what is held. An
+  // asynchronous host collective may still run on the caller's thread where
+  // every peer is in it already and nothing is held (torch's device
+  // coalescing manager issues its one coalesced call so); otherwise it, a
+  // CUDA collective, a send or a recv is held. A collective whose caller
+  // waits for it at once runs as it would outside the block, if it comes
+  // before any asynchronous operation of the block; after one (a choice
+  // the same on every rank, unlike what happened to be held) it raises,
+  // its wait could end only with the block, and the block ends, what it
+  // held running as one.
   void startCoalescing();
   using Combine = std::function<std::shared_ptr<OperationCallbacks>(
       const std::vector<std::shared_ptr<OperationCallbacks>>& parts)>;
   void endCoalescing(const Combine& combine);
+  // Any thread: a coalescing block is open (a device path that must not run
+  // on the caller's thread inside one asks).
+  bool coalescing() const;
 
   // The next collective's sequence number minus one (torch's
   // getSequenceNumberForGroup).
@@ -208,6 +221,10 @@ class Engine {
 
  private:
   void submit(Operation operation);  // with submitMutex_ held
+  // With submitMutex_ held, for a collective issued inside a coalescing
+  // block: raises (and ends the block) where its caller would wait on it
+  // behind operations held until the block ends.
+  void refuseWaitBehindHeld(const char* name, Runner runner);
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
                                              const std::string& summary, uint32_t fingerprint);
@@ -216,7 +233,10 @@ class Engine {
                                          const CollectiveFingerprint& fingerprint);
   void recordTimeline(const Operation& operation);
   void startPointToPoint(const Operation& operation);
-  void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined);
+  // `alreadyQueued`: operations of the block queued ahead of it, finished
+  // by now (queue order); the whole fails with the first of their errors.
+  void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined,
+                    const std::vector<std::shared_ptr<OperationCallbacks>>& alreadyQueued = {});
   PostedMessage post(const Operation& operation, const OpContext& op);
   bool pollMessage(OperationCallbacks& callbacks, const OpContext& op, PostedMessage& message,
                    bool abandon);
@@ -269,6 +289,17 @@ class Engine {
   bool accepting_ = true;    // false once shutdown() began
   bool coalescing_ = false;
   std::vector<Operation> coalesced_;
+  // The open block has had an operation its caller does not wait for
+  // (startCoalescing): a waited-for one after it raises.
+  bool blockIssuedAsync_ = false;
+  // What the open block queued without holding it (waited-for collectives):
+  // the block's Work completes behind them and fails with them (torch waits
+  // on that Work, not theirs, for the device coalescing manager's call).
+  std::vector<std::shared_ptr<OperationCallbacks>> blockQueued_;
+  // A waited-for call ended the block early (refuseWaitBehindHeld): the
+  // block's own end, if the caller caught the error inside it, finds
+  // nothing left to run instead of raising.
+  bool blockEndedEarly_ = false;
   // A collective runs past the queue (runOnCaller), without holding the lock;
   // what would start another one meanwhile waits on onCallerDone_.
   bool onCallerActive_ = false;

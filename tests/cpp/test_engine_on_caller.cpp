@@ -1,10 +1,11 @@
 // Engine::runOnCaller (a collective run on the caller's thread, past the
 // queue: the device-flags path's launches) and Engine::closingExchange (the
 // device paths' cross-rank close at shutdown), on the loopback transport.
-// What must hold: an on-caller collective runs only when nothing is queued or
-// running, nothing is coalescing and the group is usable; it takes the next
+// What must hold: an on-caller collective runs only when nothing is queued,
+// held or running and the group is usable; it takes the next
 // sequence number, as a queued one would, so ranks that ran it different
-// ways still agree; a launch error other than bad arguments leaves the
+// ways still agree; in a coalescing block only what comes before anything
+// asynchronous runs so; a launch error other than bad arguments leaves the
 // group unusable; the closing exchange reaches every rank after the
 // executors stopped.
 #include <gtest/gtest.h>
@@ -58,10 +59,12 @@ std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric,
 // Queues a collective whose body runs `body`; returns its callbacks.
 // `neighbourCheck` false: as the backend queues a collective that a peer
 // may run directly (one checked on the device).
+// `runner` Runner::Caller: one whose caller waits for it at once.
 std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
-                                          bool neighbourCheck = true) {
+                                          bool neighbourCheck = true,
+                                          Runner runner = Runner::Worker) {
   auto callbacks = std::make_shared<RecordingCallbacks>();
-  engine.submitCollective("queued", std::chrono::seconds(20), Runner::Worker,
+  engine.submitCollective("queued", std::chrono::seconds(20), runner,
                           CollectiveFingerprint{}, 1, "", std::move(body),
                           [&](uint64_t) { return callbacks; }, neighbourCheck);
   return callbacks;
@@ -155,17 +158,77 @@ TEST(EngineOnCaller, TheLaunchKnowsWhenTheOpStartedWithoutAClockRead) {
   EXPECT_LE(started, launched);
 }
 
-TEST(EngineOnCaller, NotWhileCoalescingNorUnderTheFullCollectiveCheck) {
+TEST(EngineOnCaller, NotUnderTheFullCollectiveCheck) {
+  auto checked = engineFor(std::make_shared<LoopbackFabric>(1), 0, true);
+  EXPECT_FALSE(checked->canRunOnCaller());
+  EXPECT_EQ(checked->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                 [](const OpContext&) {}),
+            0u);
+}
+
+// In a coalescing block a collective its caller waits for runs as outside
+// the block (on the caller's thread, or queued and not held) until the
+// block issues an asynchronous one; nothing runs past what is held; a
+// waited-for one after that is refused (its wait could end only with the
+// block) and ends the block, what it held running; the block's own end
+// then finds nothing left, and a second end raises.
+TEST(EngineOnCaller, InACoalescingBlockWaitedForCallsRunAsOutsideItUntilAnAsynchronousOne) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
   engine->startCoalescing();
-  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{}, [](const OpContext&) {}),
+  EXPECT_TRUE(engine->coalescing());
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                [](const OpContext&) {}),
+            1u);
+  auto waited = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); }, true,
+                      Runner::Caller);
+  EXPECT_EQ(waited->outcome(), "");  // not held: it ran before the block's end
+  auto held = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 3u); });
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                [](const OpContext&) { ADD_FAILURE() << "ran past the held"; }),
             0u);
-  engine->endCoalescing([](const auto&) { return std::make_shared<RecordingCallbacks>(); });
-  auto checked = engineFor(std::make_shared<LoopbackFabric>(1), 0, true);
-  EXPECT_FALSE(checked->canRunOnCaller());
+  EXPECT_THROW(queue(*engine, [](const OpContext&) { ADD_FAILURE() << "refused, yet ran"; },
+                     true, Runner::Caller),
+               InvalidArgument);
+  EXPECT_FALSE(engine->coalescing());
+  EXPECT_EQ(held->outcome(), "");
+  EXPECT_EQ(engine->sequenceNumber(), 3u);  // the refused one took no number
+  auto whole = std::make_shared<RecordingCallbacks>();
+  engine->endCoalescing([&](const auto& parts) {
+    EXPECT_TRUE(parts.empty());
+    return whole;
+  });
+  EXPECT_EQ(whole->outcome(), "");
+  EXPECT_THROW(engine->endCoalescing([](const auto&) {
+                 return std::make_shared<RecordingCallbacks>();
+               }),
+               Error);
 }
 
+// torch waits on the block's Work, not on the coalesced call's own (the
+// device coalescing manager): a block whose waited-for call was queued
+// without being held completes behind it and fails with it; one whose call
+// ran on the caller's thread completes at its end.
+TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  engine->startCoalescing();
+  auto failing = queue(*engine, [](const OpContext&) { throw InvalidArgument("bad tensor"); },
+                       true, Runner::Caller);
+  auto whole = std::make_shared<RecordingCallbacks>();
+  engine->endCoalescing([&](const auto&) { return whole; });
+  EXPECT_NE(whole->outcome().find("bad tensor"), std::string::npos);
+  EXPECT_NE(failing->outcome().find("bad tensor"), std::string::npos);
+
+  ASSERT_TRUE(becomesIdle(*engine));
+  engine->startCoalescing();
+  EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
+                                [](const OpContext&) {}),
+            2u);
+  auto direct = std::make_shared<RecordingCallbacks>();
+  engine->endCoalescing([&](const auto&) { return direct; });
+  EXPECT_EQ(direct->outcome(), "");
+}
 // Bad arguments leave the group usable; anything else (a failed launch)
 // leaves it out of step with its peers, so it refuses what follows.
 TEST(EngineOnCaller, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {

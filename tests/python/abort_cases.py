@@ -6,15 +6,16 @@ from datetime import timedelta
 from multiproc import event_store
 
 
-def shrink_abort_from_a_watchdog(rank, world_size, init_method):
+def shrink_abort_from_a_watchdog(rank, world_size, init_method, form="all_reduce"):
     """Ranks 0 and 1 block in a small allreduce that rank 2 (alive, never
     calling) does not join; a watchdog thread on each calls
     shrink_group([2], SHRINK_ABORT), as torchft and elastic agents do. The
     blocked allreduce must end with the abort, not at the group's timeout,
-    and the shrunk group must work."""
+    and the shrunk group must work. `form`: failure_cases._collective_as."""
     import torch
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
+    from failure_cases import _collective_as
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
@@ -35,7 +36,7 @@ def shrink_abort_from_a_watchdog(rank, world_size, init_method):
     start = time.monotonic()
     thread.start()
     try:
-        dist.all_reduce(torch.ones(8))  # rank 2 never joins
+        _collective_as(form, torch.ones(8))  # rank 2 never joins
         result["error"] = None
     except Exception as e:
         result["error"] = str(e)

@@ -20,7 +20,8 @@ def _die(kill_file):
 FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "gather_coalesced": "all_gather_into_tensor_coalesced",
             "scatter_coalesced": "reduce_scatter_tensor_coalesced",
-            "alltoall_uneven": "all_to_all_single"}
+            "alltoall_uneven": "all_to_all_single",
+            "device_coalesced": "allreduce_coalesced"}
 
 
 def _collective_as(form, tensor):
@@ -30,7 +31,9 @@ def _collective_as(form, tensor):
     reduced in place), all_gather_into_tensor ("gather_coalesced") or
     reduce_scatter_tensor ("scatter_coalesced": the quarters' chunks of
     their reduction), the tensors one message; or ("alltoall_uneven") an
-    all_to_all_single with split sizes, each rank sending rank r + 1 more."""
+    all_to_all_single with split sizes, each rank sending rank r + 1 more;
+    or ("device_coalesced") the coalesced all_reduce in the manager given a
+    device, bracketed by the backend's startCoalescing and endCoalescing."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "alltoall_uneven":
@@ -43,6 +46,11 @@ def _collective_as(form, tensor):
 
     world = dist.get_world_size()
     parts = tensor.chunk(4)
+    if form == "device_coalesced":
+        with _coalescing_manager(device=tensor.device):
+            for part in parts:
+                dist.all_reduce(part)
+        return None
     with _coalescing_manager():
         for part in parts:
             if form == "coalesced":

@@ -4,21 +4,27 @@ calling thread through the host channel): what a watchdog relies on.
 test_trace_and_hooks.py covers ProcessGroup.abort(); this, shrink_group's."""
 import pytest
 
+from failure_cases import FORM_OPS
 from multiproc import LOOPBACK_ENV, run_world
 import abort_cases
 
 
-@pytest.mark.parametrize("path", ["host channel", "ucx"])
-def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path):
+@pytest.mark.parametrize("path,form", [
+    ("host channel", "all_reduce"), ("ucx", "all_reduce"),
+    # The coalescing manager given a device: its one call on the caller's
+    # thread inside the backend's coalescing block, and queued there.
+    ("host channel", "device_coalesced"), ("ucx", "device_coalesced")])
+def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":
         env["RINGREDUCE_SHM_BYTES"] = "0"
-    results = run_world(3, abort_cases.shrink_abort_from_a_watchdog, env=env, timeout=120,
+    results = run_world(3, abort_cases.shrink_abort_from_a_watchdog, form, env=env, timeout=120,
                         exit_path=True)
+    op = FORM_OPS[form]
     for rank in (0, 1):
         r = results[rank]
         assert r["watchdog_done"], r
-        assert r["error"] is not None and "allreduce #2" in r["error"], r
+        assert r["error"] is not None and f"{op} #2" in r["error"], r
         assert "aborted" in r["error"], r
         # The group's timeout is 60 s: the abort ended it.
         assert r["blocked_s"] < 30, r

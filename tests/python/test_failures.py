@@ -15,6 +15,8 @@ from multiproc import TRANSPORTS, run_world
     # The coalescing manager's blocks, each one collective on the channel.
     ("shm", 256 << 10, True, "coalesced"), ("shm", 256 << 10, True, "gather_coalesced"),
     ("shm", 256 << 10, True, "scatter_coalesced"),
+    # The manager given a device (DeepSpeed's all_gather_coalesced), its call on the caller's thread.
+    ("shm", 256 << 10, True, "device_coalesced"),
     # Split sizes, on the caller's thread.
     ("shm", 256 << 10, True, "alltoall_uneven")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,

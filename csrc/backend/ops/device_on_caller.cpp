@@ -82,7 +82,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDeviceOnCaller(
     TORCH_CHECK(why.empty(), "ringreduce: ", name, " on rank ", rank_,
                 " cannot be captured in a CUDA graph: ", why);
   }
-  if (!applies) return nullptr;
+  // Inside a coalescing block a device collective is held with the rest: the
+  // block's Work carries the stream order its waiters need.
+  if (!applies || engine_->coalescing()) return nullptr;
   const std::chrono::milliseconds limit =
       timeout == c10d::kUnsetTimeout ? this->timeout() : timeout;
   uint64_t seq = 0;

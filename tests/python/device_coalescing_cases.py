@@ -1,0 +1,155 @@
+"""Rank bodies for test_device_coalescing_manager.py (run by multiproc).
+
+torch's coalescing manager given a device (`_coalescing_manager(device=...)`,
+as DeepSpeed's all_gather_coalesced and torch's batch_isend_irecv call it)
+brackets what it issues with the backend's startCoalescing and
+endCoalescing: the block's one coalesced call, its sends and receives, and
+whatever else the block's code calls directly."""
+import json
+import random
+import time
+
+from async_on_caller_cases import _init, _late_rank, _paths
+
+
+def _device_block(kind, tensors, outputs, asynchronous):
+    """One device coalescing manager block of `kind` (all_reduce,
+    all_gather_into_tensor or reduce_scatter_tensor) over `tensors`, waited
+    for as torch leaves it to the caller: by the manager itself when
+    synchronous, through its Work otherwise."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    with _coalescing_manager(device=torch.device("cpu"), async_ops=asynchronous) as manager:
+        for k, t in enumerate(tensors):
+            if kind == "all_reduce":
+                dist.all_reduce(t)
+            elif kind == "all_gather_into_tensor":
+                dist.all_gather_into_tensor(outputs[k], t)
+            else:
+                dist.reduce_scatter_tensor(outputs[k], t)
+    if asynchronous:
+        manager.wait()
+
+
+def device_blocks(rank, world_size, init_method, calls=150):
+    """Device coalescing manager blocks of all_reduce, all_gather_into_tensor
+    and reduce_scatter_tensor, synchronous or not, ranks arriving together or
+    apart; batch_isend_irecv rings; and a block whose code calls a blocking
+    broadcast directly: every result exact, on whichever path each rank took.
+    Returns the (direct, queued) counts of the blocks' coalesced collectives."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    world = world_size
+    failures = []
+    for i in range(calls):
+        draw = random.Random(5000 + i)
+        _late_rank(rank, world_size, draw, [0.0, 0.0, 20e-6, 100e-6, 3e-3])
+        kind = draw.choice(["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                            "batch_isend_irecv", "broadcast"])
+        asynchronous = draw.random() < 0.5
+        sizes = [draw.choice([1, 7, 300, 4096]) * world for _ in range(draw.randrange(1, 4))]
+        if kind == "all_reduce":
+            tensors = [torch.full((n,), float(rank + 1 + k)) for k, n in enumerate(sizes)]
+            _device_block(kind, tensors, None, asynchronous)
+            for k, t in enumerate(tensors):
+                expected = float(sum(r + 1 + k for r in range(world)))
+                if not torch.equal(t, torch.full_like(t, expected)):
+                    failures.append(f"call {i} all_reduce {k}: {t[:3].tolist()} != {expected}")
+        elif kind == "all_gather_into_tensor":
+            tensors = [torch.arange(n, dtype=torch.float32) + 1000 * rank + k for k, n in
+                       enumerate(sizes)]
+            outputs = [torch.zeros(n * world) for n in sizes]
+            _device_block(kind, tensors, outputs, asynchronous)
+            for k, (n, o) in enumerate(zip(sizes, outputs)):
+                expected = torch.cat([torch.arange(n, dtype=torch.float32) + 1000 * r + k
+                                      for r in range(world)])
+                if not torch.equal(o, expected):
+                    failures.append(f"call {i} all_gather {k} ({n}) differs")
+        elif kind == "reduce_scatter_tensor":
+            tensors = [torch.arange(n, dtype=torch.float32) + rank + k for k, n in
+                       enumerate(sizes)]
+            outputs = [torch.zeros(n // world) for n in sizes]
+            _device_block(kind, tensors, outputs, asynchronous)
+            for k, (n, o) in enumerate(zip(sizes, outputs)):
+                total = sum(torch.arange(n, dtype=torch.float32) + r + k for r in range(world))
+                if not torch.equal(o, total.chunk(world)[rank]):
+                    failures.append(f"call {i} reduce_scatter {k} ({n}) differs")
+        elif kind == "batch_isend_irecv":
+            # A ring: each rank sends to the next and receives from the one before.
+            n = sizes[0]
+            send = torch.full((n,), float(rank * 10 + i))
+            got = torch.zeros(n)
+            ops = [dist.P2POp(dist.isend, send, (rank + 1) % world),
+                   dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            expected = float(((rank - 1) % world) * 10 + i)
+            if not torch.equal(got, torch.full_like(got, expected)):
+                failures.append(f"call {i} batch_isend_irecv: {got[:3].tolist()} != {expected}")
+        else:
+            # A blocking call inside the block, before anything asynchronous:
+            # it runs as outside the block (held, its wait would never end).
+            from torch.distributed.distributed_c10d import _coalescing_manager
+
+            root = i % world
+            t = torch.full((sizes[0],), float(rank))
+            with _coalescing_manager(device=torch.device("cpu")):
+                dist.broadcast(t, root)
+            if not torch.equal(t, torch.full_like(t, float(root))):
+                failures.append(f"call {i} broadcast inside a block: {t[:3].tolist()}")
+    paths = {op: _paths(op) for op in ("allreduce_coalesced", "all_gather_into_tensor_coalesced",
+                                       "reduce_scatter_tensor_coalesced")}
+    dist.destroy_process_group()
+    return {"failures": failures, "paths": paths}
+
+
+def wait_behind_held(rank, world_size, init_method):
+    """A device block whose code issues an asynchronous broadcast and then a
+    blocking one: the blocking one raises on every rank (its wait could end
+    only with the block) instead of hanging; the asynchronous one still runs
+    and is exact; the group and later blocks work. Returns what happened."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))
+    first = torch.full((64,), float(rank))
+    second = torch.full((64,), float(rank))
+    report = {"error": None}
+    start = time.monotonic()
+    # Caught inside the block, as a user who recovers must: an exception
+    # that leaves torch's manager leaves torch's own op list for the group
+    # set (for every backend), and every later collective is only recorded.
+    with _coalescing_manager(device=torch.device("cpu")) as manager:
+        work = dist.broadcast(first, 0, async_op=True)
+        try:
+            dist.broadcast(second, 1)
+        except Exception as e:
+            report["error"] = (type(e).__name__, str(e))
+    report["raised_s"] = time.monotonic() - start
+    manager.wait()
+    work.wait()
+    report["first"] = first[:2].tolist()
+    report["second"] = second[:2].tolist()  # untouched: the call raised before running
+    # The group goes on: a plain collective, and a block of the same calls
+    # made right (both asynchronous), waited for through the manager.
+    x = torch.ones(8)
+    dist.all_reduce(x)
+    report["after"] = x[0].item()
+    with _coalescing_manager(device=torch.device("cpu"), async_ops=True) as manager:
+        w1 = dist.broadcast(first.fill_(rank), 1, async_op=True)
+        w2 = dist.broadcast(second.fill_(rank), 0, async_op=True)
+    manager.wait()
+    w1.wait()
+    w2.wait()
+    report["block_after"] = (first[0].item(), second[0].item())
+    report["trace_ops"] = [e["op"] for e in
+                           json.loads(__import__("torch_ringreduce").trace_json())["entries"]]
+    dist.destroy_process_group()
+    return report

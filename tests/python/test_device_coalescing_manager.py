@@ -1,0 +1,62 @@
+"""torch's coalescing manager given a device (DeepSpeed's all_gather_coalesced,
+torch's batch_isend_irecv, `_coalescing_manager(device=...)`): the block's
+one coalesced call runs as the plain manager's does, on the caller's thread
+where the peers are there, and is exact on either path; a blocking call
+inside a block runs as outside it, or raises where it would wait on what the
+block holds, never hangs (Engine::startCoalescing). Fault tests of these
+blocks are in test_failures.py and test_abort_from_another_thread.py."""
+import pytest
+
+from multiproc import LOOPBACK_ENV, run_world
+import device_coalescing_cases
+
+COALESCED_OPS = ("allreduce_coalesced", "all_gather_into_tensor_coalesced",
+                 "reduce_scatter_tensor_coalesced")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_device_blocks_are_exact_and_run_on_the_callers_thread_where_they_can(world_size):
+    reports = run_world(world_size, device_coalescing_cases.device_blocks, env=LOOPBACK_ENV,
+                        timeout=180)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
+    for op in COALESCED_OPS:
+        # Each block's coalesced call ran on a caller's thread somewhere (a
+        # device block queued every one before), and queued somewhere (a
+        # late peer, an asynchronous block whose peers were not there).
+        assert sum(report["paths"][op][0] for report in reports) > 0, (op, reports)
+        assert sum(report["paths"][op][1] for report in reports) > 0, (op, reports)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_device_blocks_are_exact_where_every_call_is_queued(world_size):
+    env = dict(LOOPBACK_ENV, RINGREDUCE_SHM_BYTES="0")  # no channel: UCX, the executor
+    reports = run_world(world_size, device_coalescing_cases.device_blocks, 60, env=env,
+                        timeout=180)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}: {report['failures'][:10]}"
+        for op in COALESCED_OPS:
+            assert report["paths"][op][0] == 0 and report["paths"][op][1] > 0, (op, report)
+
+
+@pytest.mark.parametrize("shm_bytes", [None, "0"])
+def test_a_blocking_call_behind_an_asynchronous_one_in_a_block_raises_not_hangs(shm_bytes):
+    env = dict(LOOPBACK_ENV)
+    if shm_bytes is not None:
+        env["RINGREDUCE_SHM_BYTES"] = shm_bytes
+    reports = run_world(2, device_coalescing_cases.wait_behind_held, env=env, timeout=120)
+    for rank, report in enumerate(reports):
+        assert report["error"] is not None, report
+        kind, message = report["error"]
+        assert kind == "ValueError", report
+        assert f"broadcast on rank {rank} waits for its result inside a coalescing block" in \
+            message, message
+        assert "async_op=True" in message and "operation(s) it held run now" in message, message
+        # Raised at once, not at the group's timeout.
+        assert report["raised_s"] < 10, report
+        assert report["first"] == [0.0, 0.0], report   # the held broadcast ran, exact
+        assert report["second"] == [float(rank)] * 2, report  # the refused one did not
+        assert report["after"] == 2.0, report
+        assert report["block_after"] == (1.0, 0.0), report
+        # The refused call never reached the queue: nothing numbered it.
+        assert report["trace_ops"].count("broadcast") == 3, report
