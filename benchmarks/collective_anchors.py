@@ -24,6 +24,8 @@ by op, every library on the same tensors in interleaved short blocks:
   coalesced_all_reduce             four all_reduce in _coalescing_manager  Allreduce of the four
   coalesced_all_gather             four all_gather_into_tensor in it       Allgather of the four
   coalesced_reduce_scatter         four reduce_scatter_tensor in it        Reduce_scatter_block of the four
+  device_coalesced_all_reduce      coalesced_all_reduce, the manager given device="cpu"  (the same)
+  device_coalesced_all_gather      coalesced_all_gather, likewise (DeepSpeed's form)     (the same)
   functional_all_reduce            funcol.all_reduce + funcol.wait_tensor          Iallreduce + Wait
   functional_all_gather_tensor     funcol.all_gather_tensor + wait_tensor          Iallgather + Wait
   functional_reduce_scatter_tensor funcol.reduce_scatter_tensor + wait_tensor      Ireduce_scatter_block + Wait
@@ -89,10 +91,12 @@ class Case:
         for tensor, source in zip(self.inputs, self.sources):
             tensor.copy_(source[i & 1])
 
-    def add_torch(self, rank, call_on):
-        """call_on(group) -> the call on that group, for each torch backend wanted."""
+    def add_torch(self, rank, call_on, without=()):
+        """call_on(group) -> the call on that group, for each torch backend
+        wanted but those named in `without` (that cannot make the call)."""
         for name, group in rank.torch_groups().items():
-            self.calls[name] = call_on(group)
+            if name not in without:
+                self.calls[name] = call_on(group)
         if "synced" in rank.wanted and rank.comm and "fake" in self.calls:
             # The floor with the ranks brought together, at the cost of Open
             # MPI's barrier (about 1 us here): what a backend that only
@@ -229,7 +233,20 @@ def all_reduce_async(r, n):
     return case
 
 
-def coalesced_all_reduce(r, n):
+# The coalescing manager given a device (as DeepSpeed's all_gather_coalesced
+# calls it): the backend's startCoalescing and endCoalescing around the
+# block's one coalesced call. gloo has no coalescing: not timed.
+MANAGER_DEVICE = "cpu"
+
+
+def _manager(group, device):
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    import torch
+
+    return _coalescing_manager(group=group, device=torch.device(device) if device else None)
+
+
+def coalesced_all_reduce(r, n, device=None):
     """Four all_reduce calls in torch's coalescing manager (one
     allreduce_coalesced of the block): four equal views of one tensor of n
     elements, so that Open MPI's equivalent is one Allreduce of the whole
@@ -239,15 +256,14 @@ def coalesced_all_reduce(r, n):
     t = r.empty(n)
     views = list(t.view(pieces, n // pieces).unbind(0))
     case = Case(r, [t], [], lambda name: t, r.summed(n))
-    from torch.distributed.distributed_c10d import _coalescing_manager
 
     def call_on(group):
         def call():
-            with _coalescing_manager(group=group):
+            with _manager(group, device):
                 for v in views:
                     r.dist.all_reduce(v, group=group)
         return call
-    case.add_torch(r, call_on)
+    case.add_torch(r, call_on, ("gloo",) if device else ())
     if r.comm:
         case.calls["mpi"] = bind(r.comm.Allreduce, r.MPI.IN_PLACE, t.numpy(), r.MPI.SUM)
     return case
@@ -266,14 +282,12 @@ class PermutedCase(Case):
         self.permuted_into()
 
 
-def coalesced_all_gather(r, n):
+def coalesced_all_gather(r, n, device=None):
     """Four all_gather_into_tensor calls in torch's coalescing manager (one
     all_gather_into_tensor_coalesced): the quarters of this rank's n
     elements, each into its own output, against Open MPI's one Allgather of
     the whole (the same bytes; the four outputs side by side, rank by rank,
     are its result)."""
-    from torch.distributed.distributed_c10d import _coalescing_manager
-
     pieces = 4
     n = -(-n // pieces) * pieces
     m, world = n // pieces, r.world
@@ -287,11 +301,11 @@ def coalesced_all_gather(r, n):
 
     def call_on(group):
         def call():
-            with _coalescing_manager(group=group):
+            with _manager(group, device):
                 for o, v in zip(outs, views):
                     r.dist.all_gather_into_tensor(o, v, group=group)
         return call
-    case.add_torch(r, call_on)
+    case.add_torch(r, call_on, ("gloo",) if device else ())
     if r.comm:
         case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
     return case
@@ -398,6 +412,8 @@ OPS = {
     "coalesced_all_reduce": coalesced_all_reduce,
     "coalesced_all_gather": coalesced_all_gather,
     "coalesced_reduce_scatter": coalesced_reduce_scatter,
+    "device_coalesced_all_reduce": lambda r, n: coalesced_all_reduce(r, n, MANAGER_DEVICE),
+    "device_coalesced_all_gather": lambda r, n: coalesced_all_gather(r, n, MANAGER_DEVICE),
     "functional_all_reduce": functional(eager_functional("all_reduce"), "all_reduce", "sum"),
     "functional_all_gather_tensor": functional(eager_functional("all_gather_tensor"),
                                                "all_gather", 0),
