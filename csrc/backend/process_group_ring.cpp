@@ -1,6 +1,8 @@
 // ProcessGroupRing's set-up, teardown and queueing; the ops are in ops/ (process_group_ring.h)
 #include "backend/process_group_ring.h"
 
+#include "backend/caller_work.h"
+
 #include <algorithm>
 
 #include <c10/core/StreamGuard.h>
@@ -372,8 +374,9 @@ void ProcessGroupRing::startCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
   c10::intrusive_ptr<WorkRing> combined;
+  bool completeNow = false;
   try {
-    engine_->endCoalescing([&](const std::vector<std::shared_ptr<OperationCallbacks>>& parts) {
+    completeNow = engine_->endCoalescing([&](const std::vector<std::shared_ptr<OperationCallbacks>>& parts) {
       std::vector<at::Tensor> outputs;
       // CUDA: every part ran on the same internal stream; the combined work
       // completes after the last of them.
@@ -396,6 +399,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
     });
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
+  }
+  if (completeNow) {
+    // Its one call ran on the caller's thread (the device coalescing
+    // manager's): a Work that is complete as it is made.
+    return c10::make_intrusive<CallerWork>(rank_, c10d::OpType::COALESCED, 0, at::Tensor(),
+                                           std::nullopt, CallerTiming{});
   }
   return combined;
 }

@@ -688,7 +688,7 @@ bool Engine::coalescing() const {
   return coalescing_;
 }
 
-void Engine::endCoalescing(const Combine& combine) {
+bool Engine::endCoalescing(const Combine& combine) {
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
   if (!coalescing_ && !std::exchange(blockEndedEarly_, false)) {
@@ -700,6 +700,13 @@ void Engine::endCoalescing(const Combine& combine) {
   const bool endedEarly = !coalescing_;
   coalescing_ = false;
   blockIssuedAsync_ = false;
+  refuseIfShutDown("endCoalescing");
+  if (coalesced_.empty() && blockQueued_.empty() && !endedEarly) {
+    // Nothing held or queued (the block's one call ran on the caller's
+    // thread): done, without a Work to complete across threads. Otherwise
+    // the whole completes in queue order, behind what the block queued.
+    return true;
+  }
   auto queued = std::make_shared<std::vector<std::shared_ptr<OperationCallbacks>>>(
       std::exchange(blockQueued_, {}));
   auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
@@ -711,18 +718,11 @@ void Engine::endCoalescing(const Combine& combine) {
     parts.push_back(own ? own : operation.callbacks);
   }
   std::shared_ptr<OperationCallbacks> combined = combine(parts);
-  refuseIfShutDown("endCoalescing");
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
-  if (operations->empty() && queued->empty() && !endedEarly) {
-    // Nothing held or queued (the block's one call ran on the caller's
-    // thread): done, without a trip through the executor for the caller's
-    // wait(). Otherwise the whole completes in queue order, behind them.
-    combined->succeeded(-1);
-    return;
-  }
   executor_->submit([this, operations, combined, queued] {
     runCoalesced(*operations, *combined, *queued);
   });
+  return false;
 }
 
 // Collectives run in order; sends and receives are all posted first and then

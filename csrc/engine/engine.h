@@ -148,7 +148,9 @@ class Engine {
   void startCoalescing();
   using Combine = std::function<std::shared_ptr<OperationCallbacks>(
       const std::vector<std::shared_ptr<OperationCallbacks>>& parts)>;
-  void endCoalescing(const Combine& combine);
+  // True, without calling `combine`: the block held and queued nothing
+  // (what it issued ran on the caller's thread), so it is complete now.
+  bool endCoalescing(const Combine& combine);
   // Any thread: a coalescing block is open (a device path that must not run
   // on the caller's thread inside one asks).
   bool coalescing() const;

@@ -194,10 +194,10 @@ TEST(EngineOnCaller, InACoalescingBlockWaitedForCallsRunAsOutsideItUntilAnAsynch
   EXPECT_EQ(held->outcome(), "");
   EXPECT_EQ(engine->sequenceNumber(), 3u);  // the refused one took no number
   auto whole = std::make_shared<RecordingCallbacks>();
-  engine->endCoalescing([&](const auto& parts) {
+  EXPECT_FALSE(engine->endCoalescing([&](const auto& parts) {
     EXPECT_TRUE(parts.empty());
     return whole;
-  });
+  }));
   EXPECT_EQ(whole->outcome(), "");
   EXPECT_THROW(engine->endCoalescing([](const auto&) {
                  return std::make_shared<RecordingCallbacks>();
@@ -208,7 +208,7 @@ TEST(EngineOnCaller, InACoalescingBlockWaitedForCallsRunAsOutsideItUntilAnAsynch
 // torch waits on the block's Work, not on the coalesced call's own (the
 // device coalescing manager): a block whose waited-for call was queued
 // without being held completes behind it and fails with it; one whose call
-// ran on the caller's thread completes at its end.
+// ran on the caller's thread is complete at its end, with no Work to make.
 TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
@@ -216,7 +216,7 @@ TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
   auto failing = queue(*engine, [](const OpContext&) { throw InvalidArgument("bad tensor"); },
                        true, Runner::Caller);
   auto whole = std::make_shared<RecordingCallbacks>();
-  engine->endCoalescing([&](const auto&) { return whole; });
+  EXPECT_FALSE(engine->endCoalescing([&](const auto&) { return whole; }));
   EXPECT_NE(whole->outcome().find("bad tensor"), std::string::npos);
   EXPECT_NE(failing->outcome().find("bad tensor"), std::string::npos);
 
@@ -225,9 +225,11 @@ TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
   EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
                                 [](const OpContext&) {}),
             2u);
-  auto direct = std::make_shared<RecordingCallbacks>();
-  engine->endCoalescing([&](const auto&) { return direct; });
-  EXPECT_EQ(direct->outcome(), "");
+  // Complete at its end: no Work to complete across threads.
+  EXPECT_TRUE(engine->endCoalescing([](const auto&) -> std::shared_ptr<OperationCallbacks> {
+    ADD_FAILURE() << "a block that ran on the caller's thread made a whole to complete";
+    return std::make_shared<RecordingCallbacks>();
+  }));
 }
 // Bad arguments leave the group usable; anything else (a failed launch)
 // leaves it out of step with its peers, so it refuses what follows.
