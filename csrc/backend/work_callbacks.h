@@ -23,6 +23,7 @@ class WorkCallbacks : public OperationCallbacks {
   // The engine enters the device (a no-op for host work) as the operation
   // starts running, traced or not: its duration begins there.
   void started() override { work_->markStarted(); }
+  void heldInBlock(bool held) override { work_->setHeldInBlock(held); }
   std::shared_ptr<void> enterDevice() override;
   void stageIn(const OpContext& op) override;
   void stageOut() override;

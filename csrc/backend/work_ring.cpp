@@ -39,6 +39,14 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
   // A CUDA work's wait() must not block the host on the GPU, so only host
   // works are run by the waiting thread.
   if (!stream_) {
+    // torch's send() and recv() wait at once; inside a coalescing block
+    // (batch_isend_irecv's) that holds them, nothing could complete them.
+    TORCH_CHECK_VALUE(!heldInBlock_.load(std::memory_order_acquire), "ringreduce: wait() on ",
+                      c10d::opTypeToString(opType_), " #", seq_, " on rank ", rank_,
+                      " inside the coalescing block that holds it until the block ends: it "
+                      "could never complete. Wait for it after the block (as for "
+                      "batch_isend_irecv's works), or issue it outside the block; the block "
+                      "still runs it when it ends");
     if (std::shared_ptr<Executor> executor = executor_.lock()) {
       executor->helpUntil([this] { return isCompleted(); });
     }

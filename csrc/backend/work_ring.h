@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -55,6 +56,9 @@ class WorkRing : public c10d::Work {
   // Executor thread, with the internal stream current, once it waited for
   // the caller's stream: the device work begins (its start event, if timed).
   void markDeviceStarted();
+  // A coalescing block holds it until the block ends (engine/operation.h):
+  // wait() on a host work then raises instead of waiting for good.
+  void setHeldInBlock(bool held) { heldInBlock_.store(held, std::memory_order_release); }
   // A coalesced block's work: it began when its first part did.
   void startsWith(c10::intrusive_ptr<WorkRing> firstPart) { firstPart_ = std::move(firstPart); }
   std::chrono::steady_clock::time_point startTime() const {
@@ -82,6 +86,7 @@ class WorkRing : public c10d::Work {
   // CUDA, while timed: events around the device work.
   std::shared_ptr<DeviceSpan> span_;
   c10::intrusive_ptr<WorkRing> firstPart_;  // a coalesced block's
+  std::atomic<bool> heldInBlock_{false};
 };
 
 }  // namespace ringreduce

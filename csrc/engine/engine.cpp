@@ -50,6 +50,7 @@ class TracedCallbacks : public OperationCallbacks {
     return inner_->enterDevice();
   }
   void started() override {}
+  void heldInBlock(bool held) override { inner_->heldInBlock(held); }
   void stageIn(const OpContext& op) override { inner_->stageIn(op); }
   void stageOut() override { inner_->stageOut(); }
   void succeeded(int sourceRank) override {
@@ -468,6 +469,7 @@ void Engine::submit(Operation operation) {
   const bool waitedFor = operation.runner == Runner::Caller && !operation.post;
   if (coalescing_ && !waitedFor) blockIssuedAsync_ = true;
   if (coalescing_ && !(waitedFor && coalesced_.empty())) {
+    operation.callbacks->heldInBlock(true);
     coalesced_.push_back(std::move(operation));
     return;
   }
@@ -671,6 +673,7 @@ void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
   blockEndedEarly_ = true;
   auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
   coalesced_.clear();
+  for (Operation& operation : *operations) operation.callbacks->heldInBlock(false);
   executor_->submit([this, operations] {
     UnclaimedBlock whole;
     runCoalesced(*operations, whole);
@@ -711,6 +714,7 @@ bool Engine::endCoalescing(const Combine& combine) {
       std::exchange(blockQueued_, {}));
   auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
   coalesced_.clear();
+  for (Operation& operation : *operations) operation.callbacks->heldInBlock(false);
   std::vector<std::shared_ptr<OperationCallbacks>> parts;
   // The combine step sees the backend's own callbacks, not the trace's wrappers.
   for (const Operation& operation : *operations) {

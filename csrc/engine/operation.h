@@ -27,6 +27,10 @@ class OperationCallbacks {
   virtual ~OperationCallbacks() = default;
   // The operation begins to run (its Work's start time).
   virtual void started() {}
+  // Under the engine's lock: a coalescing block holds it until the block
+  // ends (true), or the block ended and it is queued (false). A wait for
+  // it meanwhile could never end.
+  virtual void heldInBlock(bool held) {}
   // Executor thread. Around the transfers: what must stay alive while they
   // run (a CUDA tensor's internal stream made current), or null.
   virtual std::shared_ptr<void> enterDevice() { return nullptr; }

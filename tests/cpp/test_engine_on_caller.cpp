@@ -43,12 +43,15 @@ class RecordingCallbacks : public OperationCallbacks {
     }
   }
   std::exception_ptr error() const override { return error_; }
+  void heldInBlock(bool held) override { held_ = held; }
+  bool held() const { return held_; }
   // "" on success, else the error's text.
   std::string outcome() { return done_.get_future().get(); }
 
  private:
   std::promise<std::string> done_;
   std::exception_ptr error_;
+  std::atomic<bool> held_{false};
 };
 
 std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
@@ -184,6 +187,8 @@ TEST(EngineOnCaller, InACoalescingBlockWaitedForCallsRunAsOutsideItUntilAnAsynch
                       Runner::Caller);
   EXPECT_EQ(waited->outcome(), "");  // not held: it ran before the block's end
   auto held = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 3u); });
+  EXPECT_TRUE(held->held());  // its Work's wait() refuses meanwhile (work_ring.h)
+  EXPECT_FALSE(waited->held());
   EXPECT_EQ(engine->runOnCaller("direct", std::chrono::seconds(1), {}, OpFields{},
                                 [](const OpContext&) { ADD_FAILURE() << "ran past the held"; }),
             0u);
@@ -191,6 +196,7 @@ TEST(EngineOnCaller, InACoalescingBlockWaitedForCallsRunAsOutsideItUntilAnAsynch
                      true, Runner::Caller),
                InvalidArgument);
   EXPECT_FALSE(engine->coalescing());
+  EXPECT_FALSE(held->held());
   EXPECT_EQ(held->outcome(), "");
   EXPECT_EQ(engine->sequenceNumber(), 3u);  // the refused one took no number
   auto whole = std::make_shared<RecordingCallbacks>();

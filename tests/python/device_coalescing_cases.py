@@ -108,6 +108,28 @@ def device_blocks(rank, world_size, init_method, calls=150):
     return {"failures": failures, "paths": paths}
 
 
+def _in_block_catching(before, failing):
+    """A device block (async_ops=True) that runs `before`, then `failing`,
+    whose error it catches inside the block, as a user who recovers must: an
+    exception that leaves torch's manager leaves torch's own op list for the
+    group set (for every backend), and every later collective is only
+    recorded. Waits for the block; returns {"error", "raised_s"}."""
+    import torch
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    report = {"error": None}
+    start = time.monotonic()
+    with _coalescing_manager(device=torch.device("cpu"), async_ops=True) as manager:
+        before()
+        try:
+            failing()
+        except Exception as e:
+            report["error"] = (type(e).__name__, str(e))
+    report["raised_s"] = time.monotonic() - start
+    manager.wait()
+    return report
+
+
 def wait_behind_held(rank, world_size, init_method):
     """A device block whose code issues an asynchronous broadcast and then a
     blocking one: the blocking one raises on every rank (its wait could end
@@ -121,20 +143,10 @@ def wait_behind_held(rank, world_size, init_method):
     dist.all_reduce(torch.ones(4))
     first = torch.full((64,), float(rank))
     second = torch.full((64,), float(rank))
-    report = {"error": None}
-    start = time.monotonic()
-    # Caught inside the block, as a user who recovers must: an exception
-    # that leaves torch's manager leaves torch's own op list for the group
-    # set (for every backend), and every later collective is only recorded.
-    with _coalescing_manager(device=torch.device("cpu")) as manager:
-        work = dist.broadcast(first, 0, async_op=True)
-        try:
-            dist.broadcast(second, 1)
-        except Exception as e:
-            report["error"] = (type(e).__name__, str(e))
-    report["raised_s"] = time.monotonic() - start
-    manager.wait()
-    work.wait()
+    works = []
+    report = _in_block_catching(lambda: works.append(dist.broadcast(first, 0, async_op=True)),
+                                lambda: dist.broadcast(second, 1))
+    works[0].wait()
     report["first"] = first[:2].tolist()
     report["second"] = second[:2].tolist()  # untouched: the call raised before running
     # The group goes on: a plain collective, and a block of the same calls
@@ -151,5 +163,26 @@ def wait_behind_held(rank, world_size, init_method):
     report["block_after"] = (first[0].item(), second[0].item())
     report["trace_ops"] = [e["op"] for e in
                            json.loads(__import__("torch_ringreduce").trace_json())["entries"]]
+    dist.destroy_process_group()
+    return report
+
+
+def p2p_wait_inside_block(rank, world_size, init_method):
+    """torch's send() and recv() wait at once: inside a device block, which
+    holds them until it ends, the wait raises on both ranks instead of
+    hanging; caught inside the block, the block's end still runs them (the
+    message arrives) and the group goes on."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    dist.all_reduce(torch.ones(4))
+    t = torch.full((16,), float(rank + 7))
+    report = _in_block_catching(lambda: None,
+                                lambda: dist.send(t, 1) if rank == 0 else dist.recv(t, 0))
+    report["received"] = t[:2].tolist()
+    x = torch.ones(4)
+    dist.all_reduce(x)
+    report["after"] = x[0].item()
     dist.destroy_process_group()
     return report

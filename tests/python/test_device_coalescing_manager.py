@@ -60,3 +60,16 @@ def test_a_blocking_call_behind_an_asynchronous_one_in_a_block_raises_not_hangs(
         assert report["block_after"] == (1.0, 0.0), report
         # The refused call never reached the queue: nothing numbered it.
         assert report["trace_ops"].count("broadcast") == 3, report
+
+
+def test_a_send_or_recv_waited_for_inside_a_block_raises_and_still_runs_at_its_end():
+    reports = run_world(2, device_coalescing_cases.p2p_wait_inside_block, env=LOOPBACK_ENV,
+                        timeout=120)
+    for rank, report in enumerate(reports):
+        kind, message = report["error"]
+        assert kind == "ValueError", report
+        op = "SEND" if rank == 0 else "RECV"
+        assert f"wait() on {op} #1 on rank {rank} inside the coalescing block" in message, message
+        assert report["raised_s"] < 10, report  # at once, not at a timeout
+        assert report["after"] == 2.0, report
+    assert reports[1]["received"] == [7.0, 7.0], reports  # rank 0's, sent at the block's end
