@@ -26,6 +26,8 @@ by op, every library on the same tensors in interleaved short blocks:
   coalesced_reduce_scatter         four reduce_scatter_tensor in it        Reduce_scatter_block of the four
   device_coalesced_all_reduce      coalesced_all_reduce, the manager given device="cpu"  (the same)
   device_coalesced_all_gather      coalesced_all_gather, likewise (DeepSpeed's form)     (the same)
+  send_recv                        isend to the next rank, irecv from the previous, both waited   Sendrecv
+  batch_isend_irecv                the same two in batch_isend_irecv                 Sendrecv
   functional_all_reduce            funcol.all_reduce + funcol.wait_tensor          Iallreduce + Wait
   functional_all_gather_tensor     funcol.all_gather_tensor + wait_tensor          Iallgather + Wait
   functional_reduce_scatter_tensor funcol.reduce_scatter_tensor + wait_tensor      Ireduce_scatter_block + Wait
@@ -158,6 +160,37 @@ def broadcast(r, n):
     if r.comm:
         case.calls["mpi"] = bind(r.comm.Bcast, t.numpy(), 0)
     return case
+
+
+def point_to_point(batched):
+    """Each rank sends its n elements to the next rank and receives the
+    previous rank's (a pipeline's stage boundary): isend and irecv, then a
+    wait for each, or the two in one batch_isend_irecv; Open MPI's Sendrecv."""
+    def build(r, n):
+        inp, out = r.empty(n), r.empty(n)
+        nxt, prev = (r.rank + 1) % r.world, (r.rank - 1) % r.world
+        case = Case(r, [inp], [out], lambda name: out, r.source_of(prev, n)[0])
+
+        def call_on(group):
+            if batched:
+                ops = [r.dist.P2POp(r.dist.isend, inp, nxt, group),
+                       r.dist.P2POp(r.dist.irecv, out, prev, group)]
+
+                def call():
+                    for work in r.dist.batch_isend_irecv(ops):
+                        work.wait()
+            else:
+                def call():
+                    sent = r.dist.isend(inp, nxt, group)
+                    got = r.dist.irecv(out, prev, group)
+                    sent.wait()
+                    got.wait()
+            return call
+        case.add_torch(r, call_on)
+        if r.comm:
+            case.calls["mpi"] = bind(r.comm.Sendrecv, inp.numpy(), nxt, 0, out.numpy(), prev, 0)
+        return case
+    return build
 
 
 def barrier(r, n):
@@ -414,6 +447,8 @@ OPS = {
     "coalesced_reduce_scatter": coalesced_reduce_scatter,
     "device_coalesced_all_reduce": lambda r, n: coalesced_all_reduce(r, n, MANAGER_DEVICE),
     "device_coalesced_all_gather": lambda r, n: coalesced_all_gather(r, n, MANAGER_DEVICE),
+    "send_recv": point_to_point(batched=False),
+    "batch_isend_irecv": point_to_point(batched=True),
     "functional_all_reduce": functional(eager_functional("all_reduce"), "all_reduce", "sum"),
     "functional_all_gather_tensor": functional(eager_functional("all_gather_tensor"),
                                                "all_gather", 0),

@@ -475,6 +475,9 @@ void Engine::submit(Operation operation) {
   }
   if (coalescing_) blockQueued_.push_back(operation.callbacks);
   const Runner runner = operation.runner;
+  // A host send or receive only starts on its task (startPointToPoint); a
+  // CUDA one's staging may wait for its stream.
+  const bool posts = operation.post && runner != Runner::Worker;
   executor_->submit(
       [this, operation = std::move(operation)] {
         if (operation.post) {
@@ -483,7 +486,7 @@ void Engine::submit(Operation operation) {
           runCollective(operation);
         }
       },
-      runner);
+      runner, posts);
 }
 
 std::exception_ptr Engine::unusableError(const OpContext& op) const {

@@ -81,11 +81,11 @@ Executor::~Executor() {
   ::close(timerFd_);
 }
 
-void Executor::submit(Task task, Runner runner) {
+void Executor::submit(Task task, Runner runner, bool posts) {
   callerCore_.noteCaller();
   std::lock_guard<std::mutex> lock(mutex_);
   outstanding_.fetch_add(1, std::memory_order_relaxed);
-  queue_.push_back({std::move(task), Clock::now(), runner});
+  queue_.push_back({std::move(task), Clock::now(), runner, posts});
   // A sleeping worker starts it when it is due unless a caller that waits
   // for it runs it first; an awake worker sees the queue anyway.
   if (sleeping_ && runner != Runner::Caller) wakeAt(queue_.back().dueAt(grace_));
@@ -114,6 +114,14 @@ void Executor::disarmWake() {
 Executor::Task Executor::popTask() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (queue_.empty()) return nullptr;
+  Task task = std::move(queue_.front().task);
+  queue_.pop_front();
+  return task;
+}
+
+Executor::Task Executor::popPost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty() || !queue_.front().posts) return nullptr;
   Task task = std::move(queue_.front().task);
   queue_.pop_front();
   return task;
@@ -186,6 +194,12 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
     // message of every later task its callers run.
     workerDrove_ = false;
   }
+  // Sends and receives queued next (isend then irecv, then a wait for
+  // each): started here, they cost the caller a post each, not the worker a
+  // wake-up and the next wait a hand-off.
+  if (done()) {
+    while (Task task = popPost()) runTask(task);
+  }
   // A receive completes through its poller: keep progressing for as long as
   // the caller's waits spin.
   SpinBudget& spin = transport_.spinBudget();
@@ -206,8 +220,12 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
   transport_.setWaiter(Transport::Waiter::Worker);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!queue_.empty() || !pollers_.empty()) {
+    if (!queue_.empty()) {
       if (sleeping_) wakeAt(Clock::now());  // the worker takes over the rest
+    } else if (!pollers_.empty()) {
+      // Messages in flight: a caller that waits for one soon drives them
+      // itself; if none has within the grace period, the worker does.
+      if (sleeping_) wakeAt(Clock::now() + grace_);
     } else if (sleeping_ && !stopping_) {
       disarmWake();  // the grace wake-up for what this thread ran
     }

@@ -6,7 +6,10 @@
 //   the queued tasks on its own thread. A synchronous collective then costs
 //   no hand-off to another thread and no wake-up back: on a machine whose
 //   idle cores halt, each of those costs 50-200 us, most of a small
-//   collective's time.
+//   collective's time. On its way out it also starts the sends and
+//   receives queued next (isend, irecv, then a wait for each), and leaves
+//   the messages still in flight to the worker only after the grace period
+//   (the next wait usually comes first and drives them itself).
 // - The group's worker thread runs what no caller runs: asynchronous work
 //   (DDP's buckets) and a task nobody claimed within a short grace period.
 //   While it has recently run tasks it also keeps the transport progressing
@@ -52,7 +55,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // `runner`: who is expected to run it (above).
-  void submit(Task task, Runner runner = Runner::CallerOrWorker);
+  // `posts`: the task only starts a send or receive (it never waits), so a
+  // caller that drives may run it on its way out (driveUntil).
+  void submit(Task task, Runner runner = Runner::CallerOrWorker, bool posts = false);
 
   // Any thread: tasks are queued or one is running. Lock-free (the direct
   // path asks on every collective): a task counts from submit() until it
@@ -85,6 +90,7 @@ class Executor {
     Task task;
     Clock::time_point queuedAt;
     Runner runner;
+    bool posts = false;
     // When the worker starts it if no caller has.
     Clock::time_point dueAt(std::chrono::microseconds grace) const {
       return runner == Runner::Worker ? queuedAt : queuedAt + grace;
@@ -98,6 +104,8 @@ class Executor {
   // task when its grace ends (it may have been queued without an alarm).
   void armForQueued();
   Task popTask();
+  // The first task if it only posts a send or receive, else none.
+  Task popPost();
   void runTask(Task& task);
   void runPollers(bool abandon = false);
   bool driveUntil(const std::function<bool()>& done);

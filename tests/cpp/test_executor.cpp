@@ -117,6 +117,63 @@ TEST(Executor, WaitingCallerRunsTheQueuedTasksOnItsOwnThread) {
       withGrace(std::chrono::seconds(60)));
 }
 
+// isend, irecv, then a wait for each: the first wait's drive also starts the
+// receive queued behind its send (a post never waits), so the worker is not
+// woken for it; a task that is not a post stays for its own caller.
+TEST(Executor, ACallersDriveStartsTheSendsAndReceivesQueuedBehindItsTask) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<int> ran{0};
+        std::thread::id postedOn;
+        std::atomic<bool> collectiveRan{false};
+        executor.submit([&] { ++ran; }, Runner::CallerOrWorker, /*posts=*/true);
+        executor.submit(
+            [&] {
+              postedOn = std::this_thread::get_id();
+              ++ran;
+            },
+            Runner::CallerOrWorker, /*posts=*/true);
+        executor.submit([&] { collectiveRan = true; });
+        EXPECT_TRUE(executor.helpUntil([&] { return ran.load() >= 1; }));
+        EXPECT_EQ(ran.load(), 2);
+        EXPECT_EQ(postedOn, std::this_thread::get_id());
+        EXPECT_FALSE(collectiveRan.load());  // the grace is a minute: nobody took it
+        EXPECT_TRUE(executor.helpUntil([&] { return collectiveRan.load(); }));
+      },
+      withGrace(std::chrono::seconds(60)));
+}
+
+// A receive still in flight when its caller's drive ends (irecv, then no
+// wait yet): the worker takes its poller over once the grace has passed.
+TEST(Executor, APollerACallerLeftIsDrivenByTheWorkerAfterTheGrace) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<bool> release{false};
+        std::promise<std::thread::id> doneOn;
+        std::atomic<bool> added{false};
+        executor.submit(
+            [&] {
+              executor.addPoller([&](bool) {
+                if (!release.load()) return false;
+                doneOn.set_value(std::this_thread::get_id());
+                return true;
+              });
+              added = true;
+            },
+            Runner::CallerOrWorker, /*posts=*/true);
+        EXPECT_TRUE(executor.helpUntil([&] { return added.load(); }));
+        release = true;  // the message arrives after the caller went on
+        auto result = doneOn.get_future();
+        ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+      },
+      withGrace(std::chrono::milliseconds(2)));
+}
+
 // Asynchronous work nobody waits for still runs: on the worker, once the
 // grace period has passed.
 TEST(Executor, UnclaimedTaskRunsOnTheWorkerAfterTheGrace) {
