@@ -24,6 +24,7 @@ by op, every library on the same tensors in interleaved short blocks:
   coalesced_all_reduce             four all_reduce in _coalescing_manager  Allreduce of the four
   coalesced_all_gather             four all_gather_into_tensor in it       Allgather of the four
   coalesced_reduce_scatter         four reduce_scatter_tensor in it        Reduce_scatter_block of the four
+  all_gather_coalesced             all_gather_coalesced of the four (deprecated)   Allgather of the four
   device_coalesced_all_reduce      coalesced_all_reduce, the manager given device="cpu"  (the same)
   device_coalesced_all_gather      coalesced_all_gather, likewise (DeepSpeed's form)     (the same)
   send_recv                        isend to the next rank, irecv from the previous, both waited   Sendrecv
@@ -344,6 +345,29 @@ def coalesced_all_gather(r, n, device=None):
     return case
 
 
+def all_gather_coalesced(r, n):
+    """torch's deprecated all_gather_coalesced of the quarters of this rank's
+    n elements: outs[q][i] receives quarter i of rank q, each a row of one
+    tensor laid rank by rank, which is then Open MPI's one Allgather's
+    result."""
+    pieces = 4
+    n = -(-n // pieces) * pieces
+    m, world = n // pieces, r.world
+    inp, out = r.empty(n), r.empty(n * world)
+    views = list(inp.view(pieces, m).unbind(0))
+    lists = [list(rows.unbind(0)) for rows in out.view(world, pieces, m).unbind(0)]
+    case = Case(r, [inp], [out], lambda name: out, r.gathered(n))
+
+    def call_on(group):
+        def call():
+            r.dist.all_gather_coalesced(lists, views, group=group)
+        return call
+    case.add_torch(r, call_on)
+    if r.comm:
+        case.calls["mpi"] = bind(r.comm.Allgather, inp.numpy(), out.numpy())
+    return case
+
+
 def coalesced_reduce_scatter(r, n):
     """Four reduce_scatter_tensor calls in torch's coalescing manager (one
     reduce_scatter_tensor_coalesced) whose outputs, side by side, are this
@@ -445,6 +469,7 @@ OPS = {
     "coalesced_all_reduce": coalesced_all_reduce,
     "coalesced_all_gather": coalesced_all_gather,
     "coalesced_reduce_scatter": coalesced_reduce_scatter,
+    "all_gather_coalesced": all_gather_coalesced,
     "device_coalesced_all_reduce": lambda r, n: coalesced_all_reduce(r, n, MANAGER_DEVICE),
     "device_coalesced_all_gather": lambda r, n: coalesced_all_gather(r, n, MANAGER_DEVICE),
     "send_recv": point_to_point(batched=False),

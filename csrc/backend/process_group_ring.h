@@ -401,6 +401,8 @@ class ProcessGroupRing : public c10d::Backend {
   // with the Work to return (none: the caller has its result); nothing when
   // runsOnCaller says no or the engine has the op queue.
   using HostChannelResult = std::optional<c10::intrusive_ptr<c10d::Work>>;
+  // A host form's body, given the comm it runs over (runOnHostChannel).
+  using HostChannelBody = FunctionRef<void(const Comm&, const OpContext&)>;
   HostChannelResult allgatherOnHostChannel(const at::Tensor& output, const at::Tensor& input,
                                            const CallOptions& call);
   HostChannelResult allgatherListOnHostChannel(const std::vector<at::Tensor>& outputs,
@@ -447,6 +449,19 @@ class ProcessGroupRing : public c10d::Backend {
   HostChannelResult allgatherCoalescedOnHostChannel(const std::vector<at::Tensor>& outputs,
                                                     const std::vector<at::Tensor>& inputs,
                                                     size_t bytes, const CallOptions& call);
+  // torch's all_gather_coalesced, the same way: lists[i][r] receives input
+  // i of rank r; `outputs` are those tensors in the order the queued form
+  // fingerprints them (rank by rank).
+  HostChannelResult allgatherListsOnHostChannel(const std::vector<std::vector<at::Tensor>>& lists,
+                                                const std::vector<at::Tensor>& outputs,
+                                                const std::vector<at::Tensor>& inputs,
+                                                size_t bytes, const CallOptions& call);
+  // What those two share: a gather of the tensors as one message, fingerprinted
+  // as the queued form does (its outputs together), traced as its first input.
+  HostChannelResult gatherMessageOnHostChannel(c10d::OpType type, const char* name,
+                                               const std::vector<at::Tensor>& outputs,
+                                               const at::Tensor& firstInput, size_t bytes,
+                                               const CallOptions& call, HostChannelBody body);
   HostChannelResult reduceScatterCoalescedOnHostChannel(const std::vector<at::Tensor>& outputs,
                                                         const std::vector<at::Tensor>& inputs,
                                                         const Reduction& red, size_t bytes,
@@ -455,6 +470,9 @@ class ProcessGroupRing : public c10d::Backend {
   // reduce-scatter's tensors share one dtype; its inputs stay as they were.
   void allgatherParts(const Comm& c, const OpContext& ctx, const std::vector<at::Tensor>& inputs,
                       const std::vector<at::Tensor>& outputs);
+  void allgatherListParts(const Comm& c, const OpContext& ctx,
+                          const std::vector<at::Tensor>& inputs,
+                          const std::vector<std::vector<at::Tensor>>& lists);
   void reduceScatterParts(const Comm& c, const OpContext& ctx,
                           const std::vector<at::Tensor>& inputs,
                           const std::vector<at::Tensor>& outputs, const Reduction& red);
@@ -486,7 +504,6 @@ class ProcessGroupRing : public c10d::Backend {
   // runs on: the caller's spin budget, no transport to drive) through
   // Engine::runOnCaller, numbered, fingerprinted, traced and timed; raises as
   // a queued op's Work would. Nothing when the engine has the op queue.
-  using HostChannelBody = FunctionRef<void(const Comm&, const OpContext&)>;
   HostChannelResult runOnHostChannel(c10d::OpType type, const char* name, const CallOptions& call,
                                      const CollectiveFingerprint& fingerprint,
                                      const OpFields& fields, const at::Tensor& output,

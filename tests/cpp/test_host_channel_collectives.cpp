@@ -303,6 +303,47 @@ TEST(HostChannelCollectives, AllgatherOfPartsPutsEveryRanksPartInItsOutput) {
   }
 }
 
+// torch's all_gather_coalesced: the same message, each rank's part i landing
+// in a buffer of its own (one output list per rank), some in place.
+TEST(HostChannelCollectives, AllgatherOfListPartsPutsEveryRanksPartInItsOwnBuffer) {
+  for (int n : {2, 3}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      for (uint64_t seq = 1; seq <= 2; ++seq) {
+        const bool inPlace = seq == 2;  // every other part in place
+        // outputs[i][q]: rank q's part i.
+        std::vector<std::vector<std::vector<uint8_t>>> outputs(kPartBytes.size());
+        std::vector<std::vector<uint8_t>> inputs;
+        std::vector<AllgatherListPart> parts;
+        for (size_t i = 0; i < kPartBytes.size(); ++i) {
+          inputs.push_back(bytesOf(r, kPartBytes[i], seq * 100 + i));
+          AllgatherListPart part{inputs[i].data(), {}, kPartBytes[i]};
+          for (int q = 0; q < n; ++q) {
+            outputs[i].emplace_back(kPartBytes[i] + 1, 0xEE);  // one byte past: untouched
+            part.outputs.push_back(outputs[i].back().data());
+          }
+          if (inPlace && i % 2 == 0) {
+            std::copy(inputs[i].begin(), inputs[i].end(), outputs[i][r].begin());
+            part.input = outputs[i][r].data();
+          }
+          parts.push_back(part);
+        }
+        hostChannelAllgatherListParts(ranks.comm(r), ranks.enter(r, "allgather", seq, 4), parts);
+        for (size_t i = 0; i < kPartBytes.size(); ++i) {
+          for (int q = 0; q < n; ++q) {
+            const std::vector<uint8_t> expected = bytesOf(q, kPartBytes[i], seq * 100 + i);
+            ASSERT_EQ(0, std::memcmp(outputs[i][q].data(), expected.data(), kPartBytes[i]))
+                << "world " << n << ", part " << i << " of " << kPartBytes[i] << " bytes, rank "
+                << q << "'s" << (inPlace ? ", in place" : "");
+            ASSERT_EQ(0xEE, outputs[i][q].back()) << "written past part " << i << " of rank " << q;
+          }
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
 // The same for a reduce-scatter of several tensors of one dtype: each rank's
 // chunk of each part, summed in rank order bit for bit as one tensor's
 // would be; uneven chunks (counts not a multiple of n) and parts whose

@@ -21,7 +21,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "gather_coalesced": "all_gather_into_tensor_coalesced",
             "scatter_coalesced": "reduce_scatter_tensor_coalesced",
             "alltoall_uneven": "all_to_all_single",
-            "device_coalesced": "allreduce_coalesced"}
+            "device_coalesced": "allreduce_coalesced",
+            "list_gather_coalesced": "all_gather_coalesced"}
 
 
 def _collective_as(form, tensor):
@@ -33,7 +34,9 @@ def _collective_as(form, tensor):
     their reduction), the tensors one message; or ("alltoall_uneven") an
     all_to_all_single with split sizes, each rank sending rank r + 1 more;
     or ("device_coalesced") the coalesced all_reduce in the manager given a
-    device, bracketed by the backend's startCoalescing and endCoalescing."""
+    device, bracketed by the backend's startCoalescing and endCoalescing; or
+    ("list_gather_coalesced") torch's deprecated all_gather_coalesced of the
+    quarters, one output list per rank, one message on the channel."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "alltoall_uneven":
@@ -46,6 +49,13 @@ def _collective_as(form, tensor):
 
     world = dist.get_world_size()
     parts = tensor.chunk(4)
+    if form == "list_gather_coalesced":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return dist.all_gather_coalesced([[torch.empty_like(p) for p in parts]
+                                              for _ in range(world)], list(parts))
     if form == "device_coalesced":
         with _coalescing_manager(device=tensor.device):
             for part in parts:

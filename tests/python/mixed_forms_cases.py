@@ -178,6 +178,22 @@ def _coalesced_reduce_scatter(s, a, group):
     return _coalesced(s, a, group, issue)
 
 
+def _all_gather_coalesced(s, a, group):
+    """The deprecated list-of-lists form: outs[r][i] receives input i of rank
+    r; rank 1's second part lands in a strided column (not contiguous)."""
+    import warnings
+
+    sizes = (s.n, s.n // 2 + 1)
+    ins = [s.input(s.rank + part * s.world, k) for part, k in enumerate(sizes)]
+    outs = [[torch.empty(k, dtype=s.dtype) for k in sizes] for _ in range(s.world)]
+    outs[1 % s.world][1] = torch.empty((sizes[1], 2), dtype=s.dtype)[:, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        work = dist.all_gather_coalesced(outs, ins, async_op=a)
+    return work, [(outs[r][part], s.input(r + part * s.world, k))
+                  for r in range(s.world) for part, k in enumerate(sizes)]
+
+
 def _functional(s, a, call, expected):
     result = call(funcol)
     if not a:
@@ -218,6 +234,7 @@ OPS = {
     "coalesced_all_reduce": _coalesced_all_reduce,
     "coalesced_all_gather": _coalesced_all_gather,
     "coalesced_reduce_scatter": _coalesced_reduce_scatter,
+    "all_gather_coalesced": _all_gather_coalesced,
     "functional_all_reduce": _functional_all_reduce,
     "functional_all_gather": _functional_all_gather,
     "barrier": _barrier,

@@ -13,7 +13,9 @@ import abort_cases
     ("host channel", "all_reduce"), ("ucx", "all_reduce"),
     # The coalescing manager given a device: its one call on the caller's
     # thread inside the backend's coalescing block, and queued there.
-    ("host channel", "device_coalesced"), ("ucx", "device_coalesced")])
+    ("host channel", "device_coalesced"), ("ucx", "device_coalesced"),
+    # torch's deprecated all_gather_coalesced, on the caller's thread and queued.
+    ("host channel", "list_gather_coalesced"), ("ucx", "list_gather_coalesced")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

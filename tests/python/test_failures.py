@@ -17,6 +17,8 @@ from multiproc import TRANSPORTS, run_world
     ("shm", 256 << 10, True, "scatter_coalesced"),
     # The manager given a device (DeepSpeed's all_gather_coalesced), its call on the caller's thread.
     ("shm", 256 << 10, True, "device_coalesced"),
+    # torch's deprecated all_gather_coalesced, one message on the channel.
+    ("shm", 256 << 10, True, "list_gather_coalesced"),
     # Split sizes, on the caller's thread.
     ("shm", 256 << 10, True, "alltoall_uneven")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,

@@ -101,4 +101,14 @@ void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
       });
 }
 
+void hostChannelAllgatherListParts(const Comm& comm, const OpContext& op,
+                                   const std::vector<AllgatherListPart>& parts) {
+  const size_t rank = static_cast<size_t>(comm.channel->rank());
+  gatherParts(
+      comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
+      [&](size_t i) { return parts[i].bytes; },
+      [&](int r, size_t i) { return parts[i].outputs[static_cast<size_t>(r)]; },
+      [&](size_t i) { return parts[i].input == parts[i].outputs[rank]; });
+}
+
 }  // namespace ringreduce

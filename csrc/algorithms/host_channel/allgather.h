@@ -48,4 +48,19 @@ struct AllgatherPart {
 void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
                                const std::vector<AllgatherPart>& parts);
 
+// One tensor of torch's all_gather_coalesced, which gathers into one output
+// list per rank: this rank's `bytes` at `input`; rank r's land at
+// outputs[r].
+struct AllgatherListPart {
+  const void* input;
+  std::vector<void*> outputs;
+  size_t bytes;
+};
+
+// The same message as hostChannelAllgatherParts (the turns alike), each
+// rank's part landing in its own buffer. An input may be its own place
+// (outputs[rank]) and must overlap no other place.
+void hostChannelAllgatherListParts(const Comm& comm, const OpContext& op,
+                                   const std::vector<AllgatherListPart>& parts);
+
 }  // namespace ringreduce

@@ -117,6 +117,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     checkListLike(lists[i], static_cast<size_t>(size_), inputs[i], site, "output");
   }
   const std::vector<at::Tensor> ins = inputs;
+  size_t bytes = 0;
+  for (const at::Tensor& t : ins) bytes += t.nbytes();
+  // As all_gather_into_tensor_coalesced: where the channel carries the
+  // block, one collective with the tensors as one message, on the caller's
+  // thread where a collective of that size would run there, else queued
+  // with the same body.
+  if (channelCarries(bytes)) {
+    if (!staged) {
+      if (auto done =
+              allgatherListsOnHostChannel(lists, outputs, ins, bytes, callOptions(opts))) {
+        return *done;
+      }
+    }
+    return enqueue(
+        staged, c10d::OpType::ALLGATHER_COALESCED, site.op, callOptions(opts), outputs,
+        std::to_string(ins.size()) + " tensors as one message",
+        [this, lists, ins](const OpContext& ctx) { allgatherListParts(comm(), ctx, ins, lists); },
+        CheckedArgs{}, 1, false);
+  }
   return enqueue(
       staged, c10d::OpType::ALLGATHER_COALESCED, site.op, callOptions(opts), outputs,
       std::to_string(ins.size()) + " tensors",
@@ -227,6 +246,45 @@ void ProcessGroupRing::allgatherParts(const Comm& c, const OpContext& ctx,
   hostChannelAllgatherParts(c, ctx, parts);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (staged[i].defined()) outputs[i].copy_(staged[i].view(outputs[i].sizes()));
+  }
+}
+
+void ProcessGroupRing::allgatherListParts(const Comm& c, const OpContext& ctx,
+                                          const std::vector<at::Tensor>& inputs,
+                                          const std::vector<std::vector<at::Tensor>>& lists) {
+  // As allgatherParts, with lists[i][r] (rank r's input i) a tensor of its own.
+  std::vector<std::vector<at::Tensor>> staged(lists.size());
+  std::vector<at::Tensor> written;
+  std::vector<AllgatherListPart> parts(inputs.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    staged[i].resize(lists[i].size());
+    for (size_t r = 0; r < lists[i].size(); ++r) {
+      const at::Tensor& out = lists[i][r];
+      if (plainContiguous(out)) {
+        parts[i].outputs.push_back(out.data_ptr());
+        written.push_back(out);
+      } else {
+        staged[i][r] = at::empty({out.numel()}, out.options());
+        parts[i].outputs.push_back(staged[i][r].data_ptr());
+      }
+    }
+  }
+  const MemorySpans writtenSpans(written);
+  std::vector<at::Tensor> ins(inputs.size());  // kept alive until the algorithm ends
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ins[i] = contiguousInput(inputs[i]);
+    if (ins[i].data_ptr() != parts[i].outputs[static_cast<size_t>(rank_)] &&
+        writtenSpans.overlaps(ins[i])) {
+      ins[i] = ins[i].clone(at::MemoryFormat::Contiguous);
+    }
+    parts[i].input = ins[i].data_ptr();
+    parts[i].bytes = ins[i].nbytes();
+  }
+  hostChannelAllgatherListParts(c, ctx, parts);
+  for (size_t i = 0; i < lists.size(); ++i) {
+    for (size_t r = 0; r < lists[i].size(); ++r) {
+      if (staged[i][r].defined()) lists[i][r].copy_(staged[i][r].view(lists[i][r].sizes()));
+    }
   }
 }
 

@@ -197,17 +197,28 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::scatterOnHostChannel(
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherCoalescedOnHostChannel(
     const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, size_t bytes,
     const CallOptions& call) {
+  return gatherMessageOnHostChannel(
+      c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs, inputs[0], bytes, call,
+      [&](const Comm& c, const OpContext& ctx) { allgatherParts(c, ctx, inputs, outputs); });
+}
+
+ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListsOnHostChannel(
+    const std::vector<std::vector<at::Tensor>>& lists, const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs, size_t bytes, const CallOptions& call) {
+  return gatherMessageOnHostChannel(
+      c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", outputs, inputs[0], bytes, call,
+      [&](const Comm& c, const OpContext& ctx) { allgatherListParts(c, ctx, inputs, lists); });
+}
+
+ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherMessageOnHostChannel(
+    c10d::OpType type, const char* name, const std::vector<at::Tensor>& outputs,
+    const at::Tensor& firstInput, size_t bytes, const CallOptions& call, HostChannelBody body) {
   if (!runsOnCaller(call, bytes, true)) return std::nullopt;
   // As the queued form fingerprints it (enqueue: the outputs together).
-  const CollectiveFingerprint fingerprint =
-      fingerprintOf(c10d::OpType::COALESCED, outputs, CheckedArgs{});
-  OpFields fields = fieldsOf(inputs[0]);
+  const CollectiveFingerprint fingerprint = fingerprintOf(type, outputs, CheckedArgs{});
+  OpFields fields = fieldsOf(firstInput);
   fields.count = static_cast<uint64_t>(fingerprint.numel);
-  return runOnHostChannel(c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", call,
-                          fingerprint, fields, outputs[0],
-                          [&](const Comm& c, const OpContext& ctx) {
-                            allgatherParts(c, ctx, inputs, outputs);
-                          });
+  return runOnHostChannel(type, name, call, fingerprint, fields, outputs[0], body);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterCoalescedOnHostChannel(
