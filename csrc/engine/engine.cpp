@@ -674,9 +674,7 @@ void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
   blockIssuedAsync_ = false;
   blockQueued_.clear();
   blockEndedEarly_ = true;
-  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
-  coalesced_.clear();
-  for (Operation& operation : *operations) operation.callbacks->heldInBlock(false);
+  std::shared_ptr<std::vector<Operation>> operations = takeHeld();
   executor_->submit([this, operations] {
     UnclaimedBlock whole;
     runCoalesced(*operations, whole);
@@ -689,9 +687,13 @@ void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
       std::to_string(operations->size()) + " operation(s) it held run now)");
 }
 
-bool Engine::coalescing() const {
-  std::lock_guard<std::mutex> lock(submitMutex_);
-  return coalescing_;
+bool Engine::coalescing() const { return coalescing_.load(std::memory_order_acquire); }
+
+std::shared_ptr<std::vector<Operation>> Engine::takeHeld() {
+  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
+  coalesced_.clear();
+  for (Operation& operation : *operations) operation.callbacks->heldInBlock(false);
+  return operations;
 }
 
 bool Engine::endCoalescing(const Combine& combine) {
@@ -715,9 +717,7 @@ bool Engine::endCoalescing(const Combine& combine) {
   }
   auto queued = std::make_shared<std::vector<std::shared_ptr<OperationCallbacks>>>(
       std::exchange(blockQueued_, {}));
-  auto operations = std::make_shared<std::vector<Operation>>(std::move(coalesced_));
-  coalesced_.clear();
-  for (Operation& operation : *operations) operation.callbacks->heldInBlock(false);
+  std::shared_ptr<std::vector<Operation>> operations = takeHeld();
   std::vector<std::shared_ptr<OperationCallbacks>> parts;
   // The combine step sees the backend's own callbacks, not the trace's wrappers.
   for (const Operation& operation : *operations) {

@@ -289,8 +289,13 @@ class Engine {
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
   bool accepting_ = true;    // false once shutdown() began
-  bool coalescing_ = false;
+  // Written under submitMutex_; atomic so that coalescing() reads it without
+  // the lock (the device-flags path asks on every call).
+  std::atomic<bool> coalescing_{false};
   std::vector<Operation> coalesced_;
+  // With submitMutex_ held: what the block holds, taken out of it, no longer
+  // flagged as held (its end, or a refusal that ends it early).
+  std::shared_ptr<std::vector<Operation>> takeHeld();
   // The open block has had an operation its caller does not wait for
   // (startCoalescing): a waited-for one after it raises.
   bool blockIssuedAsync_ = false;
