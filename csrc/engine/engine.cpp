@@ -389,6 +389,16 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
   operation.timeout = timeout;
   operation.post = std::move(post);
   operation.runner = runner;
+  // A host send or receive that nothing queued precedes starts here: a
+  // post never waits, and queued it would arm the worker's grace alarm (a
+  // hypervisor trip on a VM) and cost the next wait a trip through the
+  // queue. Claimed under this lock (what is submitted next queues behind
+  // it), run after it (a completion may issue more).
+  if (runner == Runner::CallerOrWorker && !coalescing_ && executor_->claimIdle()) {
+    lock.unlock();
+    executor_->runClaimed([this, &operation] { startPointToPoint(operation); });
+    return seq;
+  }
   submit(std::move(operation));
   return seq;
 }

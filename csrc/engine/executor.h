@@ -8,8 +8,10 @@
 //   idle cores halt, each of those costs 50-200 us, most of a small
 //   collective's time. On its way out it also starts the sends and
 //   receives queued next (isend, irecv, then a wait for each), and leaves
-//   the messages still in flight to the worker only after the grace period
-//   (the next wait usually comes first and drives them itself).
+//   the messages still in flight to the worker only after kInFlightGrace
+//   (the next wait usually comes first and drives them itself). A send or
+//   receive with nothing queued ahead of it is posted by its caller at
+//   once (claimIdle, runClaimed): never queued, it arms no alarm.
 // - The group's worker thread runs what no caller runs: asynchronous work
 //   (DDP's buckets) and a task nobody claimed within a short grace period.
 //   While it has recently run tasks it also keeps the transport progressing
@@ -65,6 +67,18 @@ class Executor {
   // does not. After false, what the tasks did is visible to the caller.
   bool busy() const { return outstanding_.load(std::memory_order_acquire) != 0; }
 
+  // A send's or receive's post that nothing queued precedes, run on the
+  // issuing caller's thread instead of queued: claimIdle() (under the
+  // engine's submit lock, which orders it with what is submitted next)
+  // makes this thread the driver, the task counted as outstanding; false
+  // where a task is queued or another thread drives. Then runClaimed() runs
+  // it, once that lock is released (completions may issue new work), and
+  // leaves whatever it left in flight to the next wait, or to the worker
+  // after the in-flight grace (handBackToWorker). Every true claimIdle()
+  // must be followed by runClaimed() on the same thread.
+  bool claimIdle();
+  void runClaimed(Task task);
+
   // Caller's thread, about to block until `done()`: if no thread drives the
   // transport now, runs queued tasks here until `done()` or the queue is
   // empty; otherwise polls `done()` for a moment. Returns `done()`. Never
@@ -109,6 +123,10 @@ class Executor {
   void runTask(Task& task);
   void runPollers(bool abandon = false);
   bool driveUntil(const std::function<bool()>& done);
+  // The end of a caller's drive: the worker takes over what is queued at
+  // once and the messages still in flight after kInFlightGrace; else its
+  // grace wake-up is disarmed.
+  void handBackToWorker();
   void sleep(bool watchTransport, int timeoutMs);
   // The worker's hot spin after a task, one worker per process at a time.
   bool claimSpin();

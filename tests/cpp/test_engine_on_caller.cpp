@@ -21,8 +21,10 @@
 #include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
 #include "engine/engine.h"
+#include "engine/executor.h"
 #include "engine_ranks.h"
 #include "transport/loopback/loopback_transport.h"
+#include "transport/tag.h"
 
 using namespace ringreduce;
 using ringreduce::testing::becomesIdle;
@@ -33,8 +35,12 @@ namespace {
 
 class RecordingCallbacks : public OperationCallbacks {
  public:
-  void succeeded(int) override { done_.set_value(""); }
+  void succeeded(int) override {
+    finished_ = true;
+    done_.set_value("");
+  }
   void failed(std::exception_ptr error) override {
+    finished_ = true;
     error_ = error;
     try {
       std::rethrow_exception(error);
@@ -45,6 +51,7 @@ class RecordingCallbacks : public OperationCallbacks {
   std::exception_ptr error() const override { return error_; }
   void heldInBlock(bool held) override { held_ = held; }
   bool held() const { return held_; }
+  bool finished() const { return finished_; }
   // "" on success, else the error's text.
   std::string outcome() { return done_.get_future().get(); }
 
@@ -52,6 +59,7 @@ class RecordingCallbacks : public OperationCallbacks {
   std::promise<std::string> done_;
   std::exception_ptr error_;
   std::atomic<bool> held_{false};
+  std::atomic<bool> finished_{false};
 };
 
 std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric, int rank,
@@ -278,3 +286,45 @@ TEST(EngineOnCaller, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
 }
 
 }  // namespace
+
+// A host send or receive that nothing queued precedes starts on the thread
+// that issues it (a post never waits): no queue, no worker alarm. With a
+// grace of a minute the worker would not have started it. The receive,
+// still in flight if its message had not come, completes through the
+// caller's next drive, as a wait's.
+TEST(EngineOnCaller, ASendOrReceiveWithNothingQueuedStartsOnTheIssuingThread) {
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  eachRank(2, [&](int rank) {
+    Config config;
+    config.callerGraceMicroseconds = 60 * 1000 * 1000;
+    auto owned = std::make_unique<LoopbackTransport>(fabric, rank, config);
+    Transport* transport = owned.get();
+    Engine engine(std::move(owned), config, "test", false,
+                  [](const CollectiveFingerprint&) { return std::string("op"); });
+    ASSERT_TRUE(becomesIdle(engine));
+    const int peer = 1 - rank;
+    std::vector<float> sent(4, 1.5f), received(4, 0.0f);
+    std::thread::id postedOn;
+    auto callbacks = std::make_shared<RecordingCallbacks>();
+    engine.submitPointToPoint(
+        rank == 0 ? "send" : "recv", std::chrono::seconds(20), Runner::CallerOrWorker, "",
+        [&](const OpContext& op) {
+          postedOn = std::this_thread::get_id();
+          PostedMessage message;
+          message.request =
+              rank == 0 ? transport->isend(peer, makeP2PTag(rank, 7), sent.data(), 16, op)
+                        : transport->irecv(peer, makeP2PTag(peer, 7), received.data(), 16, op);
+          return message;
+        },
+        [&](uint64_t) { return callbacks; });
+    EXPECT_EQ(postedOn, std::this_thread::get_id()) << "rank " << rank;
+    std::shared_ptr<Executor> executor = engine.executor().lock();
+    ASSERT_NE(executor, nullptr);
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (!executor->helpUntil([&] { return callbacks->finished(); }) && Clock::now() < until) {
+    }
+    ASSERT_TRUE(callbacks->finished()) << "rank " << rank;
+    EXPECT_EQ(callbacks->outcome(), "");
+    if (rank == 1) EXPECT_EQ(received, sent);
+  });
+}

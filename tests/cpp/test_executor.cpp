@@ -145,8 +145,58 @@ TEST(Executor, ACallersDriveStartsTheSendsAndReceivesQueuedBehindItsTask) {
       withGrace(std::chrono::seconds(60)));
 }
 
+// A post claimed by its issuing thread (Engine::submitPointToPoint, nothing
+// queued): it runs there, counted as running until it has; behind a queued
+// task there is no claim, so issue order holds; a poller it leaves goes to
+// the worker once its in-flight grace has passed.
+TEST(Executor, AClaimedPostRunsOnItsCallersThreadOnlyWithNothingQueued) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        // The worker drives while awake, and sleeps soon after it starts.
+        const auto limit = Clock::now() + std::chrono::seconds(10);
+        bool claimed = false;
+        while (!(claimed = executor.claimIdle()) && Clock::now() < limit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_TRUE(claimed);
+        EXPECT_TRUE(executor.busy());
+        std::thread::id ranOn;
+        std::atomic<bool> release{false};
+        std::promise<std::thread::id> polledOn;
+        executor.runClaimed([&] {
+          ranOn = std::this_thread::get_id();
+          executor.addPoller([&](bool) {
+            if (!release.load()) return false;
+            polledOn.set_value(std::this_thread::get_id());
+            return true;
+          });
+        });
+        EXPECT_EQ(ranOn, std::this_thread::get_id());
+        EXPECT_FALSE(executor.busy());
+        release = true;  // its message comes after the caller went on
+        auto result = polledOn.get_future();
+        ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+
+        // A task queued for its caller: a post issued behind it is not claimed.
+        std::atomic<bool> first{false};
+        executor.submit([&] { first = true; }, Runner::Caller);
+        EXPECT_FALSE(executor.claimIdle());
+        // The worker may be driving its poller just then: helpUntil only
+        // polls a moment before it would block.
+        const auto until = Clock::now() + std::chrono::seconds(10);
+        while (!executor.helpUntil([&] { return first.load(); }) && Clock::now() < until) {
+        }
+        EXPECT_TRUE(first.load());
+      },
+      withGrace(std::chrono::milliseconds(50)));
+}
+
 // A receive still in flight when its caller's drive ends (irecv, then no
-// wait yet): the worker takes its poller over once the grace has passed.
+// wait yet): the worker takes its poller over once its in-flight grace
+// (kInFlightGrace, at least the caller grace) has passed.
 TEST(Executor, APollerACallerLeftIsDrivenByTheWorkerAfterTheGrace) {
   runRanks(
       1,
