@@ -49,15 +49,22 @@ def _train(backend, rank, world, init_method, steps, dtype=torch.float64, divide
     return params
 
 
+def gloo_store(init_method):
+    """A file of its own for gloo's world after ringreduce's: gloo re-initialised
+    on a file another default group used hung in its connect now and then
+    (1 in 10-20 runs after a pipelining run: tests/python/test_pipelining.py)."""
+    return init_method + "-gloo"
+
+
 def fsdp_both(rank, world, init_method):
-    # Two groups in sequence on the same FileStore: destroy + re-init.
+    # Two groups in sequence: destroy + init again.
     ring = _train("ringreduce", rank, world, init_method, steps=6)
-    gloo = _train("gloo", rank, world, init_method, steps=6)
+    gloo = _train("gloo", rank, world, gloo_store(init_method), steps=6)
     return {"ring": ring, "gloo": gloo}
 
 
 def fsdp_divided_both(rank, world, init_method):
     kwargs = dict(steps=6, dtype=torch.float32, divide_by=2.0 * world)
     ring = _train("ringreduce", rank, world, init_method, **kwargs)
-    gloo = _train("gloo", rank, world, init_method, **kwargs)
+    gloo = _train("gloo", rank, world, gloo_store(init_method), **kwargs)
     return {"ring": ring, "gloo": gloo}

@@ -4,7 +4,7 @@ whose collectives are torch's functional collectives)."""
 import torch
 import torch.distributed as dist
 
-from fsdp_cases import small_model, train_steps
+from fsdp_cases import gloo_store, small_model, train_steps
 
 
 def _hsdp(backend, rank, world, init_method, steps=5, dtype=torch.float64):
@@ -39,10 +39,11 @@ def _tensor_parallel(backend, rank, world, init_method, steps=5, dtype=torch.flo
 
 
 def hsdp_both(rank, world, init_method):
+    # gloo's world on a file of its own (fsdp_cases.gloo_store).
     return {"ring": _hsdp("ringreduce", rank, world, init_method),
-            "gloo": _hsdp("gloo", rank, world, init_method)}
+            "gloo": _hsdp("gloo", rank, world, gloo_store(init_method))}
 
 
 def tensor_parallel_both(rank, world, init_method):
     return {"ring": _tensor_parallel("ringreduce", rank, world, init_method),
-            "gloo": _tensor_parallel("gloo", rank, world, init_method)}
+            "gloo": _tensor_parallel("gloo", rank, world, gloo_store(init_method))}
