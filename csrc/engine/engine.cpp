@@ -629,6 +629,12 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
       return true;
     }
     if (!transport_->test(message.request, op)) {
+      // An abort (ProcessGroup.abort, SHRINK_ABORT) ends a message in
+      // flight as it ends a collective's wait (Transport::waitUntilDeadline).
+      if (transport_->aborted()) {
+        throw TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
+                             ": " + transport_->abortReason());
+      }
       transport_->checkPeersAlive(message.request.peer, op);
       if (Clock::now() >= op.deadline) {  // before a departure: the timeout came first
         const std::string reason = transport_->describeTimeout(message.request, op);
@@ -727,6 +733,10 @@ bool Engine::endCoalescing(const Combine& combine) {
   }
   auto queued = std::make_shared<std::vector<std::shared_ptr<OperationCallbacks>>>(
       std::exchange(blockQueued_, {}));
+  const bool onlyHostMessages =
+      std::all_of(coalesced_.begin(), coalesced_.end(), [](const Operation& operation) {
+        return operation.post && operation.runner == Runner::CallerOrWorker;
+      });
   std::shared_ptr<std::vector<Operation>> operations = takeHeld();
   std::vector<std::shared_ptr<OperationCallbacks>> parts;
   // The combine step sees the backend's own callbacks, not the trace's wrappers.
@@ -736,10 +746,64 @@ bool Engine::endCoalescing(const Combine& combine) {
   }
   std::shared_ptr<OperationCallbacks> combined = combine(parts);
   RR_LOG(Info, rank_, groupName_ << " coalesced " << operations->size() << " operation(s)");
+  // batch_isend_irecv's block, with nothing queued ahead: posted here, as a
+  // lone send is (submitPointToPoint), not handed to the worker, whose
+  // wake-up alarm alone costs more than the posts on a VM.
+  if (onlyHostMessages && !endedEarly && queued->empty() && executor_->claimIdle()) {
+    lock.unlock();
+    executor_->runClaimed(
+        [this, operations, combined] { startHeldMessages(operations, combined); });
+    return false;
+  }
   executor_->submit([this, operations, combined, queued] {
     runCoalesced(*operations, *combined, *queued);
   });
   return false;
+}
+
+void Engine::postInto(Operation& operation, PostedBatch& batch) {
+  const OpContext op = operation.context();
+  try {
+    if (!failure_.empty()) std::rethrow_exception(unusableError(op));
+    batch.posted.push_back({&operation, op, post(operation, op)});
+  } catch (...) {
+    transport_->abandonOutstanding(op);
+    operation.callbacks->failed(std::current_exception());
+    if (!batch.firstError) batch.firstError = operation.callbacks->error();
+  }
+}
+
+bool Engine::pollBatch(PostedBatch& batch, bool abandon) {
+  while (batch.finished < batch.posted.size()) {
+    PostedBatch::Posted& posted = batch.posted[batch.finished];
+    OperationCallbacks& callbacks = *posted.operation->callbacks;
+    if (!pollMessage(callbacks, posted.op, posted.message, abandon)) return false;
+    if (!batch.firstError) batch.firstError = callbacks.error();
+    ++batch.finished;
+  }
+  return true;
+}
+
+namespace {
+void complete(OperationCallbacks& combined, std::exception_ptr error) {
+  if (error) {
+    combined.failed(error);
+  } else {
+    combined.succeeded(-1);
+  }
+}
+}  // namespace
+
+void Engine::startHeldMessages(std::shared_ptr<std::vector<Operation>> operations,
+                               std::shared_ptr<OperationCallbacks> combined) {
+  auto batch = std::make_shared<PostedBatch>();
+  for (Operation& operation : *operations) postInto(operation, *batch);
+  Executor::Poller poll = [this, operations, batch, combined](bool abandon) {
+    if (!pollBatch(*batch, abandon)) return false;
+    complete(*combined, batch->firstError);
+    return true;
+  };
+  if (!poll(false)) executor_->addPoller(std::move(poll));
 }
 
 // Collectives run in order; sends and receives are all posted first and then
@@ -747,53 +811,36 @@ bool Engine::endCoalescing(const Combine& combine) {
 // order of its parts.
 void Engine::runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined,
                           const std::vector<std::shared_ptr<OperationCallbacks>>& alreadyQueued) {
-  std::exception_ptr firstError;
+  PostedBatch batch;
   for (const auto& callbacks : alreadyQueued) {
-    if (!firstError) firstError = callbacks->error();
+    if (!batch.firstError) batch.firstError = callbacks->error();
   }
-  std::vector<std::pair<Operation*, PostedMessage>> posted;
   for (Operation& operation : operations) {
-    if (!operation.post) {
-      runCollective(operation);
-      if (!firstError) firstError = operation.callbacks->error();
+    if (operation.post) {
+      postInto(operation, batch);
       continue;
     }
-    const OpContext op = operation.context();
-    try {
-      if (!failure_.empty()) std::rethrow_exception(unusableError(op));
-      posted.emplace_back(&operation, post(operation, op));
-    } catch (...) {
-      transport_->abandonOutstanding(op);
-      operation.callbacks->failed(std::current_exception());
-      if (!firstError) firstError = operation.callbacks->error();
-    }
+    runCollective(operation);
+    if (!batch.firstError) batch.firstError = operation.callbacks->error();
   }
   // Waited for as the executor waits for a lone receive (driveUntil): spin
   // while the spin pays, then sleep on the transport's events. (Sleeping at
   // the first empty pass cost a wake-up, 30-100 us here, per batch.)
   SpinBudget& spin = transport_->spinBudget();
-  for (auto& [operation, message] : posted) {
-    const OpContext op = operation->context();
-    spin.startWait();
-    bool spinning = true;
-    while (!pollMessage(*operation->callbacks, op, message, false)) {
-      const auto passStart = spin.now();
-      if (transport_->progress() > 0) {
-        if (spinning) spin.moved(passStart);
-        continue;
-      }
-      if (spinning && spin.keepSpinning(passStart)) continue;
-      spinning = false;
-      transport_->sleepUntilEvent(-1, 1);
+  spin.startWait();
+  bool spinning = true;
+  while (!pollBatch(batch, false)) {
+    const auto passStart = spin.now();
+    if (transport_->progress() > 0) {
+      if (spinning) spin.moved(passStart);
+      continue;
     }
-    if (spinning) spin.finishWait();
-    if (!firstError) firstError = operation->callbacks->error();
+    if (spinning && spin.keepSpinning(passStart)) continue;
+    spinning = false;
+    transport_->sleepUntilEvent(-1, 1);
   }
-  if (firstError) {
-    combined.failed(firstError);
-  } else {
-    combined.succeeded(-1);
-  }
+  if (spinning) spin.finishWait();
+  complete(combined, batch.firstError);
 }
 
 }  // namespace ringreduce

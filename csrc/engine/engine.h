@@ -239,6 +239,26 @@ class Engine {
   // by now (queue order); the whole fails with the first of their errors.
   void runCoalesced(std::vector<Operation>& operations, OperationCallbacks& combined,
                     const std::vector<std::shared_ptr<OperationCallbacks>>& alreadyQueued = {});
+  // A block's sends and receives, posted (a post never waits) and then
+  // completed in the order they were issued; the first error is the whole's.
+  struct PostedBatch {
+    struct Posted {
+      Operation* operation;
+      OpContext op;  // its deadline counts from the post
+      PostedMessage message;
+    };
+    std::vector<Posted> posted;
+    size_t finished = 0;
+    std::exception_ptr firstError;
+  };
+  void postInto(Operation& operation, PostedBatch& batch);
+  // True once every message of the batch is complete either way.
+  bool pollBatch(PostedBatch& batch, bool abandon);
+  // A block of host sends and receives only, on the thread that claimed the
+  // executor at the block's end: posted here, completed by the next wait's
+  // drive or the worker's (a poller), as a lone send is.
+  void startHeldMessages(std::shared_ptr<std::vector<Operation>> operations,
+                         std::shared_ptr<OperationCallbacks> combined);
   PostedMessage post(const Operation& operation, const OpContext& op);
   bool pollMessage(OperationCallbacks& callbacks, const OpContext& op, PostedMessage& message,
                    bool abandon);

@@ -180,11 +180,21 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
       pollSpin.moved(passStart);  // it ran the rest itself: work, not a gap
       break;
     }
-    if (!pollSpin.keepSpinning(passStart)) return done();
+    if (!pollSpin.keepSpinning(passStart)) {
+      if (done()) return true;
+      wakeForBlockedCaller();
+      return done();
+    }
     if (yields_) yieldCore();
   }
   pollSpin.finishWait();
   return true;
+}
+
+void Executor::wakeForBlockedCaller() {
+  if (!leftInFlight_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sleeping_) wakeAt(Clock::now());
 }
 
 bool Executor::driveUntil(const std::function<bool()>& done) {
@@ -235,6 +245,7 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
 
 void Executor::handBackToWorker() {
   transport_.setWaiter(Transport::Waiter::Worker);
+  leftInFlight_.store(!pollers_.empty(), std::memory_order_release);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!queue_.empty()) {
     if (sleeping_) wakeAt(Clock::now());  // the worker takes over the rest
@@ -377,6 +388,7 @@ void Executor::run() {
       if (stopping_) wakeAt(Clock::now());
       sleeping_ = true;
     }
+    leftInFlight_.store(!pollers_.empty(), std::memory_order_release);
     driver_ = std::thread::id();
     drive.unlock();  // a caller may drive while this thread sleeps
     sleep(watchTransport, timeoutMs);

@@ -9,7 +9,8 @@
 //   collective's time. On its way out it also starts the sends and
 //   receives queued next (isend, irecv, then a wait for each), and leaves
 //   the messages still in flight to the worker only after kInFlightGrace
-//   (the next wait usually comes first and drives them itself). A send or
+//   (the next wait usually comes first and drives them itself), or at once
+//   when a wait stops polling and blocks (wakeForBlockedCaller). A send or
 //   receive with nothing queued ahead of it is posted by its caller at
 //   once (claimIdle, runClaimed): never queued, it arms no alarm.
 // - The group's worker thread runs what no caller runs: asynchronous work
@@ -127,6 +128,11 @@ class Executor {
   // once and the messages still in flight after kInFlightGrace; else its
   // grace wake-up is disarmed.
   void handBackToWorker();
+  // A caller stops polling and blocks on its result: messages left in
+  // flight are the worker's to drive now, not after kInFlightGrace (the
+  // transport's events do not wake it for every protocol step: a
+  // rendezvous's acknowledgement over shared memory waited 5 ms).
+  void wakeForBlockedCaller();
   void sleep(bool watchTransport, int timeoutMs);
   // The worker's hot spin after a task, one worker per process at a time.
   bool claimSpin();
@@ -154,6 +160,9 @@ class Executor {
   std::atomic<std::thread::id> driver_{};  // the thread holding driveMutex_, if any
   bool stopped_ = false;                   // guarded by driveMutex_: no one may drive
   std::vector<Poller> pollers_;            // guarded by driveMutex_
+  // Whether the last driver left pollers (written with driveMutex_ held,
+  // read by a caller about to block without it).
+  std::atomic<bool> leftInFlight_{false};
   Clock::time_point lastActivity_{};       // guarded by driveMutex_: last task run
   bool workerDrove_ = false;               // guarded by driveMutex_: the worker ran the latest task
   bool holdsSpin_ = false;                 // worker thread only

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -285,6 +286,41 @@ TEST(EngineOnCaller, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
   });
 }
 
+// An engine over the loopback transport, idle, and that transport, for
+// tests that post messages themselves; null if it never became idle.
+// `minuteGrace`: a worker that would not start a queued post on its own.
+std::unique_ptr<Engine> idleEngineWithTransport(const std::shared_ptr<LoopbackFabric>& fabric,
+                                                int rank, bool minuteGrace,
+                                                Transport*& transport) {
+  Config config;
+  if (minuteGrace) config.callerGraceMicroseconds = 60 * 1000 * 1000;
+  auto owned = std::make_unique<LoopbackTransport>(fabric, rank, config);
+  transport = owned.get();
+  auto engine = std::make_unique<Engine>(
+      std::move(owned), config, "test", false,
+      [](const CollectiveFingerprint&) { return std::string("op"); });
+  return becomesIdle(*engine) ? std::move(engine) : nullptr;
+}
+
+// `body` on each of two ranks, with its idle engine and transport.
+void eachIdleRank(bool minuteGrace, const std::function<void(int, Engine&, Transport&)>& body) {
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  eachRank(2, [&](int rank) {
+    Transport* transport = nullptr;
+    std::unique_ptr<Engine> engine = idleEngineWithTransport(fabric, rank, minuteGrace, transport);
+    ASSERT_NE(engine, nullptr);
+    body(rank, *engine, *transport);
+  });
+}
+
+bool helpUntilFinished(Engine& engine, RecordingCallbacks& callbacks) {
+  std::shared_ptr<Executor> executor = engine.executor().lock();
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!executor->helpUntil([&] { return callbacks.finished(); }) && Clock::now() < until) {
+  }
+  return callbacks.finished();
+}
+
 }  // namespace
 
 // A host send or receive that nothing queued precedes starts on the thread
@@ -293,15 +329,7 @@ TEST(EngineOnCaller, TheClosingExchangeMeetsEveryRankAfterTheExecutorsStopped) {
 // still in flight if its message had not come, completes through the
 // caller's next drive, as a wait's.
 TEST(EngineOnCaller, ASendOrReceiveWithNothingQueuedStartsOnTheIssuingThread) {
-  auto fabric = std::make_shared<LoopbackFabric>(2);
-  eachRank(2, [&](int rank) {
-    Config config;
-    config.callerGraceMicroseconds = 60 * 1000 * 1000;
-    auto owned = std::make_unique<LoopbackTransport>(fabric, rank, config);
-    Transport* transport = owned.get();
-    Engine engine(std::move(owned), config, "test", false,
-                  [](const CollectiveFingerprint&) { return std::string("op"); });
-    ASSERT_TRUE(becomesIdle(engine));
+  eachIdleRank(true, [&](int rank, Engine& engine, Transport& transport) {
     const int peer = 1 - rank;
     std::vector<float> sent(4, 1.5f), received(4, 0.0f);
     std::thread::id postedOn;
@@ -312,19 +340,120 @@ TEST(EngineOnCaller, ASendOrReceiveWithNothingQueuedStartsOnTheIssuingThread) {
           postedOn = std::this_thread::get_id();
           PostedMessage message;
           message.request =
-              rank == 0 ? transport->isend(peer, makeP2PTag(rank, 7), sent.data(), 16, op)
-                        : transport->irecv(peer, makeP2PTag(peer, 7), received.data(), 16, op);
+              rank == 0 ? transport.isend(peer, makeP2PTag(rank, 7), sent.data(), 16, op)
+                        : transport.irecv(peer, makeP2PTag(peer, 7), received.data(), 16, op);
           return message;
         },
         [&](uint64_t) { return callbacks; });
     EXPECT_EQ(postedOn, std::this_thread::get_id()) << "rank " << rank;
-    std::shared_ptr<Executor> executor = engine.executor().lock();
-    ASSERT_NE(executor, nullptr);
-    const auto until = Clock::now() + std::chrono::seconds(10);
-    while (!executor->helpUntil([&] { return callbacks->finished(); }) && Clock::now() < until) {
-    }
-    ASSERT_TRUE(callbacks->finished()) << "rank " << rank;
+    ASSERT_TRUE(helpUntilFinished(engine, *callbacks)) << "rank " << rank;
     EXPECT_EQ(callbacks->outcome(), "");
     if (rank == 1) EXPECT_EQ(received, sent);
   });
+}
+
+namespace {
+
+// A block of one send to the peer and one receive from it, as
+// batch_isend_irecv issues them: held until endCoalescing, whose combined
+// callbacks it returns (null where the block completed at once). `posts`
+// counts the posts made on the calling thread.
+std::shared_ptr<RecordingCallbacks> exchangeInBlock(Engine& engine, Transport& transport,
+                                                    int rank, std::chrono::milliseconds timeout,
+                                                    std::vector<float>& sent,
+                                                    std::vector<float>& received, int& posts,
+                                                    bool peerSends = true) {
+  const int peer = 1 - rank;
+  const auto caller = std::this_thread::get_id();
+  engine.startCoalescing();
+  for (const bool isSend : {true, false}) {
+    if (isSend && !peerSends && rank == 1) continue;
+    engine.submitPointToPoint(
+        isSend ? "send" : "recv", timeout, Runner::CallerOrWorker, "",
+        [&, isSend, caller](const OpContext& op) {
+          if (std::this_thread::get_id() == caller) ++posts;
+          PostedMessage message;
+          message.request =
+              isSend ? transport.isend(peer, makeP2PTag(rank, 7), sent.data(), 16, op)
+                     : transport.irecv(peer, makeP2PTag(peer, 7), received.data(), 16, op);
+          return message;
+        },
+        [](uint64_t) { return std::make_shared<RecordingCallbacks>(); });
+  }
+  EXPECT_EQ(posts, 0) << "rank " << rank << ": the block holds its posts until it ends";
+  auto combined = std::make_shared<RecordingCallbacks>();
+  const bool completeNow =
+      engine.endCoalescing([&](const std::vector<std::shared_ptr<OperationCallbacks>>&) {
+        return combined;
+      });
+  return completeNow ? nullptr : combined;
+}
+
+}  // namespace
+
+// batch_isend_irecv's block, nothing queued ahead of it: its end posts the
+// sends and receives on the issuing thread (with a minute's grace the worker
+// would not have), and the block's whole completes once every part has.
+TEST(EngineOnCaller, ABlockOfSendsAndReceivesIsPostedOnTheIssuingThreadAtItsEnd) {
+  eachIdleRank(true, [&](int rank, Engine& engine, Transport& transport) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> sent(4, 1.5f + rank + round), received(4, 0.0f);
+      int posts = 0;
+      std::shared_ptr<RecordingCallbacks> combined = exchangeInBlock(
+          engine, transport, rank, std::chrono::seconds(20), sent, received, posts);
+      ASSERT_NE(combined, nullptr);
+      EXPECT_EQ(posts, 2) << "rank " << rank << " round " << round;
+      ASSERT_TRUE(helpUntilFinished(engine, *combined)) << "rank " << rank;
+      EXPECT_EQ(combined->outcome(), "");
+      EXPECT_EQ(received, std::vector<float>(4, 1.5f + (1 - rank) + round)) << "rank " << rank;
+    }
+  });
+}
+
+// Posted on the caller, a block's receive still ends at its deadline
+// (counted from its post) and with an abort from another thread; the
+// block's whole fails with it.
+TEST(EngineOnCaller, ABlockPostedOnTheCallerEndsAtItsDeadlineAndWithAnAbort) {
+  for (const bool abort : {false, true}) {
+    std::promise<void> rank0Done;
+    std::shared_future<void> done = rank0Done.get_future().share();
+    eachIdleRank(false, [&](int rank, Engine& engine, Transport& transport) {
+      if (rank == 1) {  // alive, never sending
+        done.wait();
+        return;
+      }
+      // Rank 1 leaves once rank 0 is done, however rank 0 leaves.
+      struct Release {
+        std::promise<void>& done;
+        ~Release() { done.set_value(); }
+      } release{rank0Done};
+      std::vector<float> sent(4, 1.0f), received(4, 0.0f);
+      int posts = 0;
+      const auto timeout = abort ? std::chrono::seconds(30) : std::chrono::seconds(1);
+      const auto start = Clock::now();
+      std::shared_ptr<RecordingCallbacks> combined = exchangeInBlock(
+          engine, transport, rank, timeout, sent, received, posts, /*peerSends=*/false);
+      ASSERT_NE(combined, nullptr);
+      EXPECT_EQ(posts, 2);
+      std::thread aborter;
+      if (abort) {
+        aborter = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          engine.abort("aborted by the test");
+        });
+      }
+      ASSERT_TRUE(helpUntilFinished(engine, *combined));
+      const auto took = Clock::now() - start;
+      const std::string outcome = combined->outcome();
+      if (abort) {
+        aborter.join();
+        EXPECT_NE(outcome.find("recv p2p#2 on rank 0: aborted by the test"), std::string::npos)
+            << outcome;
+        EXPECT_LT(took, std::chrono::seconds(10));
+      } else {
+        EXPECT_NE(outcome.find("recv p2p#2 timed out after 1000 ms"), std::string::npos)
+            << outcome;
+      }
+    });
+  }
 }
