@@ -88,11 +88,12 @@ def stopped_or_absent(rank, world, init_method, form, mode, timeout_s):
     return {"outcome": outcome, "elapsed": elapsed}
 
 
-def aborted_from_a_watchdog(rank, world, init_method, form):
+def aborted_from_a_watchdog(rank, world, init_method, form, how):
     """Ranks 0 and 1 wait in a ring step that rank 2 (alive, never calling)
-    does not join; a watchdog thread on each shrinks rank 2 away with
-    SHRINK_ABORT after 0.5 s. The wait must end with the abort, not at the
-    group's 60 s timeout, and the shrunk group must carry the next step."""
+    does not join; after 0.5 s a watchdog thread on each shrinks rank 2 away
+    with SHRINK_ABORT (`how` "shrink") or aborts the group ("abort"). The
+    wait must end with the abort, not at the group's 60 s timeout, and the
+    shrunk group must carry the next step."""
     from torch.distributed import distributed_c10d as c10d
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
@@ -106,7 +107,10 @@ def aborted_from_a_watchdog(rank, world, init_method, form):
 
     def watchdog():
         time.sleep(0.5)  # the main thread waits by then
-        result["group"] = dist.shrink_group([2], shrink_flags=c10d.SHRINK_ABORT)
+        if how == "abort":
+            dist.group.WORLD.abort()
+        else:
+            result["group"] = dist.shrink_group([2], shrink_flags=c10d.SHRINK_ABORT)
 
     thread = threading.Thread(target=watchdog)
     start = time.monotonic()

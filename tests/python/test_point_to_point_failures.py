@@ -48,8 +48,11 @@ def test_a_silent_peer_ends_the_wait_at_the_timeout_naming_it(form, mode):
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_an_abort_from_another_thread_ends_the_wait_and_the_shrunk_group_carries_on(form):
-    results = run_world(3, p2p_failure_cases.aborted_from_a_watchdog, form, timeout=120,
+@pytest.mark.parametrize("how", ["shrink", "abort"])
+def test_an_abort_from_another_thread_ends_the_wait(form, how):
+    """shrink_group(SHRINK_ABORT), after which the shrunk group carries on,
+    or ProcessGroup.abort()."""
+    results = run_world(3, p2p_failure_cases.aborted_from_a_watchdog, form, how, timeout=120,
                         exit_path=True)
     for rank in (0, 1):
         r = results[rank]
@@ -57,8 +60,11 @@ def test_an_abort_from_another_thread_ends_the_wait_and_the_shrunk_group_carries
         kind, message = r["error"]
         assert kind == "DistBackendError", r
         assert "recv p2p#" in message and f"on rank {rank}" in message, message
-        assert "aborted" in message and "SHRINK_ABORT" in message, message
         # The group's timeout is 60 s: the abort ended the wait.
         assert r["blocked_s"] < 30, r
+        if how == "abort":
+            assert "was abandoned: process group '0' was shut down" in message, message
+            continue
+        assert "aborted" in message and "SHRINK_ABORT" in message, message
         other = 1 - rank
         assert r["after"] == (float(other + 1), float(other + 1)), r
