@@ -61,6 +61,22 @@ class MemorySpans {
   std::vector<std::pair<const char*, const char*>> spans_;  // begin, furthest end so far
 };
 
+// The list's tensors' memory, each read or written where it is: false when
+// one of them is not its values in order or shares memory with `apart`
+// (read while they are written, or the other way round), which then go
+// through a flat copy. `pointers` gets one per tensor.
+template <typename Pointer>
+bool pointersInPlace(const std::vector<at::Tensor>& list, const at::Tensor& apart,
+                     std::vector<Pointer>& pointers) {
+  pointers.clear();
+  pointers.reserve(list.size());
+  for (const at::Tensor& t : list) {
+    if (!plainContiguous(t) || (apart.defined() && sharesMemory(t, apart))) return false;
+    pointers.push_back(t.data_ptr());
+  }
+  return true;
+}
+
 // Runs `fn` on a pointer to the tensor's data laid out contiguously; copies
 // back when a temporary was needed (non-contiguous, or conj/neg views).
 template <typename Fn>

@@ -586,6 +586,56 @@ TEST(HostChannelCollectives, GatherAndScatterMoveEqualBlocksToAndFromAnyRoot) {
   }
 }
 
+// torch's lists: each block its own allocation, in no order in memory.
+TEST(HostChannelCollectives, GatherScatterAndAlltoallTakeBlocksApart) {
+  for (int n : {2, 3}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (size_t block : {size_t{5}, kBufferBytes + 7}) {  // the second: pieces
+        const int root = n - 1;
+        const std::vector<uint8_t> mine = bytesOf(r, block, ++seq);
+        std::vector<std::vector<uint8_t>> apart(n, std::vector<uint8_t>(block, 0));
+        std::vector<void*> outputs;
+        for (int q = 0; r == root && q < n; ++q) outputs.push_back(apart[q].data());
+        hostChannelGatherBlocks(ranks.comm(r), ranks.enter(r, "gather", seq, 8), mine.data(),
+                                outputs, block, root);
+        for (int q = 0; r == root && q < n; ++q) {
+          ASSERT_EQ(apart[q], bytesOf(q, block, seq)) << "gather, world " << n << ", rank " << q;
+        }
+        ++seq;
+        std::vector<std::vector<uint8_t>> sent;
+        std::vector<const void*> inputs;
+        for (int q = 0; q < n; ++q) sent.push_back(bytesOf(100 + q, block, seq));
+        for (int q = 0; r == root && q < n; ++q) inputs.push_back(sent[q].data());
+        std::vector<uint8_t> got(block, 0);
+        hostChannelScatterBlocks(ranks.comm(r), ranks.enter(r, "scatter", seq, 9), inputs,
+                                 got.data(), block, root);
+        ASSERT_EQ(got, sent[r]) << "scatter, world " << n;
+        ++seq;  // rank r sends rank j (r + j + 1) * block / 2 bytes
+        const auto bytesTo = [&](int from, int to) { return (from + to + 1) * block / 2; };
+        AllToAllBlocks blocks;
+        std::vector<std::vector<uint8_t>> sends, recvs;
+        for (int j = 0; j < n; ++j) sends.push_back(bytesOf(r * n + j, bytesTo(r, j), seq));
+        for (int q = 0; q < n; ++q) recvs.emplace_back(bytesTo(q, r), 0);
+        for (int j = 0; j < n; ++j) {
+          blocks.send.push_back(sends[j].data());
+          blocks.sendBytes.push_back(sends[j].size());
+          blocks.recv.push_back(recvs[j].data());
+          blocks.recvBytes.push_back(recvs[j].size());
+        }
+        ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(
+            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7), blocks, /*mayDecline=*/false));
+        for (int q = 0; q < n; ++q) {
+          ASSERT_EQ(recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
+              << "all-to-all, world " << n << ", from rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
 TEST(HostChannelCollectives, ReduceLeavesTheRankOrderSumAtTheRootAndTheOthersAsTheyWere) {
   for (int n : {2, 3, 4}) {
     const size_t count = 2 * kBufferBytes / sizeof(float) + 3;  // pieces

@@ -27,6 +27,35 @@ def _strided(torch, tensor):
     return view
 
 
+def _check_rooted_lists_apart_or_shared(torch, dist, check, rank, n, root, inputs, whole, what):
+    """gather and scatter whose root's list the channel cannot use where it is
+    (gathers.cpp: gatherBody, scatterBody): a strided tensor in the list, and
+    the root's own tensor inside the list (in place)."""
+    numel, dtype = inputs[rank].numel(), inputs[rank].dtype
+    gathered = [torch.empty(numel, dtype=dtype) for _ in range(n)]
+    gathered[n - 1] = _strided(torch, gathered[n - 1])
+    dist.gather(inputs[rank].clone(), gathered if rank == root else None, dst=root)
+    if rank == root:
+        check(f"gather to {root} (strided output) {what}", torch.cat(gathered), torch.cat(inputs))
+    gathered = [torch.empty(numel, dtype=dtype) for _ in range(n)]
+    gathered[rank] = inputs[rank].clone()
+    dist.gather(gathered[rank], gathered if rank == root else None, dst=root)
+    if rank == root:
+        check(f"gather to {root} (in place) {what}", torch.cat(gathered), torch.cat(inputs))
+    mine = whole[rank * numel:(rank + 1) * numel]
+    blocks = [_strided(torch, b) for b in whole.chunk(n)] if rank == root else None
+    got = torch.empty(numel, dtype=dtype)
+    dist.scatter(got, blocks, src=root)
+    check(f"scatter from {root} (strided inputs) {what}", got, mine)
+    blocks = [b.clone() for b in whole.chunk(n)] if rank == root else None
+    got = blocks[rank] if rank == root else torch.empty(numel, dtype=dtype)
+    dist.scatter(got, blocks, src=root)
+    check(f"scatter from {root} (in place) {what}", got, mine)
+    got = _strided(torch, torch.empty(numel, dtype=dtype))
+    dist.scatter(got, list(whole.chunk(n)) if rank == root else None, src=root)
+    check(f"scatter from {root} (strided output) {what}", got, mine)
+
+
 def _check_list_all_gathers(torch, dist, check, rank, n, inputs, what):
     """all_gather into lists the channel fills in place (gathers.cpp): strided
     outputs, outputs of another shape than the input, the input as this
@@ -176,6 +205,8 @@ def every_op_on_caller(rank, world_size, init_method):
                 dist.scatter(got, blocks, src=root)
                 check(f"scatter from {root} {what}", got,
                       full[root][rank * numel:(rank + 1) * numel])
+                _check_rooted_lists_apart_or_shared(torch, dist, check, rank, n, root, inputs,
+                                                    full[root], what)
 
             got = torch.empty(n * numel, dtype=dtype)
             dist.all_to_all_single(got, full[rank])
@@ -209,6 +240,17 @@ def every_op_on_caller(rank, world_size, init_method):
             outs = [torch.full((rows[src][rank], 3), 99, dtype=dtype) for src in range(n)]
             dist.all_to_all(outs, list(sent[rank].split(rows[rank])))
             check(f"all_to_all (uneven list) {what}", torch.cat(outs), expected)
+            # Lists the channel cannot read and write where they are (gathers.cpp's
+            # alltoallList): a strided output, and an input that is an output (in place).
+            outs = [torch.full((rows[src][rank], 3), 99, dtype=dtype) for src in range(n)]
+            outs[0] = torch.zeros(rows[0][rank], 6, dtype=dtype)[:, ::2]
+            dist.all_to_all(outs, list(sent[rank].split(rows[rank])))
+            check(f"all_to_all (uneven list, strided output) {what}", torch.cat(outs), expected)
+            if all(rows[a][b] == rows[b][a] for a in range(n) for b in range(n)):  # a block's
+                # size to each rank is what that rank sends back: every rank, or none, calls it
+                blocks = [b.clone() for b in sent[rank].split(rows[rank])]
+                dist.all_to_all(blocks, blocks)
+                check(f"all_to_all (uneven list, in place) {what}", torch.cat(blocks), expected)
 
     # A rank that queues (async_op=True) meets ranks that ran it directly:
     # the queued body takes the same channel.

@@ -81,15 +81,25 @@ bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
 
 bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
                                bool mayDecline) {
+  AllToAllBlocks blocks{{}, args.sendLayout.bytes, {}, args.recvLayout.bytes};
+  for (size_t offset : args.sendLayout.offsets) {
+    blocks.send.push_back(static_cast<const char*>(args.send) + offset);
+  }
+  for (size_t offset : args.recvLayout.offsets) {
+    blocks.recv.push_back(static_cast<char*>(args.recv) + offset);
+  }
+  return hostChannelUnevenAlltoallBlocks(comm, op, blocks, mayDecline);
+}
+
+bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
+                                     const AllToAllBlocks& blocks, bool mayDecline) {
   HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
   const size_t rank = static_cast<size_t>(channel.rank());
   const size_t headerBytes = unevenHeaderBytes(n);
   const size_t slotBytes = unevenSlotBytes(channel);
-  const auto* input = static_cast<const char*>(args.send);
-  auto* output = static_cast<char*>(args.recv);
-  const BlockLayout& send = args.sendLayout;
-  const BlockLayout& recv = args.recvLayout;
+  const std::vector<size_t>& sendBytes = blocks.sendBytes;
+  const std::vector<size_t>& recvBytes = blocks.recvBytes;
   const auto pieceOf = [&](size_t bytes, size_t first) {
     return bytes > first ? std::min(slotBytes, bytes - first) : size_t{0};
   };
@@ -100,16 +110,17 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
     const HostChannel::Turn turn = exchangeTurn(comm, op, channel.bufferBytes(), [&](char* mine) {
       if (t == 0) {
         for (size_t j = 0; j < n; ++j) {
-          const uint64_t bytes = send.bytes[j];
+          const uint64_t bytes = sendBytes[j];
           std::memcpy(mine + j * sizeof(uint64_t), &bytes, sizeof(bytes));
         }
         const uint64_t mustFinish = mayDecline ? 0 : 1;
         std::memcpy(mine + n * sizeof(uint64_t), &mustFinish, sizeof(mustFinish));
       }
       for (size_t j = 0; j < n; ++j) {
-        const size_t piece = pieceOf(send.bytes[j], first);
+        const size_t piece = pieceOf(sendBytes[j], first);
         if (piece > 0) {
-          channel.copyIn(mine + headerBytes + j * slotBytes, input + send.offsets[j] + first, piece);
+          channel.copyIn(mine + headerBytes + j * slotBytes,
+                         static_cast<const char*>(blocks.send[j]) + first, piece);
         }
       }
     });
@@ -125,12 +136,12 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
           uint64_t bytes = 0;
           std::memcpy(&bytes, theirs + j * sizeof(uint64_t), sizeof(bytes));
           largest = std::max(largest, static_cast<size_t>(bytes));
-          if (j == rank && bytes != recv.bytes[q]) {
+          if (j == rank && bytes != recvBytes[q]) {
             throw TransportError("ringreduce: " + op.describe() + " on rank " +
                                   std::to_string(rank) + ": rank " + std::to_string(q) +
                                   " sends " + std::to_string(bytes) +
                                   " bytes to this rank, whose output split sizes expect " +
-                                  std::to_string(recv.bytes[q]));
+                                  std::to_string(recvBytes[q]));
           }
         }
       }
@@ -140,9 +151,9 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
       if (turns > kHostChannelMaxPieces && declinable) return false;
     }
     for (size_t q = 0; q < n; ++q) {
-      const size_t piece = pieceOf(recv.bytes[q], first);
+      const size_t piece = pieceOf(recvBytes[q], first);
       if (piece == 0) continue;
-      std::memcpy(output + recv.offsets[q] + first,
+      std::memcpy(static_cast<char*>(blocks.recv[q]) + first,
                   channel.buffer(static_cast<int>(q), turn) + headerBytes +
                       rank * slotBytes,
                   piece);

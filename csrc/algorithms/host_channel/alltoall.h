@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/pairwise_exchange.h"
 
@@ -53,6 +54,19 @@ bool hostChannelUnevenAlltoallApplies(const Comm& comm);
 // overlap.
 bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
                                bool mayDecline = true);
+
+// The same with every block apart (torch's all_to_all of lists, read and
+// written where they are, no flat buffer between): block j, sendBytes[j] at
+// send[j], goes to rank j; rank q's block to this rank lands at recv[q]
+// (recvBytes[q] expected). No block may overlap another.
+struct AllToAllBlocks {
+  std::vector<const void*> send;
+  std::vector<size_t> sendBytes;
+  std::vector<void*> recv;
+  std::vector<size_t> recvBytes;
+};
+bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
+                                     const AllToAllBlocks& blocks, bool mayDecline = true);
 
 // Whether every block this rank sends and receives (its layouts) fits
 // kHostChannelMaxPieces turns: where every rank's do, the uneven all-to-all

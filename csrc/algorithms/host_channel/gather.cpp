@@ -16,46 +16,73 @@ bool hostChannelScatterApplies(const Comm& comm, size_t blockBytes) {
   return hostChannelCollectiveApplies(comm, blockBytes * static_cast<size_t>(comm.size()));
 }
 
+namespace {
+
+// Where block r of a root's flat buffer of n blocks starts; none elsewhere.
+std::vector<size_t> blockOffsets(const HostChannel& channel, int root, size_t blockBytes) {
+  std::vector<size_t> offsets;
+  if (channel.rank() != root) return offsets;
+  for (int r = 0; r < channel.size(); ++r) offsets.push_back(static_cast<size_t>(r) * blockBytes);
+  return offsets;
+}
+
+}  // namespace
+
 void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+  std::vector<void*> outputs;
+  for (size_t at : blockOffsets(*comm.channel, args.root, args.blockBytes)) {
+    outputs.push_back(static_cast<char*>(args.output) + at);
+  }
+  hostChannelGatherBlocks(comm, op, args.input, outputs, args.blockBytes, args.root);
+}
+
+void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+  std::vector<const void*> inputs;
+  for (size_t at : blockOffsets(*comm.channel, args.root, args.blockBytes)) {
+    inputs.push_back(static_cast<const char*>(args.input) + at);
+  }
+  hostChannelScatterBlocks(comm, op, inputs, args.output, args.blockBytes, args.root);
+}
+
+void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                             const std::vector<void*>& outputs, size_t blockBytes, int root) {
   HostChannel& channel = *comm.channel;
-  const bool root = channel.rank() == args.root;
+  const int rank = channel.rank();
   const size_t perTurn = channel.bufferBytes();
-  const auto* input = static_cast<const char*>(args.input);
-  auto* output = static_cast<char*>(args.output);
-  for (size_t first = 0; first < args.blockBytes; first += perTurn) {
-    const size_t piece = std::min(perTurn, args.blockBytes - first);
-    const size_t own = static_cast<size_t>(channel.rank()) * args.blockBytes;
+  const auto* in = static_cast<const char*>(input);
+  const auto out = [&](int r) { return static_cast<char*>(outputs[static_cast<size_t>(r)]); };
+  for (size_t first = 0; first < blockBytes; first += perTurn) {
+    const size_t piece = std::min(perTurn, blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece, [&](char* mine) { channel.copyIn(mine, input + first, piece); },
+        comm, op, piece, [&](char* mine) { channel.copyIn(mine, in + first, piece); },
         [&] {  // the root's own block from its input, while the peers fill their buffers
-          if (root) std::memmove(output + own + first, input + first, piece);
+          if (rank == root) std::memmove(out(rank) + first, in + first, piece);
         });
-    if (!root) continue;
+    if (rank != root) continue;
     for (int r = 0; r < channel.size(); ++r) {
-      if (r == channel.rank()) continue;
-      std::memcpy(output + static_cast<size_t>(r) * args.blockBytes + first,
-                  channel.buffer(r, turn), piece);
+      if (r != rank) std::memcpy(out(r) + first, channel.buffer(r, turn), piece);
     }
   }
 }
 
-void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args) {
+void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
+                              const std::vector<const void*>& inputs, void* output,
+                              size_t blockBytes, int root) {
   HostChannel& channel = *comm.channel;
   const size_t n = static_cast<size_t>(channel.size());
-  const bool root = channel.rank() == args.root;
-  const size_t slotBytes = slotBytesFor(channel.bufferBytes(), n, args.blockBytes, 1);
-  const auto* input = static_cast<const char*>(args.input);
-  auto* output = static_cast<char*>(args.output);
+  const bool atRoot = channel.rank() == root;
+  const size_t slotBytes = slotBytesFor(channel.bufferBytes(), n, blockBytes, 1);
+  auto* out = static_cast<char*>(output);
   const size_t mine = static_cast<size_t>(channel.rank()) * slotBytes;
-  for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
-    const size_t piece = std::min(slotBytes, args.blockBytes - first);
+  for (size_t first = 0; first < blockBytes; first += slotBytes) {
+    const size_t piece = std::min(slotBytes, blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(comm, op, n * slotBytes, [&](char* buffer) {
-      if (!root) return;
+      if (!atRoot) return;
       for (size_t r = 0; r < n; ++r) {
-        channel.copyIn(buffer + r * slotBytes, input + r * args.blockBytes + first, piece);
+        channel.copyIn(buffer + r * slotBytes, static_cast<const char*>(inputs[r]) + first, piece);
       }
     });
-    std::memcpy(output + first, channel.buffer(args.root, turn) + mine, piece);
+    std::memcpy(out + first, channel.buffer(root, turn) + mine, piece);
   }
 }
 

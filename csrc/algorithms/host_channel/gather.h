@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/comm.h"
 #include "core/base/op_context.h"
@@ -30,5 +31,16 @@ struct RootedBlocksArgs {
 };
 void hostChannelGather(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
 void hostChannelScatter(const Comm& comm, const OpContext& op, const RootedBlocksArgs& args);
+
+// The same with the root's blocks apart (torch's gather and scatter lists,
+// read and written where they are, no flat buffer between): gather's rank r
+// lands at the root's outputs[r], scatter's root sends inputs[r] to rank r.
+// Empty elsewhere. A block may overlap no other block nor `input`/`output`
+// (but gather's outputs[root] may be `input` itself).
+void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* input,
+                             const std::vector<void*>& outputs, size_t blockBytes, int root);
+void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
+                              const std::vector<const void*>& inputs, void* output,
+                              size_t blockBytes, int root);
 
 }  // namespace ringreduce
