@@ -117,11 +117,23 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
         std::memcpy(mine + n * sizeof(uint64_t), &mustFinish, sizeof(mustFinish));
       }
       for (size_t j = 0; j < n; ++j) {
-        const size_t piece = pieceOf(sendBytes[j], first);
+        const size_t piece = j == rank ? 0 : pieceOf(sendBytes[j], first);
         if (piece > 0) {
           channel.copyIn(mine + headerBytes + j * slotBytes,
                          static_cast<const char*>(blocks.send[j]) + first, piece);
         }
+      }
+    }, [&] {
+      // This rank's own block, this turn's piece of it, from its input to its
+      // output while the peers fill their buffers: its slot stays unfilled
+      // (where the sizes disagree the first turn's check throws, and a
+      // declined one leaves the output to the form that then moves every
+      // block). A piece a turn, not the whole in the first: the next turn's
+      // flag, which the peers wait for, comes no later for it.
+      const size_t piece = pieceOf(std::min(sendBytes[rank], recvBytes[rank]), first);
+      if (piece > 0) {
+        std::memcpy(static_cast<char*>(blocks.recv[rank]) + first,
+                    static_cast<const char*>(blocks.send[rank]) + first, piece);
       }
     });
     if (t == 0) {
@@ -151,7 +163,7 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
       if (turns > kHostChannelMaxPieces && declinable) return false;
     }
     for (size_t q = 0; q < n; ++q) {
-      const size_t piece = pieceOf(recvBytes[q], first);
+      const size_t piece = q == rank ? 0 : pieceOf(recvBytes[q], first);
       if (piece == 0) continue;
       std::memcpy(static_cast<char*>(blocks.recv[q]) + first,
                   channel.buffer(static_cast<int>(q), turn) + headerBytes +

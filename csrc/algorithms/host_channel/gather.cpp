@@ -53,9 +53,14 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
   const auto out = [&](int r) { return static_cast<char*>(outputs[static_cast<size_t>(r)]); };
   for (size_t first = 0; first < blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, blockBytes - first);
+    // The root's own block goes from its input to its output, while the
+    // peers fill their buffers: its buffer stays unread, unfilled.
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece, [&](char* mine) { channel.copyIn(mine, in + first, piece); },
-        [&] {  // the root's own block from its input, while the peers fill their buffers
+        comm, op, piece,
+        [&](char* mine) {
+          if (rank != root) channel.copyIn(mine, in + first, piece);
+        },
+        [&] {
           if (rank == root) std::memmove(out(rank) + first, in + first, piece);
         });
     if (rank != root) continue;
@@ -76,13 +81,25 @@ void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
   const size_t mine = static_cast<size_t>(channel.rank()) * slotBytes;
   for (size_t first = 0; first < blockBytes; first += slotBytes) {
     const size_t piece = std::min(slotBytes, blockBytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, n * slotBytes, [&](char* buffer) {
-      if (!atRoot) return;
-      for (size_t r = 0; r < n; ++r) {
-        channel.copyIn(buffer + r * slotBytes, static_cast<const char*>(inputs[r]) + first, piece);
-      }
-    });
-    std::memcpy(out + first, channel.buffer(root, turn) + mine, piece);
+    // The root's own block goes from its input to its output, while the
+    // peers wait for theirs: its slot stays unfilled.
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, n * slotBytes,
+        [&](char* buffer) {
+          if (!atRoot) return;
+          for (size_t r = 0; r < n; ++r) {
+            if (static_cast<int>(r) == root) continue;
+            channel.copyIn(buffer + r * slotBytes, static_cast<const char*>(inputs[r]) + first,
+                           piece);
+          }
+        },
+        [&] {
+          if (atRoot) {
+            std::memmove(out + first, static_cast<const char*>(inputs[static_cast<size_t>(root)]) + first,
+                         piece);
+          }
+        });
+    if (!atRoot) std::memcpy(out + first, channel.buffer(root, turn) + mine, piece);
   }
 }
 

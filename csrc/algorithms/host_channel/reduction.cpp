@@ -38,15 +38,27 @@ bool commutesExactly(DataType type, ReduceOp op) {
 
 }  // namespace
 
+namespace {
+
+// Rank 0's own input is the expression's start. Of two ranks, rank 1
+// computes its input (op) buffer_0 where that has the same bits (integer
+// types): one pass instead of a copy and a pass.
+bool swapsTwo(const HostChannel& channel, const ReductionArgs& args) {
+  return channel.size() == 2 && channel.rank() == 1 && commutesExactly(args.type, args.op);
+}
+
+}  // namespace
+
+bool reduceInRankOrderReadsOwnBuffer(const HostChannel& channel, const ReductionArgs& args) {
+  return channel.rank() != 0 && !swapsTwo(channel, args);
+}
+
 void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
                        const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes) {
   const size_t esize = elementSize(args.type);
   const int n = channel.size();
   const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
-  // Rank 0's own input is the expression's start. Of two ranks, rank 1
-  // computes its input (op) buffer_0 where that has the same bits (integer
-  // types): one pass instead of a copy and a pass.
-  const bool swapTwo = n == 2 && channel.rank() == 1 && commutesExactly(args.type, args.op);
+  const bool swapTwo = swapsTwo(channel, args);
   const bool dstHoldsFirst = channel.rank() == 0 || swapTwo;
   for (size_t done = 0; done < bytes;) {
     const size_t slice = std::min(kSliceBytes / esize * esize, bytes - done);

@@ -19,4 +19,10 @@ namespace ringreduce {
 void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
                        const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes);
 
+// Whether reduceInRankOrder on this rank reads this rank's own buffer: not
+// on rank 0 (its own values start the expression in dst) nor on rank 1 of
+// two with an exactly commuting op; a rank that is the only one to reduce
+// (a reduce's root) need not fill its buffer otherwise.
+bool reduceInRankOrderReadsOwnBuffer(const HostChannel& channel, const ReductionArgs& args);
+
 }  // namespace ringreduce
