@@ -22,7 +22,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "scatter_coalesced": "reduce_scatter_tensor_coalesced",
             "alltoall_uneven": "all_to_all_single",
             "device_coalesced": "allreduce_coalesced",
-            "list_gather_coalesced": "all_gather_coalesced"}
+            "list_gather_coalesced": "all_gather_coalesced",
+            "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all"}
 
 
 def _collective_as(form, tensor):
@@ -36,9 +37,21 @@ def _collective_as(form, tensor):
     or ("device_coalesced") the coalesced all_reduce in the manager given a
     device, bracketed by the backend's startCoalescing and endCoalescing; or
     ("list_gather_coalesced") torch's deprecated all_gather_coalesced of the
-    quarters, one output list per rank, one message on the channel."""
+    quarters, one output list per rank, one message on the channel; or
+    ("gather", "scatter", "all_to_all_list") the rooted and list forms, each
+    rank's block an n-th of the tensor, the lists read and written where
+    they are (root: rank 0)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
+    if form in ("gather", "scatter", "all_to_all_list"):
+        world, rank = dist.get_world_size(), dist.get_rank()
+        m = max(1, tensor.numel() // world)
+        blocks = [tensor[:m].clone() for _ in range(world)]
+        if form == "gather":
+            return dist.gather(tensor[:m], blocks if rank == 0 else None, dst=0)
+        if form == "scatter":
+            return dist.scatter(torch.empty(m), blocks if rank == 0 else None, src=0)
+        return dist.all_to_all([torch.empty(m) for _ in range(world)], blocks)
     if form == "alltoall_uneven":
         world, rank = dist.get_world_size(), dist.get_rank()
         unit = tensor.numel() // (2 * world * world)

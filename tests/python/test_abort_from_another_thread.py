@@ -15,7 +15,9 @@ import abort_cases
     # thread inside the backend's coalescing block, and queued there.
     ("host channel", "device_coalesced"), ("ucx", "device_coalesced"),
     # torch's deprecated all_gather_coalesced, on the caller's thread and queued.
-    ("host channel", "list_gather_coalesced"), ("ucx", "list_gather_coalesced")])
+    ("host channel", "list_gather_coalesced"), ("ucx", "list_gather_coalesced"),
+    # all_to_all's lists, read and written where they are on the caller's thread.
+    ("host channel", "all_to_all_list")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

@@ -20,7 +20,10 @@ from multiproc import TRANSPORTS, run_world
     # torch's deprecated all_gather_coalesced, one message on the channel.
     ("shm", 256 << 10, True, "list_gather_coalesced"),
     # Split sizes, on the caller's thread.
-    ("shm", 256 << 10, True, "alltoall_uneven")])
+    ("shm", 256 << 10, True, "alltoall_uneven"),
+    # The rooted and list forms, their lists read and written where they are.
+    ("shm", 64 << 10, True, "gather"), ("shm", 64 << 10, True, "scatter"),
+    ("shm", 64 << 10, True, "all_to_all_list")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1
