@@ -253,8 +253,14 @@ void Executor::handBackToWorker() {
     // Messages in flight: a caller that waits for one soon drives them
     // itself; if none has within kInFlightGrace, the worker does.
     if (sleeping_) wakeAt(Clock::now() + std::max<std::chrono::microseconds>(grace_, kInFlightGrace));
-  } else if (sleeping_ && !stopping_) {
-    disarmWake();  // the grace wake-up for what this thread ran
+  } else if (sleeping_ && !stopping_ && alarm_ - Clock::now() < kInFlightGrace / 2) {
+    // The grace wake-up for what this thread ran, while it is near (a
+    // queued task's grace: a wake-up now would take a core from the next
+    // call). A far one (kInFlightGrace, armed for messages left in flight)
+    // stays armed: at most one idle wake-up per kInFlightGrace instead of
+    // a timerfd_settime at every isend/irecv and wait, 1.8 us a send_recv
+    // on the 2-core VM (5% of it).
+    disarmWake();
   }
 }
 
