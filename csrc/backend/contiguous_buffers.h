@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,10 +111,13 @@ inline void unflattenInto(const at::Tensor& flat, const std::vector<at::Tensor>&
   }
 }
 
+// "16 x Float": built at every send, receive and queued collective, so
+// without a stream (an ostringstream's locale set-up cost more than the rest).
 inline std::string describeTensor(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.numel() << " x " << t.scalar_type();
-  return s.str();
+  std::string s = std::to_string(t.numel());
+  s += " x ";
+  s += c10::toString(t.scalar_type());
+  return s;
 }
 
 }  // namespace ringreduce
