@@ -504,10 +504,15 @@ class ProcessGroupRing : public c10d::Backend {
   // runs on: the caller's spin budget, no transport to drive) through
   // Engine::runOnCaller, numbered, fingerprinted, traced and timed; raises as
   // a queued op's Work would. Nothing when the engine has the op queue.
+  // An asynchronous caller whose peers are not there yet publishes its
+  // first turn before it queues the op (Engine::runOnCaller's publishAhead),
+  // unless `mayPublishAhead` is false: a body that changes the caller's
+  // tensors before its first turn (a premultiplied allreduce or reduce
+  // scales the tensor in place), which the queued run would do again.
   HostChannelResult runOnHostChannel(c10d::OpType type, const char* name, const CallOptions& call,
                                      const CollectiveFingerprint& fingerprint,
                                      const OpFields& fields, const at::Tensor& output,
-                                     HostChannelBody body);
+                                     HostChannelBody body, bool mayPublishAhead = true);
   // The group's host channel when every rank is on this host
   // (constructor); null otherwise, or when any rank could not set it up.
   std::unique_ptr<HostChannel> openHostChannel(KeyValueStore& store,

@@ -63,7 +63,22 @@ void WorkRing::synchronize() {
   if (stream_) future_->wait();
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() {
+  expedite();
+  return future_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFutureResult() {
+  expedite();
+  return result_.get();
+}
+
+void WorkRing::expedite() {
+  // A future's wait never runs the task on its thread (as wait() does): a
+  // task left for its caller (Runner::CallerWhenWaited) is the worker's now.
+  if (stream_ || isCompleted()) return;
+  if (std::shared_ptr<Executor> executor = executor_.lock()) executor->expedite();
+}
 
 std::vector<at::Tensor> WorkRing::result() { return outputs_; }
 

@@ -39,7 +39,7 @@ class WorkRing : public c10d::Work {
   void synchronize() override;
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override { return result_.get(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   std::vector<at::Tensor> result() override;
   uint64_t getSequencenumber() const override { return seq_; }
   // For a recv from any source: the rank the message came from.
@@ -73,6 +73,8 @@ class WorkRing : public c10d::Work {
   void markFailed(std::exception_ptr error, c10d::WorkResult result);
 
  private:
+  // get_future() and get_future_result(): see Executor::expedite.
+  void expedite();
   const uint64_t seq_;
   const bool timed_;
   int sourceRank_ = -1;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "algorithms/checks/neighbour_check.h"
+#include "algorithms/host_channel/turn.h"
 #include "algorithms/record_allgather.h"
 #include "core/base/errors.h"
 #include "core/observe/latency_probe.h"
@@ -217,6 +218,12 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
   }
   const uint64_t seq = nextSeq_ + 1;
   nextSeq_ += seqCount;
+  if (publishedWhole_ != 0) {
+    if (publishedWhole_ == seq && runner == Runner::CallerOrWorker) {
+      runner = Runner::CallerWhenWaited;
+    }
+    publishedWhole_ = 0;
+  }
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
   Operation operation;
   operation.fingerprintWord = fingerprintWord(fingerprint);
@@ -249,7 +256,8 @@ bool Engine::givenUp() const {
 
 uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout,
                              const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                             LaunchRef launch, bool onlyWherePeersWait) {
+                             LaunchRef launch, bool onlyWherePeersWait,
+                             const LaunchRef* publishAhead) {
   // The lock orders the number with the queue; it is not held while the
   // collective runs, so abort(), givenUp() and busy() from another thread
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
@@ -296,7 +304,12 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // if all come this one runs here too, costing no queue, no Work to
     // complete across threads and no worker's alarm. Otherwise it goes to
     // the queue as before, under this number.
-    if (!awaitArrivals(seq)) return 0;
+    if (!awaitArrivals(seq)) {
+      if (publishAhead != nullptr && !coalescing_ && !transport_->aborted()) {
+        publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
+      }
+      return 0;
+    }
     std::lock_guard<std::mutex> lock(submitMutex_);
     nextSeq_ = seq;
   }
@@ -334,6 +347,32 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
   if (channel_) channel_->finished(seq);
   probe::mark(ProbePoint::OnCallerFinished);
   return seq;
+}
+
+void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
+                                   std::chrono::milliseconds timeout, const OpFields& fields,
+                                   LaunchRef publishAhead) {
+  OpContext op(name, seq, timeout);
+  op.fingerprintWord = word;
+  op.fingerprint = fingerprintByte(word);
+  op.publishOnly = true;
+  try {
+    publishAhead(op);
+  } catch (const PublishedAhead& published) {
+    // Its first turn is up: the queued form takes it from there. Where that
+    // was all the peers wait for, the queued form may wait for its caller.
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    publishedWhole_ = published.lastTurn ? seq : 0;
+  } catch (const std::exception& e) {
+    // Nothing of it is queued: as a failed launch, under its number.
+    {
+      std::lock_guard<std::mutex> lock(submitMutex_);
+      nextSeq_ = seq;
+    }
+    if (trace_.enabled()) trace_.onCaller(seq, name, fields, word, op.started(), e.what());
+    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failFromCaller(e.what());
+    throw;
+  }
 }
 
 bool Engine::awaitArrivals(uint64_t seq) {

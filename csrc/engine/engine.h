@@ -119,9 +119,19 @@ class Engine {
   // after the call), within kArrivalWait of this rank announcing it; 0
   // otherwise, and the caller queues it under the number announced (a peer
   // that saw the announcement may be waiting for it already).
+  //
+  // `publishAhead` (with onlyWherePeersWait; null: none): where the peers did
+  // not come in time, runs before returning 0, with OpContext::publishOnly,
+  // to put this rank's input up on the host channel (the same body as
+  // `launch`, stopped at its first turn), so that a peer that comes before
+  // the queued form runs completes its part at once instead of waiting for
+  // this rank's worker or its wait(). Not inside a coalescing block (its
+  // held collectives run as one). It must leave the caller's tensors as they
+  // were: the queued form runs the body again from the start.
   uint64_t runOnCaller(const char* name, std::chrono::milliseconds timeout,
                        const CollectiveFingerprint& fingerprint, const OpFields& fields,
-                       LaunchRef launch, bool onlyWherePeersWait = false);
+                       LaunchRef launch, bool onlyWherePeersWait = false,
+                       const LaunchRef* publishAhead = nullptr);
   // Whether runOnCaller would run now.
   bool canRunOnCaller() const;
   // Any thread: the group has failed or was aborted.
@@ -274,6 +284,10 @@ class Engine {
   // worker's alarm set and cleared: 20-25 us on the 2-core VMs measured in
   // benchmarks/RESULTS.md), so waiting longer than that cannot pay.
   static constexpr std::chrono::microseconds kArrivalWait{25};
+  // runOnCaller, for a collective about to be queued: its publish-ahead.
+  void publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
+                             std::chrono::milliseconds timeout, const OpFields& fields,
+                             LaunchRef publishAhead);
   // runOnCaller, after announcing collective `seq`: whether every peer has
   // announced it too within kArrivalWait (false also once aborted).
   bool awaitArrivals(uint64_t seq);
@@ -309,6 +323,9 @@ class Engine {
   uint64_t nextSeq_ = 0;     // collectives: every rank numbers them alike
   uint64_t nextP2PSeq_ = 0;  // send/recv: numbered apart, they involve two ranks
   bool accepting_ = true;    // false once shutdown() began
+  // The collective whose every publication runOnCaller put up before it
+  // was queued (publishBeforeQueueing), until submitCollective queues it; 0: none.
+  uint64_t publishedWhole_ = 0;
   // Written under submitMutex_; atomic so that coalescing() reads it without
   // the lock (the device-flags path asks on every call).
   std::atomic<bool> coalescing_{false};

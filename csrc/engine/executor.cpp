@@ -29,6 +29,11 @@ constexpr int kPollerTickMs = 20;
 // an isend's cost. Only a transfer the peer waits on while this rank
 // computes before its wait (a rendezvous) waits for it, and at most this.
 constexpr auto kInFlightGrace = std::chrono::milliseconds(5);
+// How long a task no peer waits for (Runner::CallerWhenWaited) stays its
+// caller's: only a caller that neither waits for its Work nor asks for its
+// future (nor queues anything after it) leaves it to the worker, which
+// then completes it within this.
+constexpr auto kUnwaitedGrace = std::chrono::milliseconds(5);
 // After running tasks itself the worker watches the transport's event fd
 // this long, so that peers' late protocol messages are answered at once.
 constexpr auto kLinger = std::chrono::milliseconds(100);
@@ -101,9 +106,41 @@ void Executor::submit(Task task, Runner runner, bool posts) {
   if (sleeping_ && runner != Runner::Caller) wakeAt(queue_.back().dueAt(grace_));
 }
 
+Clock::time_point Executor::Queued::dueAt(std::chrono::microseconds grace) const {
+  switch (runner) {
+    case Runner::Worker:
+      return queuedAt;
+    case Runner::CallerWhenWaited:
+      return queuedAt + kUnwaitedGrace;
+    default:
+      return queuedAt + grace;
+  }
+}
+
+Clock::time_point Executor::queueDue() const {
+  Clock::time_point due = Clock::time_point::max();
+  for (const Queued& queued : queue_) due = std::min(due, queued.dueAt(grace_));
+  return due;
+}
+
+void Executor::expedite() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expediteLocked();
+  if (sleeping_ && !queue_.empty()) wakeAt(queueDue());
+}
+
+void Executor::expediteLocked() {
+  for (Queued& queued : queue_) {
+    if (queued.runner == Runner::CallerWhenWaited) queued.runner = Runner::CallerOrWorker;
+  }
+}
+
 void Executor::armForQueued() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (sleeping_ && !queue_.empty()) wakeAt(queue_.front().dueAt(grace_));
+  // Its caller waits now, and another thread drives: whoever drives next
+  // takes it as an asynchronous task, not as one its caller will run.
+  expediteLocked();
+  if (sleeping_ && !queue_.empty()) wakeAt(queueDue());
 }
 
 void Executor::wakeAt(Clock::time_point when) {
@@ -248,7 +285,12 @@ void Executor::handBackToWorker() {
   leftInFlight_.store(!pollers_.empty(), std::memory_order_release);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!queue_.empty()) {
-    if (sleeping_) wakeAt(Clock::now());  // the worker takes over the rest
+    // The worker takes over the rest, at once, unless what is left is
+    // only its callers' (CallerWhenWaited: then when that is due).
+    const bool callersOnly = std::all_of(queue_.begin(), queue_.end(), [](const Queued& q) {
+      return q.runner == Runner::CallerWhenWaited;
+    });
+    if (sleeping_) wakeAt(callersOnly ? queueDue() : Clock::now());
   } else if (!pollers_.empty()) {
     // Messages in flight: a caller that waits for one soon drives them
     // itself; if none has within kInFlightGrace, the worker does.
@@ -339,8 +381,11 @@ void Executor::run() {
       if (!queue_.empty()) {
         const auto now = Clock::now();
         const Queued& first = queue_.front();
-        if (stop || (now < hotUntil && first.runner != Runner::Caller) ||
-            now >= first.dueAt(grace_)) {
+        // Hot, it takes what no caller is about to run (a caller waits
+        // for Caller's at once; no peer waits for CallerWhenWaited's).
+        const bool callers = first.runner == Runner::Caller ||
+                             (first.runner == Runner::CallerWhenWaited && queue_.size() == 1);
+        if (stop || (now < hotUntil && !callers) || now >= queueDue()) {
           task = std::move(queue_.front().task);
           queue_.pop_front();
         } else {
@@ -390,7 +435,7 @@ void Executor::run() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       // A task queued while this thread looked: wake when it is due.
-      if (!queue_.empty()) wakeAt(queue_.front().dueAt(grace_));
+      if (!queue_.empty()) wakeAt(queueDue());
       if (stopping_) wakeAt(Clock::now());
       sleeping_ = true;
     }

@@ -95,6 +95,10 @@ class Executor {
   using Poller = std::function<bool(bool abandon)>;
   void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
 
+  // Any thread: a Runner::CallerWhenWaited task queued now is due after the
+  // usual grace, as an asynchronous one: its Work's future was asked for, and
+  // a future's wait never runs tasks on its thread.
+  void expedite();
   // The account of the worker's spin after a task (core/base/spin_budget.h),
   // for tests: the worker thread writes it, so read it only while the
   // worker sleeps (after something it did before sleeping was seen).
@@ -106,18 +110,23 @@ class Executor {
     Clock::time_point queuedAt;
     Runner runner;
     bool posts = false;
-    // When the worker starts it if no caller has.
-    Clock::time_point dueAt(std::chrono::microseconds grace) const {
-      return runner == Runner::Worker ? queuedAt : queuedAt + grace;
-    }
+    // When the worker starts it if no caller has (kUnwaitedGrace: that of
+    // a Runner::CallerWhenWaited task).
+    Clock::time_point dueAt(std::chrono::microseconds grace) const;
   };
+  // With mutex_ held, the queue not empty: when the worker starts on it (the
+  // soonest task's due time; it then runs the queue from the front).
+  Clock::time_point queueDue() const;
   void run();
   // With mutex_ held: the worker wakes at `when` (or earlier if already due).
   void wakeAt(Clock::time_point when);
   void disarmWake();
   // A caller that could not drive: the worker wakes for the queue's first
-  // task when its grace ends (it may have been queued without an alarm).
+  // task when its grace ends (it may have been queued without an alarm),
+  // the caller's own task expedited (it waits for it now).
   void armForQueued();
+  // With mutex_ held: every CallerWhenWaited task becomes CallerOrWorker.
+  void expediteLocked();
   Task popTask();
   // The first task if it only posts a send or receive, else none.
   Task popPost();

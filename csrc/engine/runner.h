@@ -18,6 +18,15 @@ enum class Runner {
   // No caller will run it (a CUDA collective, whose wait() never runs the
   // host part): the worker wakes at once, without the grace period.
   Worker,
+  // An asynchronous host collective whose peers wait for nothing of it: this
+  // rank's part of it is on the host channel already (Engine::runOnCaller's
+  // publish-ahead), and what is left, reading the peers' parts, is its own.
+  // Its caller's wait() runs it; the worker only once a task queued behind
+  // it is due, once its future is asked for (Executor::expedite: a future's
+  // wait never runs tasks), or after Executor's kUnwaitedGrace. Waking the
+  // worker at the usual grace instead took a core from both ranks' Python
+  // for a wait that paid nothing (the eager functional collectives).
+  CallerWhenWaited,
 };
 
 }  // namespace ringreduce

@@ -327,13 +327,15 @@ void makeRecentActivity(Executor& executor) {
 // A synchronous task is queued without arming the worker's wake-up (its
 // caller runs it): where it ran is the caller's thread, and a loop of them
 // completes.
-TEST(Executor, TasksWhoseCallerWaitsRunOnTheCallersThread) {
+// `calls` tasks submitted as `runner`, each waited for at once: each runs
+// on the waiting caller's own thread.
+void expectWaitingCallerRunsEach(Runner runner, int calls, std::chrono::microseconds grace) {
   runRanks(
       1,
-      [](Transport& t, int) {
+      [&](Transport& t, int) {
         Executor executor(t);
         makeRecentActivity(executor);
-        for (int i = 0; i < 100; ++i) {
+        for (int i = 0; i < calls; ++i) {
           std::atomic<bool> ran{false};
           std::thread::id ranOn;
           executor.submit(
@@ -341,30 +343,42 @@ TEST(Executor, TasksWhoseCallerWaitsRunOnTheCallersThread) {
                 ranOn = std::this_thread::get_id();
                 ran = true;
               },
-              Runner::Caller);
+              runner);
           ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
           EXPECT_EQ(ranOn, std::this_thread::get_id());
         }
       },
-      withGrace(std::chrono::seconds(60)));
+      withGrace(grace));
+}
+
+TEST(Executor, TasksWhoseCallerWaitsRunOnTheCallersThread) {
+  expectWaitingCallerRunsEach(Runner::Caller, 100, std::chrono::seconds(60));
+}
+
+// A task submitted as `runner` that no caller waits for (expedite(): its
+// future asked for): the worker runs it, within `bound`.
+void expectTheWorkerRunsIt(Runner runner, bool expedite, std::chrono::seconds bound,
+                           std::chrono::microseconds grace) {
+  runRanks(
+      1,
+      [&](Transport& t, int) {
+        Executor executor(t);
+        makeRecentActivity(executor);
+        std::promise<std::thread::id> ranOn;
+        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); }, runner);
+        if (expedite) executor.expedite();
+        auto result = ranOn.get_future();
+        ASSERT_EQ(result.wait_for(bound), std::future_status::ready);
+        EXPECT_NE(result.get(), std::this_thread::get_id());
+      },
+      withGrace(grace));
 }
 
 // A caller that said it would wait and then does not: no alarm was armed,
 // but the worker's slow tick still finds the task; it is late, never lost.
 TEST(Executor, ATaskWhoseCallerNeverWaitsStillRunsOnTheWorker) {
-  runRanks(
-      1,
-      [](Transport& t, int) {
-        Executor executor(t);
-        makeRecentActivity(executor);
-        std::promise<std::thread::id> ranOn;
-        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); },
-                        Runner::Caller);
-        auto result = ranOn.get_future();
-        ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-        EXPECT_NE(result.get(), std::this_thread::get_id());
-      },
-      withGrace(std::chrono::milliseconds(2)));
+  expectTheWorkerRunsIt(Runner::Caller, false, std::chrono::seconds(5),
+                        std::chrono::milliseconds(2));
 }
 
 // While another thread drives (a long task of another caller), a waiting
@@ -430,18 +444,66 @@ TEST(Executor, ACallerThatCannotDriveStillGetsItsTaskRun) {
 // host part) is not held for the grace period: with a grace of an hour, the
 // sleeping worker still starts it, on its own thread.
 TEST(Executor, ATaskOnlyTheWorkerRunsIsNotHeldForTheGracePeriod) {
+  expectTheWorkerRunsIt(Runner::Worker, false, std::chrono::seconds(30), std::chrono::hours(1));
+}
+
+// A task no peer waits for (its rank's part is on the host channel already:
+// Engine::runOnCaller's publish-ahead) is its caller's: a caller that waits
+// runs it on its own thread, even with the usual grace long past.
+TEST(Executor, ATaskNoPeerWaitsForRunsOnItsWaitingCallersThread) {
+  expectWaitingCallerRunsEach(Runner::CallerWhenWaited, 20, std::chrono::microseconds(1));
+}
+
+// Its caller never waits and never asks for its future: the worker still
+// runs it (late, never lost).
+TEST(Executor, ATaskNoPeerWaitsForStillRunsOnTheWorkerWhenNeverWaitedFor) {
+  expectTheWorkerRunsIt(Runner::CallerWhenWaited, false, std::chrono::seconds(30),
+                        std::chrono::milliseconds(2));
+}
+
+// A task queued behind it that only the worker runs takes both to the
+// worker, in order: a task no peer waits for never holds back the queue.
+TEST(Executor, ATaskQueuedBehindOneNoPeerWaitsForTakesBothToTheWorkerInOrder) {
   runRanks(
       1,
       [](Transport& t, int) {
         Executor executor(t);
         makeRecentActivity(executor);
-        std::promise<std::thread::id> ranOn;
-        executor.submit([&] { ranOn.set_value(std::this_thread::get_id()); }, Runner::Worker);
-        auto result = ranOn.get_future();
-        ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-        EXPECT_NE(result.get(), std::this_thread::get_id());
+        std::mutex mutex;
+        std::vector<int> order;
+        std::vector<std::thread::id> threads;
+        std::promise<void> both;
+        executor.submit(
+            [&] {
+              std::lock_guard<std::mutex> lock(mutex);
+              order.push_back(1);
+              threads.push_back(std::this_thread::get_id());
+            },
+            Runner::CallerWhenWaited);
+        executor.submit(
+            [&] {
+              {
+                std::lock_guard<std::mutex> lock(mutex);
+                order.push_back(2);
+                threads.push_back(std::this_thread::get_id());
+              }
+              both.set_value();
+            },
+            Runner::Worker);
+        ASSERT_EQ(both.get_future().wait_for(std::chrono::seconds(30)),
+                  std::future_status::ready);
+        std::lock_guard<std::mutex> lock(mutex);
+        EXPECT_EQ(order, (std::vector<int>{1, 2}));
+        for (const std::thread::id& id : threads) EXPECT_NE(id, std::this_thread::get_id());
       },
       withGrace(std::chrono::hours(1)));
+}
+
+// Its future was asked for (a future's wait never runs tasks): expedite()
+// hands it to the worker as an asynchronous task, which runs it.
+TEST(Executor, AnExpeditedTaskNoPeerWaitsForRunsOnTheWorker) {
+  expectTheWorkerRunsIt(Runner::CallerWhenWaited, true, std::chrono::seconds(30),
+                        std::chrono::microseconds(100));
 }
 
 namespace {

@@ -28,6 +28,8 @@
 #include "algorithms/host_channel/gather.h"
 #include "algorithms/host_channel/reduce.h"
 #include "algorithms/host_channel/reduce_scatter.h"
+#include "algorithms/host_channel/turn.h"
+#include "core/base/errors.h"
 #include "algorithms/workspace.h"
 #include "core/plan/partition.h"
 #include "transport/host/host_channel.h"
@@ -781,6 +783,71 @@ TEST(HostChannelCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) 
   EXPECT_FALSE(hostChannelBarrierApplies(forced));
   Comm without{comm.transport, comm.config, comm.workspace};  // no channel
   EXPECT_FALSE(hostChannelBroadcastApplies(without, 64));
+}
+
+// A rank whose peers were not there yet runs the collective's body as far
+// as its first turn's publication (OpContext::publishOnly: exchangeTurn
+// throws PublishedAhead), then queues it; its peers complete their part
+// from that publication without it, and its own later run of the same body
+// takes up the published turn. Every result exact, the turns still in step
+// for the next collective; whether the turn was the collective's last for
+// the rank is told with it.
+TEST(HostChannelCollectives, ATurnPublishedAheadIsTakenUpByTheCollectivesLaterRun) {
+  for (int n : {2, 3}) {
+    Ranks ranks(n);
+    const auto errors = ranks.run([&](int r) {
+      uint64_t seq = 0;
+      for (size_t count : {size_t{1}, size_t{300}, 3 * kBufferBytes / 4 + 5}) {
+        ++seq;
+        std::vector<int32_t> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(i * 3 + r * 1000 + seq);
+        const Comm comm = ranks.comm(r);
+        OpContext op = ranks.enter(r, "allreduce", seq, 7);
+        const ReductionArgs args{data.data(), count, DataType::Int32, ReduceOp::Sum};
+        if (r == 0) {
+          OpContext ahead = op;
+          ahead.publishOnly = true;
+          bool lastTurn = false;
+          try {
+            hostChannelAllreduce(comm, ahead, args);
+            ADD_FAILURE() << "the body ran past its first turn";
+          } catch (const PublishedAhead& published) {
+            lastTurn = published.lastTurn;
+          }
+          // One piece below the two-phase size: nothing more to publish.
+          const size_t bytes = count * sizeof(int32_t);
+          EXPECT_EQ(lastTurn, bytes <= kBufferBytes && bytes < twoPhaseFromBytes(n))
+              << count << " elements";
+        }
+        hostChannelAllreduce(comm, op, args);
+        for (size_t i = 0; i < count; ++i) {
+          int64_t want = 0;
+          for (int q = 0; q < n; ++q) want += static_cast<int64_t>(i * 3 + q * 1000 + seq);
+          ASSERT_EQ(data[i], static_cast<int32_t>(want)) << "world " << n << ", element " << i;
+        }
+      }
+      // The turns are still in step: a barrier after them completes.
+      hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", ++seq, 9));
+    });
+    expectNoErrors(errors);
+  }
+}
+
+// A turn published ahead and never taken up is a bug that would put the
+// rank's turns out of step with its peers': the next collective to take a
+// turn throws, naming both, rather than exchange the wrong buffers.
+TEST(HostChannelCollectives, ATurnPublishedAheadAndNotTakenUpFailsTheNextCollective) {
+  Ranks ranks(2);
+  HostChannel& channel = ranks.channel(0);
+  channel.notePublishedAhead(4, channel.takeTurn(64), 64);
+  HostChannel::Turn turn;
+  try {
+    channel.adoptPublishedAhead(5, 64, turn);
+    ADD_FAILURE() << "collective #5 took a turn past #4's";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("#5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("#4"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

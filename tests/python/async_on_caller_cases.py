@@ -402,3 +402,134 @@ def _last_entry_direct():
     import torch_ringreduce
 
     return json.loads(torch_ringreduce.trace_json())["entries"][-1]["direct"]
+
+
+def _busy(seconds):
+    end = time.perf_counter() + seconds  # busy, as compute would be
+    while time.perf_counter() < end:
+        pass
+
+
+def late_peers_every_collective(rank, world_size, init_method, calls=40):
+    """Every small asynchronous host collective with one rank late by 0-3 ms
+    (drawn alike on every rank): the ranks that came first put their part
+    up before queueing it (Engine::runOnCaller's publish-ahead), the late
+    one completes its own at once from the channel. Each result exact,
+    whether its Work was waited for at once, through its future (which never
+    runs the task on the waiting thread) or only after the next calls."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    n = world_size
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    pending = []
+
+    def one(op, i, m):
+        """(work, check): the call, and what makes its result a failure line."""
+        base = float(100 * i)
+        if op == "all_reduce":
+            t = torch.arange(m, dtype=torch.float32) + base + rank
+            want = (torch.arange(m, dtype=torch.float32) + base) * n + sum(range(n))
+            return dist.all_reduce(t, async_op=True), lambda: (t, want)
+        if op == "all_gather_into_tensor":
+            out = torch.empty(n * m)
+            want = torch.cat([torch.full((m,), base + r) for r in range(n)])
+            return dist.all_gather_into_tensor(out, torch.full((m,), base + rank),
+                                               async_op=True), lambda: (out, want)
+        if op == "reduce_scatter_tensor":
+            out = torch.empty(m)
+            src = torch.arange(n * m, dtype=torch.float32) + base + rank
+            full = (torch.arange(n * m, dtype=torch.float32) + base) * n + sum(range(n))
+            return (dist.reduce_scatter_tensor(out, src, async_op=True),
+                    lambda: (out, full[rank * m:(rank + 1) * m]))
+        if op == "broadcast":
+            t = torch.full((m,), base + rank)
+            return dist.broadcast(t, src=1, async_op=True), lambda: (t, torch.full((m,), base + 1))
+        if op == "all_to_all_single":
+            src = torch.cat([torch.full((m,), base + 10 * rank + j) for j in range(n)])
+            out = torch.empty(n * m)
+            want = torch.cat([torch.full((m,), base + 10 * r + rank) for r in range(n)])
+            return dist.all_to_all_single(out, src, async_op=True), lambda: (out, want)
+        if op == "gather":
+            outs = [torch.empty(m) for _ in range(n)] if rank == 0 else None
+            work = dist.gather(torch.full((m,), base + rank), outs, dst=0, async_op=True)
+            want = torch.cat([torch.full((m,), base + r) for r in range(n)])
+            return work, lambda: (torch.cat(outs) if rank == 0 else want, want)
+        if op == "scatter":
+            out = torch.empty(m)
+            ins = [torch.full((m,), base + r) for r in range(n)] if rank == 0 else None
+            return (dist.scatter(out, ins, src=0, async_op=True),
+                    lambda: (out, torch.full((m,), base + rank)))
+        if op == "reduce":
+            t = torch.full((m,), base + rank)
+            want = torch.full((m,), base * n + sum(range(n))) if rank == 0 else t.clone()
+            return dist.reduce(t, dst=0, async_op=True), lambda: (t, want)
+        work = dist.barrier(async_op=True)
+        return work, lambda: (torch.zeros(1), torch.zeros(1))
+
+    def settle(entries, how):
+        for label, work, check in entries:
+            if how == "future":
+                work.get_future().wait()
+            work.wait()
+            got, want = check()
+            if not torch.equal(got, want):
+                failures.append(f"{label}: {got[:4].tolist()} != {want[:4].tolist()}")
+
+    ops = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+           "all_to_all_single", "gather", "scatter", "reduce", "barrier"]
+    for i in range(calls):
+        for op in ops:
+            draw = random.Random(f"{op}{i}")
+            _late_rank(rank, world_size, draw, [0.0, 3e-4, 1e-3, 3e-3])
+            m = draw.choice([1, 16, 1000])
+            work, check = one(op, i, m)
+            pending.append((f"{op} {i} ({m})", work, check))
+            how = draw.choice(["wait", "future", "later"])
+            if how != "later" or len(pending) > 3:
+                settle(pending, how)
+                pending.clear()
+    settle(pending, "wait")
+    direct, queued = _paths()
+    dist.destroy_process_group()
+    return {"failures": failures, "direct": direct, "queued": queued}
+
+
+def late_peer_while_the_first_rank_is_elsewhere(rank, world_size, init_method):
+    """Rank 0 issues an asynchronous allreduce and, without waiting for it,
+    blocks on something else: an event that rank 1 sets only after its own
+    synchronous allreduce of the same collective has returned, 20 ms later.
+    Rank 1 must complete it without rank 0's caller (rank 0's part went up
+    before it queued the call); rank 0's work then completes, by its worker
+    or its wait(). Then the same with rank 0 never waiting: it polls
+    is_completed() until its worker has run it."""
+    import torch
+    import torch.distributed as dist
+    from multiproc import event_store
+
+    _init(rank, world_size, init_method)
+    events = event_store(init_method, world_size)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    results = {}
+    for step in range(4):
+        t = torch.full((8,), float(rank + 1 + step))
+        if rank == 0:
+            work = dist.all_reduce(t, async_op=True)
+            events.wait([f"peer done {step}"])
+            if step % 2:
+                work.wait()
+            else:
+                deadline = time.monotonic() + 30
+                while not work.is_completed() and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                results[f"completed unwaited {step}"] = work.is_completed()
+        else:
+            time.sleep(0.02)
+            dist.all_reduce(t)
+            events.set(f"peer done {step}", b"1")
+        results[f"value {step}"] = t.tolist() == [float(3 + 2 * step)] * 8
+    dist.barrier()
+    dist.destroy_process_group()
+    return results

@@ -23,7 +23,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "alltoall_uneven": "all_to_all_single",
             "device_coalesced": "allreduce_coalesced",
             "list_gather_coalesced": "all_gather_coalesced",
-            "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all"}
+            "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
+            "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor"}
 
 
 def _collective_as(form, tensor):
@@ -40,9 +41,18 @@ def _collective_as(form, tensor):
     quarters, one output list per rank, one message on the channel; or
     ("gather", "scatter", "all_to_all_list") the rooted and list forms, each
     rank's block an n-th of the tensor, the lists read and written where
-    they are (root: rank 0)."""
+    they are (root: rank 0); or ("all_reduce_async", "funcol_all_gather")
+    an asynchronous allreduce of a small slice waited for, or an eager
+    functional all_gather and its wait_tensor (a rank whose peers are not
+    there yet puts its part up on the channel and queues the call)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
+    if form == "all_reduce_async":
+        return dist.all_reduce(tensor[:256], async_op=True).wait()
+    if form == "funcol_all_gather":
+        import torch.distributed._functional_collectives as funcol
+
+        return funcol.wait_tensor(funcol.all_gather_tensor(tensor[:256], 0, dist.group.WORLD))
     if form in ("gather", "scatter", "all_to_all_list"):
         world, rank = dist.get_world_size(), dist.get_rank()
         m = max(1, tensor.numel() // world)

@@ -17,7 +17,9 @@ import abort_cases
     # torch's deprecated all_gather_coalesced, on the caller's thread and queued.
     ("host channel", "list_gather_coalesced"), ("ucx", "list_gather_coalesced"),
     # all_to_all's lists, read and written where they are on the caller's thread.
-    ("host channel", "all_to_all_list")])
+    ("host channel", "all_to_all_list"),
+    # An asynchronous caller: its part put up on the channel, the call queued, then waited for.
+    ("host channel", "all_reduce_async")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

@@ -95,3 +95,21 @@ def test_uneven_all_to_alls_meet_on_the_channel_from_either_path(world_size):
     # Some blocks too large for four turns met a rank that could not hand
     # them to messages (it ran the call on its caller's thread).
     assert sum(report["forced"] for report in reports) > 0, reports
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_every_asynchronous_collective_is_exact_with_a_late_peer(world_size):
+    # The ranks that came first put their part up on the channel before
+    # queueing (publish-ahead); the late one completed from it on its own thread.
+    reports = exact_on_every_rank(world_size, async_on_caller_cases.late_peers_every_collective)
+    assert sum(report["direct"] for report in reports) > 0, reports
+    assert sum(report["queued"] for report in reports) > 0, reports
+
+
+def test_a_late_peer_completes_without_the_first_ranks_caller():
+    results = run_world(2, async_on_caller_cases.late_peer_while_the_first_rank_is_elsewhere,
+                        env=LOOPBACK_ENV, timeout=120)
+    for rank, steps in enumerate(results):
+        assert steps and all(steps.values()), f"rank {rank}: {steps}"
+    assert {key for key in results[0] if key.startswith("completed")} == {
+        "completed unwaited 0", "completed unwaited 2"}, results[0]

@@ -33,7 +33,7 @@ void gatherParts(const Comm& comm, const OpContext& op, size_t parts, const Inpu
       forEachStretch(parts, bytesOf, first, piece, fn);
     };
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece,
+        comm, op, piece, first + piece >= total,
         [&](char* mine) {
           stretches([&](size_t i, size_t at, size_t window, size_t bytes) {
             channel.copyIn(mine + window, static_cast<const char*>(inputOf(i)) + at, bytes);

@@ -48,14 +48,16 @@ void forEachPart(const Segments& segments, size_t esize, size_t first, size_t by
 // One piece of the message, [first, first + count) of its elements, at
 // most a buffer: one turn of the channel.
 void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp reduceOp,
-                 const Segments& segments, size_t first, size_t count) {
+                 const Segments& segments, size_t first, size_t count, bool lastPiece) {
   HostChannel& channel = *comm.channel;
   const int rank = channel.rank();
   const size_t esize = elementSize(type);
   const size_t base = first * esize;
   const size_t bytes = count * esize;
   const ReductionArgs args{nullptr, count, type, reduceOp};
-  const HostChannel::Turn turn = exchangeTurn(comm, op, bytes, [&](char* mine) {
+  // The two-phase form publishes its share of the result after this turn.
+  const bool lastTurn = lastPiece && bytes < twoPhaseFromBytes(channel.size());
+  const HostChannel::Turn turn = exchangeTurn(comm, op, bytes, lastTurn, [&](char* mine) {
     forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
       channel.copyIn(mine + (at - base), part, length);
     });
@@ -104,7 +106,8 @@ void hostChannelAllreduceSegments(const Comm& comm, const OpContext& op, DataTyp
   // Every rank cuts the message alike: the same turns in the same order.
   const size_t perPiece = std::max<size_t>(1, comm.channel->bufferBytes() / esize);
   for (size_t first = 0; first < total; first += perPiece) {
-    reducePiece(comm, op, type, reduceOp, all, first, std::min(perPiece, total - first));
+    reducePiece(comm, op, type, reduceOp, all, first, std::min(perPiece, total - first),
+                first + perPiece >= total);
   }
 }
 

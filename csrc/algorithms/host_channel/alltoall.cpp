@@ -31,7 +31,7 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
   for (size_t first = 0; first < args.blockBytes; first += slotBytes) {
     const size_t piece = std::min(slotBytes, args.blockBytes - first);
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, n * slotBytes,
+        comm, op, n * slotBytes, first + piece >= args.blockBytes,
         [&](char* mine) {
           for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
             if (j == rank) continue;
@@ -107,7 +107,9 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
   for (size_t t = 0; t < turns; ++t) {
     const size_t first = t * slotBytes;
     // The whole buffer: the sizes, and so the footprint, are learnt in the first turn.
-    const HostChannel::Turn turn = exchangeTurn(comm, op, channel.bufferBytes(), [&](char* mine) {
+    // The number of turns is known only after the first (the peers' sizes).
+    const bool lastTurn = t > 0 && t + 1 >= turns;
+    const HostChannel::Turn turn = exchangeTurn(comm, op, channel.bufferBytes(), lastTurn, [&](char* mine) {
       if (t == 0) {
         for (size_t j = 0; j < n; ++j) {
           const uint64_t bytes = sendBytes[j];

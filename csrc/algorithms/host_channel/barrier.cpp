@@ -11,7 +11,7 @@ bool hostChannelBarrierApplies(const Comm& comm) {
 }
 
 void hostChannelBarrier(const Comm& comm, const OpContext& op) {
-  exchangeTurn(comm, op, 0, [](char*) {});
+  exchangeTurn(comm, op, 0, /*lastTurn=*/true, [](char*) {});
 }
 
 void hostBarrier(const Comm& comm, const OpContext& op) {

@@ -56,7 +56,7 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
     // The root's own block goes from its input to its output, while the
     // peers fill their buffers: its buffer stays unread, unfilled.
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, piece,
+        comm, op, piece, first + piece >= blockBytes,
         [&](char* mine) {
           if (rank != root) channel.copyIn(mine, in + first, piece);
         },
@@ -84,7 +84,7 @@ void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
     // The root's own block goes from its input to its output, while the
     // peers wait for theirs: its slot stays unfilled.
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, n * slotBytes,
+        comm, op, n * slotBytes, first + piece >= blockBytes,
         [&](char* buffer) {
           if (!atRoot) return;
           for (size_t r = 0; r < n; ++r) {

@@ -29,7 +29,7 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
       channel.rank() != root || reduceInRankOrderReadsOwnBuffer(channel, args);
   for (size_t first = 0; first < bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, bytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, piece, [&](char* mine) {
+    const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= bytes, [&](char* mine) {
       if (fillOwn) channel.copyIn(mine, data + first, piece);
     });
     if (channel.rank() != root) continue;

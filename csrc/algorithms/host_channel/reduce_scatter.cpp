@@ -43,7 +43,7 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
       forEachStretch(parts, blockLength(block), first, perSlot, fn);
     };
     const HostChannel::Turn turn = exchangeTurn(
-        comm, op, static_cast<size_t>(n) * slotBytes,
+        comm, op, static_cast<size_t>(n) * slotBytes, first + perSlot >= longest,
         [&](char* mine) {
           for (int j = 0; j < n; ++j) {
             char* slot = mine + static_cast<size_t>(j) * slotBytes;

@@ -2,6 +2,7 @@
 #include "algorithms/host_channel/turn.h"
 
 #include "algorithms/host_channel/allreduce.h"
+#include "core/base/errors.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/phase_recorder.h"
 
@@ -21,6 +22,13 @@ void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const Hos
 }
 
 void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn) {
+  // A body run to publish ahead stops at its first turn (exchangeTurn),
+  // before any wait: a caller that waited here would wait for a peer that
+  // may first wait for this rank elsewhere.
+  if (op.publishOnly) {
+    throw Error("ringreduce: internal error: " + op.describe() +
+                " waits on the host channel before its first turn");
+  }
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
     comm.channel->awaitPeers(kind, turn, op, comm.spinBudget(), comm.drivenTransport());

@@ -42,19 +42,43 @@ void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
 void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 
+// What exchangeTurn throws, for an op run with OpContext::publishOnly, once
+// this rank's first turn is published: the body stops there, before any
+// wait, and the queued run of the same body takes up that turn. Not a
+// std::exception, so that no handler for errors on the way takes it.
+struct PublishedAhead {
+  // The turn was the collective's last for this rank: its peers wait for
+  // nothing more of it, so the queued run may wait for its caller's wait().
+  bool lastTurn = false;
+};
+
 // One turn that uses `footprint` bytes of each buffer (HostChannel::takeTurn:
 // the same on every rank): takes it, lets fill(mine) write this rank's bytes
 // of it, publishes this rank's Input flag and waits for every peer's. The
 // caller then reads the turn's bytes of each buffer (HostChannel::buffer(r, turn)).
 // `meanwhile()` runs between the publishing and the wait: this rank's own
 // share of the result, which needs no peer, while the peers still fill theirs.
+//
+// `lastTurn`: this rank publishes nothing more for the collective after
+// this turn (false where that is not known yet).
+//
+// A collective's first turn may have been published ahead (OpContext::
+// publishOnly, by the same body with the same arguments, so the same bytes):
+// it is adopted then, neither filled nor published again.
 template <typename Fill, typename Meanwhile>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
-                               const Fill& fill, const Meanwhile& meanwhile) {
+                               bool lastTurn, const Fill& fill, const Meanwhile& meanwhile) {
   HostChannel& channel = *comm.channel;
-  const HostChannel::Turn turn = channel.takeTurn(footprint);
-  fill(channel.buffer(channel.rank(), turn));
-  publishFlag(comm, op, FlagKind::Input, turn);
+  HostChannel::Turn turn;
+  if (!channel.adoptPublishedAhead(op.seq, footprint, turn)) {
+    turn = channel.takeTurn(footprint);
+    fill(channel.buffer(channel.rank(), turn));
+    publishFlag(comm, op, FlagKind::Input, turn);
+    if (op.publishOnly) {
+      channel.notePublishedAhead(op.seq, turn, footprint);
+      throw PublishedAhead{lastTurn};
+    }
+  }
   meanwhile();
   awaitFlags(comm, op, FlagKind::Input, turn);
   return turn;
@@ -62,8 +86,8 @@ HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t foo
 
 template <typename Fill>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
-                               const Fill& fill) {
-  return exchangeTurn(comm, op, footprint, fill, [] {});
+                               bool lastTurn, const Fill& fill) {
+  return exchangeTurn(comm, op, footprint, lastTurn, fill, [] {});
 }
 
 // How many turns `bytes` take at `perTurn` (> 0) a turn; none for nothing.

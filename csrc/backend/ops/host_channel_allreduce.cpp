@@ -47,12 +47,15 @@ bool ProcessGroupRing::throughHostChannel(size_t bytes) {
 ProcessGroupRing::HostChannelResult ProcessGroupRing::runOnHostChannel(
     c10d::OpType type, const char* name, const CallOptions& call,
     const CollectiveFingerprint& fingerprint, const OpFields& fields, const at::Tensor& output,
-    HostChannelBody body) {
+    HostChannelBody body, bool mayPublishAhead) {
   const Comm c = engine_->callerComm();
   const std::chrono::milliseconds limit =
       call.timeout == c10d::kUnsetTimeout ? this->timeout() : call.timeout;
   CallerTimer timer(timing_.load(std::memory_order_relaxed), output);
   uint64_t seq = 0;
+  // Where the peers are late: this rank's input up before the op is queued.
+  const auto ahead = [&](const OpContext& ctx) { body(c, ctx); };
+  const Engine::LaunchRef aheadRef(ahead);
   try {
     // An asynchronous caller runs it here only where its peers are in it
     // already: it must not wait for a peer that waits for it elsewhere.
@@ -63,7 +66,7 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::runOnHostChannel(
           body(c, ctx);
           timer.end();
         },
-        !call.callerWaits);
+        !call.callerWaits, mayPublishAhead && !call.callerWaits ? &aheadRef : nullptr);
   } catch (const InvalidArgument&) {
     std::rethrow_exception(translateCurrentException());  // ValueError, as a queued call's
   } catch (...) {
@@ -103,7 +106,8 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceOnHostC
         withContiguous(tensor, [&](void* data) {
           hostAllreduce(c, ctx, {data, static_cast<size_t>(tensor.numel()), red.type, red.op});
         });
-      });
+      },
+      !red.premul);
 }
 
 namespace {

@@ -162,7 +162,8 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceOnHostChannel(
                           fieldsOf(tensor, reduceOp, root), tensor,
                           [&](const Comm& c, const OpContext& ctx) {
                            reduceOnChannel(c, ctx, tensor, red, root);
-                         });
+                         },
+                          !red.premul);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherOnHostChannel(

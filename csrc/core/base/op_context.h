@@ -35,6 +35,11 @@ struct OpContext {
   // timeline (RINGREDUCE_TIMELINE); null when it is off, and then marking a
   // phase is one test of this pointer (core/observe/phase_recorder.h: PhaseScope).
   PhaseRecorder* phases = nullptr;
+  // Run only as far as this rank's first publication on the host channel,
+  // then stop (algorithms/host_channel/turn.h: exchangeTurn throws
+  // PublishedAhead): Engine::runOnCaller's publish-ahead, for a collective
+  // about to be queued because its peers were not there yet.
+  bool publishOnly = false;
 
   OpContext() = default;
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)

@@ -296,6 +296,19 @@ void HostChannel::ringSleepers() const {
   }
 }
 
+bool HostChannel::adoptPending(uint64_t seq, size_t footprint, Turn& turn) {
+  if (ahead_.seq != seq || ahead_.footprint != footprint) {
+    throw Error("ringreduce: internal error on rank " + std::to_string(rank_) + ": collective #" +
+                std::to_string(seq) + " takes a host-channel turn of " +
+                std::to_string(footprint) + " bytes while #" + std::to_string(ahead_.seq) +
+                "'s turn of " + std::to_string(ahead_.footprint) +
+                " bytes, published ahead, was never taken");
+  }
+  turn = ahead_.turn;
+  ahead_ = {};
+  return true;
+}
+
 void HostChannel::publish(FlagKind kind, const Turn& turn, const OpContext& op) {
   FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
   flag.words[turn.number & 1].store(op.fingerprintWord, std::memory_order_relaxed);

@@ -131,6 +131,22 @@ class HostChannel {
     }
     return turn;
   }
+  // A turn taken, filled and published before its collective runs: a
+  // caller that had to queue collective `seq` (its peers not there yet) has
+  // already put its input up, so that a peer that comes meanwhile completes
+  // its own part without waiting for this rank's worker
+  // (Engine::runOnCaller's publish-ahead). The queued body's first turn then
+  // adopts it instead of taking another (adoptPublishedAhead).
+  void notePublishedAhead(uint64_t seq, const Turn& turn, size_t footprint) {
+    ahead_ = {seq, turn, footprint};
+  }
+  // Whether collective `seq`'s first turn was published ahead: if so, sets
+  // `turn` to it and forgets it. Throws Error where another collective's turn
+  // is pending (the turns would be out of step with the peers' from here).
+  bool adoptPublishedAhead(uint64_t seq, size_t footprint, Turn& turn) {
+    if (ahead_.seq == 0) return false;
+    return adoptPending(seq, footprint, turn);
+  }
   // Where `rank`'s bytes of `turn` start.
   char* buffer(int rank, const Turn& turn) const {
     return segment_.buffer(rank, turn.parity) + turn.offset;
@@ -242,6 +258,15 @@ class HostChannel {
   std::function<bool()> contended_;     // ...unless Options::contended is given
   ChannelWriter writer_;
   uint64_t turns_ = 0;
+  // The turn published ahead, until its collective adopts it; seq 0: none.
+  // Written by the caller's thread before it queues that collective, read
+  // by whichever thread runs it (the queue orders the two).
+  struct Ahead {
+    uint64_t seq = 0;
+    Turn turn;
+    size_t footprint = 0;
+  } ahead_;
+  bool adoptPending(uint64_t seq, size_t footprint, Turn& turn);
   Describe describe_;
   std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
   std::vector<pollfd> drivenFds_;  // those, then a driven transport's (sleep())
