@@ -86,7 +86,10 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       timeline_(std::move(timeline)),
       label_(std::move(label)),
       transport_(std::move(transport)),
-      trace_(config.traceBufferSize) {
+      trace_(config.traceBufferSize),
+      arrivalSpin_(kArrivalWait, config.adaptiveSpin) {
+  // Passes that yield the core expect the peers' turns in between.
+  if (config.spinYields) arrivalSpin_.setDescheduledGap(kLongYield);
   adoptChannel(std::move(channel));
   executor_ = std::make_shared<Executor>(*transport_);
 }
@@ -376,13 +379,19 @@ void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
 }
 
 bool Engine::awaitArrivals(uint64_t seq) {
-  const Clock::time_point until = Clock::now() + kArrivalWait;
+  SpinBudget& spin = arrivalSpin_;
+  spin.startWait();
   while (!channel_->peersAnnounced(seq)) {
     // An abort from another thread ends the wait: the queued form then
     // fails with its reason.
-    if (transport_->aborted() || Clock::now() >= until) return false;
+    if (transport_->aborted()) {
+      spin.abandon();
+      return false;
+    }
+    if (!spin.keepSpinning(spin.now())) return false;
     if (config_.spinYields) yieldCore();
   }
+  spin.finishWait();
   return true;
 }
 

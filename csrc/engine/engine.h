@@ -289,7 +289,8 @@ class Engine {
                              std::chrono::milliseconds timeout, const OpFields& fields,
                              LaunchRef publishAhead);
   // runOnCaller, after announcing collective `seq`: whether every peer has
-  // announced it too within kArrivalWait (false also once aborted).
+  // announced it too within arrivalSpin_'s budget, at most kArrivalWait
+  // (false also once aborted).
   bool awaitArrivals(uint64_t seq);
   // With submitMutex_ held: until no collective runs past the queue.
   void awaitOnCaller(std::unique_lock<std::mutex>& lock);
@@ -326,6 +327,15 @@ class Engine {
   // The collective whose every publication runOnCaller put up before it
   // was queued (publishBeforeQueueing), until submitCollective queues it; 0: none.
   uint64_t publishedWhole_ = 0;
+  // How long an asynchronous caller waits for its peers to arrive
+  // (awaitArrivals), learnt from how its recent waits ended
+  // (core/base/spin_budget.h): where the peers come later than kArrivalWait
+  // call after call (the eager functional collectives' Python between
+  // calls differs by more than that from rank to rank), each wait costs
+  // the whole of it and then the queue anyway, while the caller's part is
+  // put up for them at once (publishBeforeQueueing). Used by the one caller
+  // that runs past the queue at a time (onCallerActive_).
+  SpinBudget arrivalSpin_;
   // Written under submitMutex_; atomic so that coalescing() reads it without
   // the lock (the device-flags path asks on every call).
   std::atomic<bool> coalescing_{false};
