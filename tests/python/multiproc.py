@@ -180,7 +180,9 @@ def _native_stacks(pid, limit_s=20):
                              timeout=limit_s).stdout
     except subprocess.TimeoutExpired:
         return "(gdb did not answer in time)"
-    return "\n".join(line for line in out.splitlines()
+    # Each frame's line cut short: a pybind11 frame's template names run to
+    # thousands of characters, and the message keeps a few thousand per rank.
+    return "\n".join(line[:240] for line in out.splitlines()
                      if line.startswith(("#", "Thread ")) and "New LWP" not in line)
 
 
