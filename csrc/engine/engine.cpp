@@ -358,14 +358,10 @@ void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
   OpContext op(name, seq, timeout);
   op.fingerprintWord = word;
   op.fingerprint = fingerprintByte(word);
-  op.publishOnly = true;
+  PublishedAhead published;
+  op.ahead = &published;
   try {
     publishAhead(op);
-  } catch (const PublishedAhead& published) {
-    // Its first turn is up: the queued form takes it from there. Where that
-    // was all the peers wait for, the queued form may wait for its caller.
-    std::lock_guard<std::mutex> lock(submitMutex_);
-    publishedWhole_ = published.lastTurn ? seq : 0;
   } catch (const std::exception& e) {
     // Nothing of it is queued: as a failed launch, under its number.
     {
@@ -376,6 +372,11 @@ void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failFromCaller(e.what());
     throw;
   }
+  if (!published.published) return;  // no turn to take (nothing to move): all queued
+  // Its first turn is up: the queued form takes it from there. Where that
+  // was all the peers wait for, the queued form may wait for its caller.
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  publishedWhole_ = published.lastTurn ? seq : 0;
 }
 
 bool Engine::awaitArrivals(uint64_t seq) {

@@ -121,9 +121,9 @@ class Engine {
   // that saw the announcement may be waiting for it already).
   //
   // `publishAhead` (with onlyWherePeersWait; null: none): where the peers did
-  // not come in time, runs before returning 0, with OpContext::publishOnly,
-  // to put this rank's input up on the host channel (the same body as
-  // `launch`, stopped at its first turn), so that a peer that comes before
+  // not come in time, runs before returning 0, with OpContext::ahead set, to
+  // put this rank's input up on the host channel (the same body as `launch`,
+  // returning after its first turn), so that a peer that comes before
   // the queued form runs completes its part at once instead of waiting for
   // this rank's worker or its wait(). Not inside a coalescing block (its
   // held collectives run as one). It must leave the caller's tensors as they

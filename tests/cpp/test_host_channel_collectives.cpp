@@ -786,8 +786,8 @@ TEST(HostChannelCollectives, EveryRankDeclinesAlikeWhereTheChannelDoesNotApply) 
 }
 
 // A rank whose peers were not there yet runs the collective's body as far
-// as its first turn's publication (OpContext::publishOnly: exchangeTurn
-// throws PublishedAhead), then queues it; its peers complete their part
+// as its first turn's publication (OpContext::ahead: exchangeTurn returns
+// and the algorithm with it, its data untouched), then queues it; its peers complete their part
 // from that publication without it, and its own later run of the same body
 // takes up the published turn. Every result exact, the turns still in step
 // for the next collective; whether the turn was the collective's last for
@@ -806,17 +806,15 @@ TEST(HostChannelCollectives, ATurnPublishedAheadIsTakenUpByTheCollectivesLaterRu
         const ReductionArgs args{data.data(), count, DataType::Int32, ReduceOp::Sum};
         if (r == 0) {
           OpContext ahead = op;
-          ahead.publishOnly = true;
-          bool lastTurn = false;
-          try {
-            hostChannelAllreduce(comm, ahead, args);
-            ADD_FAILURE() << "the body ran past its first turn";
-          } catch (const PublishedAhead& published) {
-            lastTurn = published.lastTurn;
-          }
+          PublishedAhead published;
+          ahead.ahead = &published;
+          const std::vector<int32_t> before = data;
+          hostChannelAllreduce(comm, ahead, args);
+          EXPECT_TRUE(published.published) << count << " elements";
+          EXPECT_EQ(data, before) << "publishing ahead wrote the data, " << count << " elements";
           // One piece below the two-phase size: nothing more to publish.
           const size_t bytes = count * sizeof(int32_t);
-          EXPECT_EQ(lastTurn, bytes <= kBufferBytes && bytes < twoPhaseFromBytes(n))
+          EXPECT_EQ(published.lastTurn, bytes <= kBufferBytes && bytes < twoPhaseFromBytes(n))
               << count << " elements";
         }
         hostChannelAllreduce(comm, op, args);
@@ -831,6 +829,98 @@ TEST(HostChannelCollectives, ATurnPublishedAheadIsTakenUpByTheCollectivesLaterRu
     });
     expectNoErrors(errors);
   }
+}
+
+// Every collective over the channel, run to publish ahead (OpContext::ahead)
+// on every rank, returns after its first turn with the caller's input and
+// output as they were (its queued run starts the body again from them; an
+// output written early could be an input read later), then its later run
+// gives what a plain run gives. Messages of several turns each, world 3,
+// rooted ones at a root that is not rank 0.
+TEST(HostChannelCollectives, EveryCollectivePublishedAheadReturnsAfterItsFirstTurnWritingNothing) {
+  constexpr int n = 3;
+  constexpr size_t block = 1500;  // int32 elements: 6000 B, more than a buffer
+  constexpr size_t blockBytes = block * sizeof(int32_t);
+  struct Case {
+    const char* name;
+    size_t inElems;
+    size_t outElems;
+    std::function<void(const Comm&, const OpContext&, int32_t*, int32_t*)> run;
+  };
+  const ReductionArgs sum{nullptr, 0, DataType::Int32, ReduceOp::Sum};
+  const std::vector<Case> cases = {
+      {"allreduce", block, 0,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t*) {
+         hostChannelAllreduce(c, op, {in, block, sum.type, sum.op});
+       }},
+      {"broadcast", block, 0,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t*) {
+         hostChannelBroadcast(c, op, {in, blockBytes, 1});
+       }},
+      {"reduce", block, 0,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t*) {
+         hostChannelReduce(c, op, {in, block, sum.type, sum.op}, 2);
+       }},
+      {"allgather", block, n * block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         hostChannelAllgather(c, op, {in, out, blockBytes});
+       }},
+      {"gather", block, n * block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         hostChannelGather(c, op, {in, out, blockBytes, 1});
+       }},
+      {"scatter", n * block, block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         hostChannelScatter(c, op, {in, out, blockBytes, 2});
+       }},
+      {"reduce_scatter", n * block, block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         hostChannelReduceScatter(c, op, {in, n * block, sum.type, sum.op}, out);
+       }},
+      {"all_to_all", n * block, n * block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         hostChannelAlltoall(c, op, {in, out, blockBytes});
+       }},
+      {"all_to_all (uneven form)", n * block, n * block,
+       [&](const Comm& c, const OpContext& op, int32_t* in, int32_t* out) {
+         const BlockLayout layout = BlockLayout::uniform(n, blockBytes);
+         EXPECT_TRUE(hostChannelUnevenAlltoall(c, op, {in, layout, out, layout}, false));
+       }},
+      {"barrier", 0, 0,
+       [&](const Comm& c, const OpContext& op, int32_t*, int32_t*) { hostChannelBarrier(c, op); }},
+  };
+  Ranks ranks(n);
+  const auto errors = ranks.run([&](int r) {
+    const Comm comm = ranks.comm(r);
+    uint64_t seq = 0;
+    for (const Case& test : cases) {
+      const auto fresh = [&](std::vector<int32_t>& in, std::vector<int32_t>& out) {
+        in.resize(test.inElems);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i * 7 + r * 1000 + 1);
+        out.assign(test.outElems, -1);
+      };
+      std::vector<int32_t> in, out, plainIn, plainOut;
+      fresh(plainIn, plainOut);
+      test.run(comm, ranks.enter(r, test.name, ++seq, 7), plainIn.data(), plainOut.data());
+      fresh(in, out);
+      const OpContext op = ranks.enter(r, test.name, ++seq, 7);
+      OpContext ahead = op;
+      PublishedAhead published;
+      ahead.ahead = &published;
+      test.run(comm, ahead, in.data(), out.data());
+      EXPECT_TRUE(published.published) << test.name << " on rank " << r;
+      // (A barrier's one turn, and no other collective's first here, is its last.)
+      EXPECT_EQ(published.lastTurn, std::string(test.name) == "barrier") << test.name;
+      std::vector<int32_t> untouchedIn, untouchedOut;
+      fresh(untouchedIn, untouchedOut);
+      EXPECT_EQ(in, untouchedIn) << test.name << " on rank " << r << " wrote its input ahead";
+      EXPECT_EQ(out, untouchedOut) << test.name << " on rank " << r << " wrote its output ahead";
+      test.run(comm, op, in.data(), out.data());
+      EXPECT_EQ(in, plainIn) << test.name << " on rank " << r;
+      EXPECT_EQ(out, plainOut) << test.name << " on rank " << r;
+    }
+  });
+  expectNoErrors(errors);
 }
 
 // A turn published ahead and never taken up is a bug that would put the

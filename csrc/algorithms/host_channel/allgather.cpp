@@ -47,6 +47,7 @@ void gatherParts(const Comm& comm, const OpContext& op, size_t parts, const Inpu
                          static_cast<const char*>(inputOf(i)) + at, bytes);
           });
         });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
       const char* theirs = channel.buffer(r, turn);

@@ -62,6 +62,7 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
       channel.copyIn(mine + (at - base), part, length);
     });
   });
+  if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
   char* mine = channel.buffer(rank, turn);
   if (bytes < twoPhaseFromBytes(channel.size())) {
     PhaseScope reducing(op.phases, Phase::Reduce);
@@ -108,6 +109,7 @@ void hostChannelAllreduceSegments(const Comm& comm, const OpContext& op, DataTyp
   for (size_t first = 0; first < total; first += perPiece) {
     reducePiece(comm, op, type, reduceOp, all, first, std::min(perPiece, total - first),
                 first + perPiece >= total);
+    if (op.stoppedAhead()) return;
   }
 }
 

@@ -42,6 +42,7 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
           std::memcpy(output + rank * args.blockBytes + first,
                       input + rank * args.blockBytes + first, piece);
         });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
       if (q == rank) continue;
       std::memcpy(output + q * args.blockBytes + first,
@@ -138,6 +139,8 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
                     static_cast<const char*>(blocks.send[rank]) + first, piece);
       }
     });
+    // Published ahead: the queued run goes on from here (and never declines).
+    if (op.stoppedAhead()) return true;
     if (t == 0) {
       size_t largest = 0;
       bool declinable = true;

@@ -22,6 +22,7 @@ void hostChannelBroadcast(const Comm& comm, const OpContext& op, const Broadcast
     const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= args.bytes, [&](char* mine) {
       if (root) channel.copyIn(mine, data + first, piece);
     });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (!root) std::memcpy(data + first, channel.buffer(args.root, turn), piece);
   }
 }

@@ -63,6 +63,7 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
         [&] {
           if (rank == root) std::memmove(out(rank) + first, in + first, piece);
         });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (rank != root) continue;
     for (int r = 0; r < channel.size(); ++r) {
       if (r != rank) std::memcpy(out(r) + first, channel.buffer(r, turn), piece);
@@ -99,6 +100,7 @@ void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
                          piece);
           }
         });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (!atRoot) std::memcpy(out + first, channel.buffer(root, turn) + mine, piece);
   }
 }

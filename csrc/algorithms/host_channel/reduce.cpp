@@ -32,6 +32,7 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
     const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= bytes, [&](char* mine) {
       if (fillOwn) channel.copyIn(mine, data + first, piece);
     });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (channel.rank() != root) continue;
     PhaseScope reducing(op.phases, Phase::Reduce);
     reduceInRankOrder(channel, turn, args, data + first, 0, piece);

@@ -62,6 +62,7 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
                          static_cast<const char*>(blockAt(i, rank)) + at * esize, count * esize);
           });
         });
+    if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     PhaseScope reducing(op.phases, Phase::Reduce);
     stretches(rank, [&](size_t i, size_t at, size_t window, size_t count) {
       reduceInRankOrder(channel, turn, input, static_cast<char*>(outputOf(i)) + at * esize,

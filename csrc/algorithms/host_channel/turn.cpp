@@ -25,15 +25,20 @@ void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const Host
   // A body run to publish ahead stops at its first turn (exchangeTurn),
   // before any wait: a caller that waited here would wait for a peer that
   // may first wait for this rank elsewhere.
-  if (op.publishOnly) {
+  if (op.publishOnly()) {
     throw Error("ringreduce: internal error: " + op.describe() +
-                " waits on the host channel before its first turn");
+                " waits on the host channel in a run that only publishes ahead");
   }
   {
     PhaseScope waiting(op.phases, Phase::WaitPeers);
     comm.channel->awaitPeers(kind, turn, op, comm.spinBudget(), comm.drivenTransport());
   }
   probe::mark(ProbePoint::PeersHere);
+}
+
+void refuseTurnAfterPublishingAhead(const OpContext& op) {
+  throw Error("ringreduce: internal error: " + op.describe() +
+              " takes another turn after publishing its first ahead");
 }
 
 void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,

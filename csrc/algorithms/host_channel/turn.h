@@ -42,15 +42,9 @@ void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
 void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 
-// What exchangeTurn throws, for an op run with OpContext::publishOnly, once
-// this rank's first turn is published: the body stops there, before any
-// wait, and the queued run of the same body takes up that turn. Not a
-// std::exception, so that no handler for errors on the way takes it.
-struct PublishedAhead {
-  // The turn was the collective's last for this rank: its peers wait for
-  // nothing more of it, so the queued run may wait for its caller's wait().
-  bool lastTurn = false;
-};
+// Throws an internal error: a body run to publish ahead went on to another
+// turn after its first (its algorithm must return once op.stoppedAhead()).
+[[noreturn]] void refuseTurnAfterPublishingAhead(const OpContext& op);
 
 // One turn that uses `footprint` bytes of each buffer (HostChannel::takeTurn:
 // the same on every rank): takes it, lets fill(mine) write this rank's bytes
@@ -62,21 +56,26 @@ struct PublishedAhead {
 // `lastTurn`: this rank publishes nothing more for the collective after
 // this turn (false where that is not known yet).
 //
-// A collective's first turn may have been published ahead (OpContext::
-// publishOnly, by the same body with the same arguments, so the same bytes):
-// it is adopted then, neither filled nor published again.
+// Run to publish ahead (OpContext::ahead), it returns once this rank's
+// bytes are up, neither running meanwhile() nor waiting: the caller must
+// then return at once (op.stoppedAhead()), reading no peer's buffer and
+// writing no output. A collective's first turn may have been published
+// ahead (by the same body with the same arguments, so the same bytes): it is
+// adopted then, neither filled nor published again.
 template <typename Fill, typename Meanwhile>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
                                bool lastTurn, const Fill& fill, const Meanwhile& meanwhile) {
   HostChannel& channel = *comm.channel;
   HostChannel::Turn turn;
+  if (op.stoppedAhead()) refuseTurnAfterPublishingAhead(op);
   if (!channel.adoptPublishedAhead(op.seq, footprint, turn)) {
     turn = channel.takeTurn(footprint);
     fill(channel.buffer(channel.rank(), turn));
     publishFlag(comm, op, FlagKind::Input, turn);
-    if (op.publishOnly) {
+    if (op.publishOnly()) {
       channel.notePublishedAhead(op.seq, turn, footprint);
-      throw PublishedAhead{lastTurn};
+      *op.ahead = PublishedAhead{true, lastTurn};
+      return turn;
     }
   }
   meanwhile();

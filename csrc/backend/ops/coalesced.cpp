@@ -244,6 +244,7 @@ void ProcessGroupRing::allgatherParts(const Comm& c, const OpContext& ctx,
     parts.push_back({ins[i].data_ptr(), places[i], bytes});
   }
   hostChannelAllgatherParts(c, ctx, parts);
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (staged[i].defined()) outputs[i].copy_(staged[i].view(outputs[i].sizes()));
   }
@@ -281,6 +282,7 @@ void ProcessGroupRing::allgatherListParts(const Comm& c, const OpContext& ctx,
     parts[i].bytes = ins[i].nbytes();
   }
   hostChannelAllgatherListParts(c, ctx, parts);
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
   for (size_t i = 0; i < lists.size(); ++i) {
     for (size_t r = 0; r < lists[i].size(); ++r) {
       if (staged[i][r].defined()) lists[i][r].copy_(staged[i][r].view(lists[i][r].sizes()));
@@ -385,6 +387,7 @@ void ProcessGroupRing::reduceScatterParts(const Comm& c, const OpContext& ctx,
   }
   // (The dtype and op are supported: checkReduction raised otherwise.)
   hostChannelReduceScatterParts(c, ctx, red.type, red.op, parts);
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing reduced yet
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outs[i].is_same(outputs[i])) outputs[i].copy_(outs[i].view(outputs[i].sizes()));
   }

@@ -67,6 +67,7 @@ void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor&
   }
   at::Tensor gathered = at::empty({size_ * input.numel()}, input.options());
   hostAllgather(c, ctx, {in.data_ptr(), gathered.data_ptr(), in.nbytes()});
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
   unflattenInto(gathered, outputs);
 }
 
@@ -93,6 +94,7 @@ void ProcessGroupRing::allgatherStraightIntoList(const Comm& c, const OpContext&
     }
   }
   hostChannelAllgatherBlocks(c, ctx, in.data_ptr(), blocks, in.nbytes());
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
   for (size_t r = 0; r < outputs.size(); ++r) {
     if (staged[r].defined()) outputs[r].copy_(staged[r].view(outputs[r].sizes()));
   }
@@ -207,7 +209,7 @@ void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at:
                  {in.data_ptr(), in.nbytes(), gathered, BlockLayout::uniform(size_, in.nbytes()),
                   root});
   }
-  if (rank_ == root) unflattenInto(flat, outputs);
+  if (rank_ == root && !ctx.stoppedAhead()) unflattenInto(flat, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
@@ -419,6 +421,7 @@ void ProcessGroupRing::alltoallList(const Comm& c, const OpContext& ctx,
   const AllToAllArgs args{sent.data_ptr(), send, received.data_ptr(), recv};
   // allToAll: queued bodies only, as in alltoallUneven.
   if (!onChannel || !hostChannelUnevenAlltoall(c, ctx, args, mayDecline)) allToAll(c, ctx, args);
+  if (ctx.stoppedAhead()) return;  // published ahead: nothing received yet
   unflattenInto(received, outputs);
 }
 

@@ -168,7 +168,7 @@ std::optional<c10::intrusive_ptr<c10d::Work>> ProcessGroupRing::allreduceCoalesc
                             hostAllreduce(c, ctx,
                                           {flat.data_ptr(), static_cast<size_t>(flat.numel()),
                                            red.type, red.op});
-                            unflattenInto(flat, tensors);
+                            if (!ctx.stoppedAhead()) unflattenInto(flat, tensors);
                           });
 }
 

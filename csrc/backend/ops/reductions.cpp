@@ -271,7 +271,8 @@ void ProcessGroupRing::reduceScatterList(const OpContext& ctx, const at::Tensor&
   const size_t count = static_cast<size_t>(output.numel()) * static_cast<size_t>(size_);
   if (hostReduceScatterBlocksInto(on ? *on : comm(), ctx, {nullptr, count, red.type, red.op},
                                   blocks, out.data_ptr())) {
-    if (!out.is_same(output)) output.copy_(out);
+    // (Published ahead, nothing is reduced yet.)
+    if (!out.is_same(output) && !ctx.stoppedAhead()) output.copy_(out);
     return;
   }
   at::Tensor flat = stagedBuffer(output.numel() * size_, output.options());
@@ -328,7 +329,8 @@ void ProcessGroupRing::reduceScatterTensor(const OpContext& ctx, const at::Tenso
   if (hostReduceScatterInto(on ? *on : comm(), ctx,
                             {in.data_ptr(), static_cast<size_t>(in.numel()), type, op},
                             out.data_ptr())) {
-    if (!out.is_same(output)) output.copy_(out);
+    // (Published ahead, nothing is reduced yet.)
+    if (!out.is_same(output) && !ctx.stoppedAhead()) output.copy_(out);
     return;
   }
   const at::Tensor copy = in.is_same(input) ? stagedCopy(input) : in;

@@ -12,6 +12,14 @@ class PhaseRecorder;  // core/observe/phase_recorder.h
 
 using Clock = std::chrono::steady_clock;
 
+// What a body run only to publish ahead (OpContext::ahead) put up.
+struct PublishedAhead {
+  bool published = false;  // its first turn: the body returns at once
+  // That turn was the collective's last for this rank: its peers wait for
+  // nothing more of it, so the queued run may wait for its caller's wait().
+  bool lastTurn = false;
+};
+
 struct OpContext {
   const char* opName = "collective";
   uint64_t seq = 0;
@@ -35,11 +43,18 @@ struct OpContext {
   // timeline (RINGREDUCE_TIMELINE); null when it is off, and then marking a
   // phase is one test of this pointer (core/observe/phase_recorder.h: PhaseScope).
   PhaseRecorder* phases = nullptr;
-  // Run only as far as this rank's first publication on the host channel,
-  // then stop (algorithms/host_channel/turn.h: exchangeTurn throws
-  // PublishedAhead): Engine::runOnCaller's publish-ahead, for a collective
-  // about to be queued because its peers were not there yet.
-  bool publishOnly = false;
+  // Set where the body runs only as far as this rank's first publication on
+  // the host channel (Engine::publishBeforeQueueing, for a collective about
+  // to be queued because its peers were not there yet): exchangeTurn notes
+  // that turn here and returns it, and the algorithm and the backend's body
+  // then return at once (stoppedAhead()), writing no output (where
+  // withContiguous copies back, it writes the values that were there); the
+  // queued run of the same body takes the turn up. A return, not an exception:
+  // unwinding a body's 8-10 frames cost 9 us a call on the 2-core VM.
+  PublishedAhead* ahead = nullptr;
+
+  bool publishOnly() const { return ahead != nullptr; }
+  bool stoppedAhead() const { return ahead != nullptr && ahead->published; }
 
   OpContext() = default;
   OpContext(const char* name, uint64_t sequence, std::chrono::milliseconds limit)
