@@ -21,12 +21,18 @@ def tcp_init_and_reinit(rank, world, _file_init, port):
 
 
 def reinit_same_store(rank, world, init_method):
-    """destroy_process_group() then init again on the same FileStore, as
-    torchrun's agent store does: no stale addresses may be read."""
+    """destroy_process_group() then init again on the same store, as on
+    torchrun's agent store (one store that outlives the groups): no stale
+    addresses may be read. One FileStore object for every round: a FileStore
+    made per round (init_method) deletes its file when the last rank lets go
+    of its store (a count kept in the file), and a faster rank's first keys
+    of the next round, written between that count and the removal, are lost
+    with it (the ranks then wait in the constructor for addresses that are
+    gone, or in different generations: a hang about once in 40 runs)."""
+    store = dist.FileStore(init_method[len("file://"):], world)
     sums = []
     for round_ in range(3):
-        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
-                                world_size=world)
+        dist.init_process_group("ringreduce", store=store, rank=rank, world_size=world)
         t = torch.full((10,), float(rank * 10 + round_))
         dist.all_reduce(t)
         sums.append(t[0].item())
