@@ -21,10 +21,9 @@ WorkRing::WorkRing(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::
       seq_(seq),
       timed_(timed),
       outputs_(std::move(outputs)),
-      executor_(std::move(executor)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), devicesOf(device))) {
+      executor_(std::move(executor)) {
   if (device != nullptr) {
+    deviceFuture_ = tensorListFuture(devicesOf(device));
     stream_ = device->stream;
     if (timed) span_ = std::make_shared<DeviceSpan>();
   }
@@ -60,12 +59,12 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
 // The caller's current stream waits on the events the future recorded on
 // the internal stream: the host does not wait for the GPU.
 void WorkRing::synchronize() {
-  if (stream_) future_->wait();
+  if (stream_) deviceFuture_->wait();
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFuture() {
   expedite();
-  return future_;
+  return stream_ ? deviceFuture_ : hostFuture_.get(outputs_);
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFutureResult() {
@@ -103,14 +102,22 @@ void WorkRing::markSucceeded() {
     if (span_) span_->end.record(*stream_);
   }
   finish();
-  future_->markCompleted(c10::IValue(outputs_));
+  if (stream_) {
+    deviceFuture_->markCompleted(c10::IValue(outputs_));
+  } else {
+    hostFuture_.succeed(outputs_);
+  }
   result_.settle(c10d::WorkResult::SUCCESS);
 }
 
 void WorkRing::markFailed(std::exception_ptr error, c10d::WorkResult result) {
   finished_ = std::chrono::steady_clock::now();
   finish(error);
-  future_->setError(error);
+  if (stream_) {
+    deviceFuture_->setError(error);
+  } else {
+    hostFuture_.fail(error);
+  }
   result_.settle(result);
 }
 

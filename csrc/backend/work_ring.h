@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/device_call.h"
+#include "backend/output_future.h"
 #include "backend/work_result.h"
 #include "backend/work_timing.h"
 #include "engine/executor.h"
@@ -83,7 +84,10 @@ class WorkRing : public c10d::Work {
   std::weak_ptr<Executor> executor_;
   std::chrono::steady_clock::time_point started_{};
   std::chrono::steady_clock::time_point finished_{};
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // get_future(): a CUDA work's made with it (its completion records events
+  // on the internal stream), a host work's when asked for.
+  c10::intrusive_ptr<c10::ivalue::Future> deviceFuture_;
+  OutputFuture hostFuture_;
   ResultFuture result_;
   // CUDA, while timed: events around the device work.
   std::shared_ptr<DeviceSpan> span_;

@@ -469,6 +469,9 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
         work = dist.barrier(async_op=True)
         return work, lambda: (torch.zeros(1), torch.zeros(1))
 
+    one_output = {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+                  "all_to_all_single", "scatter", "reduce"}
+
     def settle(entries, how):
         for label, work, check in entries:
             if how == "future":
@@ -477,6 +480,12 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
             got, want = check()
             if not torch.equal(got, want):
                 failures.append(f"{label}: {got[:4].tolist()} != {want[:4].tolist()}")
+            if how == "later" and label.split()[0] in one_output:
+                # A future first asked for once the work has ended holds its output too.
+                value = work.get_future().wait()
+                if not torch.equal(value[0], want):
+                    failures.append(f"{label}: get_future() after the end: "
+                                    f"{value[0][:4].tolist()} != {want[:4].tolist()}")
 
     ops = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
            "all_to_all_single", "gather", "scatter", "reduce", "barrier"]

@@ -98,6 +98,18 @@ def timeout_then_fail_fast(rank, world, init_method):
         except Exception as error:
             result["later"] = (type(error).__name__, str(error))
         result["later_elapsed"] = time.monotonic() - start
+        # A work that failed before anyone asked for its future: the future,
+        # made then, raises the same error.
+        ended = dist.all_reduce(torch.ones(1000), async_op=True)
+        try:
+            ended.wait()
+        except Exception:
+            pass
+        try:
+            ended.get_future().wait()
+            result["future_after_the_end"] = "no error"
+        except Exception as error:
+            result["future_after_the_end"] = (type(error).__name__, str(error))
         events.set("rank 0 is done", b"1")
     else:
         events.wait(["rank 0 is done"])  # never joins the collective

@@ -28,6 +28,7 @@ def test_missing_rank_times_out_with_op_seq_and_ranks():
     # Bounded by the group timeout, not hung (generous upper bound for CI).
     assert 1.9 <= result["elapsed"] < 30, result["elapsed"]
     assert result["future"][0] == "DistBackendError" and "allreduce #2" in result["future"][1]
+    assert result["future_after_the_end"][0] == "DistBackendError", result["future_after_the_end"]
     kind, message = result["later"]
     assert kind == "DistBackendError" and "unusable after an earlier failure" in message, message
     assert "allreduce #3" in message and "allreduce #2" in message, message
