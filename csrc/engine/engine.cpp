@@ -672,9 +672,15 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
   try {
     if (abandon) {
       transport_->abandon(message.request);
+      // Where an abort shut the group down (ProcessGroup.abort), the abort is
+      // the reason, whether the shutdown or the caller's wait reaches the
+      // message first.
+      const std::string why = transport_->aborted()
+                                  ? transport_->abortReason()
+                                  : "process group '" + groupName_ + "' was shut down";
       callbacks.failed(std::make_exception_ptr(
           TransportError("ringreduce: " + op.describe() + " on rank " + std::to_string(rank_) +
-                         " was abandoned: process group '" + groupName_ + "' was shut down")));
+                         " was abandoned: " + why)));
       return true;
     }
     if (!transport_->test(message.request, op)) {
