@@ -6,6 +6,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "backend/output_future.h"
 #include "backend/stream_order.h"
 #include "backend/work_result.h"
 
@@ -40,8 +41,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CallerWork::getFuture() {
   if (future_) return future_;
   std::vector<c10::Device> devices;
   if (queuedOn_) devices.push_back(queuedOn_->device());
-  future_ = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), devices);
+  future_ = tensorListFuture(std::move(devices));
   // Completing records the future's events on the current stream: it must
   // be the one the collective went on (callbacks then run after it).
   std::optional<c10::StreamGuard> onQueuedStream;

@@ -1,6 +1,8 @@
 // FailedWork: a completed Work that carries its collective's error.
 #include "backend/failed_work.h"
 
+#include "backend/output_future.h"
+
 namespace ringreduce {
 
 FailedWork::FailedWork(int rank, c10d::OpType opType, uint64_t seq, std::exception_ptr error)
@@ -14,8 +16,7 @@ bool FailedWork::wait(std::chrono::milliseconds) {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> FailedWork::getFuture() {
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()));
+  auto future = tensorListFuture();
   future->setError(exception_);
   return future;
 }

@@ -12,7 +12,7 @@ void PointToPointInFlight::add(const c10::intrusive_ptr<WorkRing>& work) {
   works_.erase(std::remove_if(works_.begin(), works_.end(),
                               [](const c10::weak_intrusive_ptr<WorkRing>& w) {
                                 const auto live = w.lock();
-                                return !live || live->isCompleted();
+                                return !live || live->ended();
                               }),
                works_.end());
   works_.emplace_back(work);

@@ -47,7 +47,7 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
                       "batch_isend_irecv's works), or issue it outside the block; the block "
                       "still runs it when it ends");
     if (std::shared_ptr<Executor> executor = executor_.lock()) {
-      executor->helpUntil([this] { return isCompleted(); });
+      executor->helpUntil([this] { return ended(); });
     }
   }
   const bool completed = c10d::Work::wait(timeout);  // the host part; throws its error
@@ -72,10 +72,17 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFutureResult() {
   return result_.get();
 }
 
+bool WorkRing::isCompleted() {
+  if (ended()) return true;
+  if (!polled_.exchange(true, std::memory_order_relaxed)) expedite();
+  return ended();
+}
+
 void WorkRing::expedite() {
-  // A future's wait never runs the task on its thread (as wait() does): a
-  // task left for its caller (Runner::CallerWhenWaited) is the worker's now.
-  if (stream_ || isCompleted()) return;
+  // A future's wait never runs the task on its thread (as wait() does), nor
+  // does a poll: a task left for its caller (Runner::CallerWhenWaited) and
+  // messages left in flight are the worker's now.
+  if (stream_ || ended()) return;
   if (std::shared_ptr<Executor> executor = executor_.lock()) executor->expedite();
 }
 

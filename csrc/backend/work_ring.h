@@ -35,6 +35,17 @@ class WorkRing : public c10d::Work {
            bool timed = false);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // is_completed(). A caller that polls instead of waiting runs nothing on
+  // its thread, so the first poll that finds the work running hands what
+  // was left for its wait to the worker (Executor::expedite): a published-
+  // ahead collective (Runner::CallerWhenWaited) or an irecv's message in
+  // flight. Without it a polled async allreduce with a late peer completed
+  // about 3 ms after the peer had (5 ms after the call), where gloo's
+  // completes as the peer's does.
+  bool isCompleted() override;
+  // Whether it has ended, without expediting it (wait()'s own checks, the
+  // group's bookkeeping).
+  bool ended() { return c10d::Work::isCompleted(); }
   // Milliseconds from the start of the work to its end (work_timing.h).
   float getDuration() const override;
   void synchronize() override;
@@ -74,7 +85,8 @@ class WorkRing : public c10d::Work {
   void markFailed(std::exception_ptr error, c10d::WorkResult result);
 
  private:
-  // get_future() and get_future_result(): see Executor::expedite.
+  // get_future(), get_future_result() and is_completed(): see
+  // Executor::expedite.
   void expedite();
   const uint64_t seq_;
   const bool timed_;
@@ -93,6 +105,7 @@ class WorkRing : public c10d::Work {
   std::shared_ptr<DeviceSpan> span_;
   c10::intrusive_ptr<WorkRing> firstPart_;  // a coalesced block's
   std::atomic<bool> heldInBlock_{false};
+  std::atomic<bool> polled_{false};  // is_completed() has expedited it
 };
 
 }  // namespace ringreduce

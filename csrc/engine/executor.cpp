@@ -126,7 +126,9 @@ Clock::time_point Executor::queueDue() const {
 void Executor::expedite() {
   std::lock_guard<std::mutex> lock(mutex_);
   expediteLocked();
-  if (sleeping_ && !queue_.empty()) wakeAt(queueDue());
+  if (!sleeping_) return;  // an awake worker sees the queue and its pollers anyway
+  if (!queue_.empty()) wakeAt(queueDue());
+  if (leftInFlight_.load(std::memory_order_acquire)) wakeAt(Clock::now());
 }
 
 void Executor::expediteLocked() {

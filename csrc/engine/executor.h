@@ -95,9 +95,13 @@ class Executor {
   using Poller = std::function<bool(bool abandon)>;
   void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
 
-  // Any thread: a Runner::CallerWhenWaited task queued now is due after the
-  // usual grace, as an asynchronous one: its Work's future was asked for, and
-  // a future's wait never runs tasks on its thread.
+  // Any thread: whatever was left for a caller that waits is the worker's
+  // now, because this caller will not run it: its Work's future was asked
+  // for (a future's wait never runs tasks on its thread), or is_completed()
+  // polled it (a poll runs nothing). A Runner::CallerWhenWaited task queued
+  // now is due after the usual grace, as an asynchronous one, and messages
+  // a caller left in flight are driven by the worker at once instead of
+  // after kInFlightGrace (a polled irecv saw its message about 3 ms late).
   void expedite();
   // The account of the worker's spin after a task (core/base/spin_budget.h),
   // for tests: the worker thread writes it, so read it only while the

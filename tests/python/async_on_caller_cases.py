@@ -416,7 +416,9 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
     up before queueing it (Engine::runOnCaller's publish-ahead), the late
     one completes its own at once from the channel. Each result exact,
     whether its Work was waited for at once, through its future (which never
-    runs the task on the waiting thread) or only after the next calls."""
+    runs the task on the waiting thread), only after the next calls, or
+    never: is_completed() polled until it says so (a poll runs nothing
+    either), the output then final without a wait()."""
     import torch
     import torch.distributed as dist
 
@@ -476,10 +478,21 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
         for label, work, check in entries:
             if how == "future":
                 work.get_future().wait()
-            work.wait()
+            if how == "polled":
+                deadline = time.monotonic() + 60
+                while not work.is_completed():
+                    if time.monotonic() > deadline:
+                        break
+                if not work.is_completed():
+                    failures.append(f"{label}: is_completed() still False after 60 s")
+                    continue
+            else:
+                work.wait()
             got, want = check()
             if not torch.equal(got, want):
                 failures.append(f"{label}: {got[:4].tolist()} != {want[:4].tolist()}")
+            if how == "polled":
+                work.wait()  # completed: raises the error it may have ended with
             if how == "later" and label.split()[0] in one_output:
                 # A future first asked for once the work has ended holds its output too.
                 value = work.get_future().wait()
@@ -496,7 +509,7 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
             m = draw.choice([1, 16, 1000])
             work, check = one(op, i, m)
             pending.append((f"{op} {i} ({m})", work, check))
-            how = draw.choice(["wait", "future", "later"])
+            how = draw.choice(["wait", "future", "later", "polled"])
             if how != "later" or len(pending) > 3:
                 settle(pending, how)
                 pending.clear()

@@ -24,7 +24,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "device_coalesced": "allreduce_coalesced",
             "list_gather_coalesced": "all_gather_coalesced",
             "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
-            "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor"}
+            "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
+            "all_reduce_polled": "allreduce"}
 
 
 def _collective_as(form, tensor):
@@ -44,11 +45,18 @@ def _collective_as(form, tensor):
     they are (root: rank 0); or ("all_reduce_async", "funcol_all_gather")
     an asynchronous allreduce of a small slice waited for, or an eager
     functional all_gather and its wait_tensor (a rank whose peers are not
-    there yet puts its part up on the channel and queues the call)."""
+    there yet puts its part up on the channel and queues the call); or
+    ("all_reduce_polled") that asynchronous allreduce polled with
+    is_completed() until it ends, then waited for (raising its error)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "all_reduce_async":
         return dist.all_reduce(tensor[:256], async_op=True).wait()
+    if form == "all_reduce_polled":
+        work = dist.all_reduce(tensor[:256], async_op=True)
+        while not work.is_completed():  # ends at the latest at the op's timeout
+            pass
+        return work.wait()
     if form == "funcol_all_gather":
         import torch.distributed._functional_collectives as funcol
 

@@ -1,4 +1,5 @@
 """Rank-side bodies of the send/recv and coalescing tests."""
+import time
 import torch
 import torch.distributed as dist
 
@@ -91,6 +92,20 @@ def point_to_point(rank, world, init_method):
         req.wait()
     check("batch_isend_irecv", from_prev.tolist() == [float(prv)] * 5
           and from_next.tolist() == [float(-nxt)] * 5)
+
+    # An irecv whose message comes late, polled with is_completed() and never
+    # waited for: a poll runs nothing on its thread, so the worker completes it.
+    polled = torch.empty(3)
+    pending = dist.irecv(polled, src=prv, tag=88)
+    time.sleep(0.003)
+    sent = dist.isend(torch.full((3,), float(rank + 100)), dst=nxt, tag=88)
+    deadline = time.monotonic() + 60
+    while not pending.is_completed() and time.monotonic() < deadline:
+        pass
+    check("polled irecv completes", pending.is_completed())
+    check("polled irecv's tensor once completed", polled.tolist() == [float(prv + 100)] * 3)
+    sent.wait()
+    pending.wait()
     dist.barrier()
     return {"failures": failures, "checked": checked[0]}
 

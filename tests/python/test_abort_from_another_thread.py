@@ -19,7 +19,9 @@ import abort_cases
     # all_to_all's lists, read and written where they are on the caller's thread.
     ("host channel", "all_to_all_list"),
     # An asynchronous caller: its part put up on the channel, the call queued, then waited for.
-    ("host channel", "all_reduce_async")])
+    ("host channel", "all_reduce_async"),
+    # ... polled with is_completed() instead: the worker runs it, and the abort ends it there.
+    ("host channel", "all_reduce_polled")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

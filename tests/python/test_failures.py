@@ -25,7 +25,9 @@ from multiproc import TRANSPORTS, run_world
     ("shm", 64 << 10, True, "gather"), ("shm", 64 << 10, True, "scatter"),
     ("shm", 64 << 10, True, "all_to_all_list"),
     # Asynchronous callers, whose part may be up on the channel before they queue the call.
-    ("shm", 64 << 10, True, "all_reduce_async"), ("shm", 64 << 10, True, "funcol_all_gather")])
+    ("shm", 64 << 10, True, "all_reduce_async"), ("shm", 64 << 10, True, "funcol_all_gather"),
+    # ... and one that polls is_completed() instead of waiting.
+    ("shm", 64 << 10, True, "all_reduce_polled")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1
