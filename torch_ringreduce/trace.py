@@ -37,6 +37,17 @@ def _describe(entry):
     return f"{entry['op']} #{entry['seq']} ({entry['summary']})"
 
 
+def _aside(entry):
+    """What an unfinished entry adds to its state: its error, or that its rank's part was up on
+    the host channel before it was queued (its peers needed nothing more of it; what is left is
+    this rank's own wait(), or its worker)."""
+    if entry["error"]:
+        return f" ({entry['error'][:160]})"
+    if entry.get("published_ahead"):
+        return " (its part published ahead: the peers needed nothing more of it)"
+    return ""
+
+
 def _identity(entry):
     """What must agree across ranks: the op and its fingerprint (alike on every rank whether
     it ran queued or directly, on whichever device), or its summary in files without one."""
@@ -74,8 +85,7 @@ def analyze(traces):
         unfinished = {r: e for r, e in present.items() if e["state"] != "completed"}
         if unfinished:
             done = sorted(r for r in present if r not in unfinished)
-            states = ", ".join(f"rank {r} {e['state']}" + (f" ({e['error'][:160]})" if e["error"]
-                                                          else "")
+            states = ", ".join(f"rank {r} {e['state']}" + _aside(e)
                                for r, e in sorted(unfinished.items()))
             head = f"{_describe(example)} did not complete everywhere: {states}"
             if done:

@@ -227,12 +227,15 @@ uint64_t Engine::submitCollective(const char* name, std::chrono::milliseconds ti
     }
     publishedWhole_ = 0;
   }
+  const bool publishedAhead = publishedAhead_ == seq;
+  publishedAhead_ = 0;
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": " << summary);
   Operation operation;
   operation.fingerprintWord = fingerprintWord(fingerprint);
   operation.fingerprint = fingerprintByte(operation.fingerprintWord);
   operation.callbacks =
-      traced(makeCallbacks(seq), seq, false, name, summary, operation.fingerprintWord);
+      traced(makeCallbacks(seq), seq, false, name, summary, operation.fingerprintWord,
+             publishedAhead);
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -377,6 +380,7 @@ void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
   // was all the peers wait for, the queued form may wait for its caller.
   std::lock_guard<std::mutex> lock(submitMutex_);
   publishedWhole_ = published.lastTurn ? seq : 0;
+  publishedAhead_ = seq;
 }
 
 bool Engine::awaitArrivals(uint64_t seq) {
@@ -455,9 +459,9 @@ uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds 
 std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCallbacks> callbacks,
                                                    uint64_t seq, bool pointToPoint,
                                                    const char* name, const std::string& summary,
-                                                   uint32_t fingerprint) {
+                                                   uint32_t fingerprint, bool publishedAhead) {
   if (!trace_.enabled()) return callbacks;
-  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary, fingerprint);
+  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary, fingerprint, publishedAhead);
   return std::make_shared<TracedCallbacks>(std::move(callbacks), trace_, id);
 }
 

@@ -239,7 +239,8 @@ class Engine {
   void refuseWaitBehindHeld(const char* name, Runner runner);
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
-                                             const std::string& summary, uint32_t fingerprint);
+                                             const std::string& summary, uint32_t fingerprint,
+                                             bool publishedAhead = false);
   void runCollective(const Operation& operation);
   std::shared_ptr<TimelineOp> timelineOp(const char* name, uint64_t seq,
                                          const CollectiveFingerprint& fingerprint);
@@ -327,6 +328,9 @@ class Engine {
   // The collective whose every publication runOnCaller put up before it
   // was queued (publishBeforeQueueing), until submitCollective queues it; 0: none.
   uint64_t publishedWhole_ = 0;
+  // The collective whose first turn runOnCaller put up before it was
+  // queued, whole or not (its trace entry says so); 0: none.
+  uint64_t publishedAhead_ = 0;
   // How long an asynchronous caller waits for its peers to arrive
   // (awaitArrivals), learnt from how its recent waits ended
   // (core/base/spin_budget.h): where the peers come later than kArrivalWait

@@ -28,6 +28,7 @@ bool claim(TraceEntry& e, uint64_t id, uint64_t seq, bool pointToPoint, const ch
   e.seq = seq;
   e.pointToPoint = pointToPoint;
   e.onCaller = false;
+  e.publishedAhead = false;
   e.fingerprint = fingerprint;
   e.name = name;
   e.summary.clear();
@@ -74,13 +75,14 @@ OpTrace::OpTrace(size_t capacity)
     : capacity_(capacity), slots_(capacity == 0 ? nullptr : new Slot[capacity]) {}
 
 uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
-                         uint32_t fingerprint) {
+                         uint32_t fingerprint, bool publishedAhead) {
   if (!enabled()) return 0;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
   TraceEntry& e = lock.entry();
   if (!claim(e, id, seq, pointToPoint, name, fingerprint)) return id;
   e.summary = std::move(summary);
+  e.publishedAhead = publishedAhead;
   e.queued = Clock::now();
   return id;
 }
@@ -160,7 +162,9 @@ std::string OpTrace::toJson(int rank, int size, const std::string& group,
   for (const TraceEntry& e : snapshot()) {
     json << (first ? "\n  " : ",\n  ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq
          << ", \"p2p\": " << (e.pointToPoint ? "true" : "false")
-         << ", \"direct\": " << (e.onCaller ? "true" : "false") << ", \"op\": " << jsonQuoted(e.name)
+         << ", \"direct\": " << (e.onCaller ? "true" : "false")
+         << ", \"published_ahead\": " << (e.publishedAhead ? "true" : "false")
+         << ", \"op\": " << jsonQuoted(e.name)
          << ", \"summary\": " << jsonQuoted(e.summary) << ", \"fingerprint\": " << e.fingerprint
          << ", \"state\": \""
          << traceStateName(e.state) << "\", \"queued_us\": " << micros(e.queued)

@@ -32,6 +32,10 @@ struct TraceEntry {
   uint64_t seq = 0;          // collective (or point-to-point) sequence number
   bool pointToPoint = false;
   bool onCaller = false;     // run on the caller's thread (Engine::runOnCaller)
+  // Queued after this rank's part went up on the host channel
+  // (Engine::publishBeforeQueueing): its peers need nothing more of it to
+  // finish their side, only this rank's own reading of theirs.
+  bool publishedAhead = false;
   // A collective's fingerprintWord, alike on every rank that calls the same
   // collective, whichever way each ran it and on whichever device: what the
   // trace reader compares across ranks. 0: none (send/recv).
@@ -56,7 +60,7 @@ class OpTrace {
   bool enabled() const { return capacity_ != 0; }
   // Returns the entry's id (0 when disabled).
   uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
-                  uint32_t fingerprint = 0);
+                  uint32_t fingerprint = 0, bool publishedAhead = false);
   void started(uint64_t id);
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);

@@ -58,8 +58,9 @@ TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
   trace.onCaller(3, "broadcast", gather, 7, at, "launch failed");
   trace.onCaller(4, "allreduce", std::string("2 x Float SUM on cuda:0"), 9, at);
   trace.queued(5, false, "barrier", "queued text", 11);
+  trace.queued(6, false, "allreduce", "published text", 12, /*publishedAhead=*/true);
   const auto entries = trace.snapshot();
-  ASSERT_EQ(entries.size(), 5u);
+  ASSERT_EQ(entries.size(), 6u);
   EXPECT_EQ(entries[0].summary, "4096 x bfloat16 MAX on cuda:1");
   EXPECT_EQ(entries[1].summary, "4096 x bfloat16 PREMUL_SUM on cuda:1");
   EXPECT_EQ(entries[2].summary, "3 x int32 from root 2");
@@ -72,12 +73,15 @@ TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
     EXPECT_EQ(entries[i].finished, at) << i;
   }
   EXPECT_FALSE(entries[4].onCaller);
+  EXPECT_FALSE(entries[4].publishedAhead);
+  EXPECT_TRUE(entries[5].publishedAhead);
   EXPECT_EQ(entries[0].state, TraceEntry::State::Completed);
   EXPECT_EQ(entries[2].state, TraceEntry::State::Failed);
   EXPECT_EQ(entries[2].error, "launch failed");
   EXPECT_EQ(entries[0].fingerprint, 0xabcdu);
   const std::string json = trace.toJson(0, 2, "g", "why");
-  EXPECT_NE(json.find("\"direct\": true, \"op\": \"allreduce\", \"summary\": \"4096 x bfloat16 MAX "
+  EXPECT_NE(json.find("\"direct\": true, \"published_ahead\": false, \"op\": \"allreduce\", "
+                      "\"summary\": \"4096 x bfloat16 MAX "
                       "on cuda:1\", \"fingerprint\": 43981, \"state\": \"completed\""),
             std::string::npos)
       << json;
@@ -85,7 +89,12 @@ TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
                       "\"failed\""),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"direct\": false, \"op\": \"barrier\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"direct\": false, \"published_ahead\": false, \"op\": \"barrier\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"direct\": false, \"published_ahead\": true, \"op\": \"allreduce\""),
+            std::string::npos)
+      << json;
 }
 
 // Writers on several threads (the on-caller ops, the executor's state

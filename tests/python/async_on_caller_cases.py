@@ -11,6 +11,15 @@ def _init(rank, world_size, init_method):
                             world_size=world_size)
 
 
+def _published_ahead():
+    """How many of this rank's queued collectives went up on the channel before they were
+    queued, by its flight recorder."""
+    import torch_ringreduce
+
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    return sum(1 for e in entries if e["published_ahead"] and not e["direct"])
+
+
 def _paths(op="allreduce"):
     """(direct, queued) counts of the `op`s in this rank's flight recorder."""
     import torch_ringreduce
@@ -515,8 +524,9 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
                 pending.clear()
     settle(pending, "wait")
     direct, queued = _paths()
+    ahead = _published_ahead()
     dist.destroy_process_group()
-    return {"failures": failures, "direct": direct, "queued": queued}
+    return {"failures": failures, "direct": direct, "queued": queued, "published_ahead": ahead}
 
 
 def late_peer_while_the_first_rank_is_elsewhere(rank, world_size, init_method):

@@ -104,6 +104,8 @@ def test_every_asynchronous_collective_is_exact_with_a_late_peer(world_size):
     reports = exact_on_every_rank(world_size, async_on_caller_cases.late_peers_every_collective)
     assert sum(report["direct"] for report in reports) > 0, reports
     assert sum(report["queued"] for report in reports) > 0, reports
+    # The flight recorder says which queued ones went up ahead.
+    assert sum(report["published_ahead"] for report in reports) > 0, reports
 
 
 def test_a_late_peer_completes_without_the_first_ranks_caller():

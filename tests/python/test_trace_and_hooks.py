@@ -95,6 +95,23 @@ def test_trace_reader_compares_fingerprints_not_summaries():
     assert "different collectives as #1" in line, line
 
 
+def test_trace_reader_says_a_queued_collective_was_published_ahead():
+    """A rank whose part went up on the host channel before it queued the call, and that then
+    never waited for it: the reader says its peers needed nothing more of it."""
+    from torch_ringreduce import trace
+
+    def entry(state, published_ahead):
+        return {"seq": 1, "p2p": False, "op": "allreduce", "summary": "4 x Float SUM",
+                "fingerprint": 5, "state": state, "error": "", "published_ahead": published_ahead}
+
+    traces = {0: {"rank": 0, "world_size": 2, "entries": [entry("queued", True)]},
+              1: {"rank": 1, "world_size": 2, "entries": [entry("completed", False)]}}
+    line = trace.analyze(traces)
+    assert "rank 0 queued (its part published ahead" in line and "completed on rank(s) [1]" in line
+    traces[0]["entries"] = [entry("queued", False)]
+    assert "published ahead" not in trace.analyze(traces)
+
+
 @pytest.mark.parametrize("call", ["async", "coalesced", "sync (caller's thread)",
                                   "sync over ucx", "gather_coalesced", "alltoall_uneven"])
 def test_abort_fails_the_pending_collective_and_a_new_group_works(call):
