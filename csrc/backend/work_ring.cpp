@@ -74,14 +74,21 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFutureResult() {
 
 bool WorkRing::isCompleted() {
   if (ended()) return true;
-  if (!polled_.exchange(true, std::memory_order_relaxed)) expedite();
+  if (stream_) return false;  // a CUDA work's host part is the worker's alone
+  std::shared_ptr<Executor> executor = executor_.lock();
+  if (executor == nullptr) return ended();
+  // Once every peer is in a published-ahead collective, the poll runs it
+  // here (it only reads their parts now); until then it stays queued, and
+  // the worker takes it only after its grace (a poller that stops polling).
+  if (executor->runIfReady() && ended()) return true;
+  if (!polled_.exchange(true, std::memory_order_relaxed)) executor->expediteMessages();
   return ended();
 }
 
 void WorkRing::expedite() {
-  // A future's wait never runs the task on its thread (as wait() does), nor
-  // does a poll: a task left for its caller (Runner::CallerWhenWaited) and
-  // messages left in flight are the worker's now.
+  // A future's wait never runs the task on its thread (as wait() does): a
+  // task left for its caller (Runner::CallerWhenWaited) and messages left
+  // in flight are the worker's now.
   if (stream_ || ended()) return;
   if (std::shared_ptr<Executor> executor = executor_.lock()) executor->expedite();
 }

@@ -35,12 +35,14 @@ class WorkRing : public c10d::Work {
            bool timed = false);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  // is_completed(). A caller that polls instead of waiting runs nothing on
-  // its thread, so the first poll that finds the work running hands what
-  // was left for its wait to the worker (Executor::expedite): a published-
-  // ahead collective (Runner::CallerWhenWaited) or an irecv's message in
-  // flight. Without it a polled async allreduce with a late peer completed
-  // about 3 ms after the peer had (5 ms after the call), where gloo's
+  // is_completed(). A poll must return at once, so it runs only what cannot
+  // wait on this rank's caller: a published-ahead collective
+  // (Runner::CallerWhenWaited) whose peers are all in it, which it then
+  // completes on its thread (Executor::runIfReady). The first poll that
+  // finds the work still running hands an irecv's message in flight to the
+  // worker (Executor::expediteMessages). Before, a polled async allreduce
+  // with a late peer completed about 3 ms after the peer had (5 ms after
+  // the call: the worker's grace), a polled irecv as late; gloo's allreduce
   // completes as the peer's does.
   bool isCompleted() override;
   // Whether it has ended, without expediting it (wait()'s own checks, the
@@ -85,8 +87,7 @@ class WorkRing : public c10d::Work {
   void markFailed(std::exception_ptr error, c10d::WorkResult result);
 
  private:
-  // get_future(), get_future_result() and is_completed(): see
-  // Executor::expedite.
+  // get_future() and get_future_result(): see Executor::expedite.
   void expedite();
   const uint64_t seq_;
   const bool timed_;
@@ -105,7 +106,7 @@ class WorkRing : public c10d::Work {
   std::shared_ptr<DeviceSpan> span_;
   c10::intrusive_ptr<WorkRing> firstPart_;  // a coalesced block's
   std::atomic<bool> heldInBlock_{false};
-  std::atomic<bool> polled_{false};  // is_completed() has expedited it
+  std::atomic<bool> polled_{false};  // is_completed() has woken the worker for messages
 };
 
 }  // namespace ringreduce

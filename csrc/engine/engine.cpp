@@ -541,6 +541,16 @@ void Engine::submit(Operation operation) {
   // A host send or receive only starts on its task (startPointToPoint); a
   // CUDA one's staging may wait for its stream.
   const bool posts = operation.post && runner != Runner::Worker;
+  // A published-ahead collective: once every peer is in it, a poll of its
+  // Work may run it (Executor::runIfReady), as nothing it waits for then
+  // depends on this rank's caller.
+  Executor::Ready ready;
+  if (runner == Runner::CallerWhenWaited) {
+    ready = [this, seq = operation.seq] {
+      const HostChannel* channel = channelView_.load(std::memory_order_acquire);
+      return channel != nullptr && channel->peersAnnounced(seq);
+    };
+  }
   executor_->submit(
       [this, operation = std::move(operation)] {
         if (operation.post) {
@@ -549,7 +559,7 @@ void Engine::submit(Operation operation) {
           runCollective(operation);
         }
       },
-      runner, posts);
+      runner, posts, std::move(ready));
 }
 
 std::exception_ptr Engine::unusableError(const OpContext& op) const {

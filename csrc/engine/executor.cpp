@@ -96,11 +96,11 @@ Executor::~Executor() {
   ::close(timerFd_);
 }
 
-void Executor::submit(Task task, Runner runner, bool posts) {
+void Executor::submit(Task task, Runner runner, bool posts, Ready ready) {
   callerCore_.noteCaller();
   std::lock_guard<std::mutex> lock(mutex_);
   outstanding_.fetch_add(1, std::memory_order_relaxed);
-  queue_.push_back({std::move(task), Clock::now(), runner, posts});
+  queue_.push_back({std::move(task), Clock::now(), runner, posts, std::move(ready)});
   // A sleeping worker starts it when it is due unless a caller that waits
   // for it runs it first; an awake worker sees the queue anyway.
   if (sleeping_ && runner != Runner::Caller) wakeAt(queue_.back().dueAt(grace_));
@@ -123,12 +123,39 @@ Clock::time_point Executor::queueDue() const {
   return due;
 }
 
+bool Executor::runIfReady() {
+  // A task's completion callback may poll another work on this thread.
+  if (driver_.load() == std::this_thread::get_id()) return false;
+  std::unique_lock<std::mutex> drive(driveMutex_, std::try_to_lock);
+  if (!drive.owns_lock() || stopped_) return false;
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty() || !queue_.front().ready || !queue_.front().ready()) return false;
+    task = std::move(queue_.front().task);
+    queue_.pop_front();
+  }
+  driver_ = std::this_thread::get_id();
+  transport_.setWaiter(Transport::Waiter::Caller);
+  runTask(task);
+  workerDrove_ = false;  // as driveUntil: the caller ran it
+  handBackToWorker();
+  driver_ = std::thread::id();
+  return true;
+}
+
 void Executor::expedite() {
   std::lock_guard<std::mutex> lock(mutex_);
   expediteLocked();
   if (!sleeping_) return;  // an awake worker sees the queue and its pollers anyway
   if (!queue_.empty()) wakeAt(queueDue());
   if (leftInFlight_.load(std::memory_order_acquire)) wakeAt(Clock::now());
+}
+
+void Executor::expediteMessages() {
+  if (!leftInFlight_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sleeping_) wakeAt(Clock::now());
 }
 
 void Executor::expediteLocked() {

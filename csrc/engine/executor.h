@@ -46,6 +46,9 @@ namespace ringreduce {
 class Executor {
  public:
   using Task = std::function<void()>;  // must not throw
+  // Whether a queued task would now wait for nothing but peers already in
+  // it (runIfReady); any thread, cheap, never blocks.
+  using Ready = std::function<bool()>;
 
   // `spinClock`: the worker's spin's clock (null: the steady clock), for
   // tests that drive that spin on a controlled one.
@@ -60,7 +63,9 @@ class Executor {
   // `runner`: who is expected to run it (above).
   // `posts`: the task only starts a send or receive (it never waits), so a
   // caller that drives may run it on its way out (driveUntil).
-  void submit(Task task, Runner runner = Runner::CallerOrWorker, bool posts = false);
+  // `ready` (or null): says when a poll may run it (runIfReady).
+  void submit(Task task, Runner runner = Runner::CallerOrWorker, bool posts = false,
+              Ready ready = nullptr);
 
   // Any thread: tasks are queued or one is running. Lock-free (the direct
   // path asks on every collective): a task counts from submit() until it
@@ -95,14 +100,29 @@ class Executor {
   using Poller = std::function<bool(bool abandon)>;
   void addPoller(Poller poller) { pollers_.push_back(std::move(poller)); }
 
+  // A caller's poll (is_completed()): runs the first queued task on this
+  // thread if it has a `ready` that says so now, and nothing else; true if
+  // it ran one. It never waits for the drive (another thread driving: false)
+  // and never runs a task that could wait for something this rank does
+  // later: a poll must return. A published-ahead collective whose peers are
+  // all in it is such a task: what is left of it is reading their parts.
+  bool runIfReady();
+
   // Any thread: whatever was left for a caller that waits is the worker's
   // now, because this caller will not run it: its Work's future was asked
-  // for (a future's wait never runs tasks on its thread), or is_completed()
-  // polled it (a poll runs nothing). A Runner::CallerWhenWaited task queued
-  // now is due after the usual grace, as an asynchronous one, and messages
-  // a caller left in flight are driven by the worker at once instead of
-  // after kInFlightGrace (a polled irecv saw its message about 3 ms late).
+  // for (a future's wait never runs tasks on its thread). A
+  // Runner::CallerWhenWaited task queued now is due after the usual grace,
+  // as an asynchronous one, and messages a caller left in flight are driven
+  // by the worker at once (expediteMessages).
   void expedite();
+  // Any thread, a caller that polls (is_completed()): messages a caller left
+  // in flight are driven by the worker at once instead of after
+  // kInFlightGrace (a polled irecv saw its message about 3 ms late). Its
+  // queued tasks stay as they are: a poll runs a published-ahead collective
+  // itself once it is ready (runIfReady), and handed to the worker it would
+  // hold the drive, asleep in its wait for the peers, while the poll could
+  // not take it.
+  void expediteMessages();
   // The account of the worker's spin after a task (core/base/spin_budget.h),
   // for tests: the worker thread writes it, so read it only while the
   // worker sleeps (after something it did before sleeping was seen).
@@ -114,6 +134,7 @@ class Executor {
     Clock::time_point queuedAt;
     Runner runner;
     bool posts = false;
+    Ready ready;  // null: a poll never runs it
     // When the worker starts it if no caller has (kUnwaitedGrace: that of
     // a Runner::CallerWhenWaited task).
     Clock::time_point dueAt(std::chrono::microseconds grace) const;

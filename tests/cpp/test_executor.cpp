@@ -506,6 +506,42 @@ TEST(Executor, AnExpeditedTaskNoPeerWaitsForRunsOnTheWorker) {
                         std::chrono::microseconds(100));
 }
 
+// A poll (is_completed()) runs the first queued task on its own thread only
+// once that task's `ready` says so, and never one without a `ready` or one
+// behind a task that is not ready: a poll must return at once. (Runner::Caller
+// with a grace of an hour: the worker leaves the tasks alone meanwhile.)
+TEST(Executor, APollRunsOnlyTheFirstTaskAndOnlyOnceItIsReady) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<bool> firstReady{false};
+        std::atomic<int> ran{0};
+        std::thread::id ranOn;
+        executor.submit(
+            [&] {
+              ranOn = std::this_thread::get_id();
+              ran = 1;
+            },
+            Runner::Caller, false, [&] { return firstReady.load(); });
+        executor.submit([&] { ran = 2; }, Runner::Caller, false, [] { return true; });
+        executor.submit([&] { ran = 3; }, Runner::Caller);  // no `ready`
+        EXPECT_FALSE(executor.runIfReady());  // the first is not ready; the second waits behind it
+        EXPECT_EQ(ran.load(), 0);
+        firstReady = true;
+        EXPECT_TRUE(executor.runIfReady());
+        EXPECT_EQ(ran.load(), 1);
+        EXPECT_EQ(ranOn, std::this_thread::get_id());
+        EXPECT_TRUE(executor.runIfReady());  // the second, ready from the start
+        EXPECT_EQ(ran.load(), 2);
+        EXPECT_FALSE(executor.runIfReady());  // the third has no `ready`: only a wait runs it
+        EXPECT_EQ(ran.load(), 2);
+        ASSERT_TRUE(executor.helpUntil([&] { return ran.load() == 3; }));
+        EXPECT_FALSE(executor.busy());
+      },
+      withGrace(std::chrono::hours(1)));
+}
+
 namespace {
 std::vector<int> cpusIn(const cpu_set_t& set) {
   std::vector<int> cpus;
