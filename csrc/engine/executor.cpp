@@ -248,19 +248,13 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
     }
     if (!pollSpin.keepSpinning(passStart)) {
       if (done()) return true;
-      wakeForBlockedCaller();
+      expediteMessages();
       return done();
     }
     if (yields_) yieldCore();
   }
   pollSpin.finishWait();
   return true;
-}
-
-void Executor::wakeForBlockedCaller() {
-  if (!leftInFlight_.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (sleeping_) wakeAt(Clock::now());
 }
 
 bool Executor::driveUntil(const std::function<bool()>& done) {

@@ -10,7 +10,7 @@
 //   receives queued next (isend, irecv, then a wait for each), and leaves
 //   the messages still in flight to the worker only after kInFlightGrace
 //   (the next wait usually comes first and drives them itself), or at once
-//   when a wait stops polling and blocks (wakeForBlockedCaller). A send or
+//   when a wait stops polling and blocks (expediteMessages). A send or
 //   receive with nothing queued ahead of it is posted by its caller at
 //   once (claimIdle, runClaimed): never queued, it arms no alarm.
 // - The group's worker thread runs what no caller runs: asynchronous work
@@ -115,9 +115,12 @@ class Executor {
   // as an asynchronous one, and messages a caller left in flight are driven
   // by the worker at once (expediteMessages).
   void expedite();
-  // Any thread, a caller that polls (is_completed()): messages a caller left
-  // in flight are driven by the worker at once instead of after
-  // kInFlightGrace (a polled irecv saw its message about 3 ms late). Its
+  // Any thread, a caller that polls (is_completed()) or that stops polling
+  // and blocks on its result (helpUntil): messages a caller left in flight
+  // are driven by the worker at once instead of after kInFlightGrace (the
+  // transport's events do not wake it for every protocol step: a
+  // rendezvous's acknowledgement over shared memory waited 5 ms, a polled
+  // irecv saw its message about 3 ms late). A poll's
   // queued tasks stay as they are: a poll runs a published-ahead collective
   // itself once it is ready (runIfReady), and handed to the worker it would
   // hold the drive, asleep in its wait for the peers, while the poll could
@@ -162,11 +165,6 @@ class Executor {
   // once and the messages still in flight after kInFlightGrace; else its
   // grace wake-up is disarmed.
   void handBackToWorker();
-  // A caller stops polling and blocks on its result: messages left in
-  // flight are the worker's to drive now, not after kInFlightGrace (the
-  // transport's events do not wake it for every protocol step: a
-  // rendezvous's acknowledgement over shared memory waited 5 ms).
-  void wakeForBlockedCaller();
   void sleep(bool watchTransport, int timeoutMs);
   // The worker's hot spin after a task, one worker per process at a time.
   bool claimSpin();
