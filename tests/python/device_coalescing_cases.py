@@ -1,7 +1,8 @@
 """Rank bodies for test_device_coalescing_manager.py (run by multiproc).
 
 torch's coalescing manager given a device (`_coalescing_manager(device=...)`,
-as DeepSpeed's all_gather_coalesced and torch's batch_isend_irecv call it)
+as DeepSpeed's all_gather_coalesced calls it, and torch's batch_isend_irecv
+for backends that ask it to coalesce)
 brackets what it issues with the backend's startCoalescing and
 endCoalescing: the block's one coalesced call, its sends and receives, and
 whatever else the block's code calls directly."""
@@ -36,7 +37,7 @@ def _device_block(kind, tensors, outputs, asynchronous):
 def device_blocks(rank, world_size, init_method, calls=150):
     """Device coalescing manager blocks of all_reduce, all_gather_into_tensor
     and reduce_scatter_tensor, synchronous or not, ranks arriving together or
-    apart; batch_isend_irecv rings; and a block whose code calls a blocking
+    apart; rings of isend and irecv in a block; and a block whose code calls a blocking
     broadcast directly: every result exact, on whichever path each rank took.
     Returns the (direct, queued) counts of the blocks' coalesced collectives."""
     import torch
@@ -84,10 +85,14 @@ def device_blocks(rank, world_size, init_method, calls=150):
             n = sizes[0]
             send = torch.full((n,), float(rank * 10 + i))
             got = torch.zeros(n)
-            ops = [dist.P2POp(dist.isend, send, (rank + 1) % world),
-                   dist.P2POp(dist.irecv, got, (rank - 1) % world)]
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
+            # In a device block, as torch's batch_isend_irecv issues them
+            # for a backend that asks it to coalesce (ringreduce does not).
+            from torch.distributed.distributed_c10d import _coalescing_manager
+
+            with _coalescing_manager(device=torch.device("cpu"), async_ops=True) as block:
+                dist.isend(send, (rank + 1) % world)
+                dist.irecv(got, (rank - 1) % world)
+            block.wait()
             expected = float(((rank - 1) % world) * 10 + i)
             if not torch.equal(got, torch.full_like(got, expected)):
                 failures.append(f"call {i} batch_isend_irecv: {got[:3].tolist()} != {expected}")

@@ -88,7 +88,11 @@ def point_to_point(rank, world, init_method):
     from_prev, from_next = torch.empty(5), torch.empty(5)
     ops = [dist.P2POp(dist.isend, to_next, nxt), dist.P2POp(dist.irecv, from_prev, prv),
            dist.P2POp(dist.isend, to_prev, prv), dist.P2POp(dist.irecv, from_next, nxt)]
-    for req in dist.batch_isend_irecv(ops):
+    requests = dist.batch_isend_irecv(ops)
+    # One Work per op, as batch_isend_irecv's documentation gives them (the
+    # backend does not ask torch to coalesce them into one).
+    check("batch_isend_irecv gives a Work per op", len(requests) == len(ops))
+    for req in requests:
         req.wait()
     check("batch_isend_irecv", from_prev.tolist() == [float(prv)] * 5
           and from_next.tolist() == [float(-nxt)] * 5)

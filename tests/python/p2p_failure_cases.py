@@ -4,8 +4,11 @@ forward and backward do) when a peer dies, stops, never comes, or another
 thread aborts the group.
 
 `form`: "send_recv" (isend and irecv, each posted on the issuing thread when
-nothing is queued ahead) or "batch" (the two in batch_isend_irecv: a
-coalescing block whose posts run on the caller's thread at its end)."""
+nothing is queued ahead: what batch_isend_irecv issues, the backend not
+asking torch to coalesce it) or "block" (the same inside torch's coalescing
+manager given a device, as NCCL-minded code and torch's batch_isend_irecv for
+such backends issue them: held until the block ends, then posted on the
+caller's thread)."""
 import datetime
 import os
 import signal
@@ -31,8 +34,13 @@ def _exchange(form, tensor, group=None):
     from_prv, from_nxt = torch.empty_like(tensor), torch.empty_like(tensor)
     ops = [(dist.isend, tensor, nxt), (dist.isend, tensor, prv),
            (dist.irecv, from_prv, prv), (dist.irecv, from_nxt, nxt)]
-    if form == "batch":
-        works = dist.batch_isend_irecv([dist.P2POp(op, t, peer, group) for op, t, peer in ops])
+    if form == "block":
+        from torch.distributed.distributed_c10d import _coalescing_manager
+
+        with _coalescing_manager(group, torch.device("cpu"), async_ops=True) as block:
+            for op, t, peer in ops:
+                op(t, peer, group)
+        works = block.works
     else:
         works = [op(t, peer, group) for op, t, peer in ops]
     for work in works:

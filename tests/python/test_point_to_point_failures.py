@@ -1,15 +1,16 @@
 """Sends and receives when something goes wrong: a peer killed mid-loop, a
 peer stopped or never calling, an abort from another thread. Both forms a
 pipeline uses: isend/irecv (posted on the issuing thread when nothing is
-queued ahead) and batch_isend_irecv (a coalescing block whose posts run on
-the caller's thread at its end). Each waits as the user's code would, on
+queued ahead; batch_isend_irecv issues the same) and the same inside torch's
+coalescing manager (a block whose posts run on the caller's thread at its
+end). Each waits as the user's code would, on
 the Works the call returned."""
 import pytest
 
 import p2p_failure_cases
 from multiproc import TRANSPORTS, run_world
 
-FORMS = ["send_recv", "batch"]
+FORMS = ["send_recv", "block"]
 
 
 @pytest.mark.parametrize("form", FORMS)
