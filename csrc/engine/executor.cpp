@@ -135,12 +135,7 @@ bool Executor::runIfReady() {
     task = std::move(queue_.front().task);
     queue_.pop_front();
   }
-  driver_ = std::this_thread::get_id();
-  transport_.setWaiter(Transport::Waiter::Caller);
-  runTask(task);
-  workerDrove_ = false;  // as driveUntil: the caller ran it
-  handBackToWorker();
-  driver_ = std::thread::id();
+  runOnCaller(task);
   return true;
 }
 
@@ -348,12 +343,17 @@ bool Executor::claimIdle() {
 
 void Executor::runClaimed(Task task) {
   callerCore_.noteCaller();
+  runOnCaller(task);
+  driveMutex_.unlock();
+}
+
+void Executor::runOnCaller(Task& task) {
+  driver_ = std::this_thread::get_id();
   transport_.setWaiter(Transport::Waiter::Caller);
   runTask(task);
   workerDrove_ = false;  // as driveUntil: the worker's linger has nothing to answer
   handBackToWorker();
   driver_ = std::thread::id();
-  driveMutex_.unlock();
 }
 
 bool Executor::claimSpin() {

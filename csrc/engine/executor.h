@@ -159,6 +159,10 @@ class Executor {
   // The first task if it only posts a send or receive, else none.
   Task popPost();
   void runTask(Task& task);
+  // A task run on a caller's thread, which holds driveMutex_ (runClaimed,
+  // runIfReady): it drives the transport meanwhile, then hands what is
+  // left to the worker.
+  void runOnCaller(Task& task);
   void runPollers(bool abandon = false);
   bool driveUntil(const std::function<bool()>& done);
   // The end of a caller's drive: the worker takes over what is queued at
