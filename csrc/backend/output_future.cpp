@@ -34,6 +34,11 @@ void OutputFuture::succeed(const std::vector<at::Tensor>& outputs) {
   if (waiting) waiting->markCompleted(c10::IValue(outputs));
 }
 
+void OutputFuture::release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  future_.reset();
+}
+
 void OutputFuture::fail(std::exception_ptr error) {
   c10::intrusive_ptr<c10::ivalue::Future> waiting;
   {

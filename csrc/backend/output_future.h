@@ -23,6 +23,9 @@ class OutputFuture {
   // Once, as the work ends (the future's callbacks, if it has one, run here).
   void succeed(const std::vector<at::Tensor>& outputs);
   void fail(std::exception_ptr error);
+  // Its work's last handle went (WorkRing::release_resources): the future
+  // goes, with the outputs it holds; a caller that took it keeps its own.
+  void release();
 
  private:
   // Completes `future` as the work ended.

@@ -124,6 +124,14 @@ void WorkRing::markSucceeded() {
   result_.settle(c10d::WorkResult::SUCCESS);
 }
 
+void WorkRing::release_resources() {
+  outputs_.clear();
+  deviceFuture_.reset();
+  hostFuture_.release();
+  span_.reset();
+  firstPart_.reset();
+}
+
 void WorkRing::markFailed(std::exception_ptr error, c10d::WorkResult result) {
   finished_ = std::chrono::steady_clock::now();
   finish(error);

@@ -86,6 +86,13 @@ class WorkRing : public c10d::Work {
   void markSucceeded();
   void markFailed(std::exception_ptr error, c10d::WorkResult result);
 
+  // intrusive_ptr calls this instead of the destructor when the last
+  // handle goes while a weak one remains (the sends and receives in flight,
+  // point_to_point_in_flight.h, keep one until the next send or receive
+  // prunes them): the tensors go now, as gloo's do when its Work goes, not
+  // at the next send or receive (a pipeline stage's activations).
+  void release_resources() override;
+
  private:
   // get_future() and get_future_result(): see Executor::expedite.
   void expedite();

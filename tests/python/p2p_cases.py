@@ -97,6 +97,22 @@ def point_to_point(rank, world, init_method):
     check("batch_isend_irecv", from_prev.tolist() == [float(prv)] * 5
           and from_next.tolist() == [float(-nxt)] * 5)
 
+    # Dropped, finished Works let their tensors go at once, as gloo's do (the
+    # list of sends and receives in flight keeps only weak references).
+    import gc
+    import weakref
+
+    sent_t, got_t = torch.full((1024,), float(rank)), torch.empty(1024)
+    refs = [weakref.ref(sent_t), weakref.ref(got_t)]
+    works = [dist.isend(sent_t, nxt, tag=66), dist.irecv(got_t, prv, tag=66)]
+    for work in works:
+        work.wait()
+    check("irecv before its tensor is dropped", got_t[0].item() == float(prv))
+    del works, work, sent_t, got_t
+    gc.collect()
+    check("tensors of dropped, finished sends and receives are freed",
+          all(ref() is None for ref in refs))
+
     # An irecv whose message comes late, polled with is_completed() and never
     # waited for: a poll runs nothing on its thread, so the worker completes it.
     polled = torch.empty(3)
