@@ -51,7 +51,7 @@ def device_blocks(rank, world_size, init_method, calls=150):
         draw = random.Random(5000 + i)
         _late_rank(rank, world_size, draw, [0.0, 0.0, 20e-6, 100e-6, 3e-3])
         kind = draw.choice(["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
-                            "batch_isend_irecv", "broadcast"])
+                            "p2p_block", "broadcast"])
         asynchronous = draw.random() < 0.5
         sizes = [draw.choice([1, 7, 300, 4096]) * world for _ in range(draw.randrange(1, 4))]
         if kind == "all_reduce":
@@ -80,7 +80,7 @@ def device_blocks(rank, world_size, init_method, calls=150):
                 total = sum(torch.arange(n, dtype=torch.float32) + r + k for r in range(world))
                 if not torch.equal(o, total.chunk(world)[rank]):
                     failures.append(f"call {i} reduce_scatter {k} ({n}) differs")
-        elif kind == "batch_isend_irecv":
+        elif kind == "p2p_block":
             # A ring: each rank sends to the next and receives from the one before.
             n = sizes[0]
             send = torch.full((n,), float(rank * 10 + i))
@@ -95,7 +95,7 @@ def device_blocks(rank, world_size, init_method, calls=150):
             block.wait()
             expected = float(((rank - 1) % world) * 10 + i)
             if not torch.equal(got, torch.full_like(got, expected)):
-                failures.append(f"call {i} batch_isend_irecv: {got[:3].tolist()} != {expected}")
+                failures.append(f"call {i} isend/irecv block: {got[:3].tolist()} != {expected}")
         else:
             # A blocking call inside the block, before anything asynchronous:
             # it runs as outside the block (held, its wait would never end).
