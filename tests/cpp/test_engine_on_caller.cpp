@@ -370,7 +370,9 @@ std::shared_ptr<RecordingCallbacks> exchangeInBlock(Engine& engine, Transport& t
     if (isSend && !peerSends && rank == 1) continue;
     engine.submitPointToPoint(
         isSend ? "send" : "recv", timeout, Runner::CallerOrWorker, "",
-        [&, isSend, caller](const OpContext& op) {
+        // peer and rank by value: where the executor was not idle, the worker
+        // posts after this function has returned.
+        [&transport, &sent, &received, &posts, isSend, caller, peer, rank](const OpContext& op) {
           if (std::this_thread::get_id() == caller) ++posts;
           PostedMessage message;
           message.request =
@@ -391,22 +393,28 @@ std::shared_ptr<RecordingCallbacks> exchangeInBlock(Engine& engine, Transport& t
 
 }  // namespace
 
-// batch_isend_irecv's block, nothing queued ahead of it: its end posts the
-// sends and receives on the issuing thread (with a minute's grace the worker
-// would not have), and the block's whole completes once every part has.
+// A block of sends and receives, nothing queued ahead of it: its end posts
+// them on the issuing thread (with a minute's grace the worker would not
+// have), and the block's whole completes once every part has. The peer's
+// message may wake the worker, which then holds the drive for a moment and
+// the block goes to it (as it should: the executor is not idle then), so
+// of ten rounds, exact each, at least one posts on the issuing thread.
 TEST(EngineOnCaller, ABlockOfSendsAndReceivesIsPostedOnTheIssuingThreadAtItsEnd) {
   eachIdleRank(true, [&](int rank, Engine& engine, Transport& transport) {
-    for (int round = 0; round < 3; ++round) {
+    int roundsPostedHere = 0;
+    for (int round = 0; round < 10; ++round) {
       std::vector<float> sent(4, 1.5f + rank + round), received(4, 0.0f);
       int posts = 0;
       std::shared_ptr<RecordingCallbacks> combined = exchangeInBlock(
           engine, transport, rank, std::chrono::seconds(20), sent, received, posts);
       ASSERT_NE(combined, nullptr);
-      EXPECT_EQ(posts, 2) << "rank " << rank << " round " << round;
+      EXPECT_TRUE(posts == 0 || posts == 2) << "rank " << rank << " round " << round;
+      if (posts == 2) ++roundsPostedHere;
       ASSERT_TRUE(helpUntilFinished(engine, *combined)) << "rank " << rank;
       EXPECT_EQ(combined->outcome(), "");
       EXPECT_EQ(received, std::vector<float>(4, 1.5f + (1 - rank) + round)) << "rank " << rank;
     }
+    EXPECT_GT(roundsPostedHere, 0) << "rank " << rank;
   });
 }
 
