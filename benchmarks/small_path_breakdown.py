@@ -69,6 +69,7 @@ FORMS = {
     "async": "all_reduce(async_op=True).wait() (DDP's buckets)",
     "functional": "_c10d_functional.all_reduce + wait_tensor (a compiled graph)",
     "funcol": "funcol.all_reduce + wait_tensor (DTensor, eager)",
+    "coalesced": "four all_reduce of quarter views in _coalescing_manager (one allreduce_coalesced)",
     "all_gather": "all_gather_into_tensor (FSDP's and ZeRO-3's parameters; not an allreduce)",
 }
 
@@ -84,6 +85,14 @@ def form_call(form):
         return lambda t, group: dist.all_reduce(t, group=group, async_op=True).wait()
     if form == "functional":
         return lambda t, group: ops.wait_tensor(ops.all_reduce(t, "sum", group.group_name))
+    if form == "coalesced":
+        from torch.distributed.distributed_c10d import _coalescing_manager
+
+        def coalesced(t, group):
+            with _coalescing_manager(group):
+                for view in t.view(4, -1).unbind(0) if t.numel() % 4 == 0 else (t,):
+                    dist.all_reduce(view, group=group)
+        return coalesced
     if form == "all_gather":
         outputs = {}  # one per size, made once: the call alone is timed
 

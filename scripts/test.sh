@@ -33,7 +33,9 @@ cmake -S . -B build/cpp -G Ninja -DRINGREDUCE_BUILD_PYTHON=OFF -DRINGREDUCE_BUIL
 cpp_status=$?
 
 echo "=== Python tests (pytest) ==="
-"$PYTHON" -m pytest tests/python tests/gpu -ra -p no:cacheprovider "$@"
+# --durations: the slowest tests, above the summary, to keep the suite's
+# time in view (it must stay well under 30 minutes with the C++ tests).
+"$PYTHON" -m pytest tests/python tests/gpu -ra -p no:cacheprovider --durations=20 "$@"
 py_status=$?
 
 # What CMake left out (a test binary it cannot build here) says so last,

@@ -66,7 +66,11 @@ def mesh_training(rank, world_size, init_method, backend):
     import multiprocessing
     multiprocessing.current_process()._config["daemon"] = False
     samples = torch.utils.data.Subset(_Numbers(), list(range(dp_rank, 64, 2)))
-    loader = torch.utils.data.DataLoader(samples, batch_size=4, num_workers=2)
+    # Workers forked from the rank, as under torchrun. This rank was started
+    # by multiproc's forkserver, which made that its default start method, and
+    # forkserver workers each import torch afresh: 11-17 s an epoch here.
+    loader = torch.utils.data.DataLoader(samples, batch_size=4, num_workers=2,
+                                         multiprocessing_context="fork")
     losses = []
     for epoch in range(2):
         for x, y in loader:
