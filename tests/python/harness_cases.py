@@ -16,15 +16,17 @@ def _asleep_past_the_world_timeout():
 
 
 def exit_handlers(rank, world, init_method, marker_dir):
-    """Each rank registers an exit handler that leaves a file behind; rank 1's
-    then ends the process with status 3, as a crash in a group's teardown at
-    exit would. No process group: the harness alone is under test."""
+    """Each rank registers an exit handler that leaves a file behind, naming
+    the rank's parent (the rank server for a forked rank, the test for a
+    spawned one); rank 1's then ends the process with status 3, as a crash
+    in a group's teardown at exit would. No process group: the harness
+    alone is under test."""
     import atexit
     import os
 
     def leave_a_mark():
         with open(os.path.join(marker_dir, f"exited.{rank}"), "w") as f:
-            f.write("1")
+            f.write(str(os.getppid()))
         if rank == 1:
             os._exit(3)
 

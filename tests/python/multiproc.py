@@ -28,8 +28,10 @@ TRANSPORTS = {
 # Settings a rank reads at run time (when it makes its group), which a rank
 # forked from the preloaded server (below) takes from its env as well as a
 # fresh process would. Anything else (TORCH_*, UCX's global options, read
-# when a library loads) asks for a fresh process.
-_RUN_TIME_SETTINGS = ("RINGREDUCE_", "UCX_TLS", "UCX_NET_DEVICES", "OMP_NUM_THREADS")
+# when a library loads) asks for a fresh process. (Gloo's interface is read
+# as its group is made, torchrun's LOCAL_WORLD_SIZE as ringreduce's is.)
+_RUN_TIME_SETTINGS = ("RINGREDUCE_", "UCX_TLS", "UCX_NET_DEVICES", "OMP_NUM_THREADS",
+                      "GLOO_SOCKET_IFNAME", "LOCAL_WORLD_SIZE")
 
 
 # What the server imports once for all its ranks. Not this module: the
@@ -45,23 +47,48 @@ def _forkserver():
     return ctx
 
 
-def _context(env, torch_threads, exit_path):
+def _context(env, torch_threads):
     """The start method for a world's ranks. Each fresh interpreter imports
     torch, 2.5-3 s of CPU on this suite's 2-core machines, most of a short
     test's time; so ranks fork from one server process per test session that
     imported torch and this package once (multiprocessing's forkserver,
     started by tests/conftest.py before any test changes the environment,
     and holding one thread, no group and no CUDA context). A fresh `spawn`
-    where the test's ranks must leave as a user's process leaves
-    (`exit_path`: a forked rank ends through the server's os._exit, which
-    runs no atexit handler, no interpreter shutdown and no static
-    destructor; a spawned one ends through sys.exit), where the test leaves
-    torch's threads at its default (that reads OMP_NUM_THREADS as torch
-    loads), names a setting read at load time, or RINGREDUCE_TEST_SPAWN=1."""
-    if (exit_path or torch_threads is None or os.environ.get("RINGREDUCE_TEST_SPAWN") == "1" or
+    where the test leaves torch's threads at its default (that reads
+    OMP_NUM_THREADS as torch loads), names a setting read at load time, or
+    RINGREDUCE_TEST_SPAWN=1."""
+    if (torch_threads is None or os.environ.get("RINGREDUCE_TEST_SPAWN") == "1" or
             any(not key.startswith(_RUN_TIME_SETTINGS) for key in env)):
         return multiprocessing.get_context("spawn")
     return _forkserver()
+
+
+class _ExitThroughShutdown:
+    """What multiprocessing.forkserver sees as `os` in a forked rank that
+    must leave as a user's script leaves: the server ends each fork with
+    os._exit(code), which runs no atexit handler, no interpreter shutdown
+    and no static destructor. Here that call raises SystemExit(code)
+    instead, which unwinds out of the server's loop, so the rank's
+    interpreter shuts down as any script's does and exits with that status
+    (the server still reaps it and reports the status to the parent). Every
+    other name is the real module's; the rank's own code keeps the real
+    os._exit."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    @staticmethod
+    def _exit(code):
+        raise SystemExit(code)
+
+
+def _leave_through_shutdown():
+    from multiprocessing import forkserver
+
+    forkserver.os = _ExitThroughShutdown(os)
 
 
 def _server_probe():
@@ -117,7 +144,10 @@ def _stacks_file(init_file, rank):
     return f"{init_file}.stacks.{rank}"
 
 
-def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1, stdio=None):
+def _child(rank, world_size, init_file, env, fn, args, results, torch_threads=1, stdio=None,
+           shutdown_at_exit=False):
+    if shutdown_at_exit:
+        _leave_through_shutdown()
     # SIGUSR1 writes every thread's Python stack here: the parent asks for
     # it when the rank overruns (faulthandler writes from the signal handler,
     # so it answers even while a native call holds the GIL).
@@ -254,24 +284,25 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
 
     Ranks in `may_die` may end without a result (their value is None); every
     other rank must return one and then exit by itself with status 0.
-    `exit_path`: the ranks are fresh interpreters that end as a user's
-    script ends (atexit handlers, interpreter shutdown, static destructors),
-    so that exiting by itself with status 0 covers those; 2.5-3 s of CPU
-    more per rank, for tests of what happens as a process leaves.
+    `exit_path`: the ranks end as a user's script ends (atexit handlers,
+    interpreter shutdown, static destructors), so that exiting by itself
+    with status 0 covers those, for tests of what happens as a process
+    leaves (a forked rank: _ExitThroughShutdown; a spawned one ends so
+    anyway).
     `torch_threads`: torch's intra-op threads per rank; None leaves torch's
     default (OMP_NUM_THREADS unset unless `env` sets it), as mp.spawn does
     (fn's module must then not import torch at its top: the children import
     it before the thread count is settled)."""
     full_env = dict(LOOPBACK_ENV)
     full_env.update(env or {})
-    ctx = _context(full_env, torch_threads, exit_path)
+    ctx = _context(full_env, torch_threads)
     forked = ctx.get_start_method() == "forkserver"
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="ringreduce-test-") as tmp:
         init_file = os.path.join(tmp, "store")
         procs = [ctx.Process(target=_child,
                              args=(r, world_size, init_file, full_env, fn, args, results,
-                                   torch_threads, forked and _ParentStdio()),
+                                   torch_threads, forked and _ParentStdio(), forked and exit_path),
                              daemon=True)
                  for r in range(world_size)]
         # Spawned children inherit the environment at start: variables read

@@ -1,6 +1,8 @@
 """The multi-process harness itself: a world that overruns says where each
 late rank is, so a hang in CI can be diagnosed from its log alone; ranks
 that need their exit path run it, and a failed exit is reported."""
+import os
+
 import pytest
 
 from harness_cases import exit_handlers, rank_one_sleeps_in_a_named_place
@@ -18,11 +20,19 @@ def test_an_overrunning_world_reports_the_late_ranks_stacks():
     assert "rank_one_sleeps_in_a_named_place" in message, message
 
 
-def test_ranks_that_need_their_exit_path_get_it(tmp_path):
-    """exit_path=True: each rank's atexit handlers run as it exits (a rank
-    forked from the server would end through os._exit and run none), and an
-    exit that fails is reported."""
+@pytest.mark.parametrize("start", ["forked", "spawned"])
+def test_ranks_that_need_their_exit_path_get_it(start, tmp_path, monkeypatch):
+    """exit_path=True: each rank's atexit handlers run as it exits, whether
+    it was forked from the rank server (whose own end for a fork, os._exit,
+    runs none) or spawned afresh, and an exit that fails is reported."""
+    if start == "spawned":
+        monkeypatch.setenv("RINGREDUCE_TEST_SPAWN", "1")
     with pytest.raises(WorldFailed) as failure:
         run_world(2, exit_handlers, str(tmp_path), timeout=60, exit_path=True)
     assert "rank(s) [1] exited with [3]" in str(failure.value), str(failure.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exited.0", "exited.1"]
+    from multiprocessing import forkserver
+
+    parent = forkserver._forkserver._forkserver_pid if start == "forked" else os.getpid()
+    for rank in (0, 1):
+        assert (tmp_path / f"exited.{rank}").read_text() == str(parent), (start, rank)
