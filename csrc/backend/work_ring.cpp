@@ -73,7 +73,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkRing::getFutureResult() {
 }
 
 bool WorkRing::isCompleted() {
-  if (ended()) return true;
+  if (ended()) return deviceFinished();
   if (stream_) return false;  // a CUDA work's host part is the worker's alone
   std::shared_ptr<Executor> executor = executor_.lock();
   if (executor == nullptr) return ended();
@@ -83,6 +83,11 @@ bool WorkRing::isCompleted() {
   if (executor->runIfReady() && ended()) return true;
   if (!polled_.exchange(true, std::memory_order_relaxed)) executor->expediteMessages();
   return ended();
+}
+
+bool WorkRing::deviceFinished() const {
+  if (span_ && span_->end.was_marked_for_recording()) return span_->end.query();
+  return !deviceDone_ || deviceDone_->query();  // none: a host work, or a failed one
 }
 
 void WorkRing::expedite() {
@@ -113,7 +118,12 @@ void WorkRing::markSucceeded() {
   std::optional<c10::StreamGuard> onInternalStream;
   if (stream_) {
     onInternalStream.emplace(*stream_);  // the future's events go there
-    if (span_) span_->end.record(*stream_);
+    if (span_) {
+      span_->end.record(*stream_);
+    } else {
+      deviceDone_.emplace(stream_->device_type());
+      deviceDone_->record(*stream_);
+    }
   }
   finish();
   if (stream_) {

@@ -43,7 +43,10 @@ class WorkRing : public c10d::Work {
   // worker (Executor::expediteMessages). Before, a polled async allreduce
   // with a late peer completed about 3 ms after the peer had (5 ms after
   // the call: the worker's grace), a polled irecv as late; gloo's allreduce
-  // completes as the peer's does.
+  // completes as the peer's does. A CUDA work is complete once the device
+  // has run it (as NCCL's is), not once its host part enqueued it: its
+  // output is on the internal stream, which the caller's stream has not
+  // waited on yet.
   bool isCompleted() override;
   // Whether it has ended, without expediting it (wait()'s own checks, the
   // group's bookkeeping).
@@ -96,6 +99,9 @@ class WorkRing : public c10d::Work {
  private:
   // get_future() and get_future_result(): see Executor::expedite.
   void expedite();
+  // Once ended(): whether the device has passed the work's end (always,
+  // for a host work or a failed one).
+  bool deviceFinished() const;
   const uint64_t seq_;
   const bool timed_;
   int sourceRank_ = -1;
@@ -111,6 +117,9 @@ class WorkRing : public c10d::Work {
   ResultFuture result_;
   // CUDA, while timed: events around the device work.
   std::shared_ptr<DeviceSpan> span_;
+  // CUDA, untimed: recorded on the internal stream when the host part
+  // succeeds; set before finish(), so read only once ended().
+  std::optional<c10::Event> deviceDone_;
   c10::intrusive_ptr<WorkRing> firstPart_;  // a coalesced block's
   std::atomic<bool> heldInBlock_{false};
   std::atomic<bool> polled_{false};  // is_completed() has woken the worker for messages

@@ -1,6 +1,8 @@
 """What each rank runs in the GPU tests: every rank of the world uses
 cuda:0 (one GPU, several ranks: the case NCCL refuses and ours must handle).
 Expected values are computed on the CPU from the same seeds (oracle.py)."""
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -145,20 +147,35 @@ def stream_semantics(rank, world, init_method):
     _init(rank, world, init_method)
     report = Report()
     expected = torch.full((1 << 20,), float(sum(range(1, world + 1))))
-    for use_side_stream in (False, True):
-        stream = torch.cuda.Stream() if use_side_stream else torch.cuda.current_stream()
-        with torch.cuda.stream(stream):
-            x = torch.zeros(1 << 20, device="cuda")
-            # A long kernel, then the value: an allreduce that did not wait
-            # for the caller's stream would read zeros.
-            torch.cuda._sleep(50_000_000)
-            x.fill_(float(rank + 1))
-            work = dist.all_reduce(x, async_op=True)
-            work.wait()
-            # Ordered after the allreduce by the stream, with no host sync.
-            y = x * 1
-        torch.cuda.synchronize()
-        report.check(f"value after wait (side stream {use_side_stream})", y, expected)
+    # Ordered by wait(), or by is_completed() as torch documents it for
+    # CUDA: once True, the output is usable on the caller's stream with no
+    # further synchronization, wait() not called. A work that ran on the
+    # caller's stream is complete at once; one on the internal stream once
+    # the device has run it (here behind the caller's long kernel).
+    for ordered_by in ("wait", "is_completed"):
+        for use_side_stream in (False, True):
+            label = f"{ordered_by} (side stream {use_side_stream})"
+            stream = torch.cuda.Stream() if use_side_stream else torch.cuda.current_stream()
+            with torch.cuda.stream(stream):
+                x = torch.zeros(1 << 20, device="cuda")
+                # A long kernel, then the value: an allreduce that did not
+                # wait for the caller's stream would read zeros.
+                torch.cuda._sleep(50_000_000)
+                x.fill_(float(rank + 1))
+                work = dist.all_reduce(x, async_op=True)
+                if ordered_by == "wait":
+                    work.wait()
+                else:
+                    deadline = time.monotonic() + 60
+                    while not work.is_completed() and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                    if not work.is_completed():
+                        report.failures.append(f"{label}: is_completed() False after 60 s")
+                # Ordered after the allreduce by the stream, with no host sync.
+                y = x * 1
+                work.wait()
+            torch.cuda.synchronize()
+            report.check(f"value after {label}", y, expected)
     x = torch.full((1000,), float(rank + 1), device="cuda")
     future = dist.all_reduce(x, async_op=True).get_future()
     doubled = future.then(lambda f: f.value()[0] * 2).wait()
