@@ -1,11 +1,12 @@
 """The same collectives on every rank, each rank calling them in a form of its
 own: one rank waits at once (the caller's-thread paths) while a peer issued
 the same collective asynchronously, inside a coalescing manager or through
-the functional API (the queued paths), and keeps several in flight. Ranks
-that ran a collective different ways must still meet in it: every result is
-checked against the local reference (oracle.py), across every collective that
-has an on-caller form, sizes from empty to past the channel's buffers, and
-ranks now and then late by up to milliseconds.
+the functional API (DTensor's funcol forms and the ops a compiled graph runs),
+and keeps several in flight. Ranks that ran a collective different ways must
+still meet in it: every result is checked against the local reference
+(oracle.py), across every collective that has an on-caller form, sizes from
+empty to past the channel's buffers, and ranks now and then late by up to
+milliseconds.
 
 Each step draws (op, dtype, size, reduction, root) from a seed shared by all
 ranks and (form, lateness, how many to keep in flight) from one of its own."""
@@ -195,10 +196,20 @@ def _all_gather_coalesced(s, a, group):
 
 
 def _functional(s, a, call, expected):
+    """A functional collective: its result is the work (waiting for it is
+    wait_tensor); `expected` is one tensor or, for a coalesced call, a list."""
     result = call(funcol)
     if not a:
-        result = funcol.wait_tensor(result)
-    return result, [(result, expected)]
+        result = _wait_functional(result)
+    results = result if isinstance(result, list) else [result]
+    expected = expected if isinstance(expected, list) else [expected]
+    return result, list(zip(results, expected))
+
+
+def _wait_functional(result):
+    if isinstance(result, list):
+        return [funcol.wait_tensor(r) for r in result]
+    return funcol.wait_tensor(result)
 
 
 def _functional_all_reduce(s, a, group):
@@ -211,6 +222,47 @@ def _functional_all_gather(s, a, group):
     expected = torch.cat([s.input(r) for r in range(s.world)])
     return _functional(s, a, lambda f: f.all_gather_tensor(s.input(s.rank), 0, dist.group.WORLD),
                        expected)
+
+
+def _functional_reduce_scatter(s, a, group):
+    """DTensor's Partial -> Shard: funcol.reduce_scatter_single."""
+    full = [s.input(r, s.n * s.world) for r in range(s.world)]
+    expected = s.reduced(full)[s.rank * s.n:(s.rank + 1) * s.n]
+    return _functional(s, a, lambda f: f.reduce_scatter_single(
+        full[s.rank], s.reduction.lower(), 0, dist.group.WORLD), expected)
+
+
+def _functional_all_to_all_uneven(s, a, group):
+    """DTensor's Shard(i) -> Shard(j): funcol.all_to_all_single with split sizes."""
+    count = _alltoall_counts(s)
+    sent = [s.input(q, sum(count(q, k) for k in range(s.world))) for q in range(s.world)]
+    starts = [[sum(count(q, j) for j in range(k)) for k in range(s.world)] for q in range(s.world)]
+    expected = torch.cat([sent[q][starts[q][s.rank]:starts[q][s.rank] + count(q, s.rank)]
+                          for q in range(s.world)])
+    return _functional(s, a, lambda f: f.all_to_all_single(
+        sent[s.rank], [count(q, s.rank) for q in range(s.world)],
+        [count(s.rank, k) for k in range(s.world)], dist.group.WORLD), expected)
+
+
+def _functional_broadcast(s, a, group):
+    return _functional(s, a, lambda f: f.broadcast(s.input(s.rank), s.root, dist.group.WORLD),
+                       s.input(s.root))
+
+
+def _functional_all_reduce_coalesced(s, a, group):
+    parts = range(3)
+    expected = [s.reduced([s.input(r + part * s.world) for r in range(s.world)]) for part in parts]
+    return _functional(s, a, lambda f: f.all_reduce_coalesced(
+        [s.input(s.rank + part * s.world) for part in parts], s.reduction.lower(),
+        dist.group.WORLD), expected)
+
+
+def _compiled_all_reduce(s, a, group):
+    """What a compiled graph runs: the op itself, a plain tensor (no
+    AsyncCollectiveTensor), waited for with wait_tensor."""
+    expected = s.reduced([s.input(r) for r in range(s.world)])
+    return _functional(s, a, lambda f: torch.ops._c10d_functional.all_reduce(
+        s.input(s.rank), s.reduction.lower(), dist.group.WORLD.group_name), expected)
 
 
 def _barrier(s, a, group):
@@ -237,6 +289,11 @@ OPS = {
     "all_gather_coalesced": _all_gather_coalesced,
     "functional_all_reduce": _functional_all_reduce,
     "functional_all_gather": _functional_all_gather,
+    "functional_reduce_scatter": _functional_reduce_scatter,
+    "functional_all_to_all": _functional_all_to_all_uneven,
+    "functional_broadcast": _functional_broadcast,
+    "functional_all_reduce_coalesced": _functional_all_reduce_coalesced,
+    "compiled_all_reduce": _compiled_all_reduce,
     "barrier": _barrier,
 }
 
@@ -271,12 +328,12 @@ def _mixed_steps(rank, world_size, reversed_group, steps, seed, before_step=lamb
     pending, failures, forms = [], [], {"at once": 0, "asynchronous": 0}
 
     def finish(work, pairs, what):
-        if work is not None and not isinstance(work, torch.Tensor):
+        if isinstance(work, (torch.Tensor, list)):
+            _wait_functional(work)  # a functional collective's result
+        elif work is not None:
             work.wait()
         for actual, expected in pairs:
-            got = funcol.wait_tensor(actual) if isinstance(actual, funcol.AsyncCollectiveTensor) \
-                else actual
-            if not torch.equal(got, expected):
+            if not torch.equal(actual, expected):
                 failures.append(what)
                 return
 
