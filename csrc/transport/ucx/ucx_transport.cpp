@@ -15,6 +15,7 @@
 #include "core/observe/log.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
+#include "transport/ucx/held_ucx_errors.h"
 #include "transport/tag.h"
 #include "transport/ucx/ucx_info.h"
 #include "transport/ucx/ucx_worker.h"
@@ -156,18 +157,32 @@ ucp_ep_h UcxTransport::endpoint(int peer) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peerAddresses_[peer].data());
-  ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  // UCX's errors from the tries are held: a passing failure prints nothing,
+  // a lasting one goes into the error below (held_ucx_errors.h).
+  HeldUcxErrors held;
+  const auto create = [&] {
+    HeldUcxErrors::Scope holding(held);
+    return ucp_ep_create(worker_, &params, &ep);
+  };
+  ucs_status_t status = create();
   // Attaching a live peer's shared memory now and then fails for a moment
   // (seen with several groups per process): try again for up to 50 ms. A
   // peer that really left fails every time, and the caller then names it.
-  for (int retry = 0; status == UCS_ERR_SHMEM_SEGMENT && retry < 50; ++retry) {
+  int tries = 1;
+  for (; status == UCS_ERR_SHMEM_SEGMENT && tries <= 50; ++tries) {
     ucp_worker_progress(worker_);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    status = ucp_ep_create(worker_, &params, &ep);
+    status = create();
   }
   if (status != UCS_OK) {
+    const std::string after = tries > 1 ? ", " + std::to_string(tries) + " tries" : "";
     throw TransportError(std::string("could not connect (UCX endpoint create: ") +
-                         ucs_status_string(status) + ")");
+                         ucs_status_string(status) + after +
+                         (held.count() > 0 ? "; UCX: " + held.text() : "") + ")");
+  }
+  if (held.count() > 0) {
+    RR_LOG(Info, rank(), "connecting to rank " << peer << " took " << tries
+                                               << " tries; UCX: " << held.text());
   }
   const std::string description = describeEndpoint(peer);
   eagerPays_[static_cast<size_t>(peer)] = eagerCanPay(description);
