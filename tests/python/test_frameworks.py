@@ -22,13 +22,24 @@ LINE = re.compile(r"rank (\d) of 2: backend (\w+), (?:(\w+), )?loss ([\d.]+) -> 
                   r"weights ([0-9a-f]{16})")
 
 
-def _run(cmd, timeout=240):
+# How a gloo run of accelerate_ddp.py sometimes ends after printing its
+# results: a rank aborts as the interpreter exits (std::terminate on a thread
+# left joinable). Torch 2.13's, not ours: 2 of 20 such runs without
+# ringreduce imported or autoloaded did it, against 1 of 12 with it loaded and
+# 0 of 20 runs on ringreduce (2026-12-01).
+GLOO_ABORT_AT_EXIT = "terminate called without an active exception"
+
+
+def _run(cmd, timeout=240, gloo_baseline=False):
     """Runs `cmd`; no process it started (Lightning's and torchrun's workers
-    included) outlives the test, whether it finishes, fails or hangs."""
+    included) outlives the test, whether it finishes, fails or hangs. A gloo
+    baseline that printed every rank's results and then aborted at exit
+    (GLOO_ABORT_AT_EXIT) still gives them."""
     env = dict(os.environ, UCX_NET_DEVICES="lo", OMP_NUM_THREADS="1",
                PYTHONWARNINGS="ignore")
     code, out, err = run_session(cmd, env, timeout, cwd=REPO)
-    assert code == 0, f"{' '.join(cmd)} exited {code}:\n{err[-3000:]}"
+    aborted_at_exit = gloo_baseline and GLOO_ABORT_AT_EXIT in err and len(LINE.findall(out)) == 2
+    assert code == 0 or aborted_at_exit, f"{' '.join(cmd)} exited {code}:\n{err[-3000:]}"
     return out
 
 
@@ -51,7 +62,8 @@ def _trains_like_gloo(ring, gloo):
 
 
 def _both_backends(cmd):
-    return tuple(_ranks(_run(cmd + ["--backend", backend])) for backend in ("ringreduce", "gloo"))
+    return (_ranks(_run(cmd + ["--backend", "ringreduce"])),
+            _ranks(_run(cmd + ["--backend", "gloo"], gloo_baseline=True)))
 
 
 @pytest.fixture(scope="module")
