@@ -38,13 +38,13 @@ def _describe(entry):
 
 
 def _aside(entry):
-    """What an unfinished entry adds to its state: its error, or that its rank's part was up on
-    the host channel before it was queued (its peers needed nothing more of it; what is left is
-    this rank's own wait(), or its worker)."""
+    """What an unfinished entry adds to its state: its error, or that its rank's first turn was
+    up on the host channel before it was queued (what is left is this rank's own wait(), or its
+    worker; where that turn was its whole part, its peers needed nothing more of it)."""
     if entry["error"]:
         return f" ({entry['error'][:160]})"
     if entry.get("published_ahead"):
-        return " (its part published ahead: the peers needed nothing more of it)"
+        return " (its part published ahead: the rest waits for this rank's wait() or its worker)"
     return ""
 
 

@@ -87,9 +87,14 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       label_(std::move(label)),
       transport_(std::move(transport)),
       trace_(config.traceBufferSize),
-      arrivalSpin_(kArrivalWait, config.adaptiveSpin) {
+      arrivalSpin_(kArrivalWait, config.adaptiveSpin),
+      aheadArrivalSpin_(std::chrono::microseconds(config.callerGraceMicroseconds),
+                        config.adaptiveSpin) {
   // Passes that yield the core expect the peers' turns in between.
-  if (config.spinYields) arrivalSpin_.setDescheduledGap(kLongYield);
+  if (config.spinYields) {
+    arrivalSpin_.setDescheduledGap(kLongYield);
+    aheadArrivalSpin_.setDescheduledGap(kLongYield);
+  }
   adoptChannel(std::move(channel));
   executor_ = std::make_shared<Executor>(*transport_);
 }
@@ -270,6 +275,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
   // start a collective meanwhile waits for this one instead (onCallerActive_).
   uint64_t seq = 0;
   bool arriving = false;  // an asynchronous caller whose peers are not all here yet
+  bool publishedFirst = false;  // its first turn went up before its peers came
   {
     std::unique_lock<std::mutex> lock(submitMutex_);
     awaitOnCaller(lock);
@@ -310,14 +316,21 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // if all come this one runs here too, costing no queue, no Work to
     // complete across threads and no worker's alarm. Otherwise it goes to
     // the queue as before, under this number.
-    if (!awaitArrivals(seq)) {
-      if (publishAhead != nullptr && !coalescing_ && !transport_->aborted()) {
-        publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
-      }
-      return 0;
+    if (!awaitArrivals(seq, arrivalSpin_)) {
+      const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
+                              !transport_->aborted() &&
+                              publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
+      // Its peers will wait for more of it: where they come within the
+      // worker's grace, it runs here after all (its body adopts the turn it
+      // put up: exchangeTurn), as they do, instead of keeping them waiting
+      // for its wait() or its worker.
+      if (!moreToCome || !awaitArrivals(seq, aheadArrivalSpin_)) return 0;
+      publishedFirst = true;
     }
     std::lock_guard<std::mutex> lock(submitMutex_);
     nextSeq_ = seq;
+    publishedWhole_ = 0;  // nothing of it is queued
+    publishedAhead_ = 0;
   }
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
                                  << fields << " (direct)");
@@ -338,7 +351,9 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     op.phases = &line->phases;
   }
   const auto record = [&](const char* error) {
-    if (trace_.enabled()) trace_.onCaller(seq, name, fields, op.fingerprintWord, now, error);
+    if (trace_.enabled()) {
+      trace_.onCaller(seq, name, fields, op.fingerprintWord, now, error, publishedFirst);
+    }
     if (line) timeline_->record(*line, Clock::now(), error ? error : "");
   };
   try {
@@ -355,7 +370,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
   return seq;
 }
 
-void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
+bool Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
                                    std::chrono::milliseconds timeout, const OpFields& fields,
                                    LaunchRef publishAhead) {
   OpContext op(name, seq, timeout);
@@ -375,16 +390,16 @@ void Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
     if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) failFromCaller(e.what());
     throw;
   }
-  if (!published.published) return;  // no turn to take (nothing to move): all queued
+  if (!published.published) return false;  // no turn to take (nothing to move): all queued
   // Its first turn is up: the queued form takes it from there. Where that
   // was all the peers wait for, the queued form may wait for its caller.
   std::lock_guard<std::mutex> lock(submitMutex_);
   publishedWhole_ = published.lastTurn ? seq : 0;
   publishedAhead_ = seq;
+  return !published.lastTurn;
 }
 
-bool Engine::awaitArrivals(uint64_t seq) {
-  SpinBudget& spin = arrivalSpin_;
+bool Engine::awaitArrivals(uint64_t seq, SpinBudget& spin) {
   spin.startWait();
   while (!channel_->peersAnnounced(seq)) {
     // An abort from another thread ends the wait: the queued form then

@@ -286,13 +286,14 @@ class Engine {
   // benchmarks/RESULTS.md), so waiting longer than that cannot pay.
   static constexpr std::chrono::microseconds kArrivalWait{25};
   // runOnCaller, for a collective about to be queued: its publish-ahead.
-  void publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
+  // True where its peers will wait for more of this rank than that first
+  // turn (a later turn, a second phase: PublishedAhead::lastTurn false).
+  bool publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
                              std::chrono::milliseconds timeout, const OpFields& fields,
                              LaunchRef publishAhead);
   // runOnCaller, after announcing collective `seq`: whether every peer has
-  // announced it too within arrivalSpin_'s budget, at most kArrivalWait
-  // (false also once aborted).
-  bool awaitArrivals(uint64_t seq);
+  // announced it too within `spin`'s budget (false also once aborted).
+  bool awaitArrivals(uint64_t seq, SpinBudget& spin);
   // With submitMutex_ held: until no collective runs past the queue.
   void awaitOnCaller(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.
@@ -340,6 +341,18 @@ class Engine {
   // put up for them at once (publishBeforeQueueing). Used by the one caller
   // that runs past the queue at a time (onCallerActive_).
   SpinBudget arrivalSpin_;
+  // How much longer it waits once it has put up its first turn of a
+  // collective whose peers will wait for more of it (publishBeforeQueueing
+  // true: a 2-rank allreduce from 512 KiB, whose second phase is each
+  // rank's half of the result): queued, that rest would wait for this
+  // rank's wait() or for its worker's grace (RINGREDUCE_CALLER_GRACE_US), a
+  // peer arriving meanwhile waiting with it; run here, it goes on as the
+  // peer comes. So it waits up to that grace, learnt as arrivalSpin_ is.
+  // Eager functional allreduces of 512 KiB-1 MiB at world 2 on the 2-core
+  // EPYC VM, both forms in the same processes taking turns: the slowest
+  // rank's p50 48-113 us lower (of 200-450), as the early rank stopped
+  // queueing most of them (benchmarks/RESULTS.md, "Every collective").
+  SpinBudget aheadArrivalSpin_;
   // Written under submitMutex_; atomic so that coalescing() reads it without
   // the lock (the device-flags path asks on every call).
   std::atomic<bool> coalescing_{false};

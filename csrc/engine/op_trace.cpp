@@ -88,8 +88,9 @@ uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std:
 }
 
 void OpTrace::onCaller(uint64_t seq, const char* name, const OpFields& fields,
-                       uint32_t fingerprint, Clock::time_point at, const char* error) {
-  writeOnCaller(seq, name, &fields, nullptr, fingerprint, at, error);
+                       uint32_t fingerprint, Clock::time_point at, const char* error,
+                       bool publishedAhead) {
+  writeOnCaller(seq, name, &fields, nullptr, fingerprint, at, error, publishedAhead);
 }
 
 void OpTrace::onCaller(uint64_t seq, const char* name, const std::string& summary,
@@ -99,7 +100,7 @@ void OpTrace::onCaller(uint64_t seq, const char* name, const std::string& summar
 
 void OpTrace::writeOnCaller(uint64_t seq, const char* name, const OpFields* fields,
                             const std::string* summary, uint32_t fingerprint,
-                            Clock::time_point at, const char* error) {
+                            Clock::time_point at, const char* error, bool publishedAhead) {
   if (!enabled()) return;
   const uint64_t id = next_.fetch_add(1);
   SlotLock lock(slotOf(id));
@@ -111,6 +112,7 @@ void OpTrace::writeOnCaller(uint64_t seq, const char* name, const OpFields* fiel
     e.summary = *summary;
   }
   e.onCaller = true;
+  e.publishedAhead = publishedAhead;
   e.queued = e.started = e.finished = at;
   e.state = error == nullptr ? TraceEntry::State::Completed : TraceEntry::State::Failed;
   if (error != nullptr) e.error = error;

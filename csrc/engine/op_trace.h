@@ -32,9 +32,11 @@ struct TraceEntry {
   uint64_t seq = 0;          // collective (or point-to-point) sequence number
   bool pointToPoint = false;
   bool onCaller = false;     // run on the caller's thread (Engine::runOnCaller)
-  // Queued after this rank's part went up on the host channel
-  // (Engine::publishBeforeQueueing): its peers need nothing more of it to
-  // finish their side, only this rank's own reading of theirs.
+  // This rank's first turn went up on the host channel before its peers
+  // came (Engine::publishBeforeQueueing). Queued: where that was its last,
+  // its peers need nothing more of it to finish their side, only this
+  // rank's own reading of theirs. On the caller (onCaller too): it had
+  // more turns, and its peers came while its caller still waited for them.
   bool publishedAhead = false;
   // A collective's fingerprintWord, alike on every rank that calls the same
   // collective, whichever way each ran it and on whichever device: what the
@@ -68,8 +70,10 @@ class OpTrace {
   // An on-caller collective, recorded once it was launched: completed at `at`
   // (queued, started and finished alike), or failed with `error` if not
   // null. The second form is for callers that still describe it as text.
+  // `publishedAhead`: its first turn went up before its peers came
+  // (TraceEntry::publishedAhead), and they came while its caller waited.
   void onCaller(uint64_t seq, const char* name, const OpFields& fields, uint32_t fingerprint,
-                Clock::time_point at, const char* error = nullptr);
+                Clock::time_point at, const char* error = nullptr, bool publishedAhead = false);
   void onCaller(uint64_t seq, const char* name, const std::string& summary, uint32_t fingerprint,
                 Clock::time_point at, const char* error = nullptr);
 
@@ -93,7 +97,7 @@ class OpTrace {
   // Both onCaller() forms: exactly one of `fields` and `summary` is set.
   void writeOnCaller(uint64_t seq, const char* name, const OpFields* fields,
                      const std::string* summary, uint32_t fingerprint, Clock::time_point at,
-                     const char* error);
+                     const char* error, bool publishedAhead = false);
 
   const size_t capacity_;
   const std::unique_ptr<Slot[]> slots_;

@@ -529,6 +529,43 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
     return {"failures": failures, "direct": direct, "queued": queued, "published_ahead": ahead}
 
 
+def a_moment_late_peer_in_two_phase_allreduces(rank, world_size, init_method, calls=100):
+    """1 MiB asynchronous allreduces (two phases on the channel: each rank
+    reduces its share, then reads the others') whose last rank computes 50 us
+    (busy) before each call: the others put their first turn up before it
+    comes and, since it will wait for their second phase too, wait a moment
+    longer for it and run the rest on their own threads (Engine::runOnCaller)
+    instead of queueing it. Each result exact; the flight recorder counts the
+    calls that went up ahead and then ran on the caller."""
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce
+
+    _init(rank, world_size, init_method)
+    n = world_size
+    m = 1 << 18  # float32: 1 MiB, two phases from 512 KiB (256 KiB from 3 ranks)
+    dist.all_reduce(torch.ones(4))  # opens the host channel
+    failures = []
+    for i in range(calls):
+        if rank == n - 1:
+            _busy(50e-6)
+        t = torch.arange(m, dtype=torch.float32) + i + rank
+        want = (torch.arange(m, dtype=torch.float32) + i) * n + sum(range(n))
+        dist.all_reduce(t, async_op=True).wait()
+        if not torch.equal(t, want):
+            failures.append(f"call {i}: {t[:4].tolist()} != {want[:4].tolist()}")
+    entries = [e for e in json.loads(torch_ringreduce.trace_json())["entries"]
+               if e["op"] == "allreduce" and e["summary"].startswith(f"{m} x")]
+    dist.destroy_process_group()
+
+    def count(direct, ahead):
+        return sum(1 for e in entries if e["direct"] == direct and e["published_ahead"] == ahead)
+
+    return {"failures": failures, "direct": count(True, False),
+            "ahead_then_direct": count(True, True), "ahead_then_queued": count(False, True),
+            "queued": count(False, False)}
+
+
 def late_peer_while_the_first_rank_is_elsewhere(rank, world_size, init_method):
     """Rank 0 issues an asynchronous allreduce and, without waiting for it,
     blocks on something else: an event that rank 1 sets only after its own

@@ -108,6 +108,15 @@ def test_every_asynchronous_collective_is_exact_with_a_late_peer(world_size):
     assert sum(report["published_ahead"] for report in reports) > 0, reports
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_a_two_phase_allreduce_runs_on_the_caller_when_its_peer_is_a_moment_late(world_size):
+    reports = exact_on_every_rank(world_size,
+                                  async_on_caller_cases.a_moment_late_peer_in_two_phase_allreduces)
+    # An early rank put its first turn up and then met the late one on its
+    # own thread, instead of leaving it waiting for its wait() or its worker.
+    assert sum(report["ahead_then_direct"] for report in reports) > 0, reports
+
+
 def test_a_late_peer_completes_without_the_first_ranks_caller():
     results = run_world(2, async_on_caller_cases.late_peer_while_the_first_rank_is_elsewhere,
                         env=LOOPBACK_ENV, timeout=120)

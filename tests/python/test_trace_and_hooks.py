@@ -100,7 +100,7 @@ def test_trace_reader_compares_fingerprints_not_summaries():
 
 def test_trace_reader_says_a_queued_collective_was_published_ahead():
     """A rank whose part went up on the host channel before it queued the call, and that then
-    never waited for it: the reader says its peers needed nothing more of it."""
+    never waited for it: the reader says the rest waits for that rank's wait() or its worker."""
     from torch_ringreduce import trace
 
     def entry(state, published_ahead):
