@@ -1,5 +1,6 @@
-// UCX's fatal log of a copy from a gone peer's memory no longer aborts the
-// process; every other fatal message still does (transport/ucx/peer_gone_log_filter.h).
+// UCX's fatal log of a copy from a gone peer's memory, or from a buffer a
+// peer gave up, no longer aborts the process; every other fatal message
+// still does (transport/ucx/peer_gone_log_filter.h).
 #include <gtest/gtest.h>
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
@@ -36,9 +37,11 @@ TEST(PeerGoneLogFilter, TakesOnlyACopyFromAGonePeer) {
   const char* cma = "/build/ucx/src/uct/sm/scopy/cma/cma_ep.c";
   EXPECT_TRUE(isCopyFromAGonePeer(cma, fatal, copyFailure("process_vm_readv", ESRCH).c_str()));
   EXPECT_TRUE(isCopyFromAGonePeer("cma_ep.c", fatal, copyFailure("process_vm_writev", ESRCH).c_str()));
-  // Another errno (a seccomp filter's EPERM, a bad address), level or source stays UCX's.
+  // A buffer a peer gave up (freed after its collective failed): a bad address.
+  EXPECT_TRUE(isCopyFromAGonePeer(cma, fatal, copyFailure("process_vm_readv", EFAULT).c_str()));
+  EXPECT_TRUE(isCopyFromAGonePeer(cma, fatal, copyFailure("process_vm_writev", EFAULT).c_str()));
+  // Another errno (a seccomp filter's EPERM), level or source stays UCX's.
   EXPECT_FALSE(isCopyFromAGonePeer(cma, fatal, copyFailure("process_vm_readv", EPERM).c_str()));
-  EXPECT_FALSE(isCopyFromAGonePeer(cma, fatal, copyFailure("process_vm_readv", EFAULT).c_str()));
   EXPECT_FALSE(isCopyFromAGonePeer(cma, UCS_LOG_LEVEL_ERROR,
                                    copyFailure("process_vm_readv", ESRCH).c_str()));
   EXPECT_FALSE(isCopyFromAGonePeer("/build/ucx/src/uct/sm/mm/base/mm_ep.c", fatal,
@@ -54,6 +57,13 @@ TEST(PeerGoneLogFilterDeathTest, AGonePeersCopyLeavesTheProcessAliveOtherFatalsS
       {
         keepUcxFromAbortingOnAGonePeer();
         logFatalCopyFailure(ESRCH);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        keepUcxFromAbortingOnAGonePeer();
+        logFatalCopyFailure(EFAULT);
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");

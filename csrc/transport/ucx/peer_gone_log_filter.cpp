@@ -3,6 +3,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -15,6 +16,8 @@ namespace ringreduce {
 
 namespace {
 
+std::atomic<unsigned long> copiesTaken{0};
+
 ucs_log_func_rc_t takeCopyFromAGonePeer(const char* file, unsigned /*line*/,
                                         const char* /*function*/, ucs_log_level_t level,
                                         const ucs_log_component_config_t* /*component*/,
@@ -26,8 +29,10 @@ ucs_log_func_rc_t takeCopyFromAGonePeer(const char* file, unsigned /*line*/,
   std::vsnprintf(message, sizeof(message), format, copy);
   va_end(copy);
   if (!isCopyFromAGonePeer(file, level, message)) return UCS_LOG_FUNC_RC_CONTINUE;
-  RR_LOG(Warn, -1, "UCX: " << message << " (a peer's process is gone: the transfer fails, "
-                               "the collective reports it)");
+  RR_LOG(Warn, -1, "UCX: " << message << " (a peer's process is gone, or it gave up on the "
+                               "collective and freed its buffer: the transfer fails, the "
+                               "collective reports it)");
+  copiesTaken.fetch_add(1, std::memory_order_relaxed);
   return UCS_LOG_FUNC_RC_STOP;  // UCX's own handler would abort the process
 }
 
@@ -41,8 +46,11 @@ bool isCopyFromAGonePeer(const char* file, int level, const char* message) {
   const bool copy = std::strncmp(message, "process_vm_readv(", 17) == 0 ||
                     std::strncmp(message, "process_vm_writev(", 18) == 0;
   // UCX words the errno with strerror, in this process's locale as ours is.
-  return copy && std::strstr(message, std::strerror(ESRCH)) != nullptr;
+  return copy && (std::strstr(message, std::strerror(ESRCH)) != nullptr ||
+                  std::strstr(message, std::strerror(EFAULT)) != nullptr);
 }
+
+unsigned long copiesFromGonePeersTaken() { return copiesTaken.load(std::memory_order_relaxed); }
 
 void keepUcxFromAbortingOnAGonePeer() {
   static std::once_flag installed;

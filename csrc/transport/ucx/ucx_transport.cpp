@@ -16,6 +16,7 @@
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
 #include "transport/ucx/held_ucx_errors.h"
+#include "transport/ucx/peer_gone_log_filter.h"
 #include "transport/tag.h"
 #include "transport/ucx/ucx_info.h"
 #include "transport/ucx/ucx_worker.h"
@@ -46,7 +47,7 @@ constexpr auto kMonitorProgressInterval = std::chrono::microseconds(200);
 
 UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
                            std::chrono::milliseconds timeout, const Config& config)
-    : Transport(rank, size, config) {
+    : Transport(rank, size, config), copiesTakenBefore_(copiesFromGonePeersTaken()) {
   std::vector<UcxWorker::Default> defaults;
   for (const auto& [name, value, variable] : dataPathUcxSettings()) {
     defaults.push_back({name, value, variable});
@@ -146,9 +147,18 @@ UcxTransport::~UcxTransport() {
   }
   // Our endpoints are flushed: peers may now close theirs to us by force.
   if (monitor_) monitor_->sayGoodbye();
+  monitor_.reset();
+  if (copiesFromGonePeersTaken() != copiesTakenBefore_) {
+    // A copy from a gone peer's memory failed in this process while this
+    // worker lived, and may still be queued on its cma endpoint: destroying
+    // it would abort the process (peer_gone_log_filter.h). Its memory stays
+    // until the process exits.
+    RR_LOG(Warn, rank(), "a copy from a gone peer failed while this group lived: its UCX worker "
+                         "is left in place, not destroyed (UCX 1.13 would abort on it)");
+    return;
+  }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
-  monitor_.reset();
 }
 
 ucp_ep_h UcxTransport::endpoint(int peer) {

@@ -79,6 +79,9 @@ class UcxTransport : public Transport {
   Clock::time_point nextMonitorProgress_{};  // progress() looks at the monitor from then on
   std::vector<ucp_ep_h> endpoints_;
   std::vector<char> eagerPays_;  // per peer, from its endpoint's transports (eager_policy.h)
+  // copiesFromGonePeersTaken() when this transport was made: the destructor
+  // leaves a worker alone that may hold a failed copy (peer_gone_log_filter.h).
+  unsigned long copiesTakenBefore_ = 0;
 };
 
 }  // namespace ringreduce
