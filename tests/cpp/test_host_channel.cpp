@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "algorithms/comm.h"
@@ -199,9 +200,9 @@ TEST(HostChannel, TwoPhaseSumsAreExactAtEveryWorld) {
 // Each rank's result of one collective over `inputs` (one per rank).
 template <typename T>
 std::vector<std::vector<T>> reduceOnEachRank(std::vector<std::vector<T>> data, DataType type,
-                                             ReduceOp op) {
+                                             ReduceOp op, size_t bufferBytes = 64 * 1024) {
   const int n = static_cast<int>(data.size());
-  auto channels = openChannels(n, options());
+  auto channels = openChannels(n, options(bufferBytes));
   auto fabric = std::make_shared<LoopbackFabric>(n);
   const auto errors = onEachRank(n, [&](int r) {
     ChannelRank rank(*channels[r], fabric, r);
@@ -264,6 +265,21 @@ TEST(HostChannel, EveryRankHoldsTheFirstRanksNaNWhereTwoNaNsMeet) {
     std::memcpy(&d, &bits, sizeof(d));
     return d;
   };
+  // The same in two phases: rank 1 reduces its chunk with its own values
+  // read in place, rank 0's first.
+  std::vector<std::vector<float>> large(2, std::vector<float>(twoPhaseFromBytes(2) / 4 + 5));
+  for (size_t i = 0; i < large[0].size(); ++i) {
+    large[0][i] = floatOf(0x7fc00000u + static_cast<uint32_t>(i % 1000) + 1);
+    large[1][i] = floatOf(0xffc00000u + static_cast<uint32_t>(i % 999) + 1);
+  }
+  std::vector<float> firsts = large[0];
+  reduceInto(DataType::Float32, ReduceOp::Sum, firsts.data(), large[1].data(), firsts.size());
+  const auto inTwoPhases =
+      reduceOnEachRank(large, DataType::Float32, ReduceOp::Sum, twoPhaseFromBytes(2) * 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(std::memcmp(inTwoPhases[r].data(), firsts.data(), firsts.size() * 4), 0)
+        << "two phases, rank " << r;
+  }
   const std::vector<std::vector<double>> doubles = {{doubleOf(0x7ff8000000000011ull)},
                                                     {doubleOf(0xfff8000000000022ull)}};
   std::vector<double> expected = doubles[0];
@@ -303,9 +319,13 @@ TEST(HostChannel, AnAllreduceTakesTheChannelUpToOneBuffer) {
 
 TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {
   // float16 rounds at every step, so the order of the reduction shows in the
-  // bits: every rank must compute buffer 0 + buffer 1 + ... in that order.
-  for (int n : {2, 4}) {
-    const size_t count = 4097;
+  // bits: every rank must compute buffer 0 + buffer 1 + ... in that order,
+  // in one pass and in two phases (where a rank's own chunk is read from
+  // its input, in place, not from its buffer), with uneven chunks.
+  for (const auto& [n, count] : {std::pair<int, size_t>{2, 4097}, {4, 4097},
+                                 {2, twoPhaseFromBytes(2) / 2 + 4097},
+                                 {3, twoPhaseFromBytes(3) / 2 + 4097},
+                                 {4, twoPhaseFromBytes(4) / 2 + 4097}}) {
     std::vector<std::vector<uint16_t>> inputs(n, std::vector<uint16_t>(count));
     std::mt19937 random(5);
     for (auto& input : inputs) {
@@ -315,8 +335,11 @@ TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {
     for (int r = 1; r < n; ++r) {
       reduceInto(DataType::Float16, ReduceOp::Sum, expected.data(), inputs[r].data(), count);
     }
-    const auto results = reduceOnEachRank(inputs, DataType::Float16, ReduceOp::Sum);
-    for (int r = 0; r < n; ++r) EXPECT_EQ(results[r], expected) << "world " << n << " rank " << r;
+    const auto results =
+        reduceOnEachRank(inputs, DataType::Float16, ReduceOp::Sum, size_t{1} << 20);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(results[r], expected) << "world " << n << ", " << count << " halves, rank " << r;
+    }
   }
 }
 

@@ -180,6 +180,27 @@ def every_op_on_caller(rank, world_size, init_method):
             dist.reduce_scatter(got, list(full[rank].chunk(n)))
             check(f"reduce_scatter (list) {what}", got,
                   torch.stack(full).sum(0, dtype=dtype)[rank * numel:(rank + 1) * numel])
+            # A rank's own block is read from its input, not its channel
+            # buffer (reduce_scatter.cpp), unless the output is in that block:
+            # the input must stay as it was, and in place must still add up.
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+                stacked = torch.stack(full)
+                total = stacked.sum(0, dtype=dtype) if op == dist.ReduceOp.SUM \
+                    else stacked.max(0).values
+                want = total[rank * numel:(rank + 1) * numel]
+                x = full[rank].clone()
+                dist.reduce_scatter_tensor(got, x, op=op)
+                check(f"reduce_scatter_tensor {op} input untouched {what}", x, full[rank])
+                dist.reduce_scatter_tensor(x[rank * numel:(rank + 1) * numel], x, op=op)
+                check(f"reduce_scatter_tensor {op} into its own block {what}",
+                      x[rank * numel:(rank + 1) * numel], want)
+                blocks = [b.clone() for b in full[rank].chunk(n)]
+                dist.reduce_scatter(got, blocks, op=op)
+                check(f"reduce_scatter (list) {op} {what}", got, want)
+                check(f"reduce_scatter (list) {op} inputs untouched {what}", torch.cat(blocks),
+                      full[rank])
+                dist.reduce_scatter(blocks[rank], blocks, op=op)
+                check(f"reduce_scatter (list) {op} into its own block {what}", blocks[rank], want)
 
             for root in sorted({0, n - 1}):
                 t = inputs[rank].clone()

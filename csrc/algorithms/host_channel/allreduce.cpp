@@ -55,16 +55,27 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
   const size_t base = first * esize;
   const size_t bytes = count * esize;
   const ReductionArgs args{nullptr, count, type, reduceOp};
+  const int n = channel.size();
+  const bool twoPhase = bytes >= twoPhaseFromBytes(n);
   // The two-phase form publishes its share of the result after this turn.
-  const bool lastTurn = lastPiece && bytes < twoPhaseFromBytes(channel.size());
+  const bool lastTurn = lastPiece && !twoPhase;
+  // In two phases no peer reads this rank's own chunk of its buffer before
+  // the result goes there: its reduction reads that chunk from the input
+  // itself (reduceInRankOrder's values in place), and the copy skips it.
+  const Range chunk = chunkOf(count, n, rank);
+  const size_t chunkFirst = base + chunk.offset * esize;
+  const size_t chunkEnd = chunkFirst + chunk.count * esize;
   const HostChannel::Turn turn = exchangeTurn(comm, op, bytes, lastTurn, [&](char* mine) {
-    forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
+    const auto copyIn = [&](char* part, size_t at, size_t length) {
       channel.copyIn(mine + (at - base), part, length);
-    });
+    };
+    if (!twoPhase) return forEachPart(segments, esize, base, bytes, copyIn);
+    forEachPart(segments, esize, base, chunkFirst - base, copyIn);
+    forEachPart(segments, esize, chunkEnd, base + bytes - chunkEnd, copyIn);
   });
   if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
   char* mine = channel.buffer(rank, turn);
-  if (bytes < twoPhaseFromBytes(channel.size())) {
+  if (!twoPhase) {
     PhaseScope reducing(op.phases, Phase::Reduce);
     forEachPart(segments, esize, base, bytes, [&](char* part, size_t at, size_t length) {
       reduceInRankOrder(channel, turn, args, part, at - base, length);
@@ -73,14 +84,14 @@ void reducePiece(const Comm& comm, const OpContext& op, DataType type, ReduceOp 
   }
   // Two phases: this rank's chunk of everyone's buffer, reduced into its
   // place in the output and back into this rank's buffer for the others.
-  const int n = channel.size();
-  const Range chunk = chunkOf(count, n, rank);
   {
     PhaseScope reducing(op.phases, Phase::Reduce);
-    forEachPart(segments, esize, base + chunk.offset * esize, chunk.count * esize,
+    forEachPart(segments, esize, chunkFirst, chunkEnd - chunkFirst,
                 [&](char* part, size_t at, size_t length) {
-                  reduceInRankOrder(channel, turn, args, part, at - base, length);
-                  std::memcpy(mine + (at - base), part, length);
+                  reduceInRankOrder(channel, turn, args, part, at - base, length, part);
+                  // Into lines a peer read last time: with the stores that
+                  // are faster there, as the copy in (channel_stores.h).
+                  channel.copyIn(mine + (at - base), part, length);
                 });
   }
   publishAndAwait(comm, op, FlagKind::Reduced, turn);

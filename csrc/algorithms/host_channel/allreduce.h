@@ -9,10 +9,11 @@
 // its Input flag; once every peer's is set, each rank
 // reduces all buffers into its own tensor in rank order. Every rank computes
 // the same expression, so every rank holds the same bits.
-// Two phases, above: rank r reduces chunk r of every buffer (in rank
-// order) and puts the result back into its own buffer (Reduced flag); then
-// every rank copies each peer's reduced chunk. Each rank reads n chunks of
-// b/n instead of n buffers of b.
+// Two phases, above: every rank copies all but its own chunk into its
+// buffer; rank r reduces chunk r of every buffer (in rank order, its own
+// values from its input, in place) and puts the result into its own buffer
+// (Reduced flag); then every rank copies each peer's reduced chunk. Each
+// rank reads n chunks of b/n instead of n buffers of b.
 //
 // No thread hand-off, allocation or lock of its own: it runs on whichever
 // thread runs the collective (the caller's, Engine::runOnCaller, or the

@@ -2,6 +2,7 @@
 #include "algorithms/host_channel/reduce_scatter.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "algorithms/host_channel/reduction.h"
@@ -14,6 +15,30 @@
 namespace ringreduce {
 
 namespace {
+
+// Whether any part's output, [outputOf(i), + lengthOf(i) elements), overlaps
+// any part's block `rank` of its input. Exactly, so that a run that
+// published a turn ahead and the run that takes it up later answer alike:
+// they may hold different temporaries (an output that overlapped an input,
+// a copy of an input that was not plain memory), and a temporary overlaps
+// nothing. Beyond kMostPartsCompared parts, "may": the slot is filled.
+constexpr size_t kMostPartsCompared = 16;
+
+template <typename LengthOf, typename BlockAt, typename OutputOf>
+bool outputsMayOverlapOwnBlocks(size_t parts, size_t esize, const LengthOf& lengthOf,
+                                const BlockAt& blockAt, const OutputOf& outputOf, int rank) {
+  if (parts > kMostPartsCompared) return true;
+  for (size_t i = 0; i < parts; ++i) {
+    const auto out = reinterpret_cast<uintptr_t>(outputOf(i));
+    const size_t outBytes = lengthOf(i) * esize;
+    for (size_t k = 0; k < parts; ++k) {
+      const auto in = reinterpret_cast<uintptr_t>(blockAt(k, rank));
+      const size_t inBytes = lengthOf(k) * esize;
+      if (outBytes > 0 && inBytes > 0 && out < in + inBytes && in < out + outBytes) return true;
+    }
+  }
+  return false;
+}
 
 // The message is `parts` inputs (part i: countOf(i) elements, its block j
 // chunkOf(countOf(i), n, j) at blockAt(i, j)); block j of every part, laid
@@ -37,6 +62,15 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
   const size_t slotBytes =
       slotBytesFor(channel.bufferBytes(), static_cast<size_t>(n), longest * esize, esize);
   const size_t perSlot = slotBytes / esize;
+  // No peer reads this rank's own slot: only this rank's reduction might,
+  // and that reads its own block from the input instead (one copy of an
+  // n-th of the message saved), unless the outputs, written as it reduces,
+  // might overlap that block (an in-place call: the slot keeps a copy).
+  // Ranks whose expression starts from their own values (rank 0, rank 1 of
+  // two for integers) start from them in the output, as before.
+  const bool readsOwn = reduceInRankOrderReadsOwnBuffer(channel, input);
+  const bool ownSlot = readsOwn && outputsMayOverlapOwnBlocks(parts, esize, blockLength(rank),
+                                                              blockAt, outputOf, rank);
   for (size_t first = 0; first < longest; first += perSlot) {
     // The stretches of block j's stream in this turn (in elements).
     const auto stretches = [&](int block, const auto& fn) {
@@ -46,6 +80,7 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
         comm, op, static_cast<size_t>(n) * slotBytes, first + perSlot >= longest,
         [&](char* mine) {
           for (int j = 0; j < n; ++j) {
+            if (j == rank && !ownSlot) continue;
             char* slot = mine + static_cast<size_t>(j) * slotBytes;
             stretches(j, [&](size_t i, size_t at, size_t window, size_t count) {
               channel.copyIn(slot + window * esize,
@@ -57,6 +92,7 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
           // reduceInRankOrder starts from this rank's own values where it
           // needs them: from the input, still in cache, while the peers fill
           // their buffers (memmove: an output may be the input's own block).
+          if (readsOwn) return;  // its expression starts from rank 0's buffer
           stretches(rank, [&](size_t i, size_t at, size_t, size_t count) {
             std::memmove(static_cast<char*>(outputOf(i)) + at * esize,
                          static_cast<const char*>(blockAt(i, rank)) + at * esize, count * esize);
@@ -65,8 +101,10 @@ void reduceScatterParts(const Comm& comm, const OpContext& op, const ReductionAr
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     PhaseScope reducing(op.phases, Phase::Reduce);
     stretches(rank, [&](size_t i, size_t at, size_t window, size_t count) {
+      const char* own = static_cast<const char*>(blockAt(i, rank)) + at * esize;
       reduceInRankOrder(channel, turn, input, static_cast<char*>(outputOf(i)) + at * esize,
-                        static_cast<size_t>(rank) * slotBytes + window * esize, count * esize);
+                        static_cast<size_t>(rank) * slotBytes + window * esize, count * esize,
+                        ownSlot ? nullptr : own);
     });
   }
 }

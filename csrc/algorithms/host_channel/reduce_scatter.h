@@ -1,9 +1,12 @@
 // Reduce-scatter through the group's host channel (algorithms/host_channel/turn.h):
-// in each turn every rank copies a piece of each of its n blocks into its
-// buffer (block j's piece in slot j), and once every peer's flag is up,
+// in each turn every rank copies a piece of each of its peers' blocks into
+// its buffer (block j's piece in slot j), and once every peer's flag is up,
 // rank r reduces slot r of every rank's buffer, in rank order
-// (algorithms/host_channel/reduction.h), into its output. The blocks are cut alike
-// on every rank, a buffer's worth of the n pieces per turn.
+// (algorithms/host_channel/reduction.h), into its output. Its own block it
+// reads from its input, where no peer needs it: only an output that
+// overlaps an own block has that block copied into its slot too. The
+// blocks are cut alike on every rank, a buffer's worth of the n pieces per
+// turn.
 #pragma once
 
 #include <cstddef>

@@ -54,19 +54,28 @@ bool reduceInRankOrderReadsOwnBuffer(const HostChannel& channel, const Reduction
 }
 
 void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
-                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes) {
+                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes,
+                       const char* ownValues) {
   const size_t esize = elementSize(args.type);
   const int n = channel.size();
   const ReduceOp op = args.op == ReduceOp::Avg ? ReduceOp::Sum : args.op;
   const bool swapTwo = swapsTwo(channel, args);
   const bool dstHoldsFirst = channel.rank() == 0 || swapTwo;
+  // Own values in dst itself: each slice of them is kept here (in L1)
+  // before rank 0's values overwrite it.
+  const bool ownInDst = ownValues == dst && !dstHoldsFirst;
+  alignas(64) char kept[kSliceBytes];
   for (size_t done = 0; done < bytes;) {
     const size_t slice = std::min(kSliceBytes / esize * esize, bytes - done);
     const size_t at = firstByte + done;
     const size_t count = slice / esize;
+    if (ownInDst) std::memcpy(kept, dst + done, slice);
     if (!dstHoldsFirst) std::memcpy(dst + done, channel.buffer(0, turn) + at, slice);
     for (int r = 1; r < n; ++r) {
-      const char* src = channel.buffer(swapTwo ? 0 : r, turn) + at;
+      const int from = swapTwo ? 0 : r;
+      const char* src = from != channel.rank() || ownValues == nullptr ? channel.buffer(from, turn) + at
+                        : ownInDst                                     ? kept
+                                                                       : ownValues + done;
       if (args.op == ReduceOp::Avg && r == n - 1) {
         reduceAndAverage(args.type, dst + done, src, count, n);
       } else {

@@ -15,9 +15,14 @@ namespace ringreduce {
 // over [firstByte, firstByte + bytes) of that rank's bytes of `turn`.
 // dst must hold this rank's own values of that range (what its buffer
 // holds there). AVG divides in the last step, once (reduceAndAverage).
-// args.data and args.count are not read.
+// args.data and args.count are not read. `ownValues`, if given, holds
+// this rank's values of the range where its own buffer would (a caller's
+// input block this rank did not copy into the buffer, since no peer reads
+// it). It is either dst itself (this rank's values in place: each slice
+// is kept aside before dst is written) or apart from dst.
 void reduceInRankOrder(const HostChannel& channel, const HostChannel::Turn& turn,
-                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes);
+                       const ReductionArgs& args, char* dst, size_t firstByte, size_t bytes,
+                       const char* ownValues = nullptr);
 
 // Whether reduceInRankOrder on this rank reads this rank's own buffer: not
 // on rank 0 (its own values start the expression in dst) nor on rank 1 of
