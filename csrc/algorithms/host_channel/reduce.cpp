@@ -22,11 +22,11 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
   const size_t perTurn = std::max<size_t>(1, channel.bufferBytes() / esize) * esize;
   const size_t bytes = args.count * esize;
   auto* data = static_cast<char*>(args.data);
-  // Only the root reads the buffers; its own it reads only where its own
-  // values do not start the expression (rank 0 of any group): otherwise it
-  // publishes an empty turn, a copy of the whole message saved.
-  const bool fillOwn =
-      channel.rank() != root || reduceInRankOrderReadsOwnBuffer(channel, args);
+  // Only the root reads the buffers, and its own values it reads in place
+  // (reduceInRankOrder keeps each slice aside before rank 0's values
+  // overwrite it): the root publishes an empty turn, a copy of the whole
+  // message saved.
+  const bool fillOwn = channel.rank() != root;
   for (size_t first = 0; first < bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, bytes - first);
     const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= bytes, [&](char* mine) {
@@ -35,7 +35,7 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (channel.rank() != root) continue;
     PhaseScope reducing(op.phases, Phase::Reduce);
-    reduceInRankOrder(channel, turn, args, data + first, 0, piece);
+    reduceInRankOrder(channel, turn, args, data + first, 0, piece, data + first);
   }
 }
 
