@@ -51,3 +51,45 @@ TEST(NeighbourCheck, EveryMismatchIsSeenByTheRanksNextToIt) {
       ringreduce::testing::smallSegments(), TransportKind::Loopback);
   EXPECT_EQ(raised.load(), 2);
 }
+
+namespace {
+
+// Receives that never complete and sends that cannot be posted (as UCX's,
+// connecting to a peer whose process is gone): counts what is posted and
+// what is taken back.
+class UnsendableTransport : public Transport {
+ public:
+  UnsendableTransport() : Transport(1, 3, Config{}) {}
+  int receivesPosted = 0;
+  int receivesCancelled = 0;
+
+  unsigned progress() override { return 0; }
+  std::string describeEndpoint(int) override { return "none"; }
+
+ protected:
+  void* postSend(int, uint64_t, const void*, size_t, std::string* error) override {
+    *error = "could not connect";
+    return nullptr;
+  }
+  void* postRecv(uint64_t, uint64_t, void*, size_t, std::string*) override {
+    ++receivesPosted;
+    return &receivesPosted;
+  }
+  Completion poll(void*, bool) override { return Completion{}; }
+  void cancel(void*) override { ++receivesCancelled; }
+};
+
+}  // namespace
+
+// The check posts its receive, into itself, before its send: a send that
+// cannot be posted must take the receive back before the error leaves the
+// constructor, since no destructor will, and the left neighbour's message
+// would otherwise land in a frame that is gone.
+TEST(NeighbourCheck, ASendThatCannotBePostedTakesBackTheReceive) {
+  UnsendableTransport transport;
+  EXPECT_THROW(NeighbourCheck(transport, OpContext("allreduce", 3, std::chrono::seconds(5)),
+                              CollectiveFingerprint{}, describe),
+               TransportError);
+  EXPECT_EQ(transport.receivesPosted, 1);
+  EXPECT_EQ(transport.receivesCancelled, 1);
+}

@@ -27,7 +27,18 @@ NeighbourCheck::NeighbourCheck(Transport& transport, const OpContext& op,
   const int left = (rank - 1 + n) % n;
   const int right = (rank + 1) % n;
   recv_ = transport.irecv(left, checkTag(left, op.seq), &theirs_, sizeof(theirs_), message_);
-  send_ = transport.isend(right, checkTag(rank, op.seq), &mine_, sizeof(mine_), message_);
+  try {
+    send_ = transport.isend(right, checkTag(rank, op.seq), &mine_, sizeof(mine_), message_);
+  } catch (...) {
+    // No destructor runs for a constructor that throws, and the receive is
+    // into this object, on its caller's stack: left posted, the left
+    // neighbour's fingerprint would land in whatever frame lives there
+    // then. (UCX could not connect to a right neighbour already dead; a
+    // survivor then died of "stack smashing detected", seed_sweep.py --kill,
+    // a rank killed before its first collective over tcp.)
+    transport.abandon(recv_);
+    throw;
+  }
   active_ = true;
   transport.setWatch([this] { watch(); });
 }
