@@ -632,7 +632,7 @@ void Engine::runCollective(const Operation& operation) {
     // The full check, when on, already compared everything first.
     std::optional<NeighbourCheck> check;
     if (!checkCollectives_ && operation.neighbourCheck) {
-      check.emplace(*transport_, op, operation.identity, describe_);
+      check.emplace(*transport_, op, operation.identity, describe_, &checkSpare_);
     }
     probe::mark(ProbePoint::BodyStarted);
     {

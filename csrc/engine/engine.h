@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "algorithms/checks/collective_check.h"
+#include "algorithms/checks/neighbour_check.h"
 #include "algorithms/comm.h"
 #include "algorithms/workspace.h"
 #include "core/base/record_exchange.h"
@@ -308,6 +309,8 @@ class Engine {
   const std::shared_ptr<Timeline> timeline_;  // null: off
   const MakeLabel label_;
   std::unique_ptr<Transport> transport_;
+  // The always-on check's buffers, from one collective to the next (runCollective).
+  NeighbourCheck::Spare checkSpare_;
   std::unique_ptr<HostChannel> channel_;  // null: the group spans hosts, or has none (yet)
   // channel_ for readers on any thread: set once, on the thread that runs
   // the queue, while no collective runs past it.

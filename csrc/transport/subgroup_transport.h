@@ -31,6 +31,9 @@ class SubgroupTransport : public Transport {
   bool armForSleep() override { return parent_.armForSleep(); }
   void sleepArmed(int extraFd, int timeoutMs) override { parent_.sleepArmed(extraFd, timeoutMs); }
   size_t eventFds(int* fds, size_t room) const override { return parent_.eventFds(fds, room); }
+  void keepUntilClosed(std::shared_ptr<void> memory) override {
+    parent_.keepUntilClosed(std::move(memory));
+  }
   std::string describeEndpoint(int peer) override;
 
  protected:

@@ -106,6 +106,14 @@ class Transport {
   void abandonOutstanding(const OpContext& op);
   // The same for one request (a send/recv that timed out).
   void abandon(Request& request);
+  // Keeps `memory` until the transport is gone. For the buffer of a request
+  // abandoned in flight: UCX cannot take back a send it has accepted, so it
+  // may still read the buffer after abandon() returned (and only UCX's
+  // teardown, in the implementation's destructor, ends that). A transport
+  // over another's messages (SubgroupTransport) hands it to that one.
+  virtual void keepUntilClosed(std::shared_ptr<void> memory) {
+    keptUntilClosed_.push_back(std::move(memory));
+  }
 
   // Called by waits whenever a pass of progress brought nothing new, on the
   // thread that drives the transport; it may throw to end the wait (the
@@ -203,6 +211,8 @@ class Transport {
   std::string abortReason_;  // guarded by abortMutex_
   std::unique_ptr<ProgressBoard> board_;
   std::unordered_map<void*, uint64_t> outstanding_;  // handle -> OpContext::owner()
+  // Destroyed after the implementation's destructor, so after UCX's teardown.
+  std::vector<std::shared_ptr<void>> keptUntilClosed_;
 };
 
 }  // namespace ringreduce

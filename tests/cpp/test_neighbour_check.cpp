@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "algorithms/checks/neighbour_check.h"
@@ -92,4 +93,91 @@ TEST(NeighbourCheck, ASendThatCannotBePostedTakesBackTheReceive) {
                TransportError);
   EXPECT_EQ(transport.receivesPosted, 1);
   EXPECT_EQ(transport.receivesCancelled, 1);
+}
+
+namespace {
+
+// Sends and receives that stay in flight, and a cancel that, like UCX's for
+// a send it has accepted, does not stop the send: what was posted may still
+// be read after the check abandoned it.
+class InFlightTransport : public Transport {
+ public:
+  InFlightTransport() : Transport(1, 3, Config{}) {}
+  const unsigned char* sentFrom = nullptr;
+
+  unsigned progress() override { return 0; }
+  std::string describeEndpoint(int) override { return "none"; }
+
+ protected:
+  void* postSend(int, uint64_t, const void* data, size_t, std::string*) override {
+    sentFrom = static_cast<const unsigned char*>(data);
+    return &sendHandle_;
+  }
+  void* postRecv(uint64_t, uint64_t, void*, size_t, std::string*) override { return &recvHandle_; }
+  Completion poll(void*, bool) override { return Completion{}; }
+  void cancel(void*) override {}
+
+ private:
+  int sendHandle_ = 0;
+  int recvHandle_ = 0;
+};
+
+// A collective that failed: its check is destroyed with both messages in flight.
+__attribute__((noinline)) void postAndAbandon(Transport& transport,
+                                              const CollectiveFingerprint& mine) {
+  NeighbourCheck check(transport, OpContext("allreduce", 4, std::chrono::seconds(5)), mine,
+                       describe);
+}
+
+// Whatever runs next on the thread reuses the frames the check lived in.
+__attribute__((noinline)) void overwriteTheStack() {
+  volatile unsigned char junk[8192];
+  for (size_t i = 0; i < sizeof(junk); ++i) junk[i] = 0xab;
+}
+
+}  // namespace
+
+// UCX may pack an abandoned send long after the check is gone: the bytes it
+// reads must still be this rank's fingerprint, not whatever frame lives
+// where the check was (a peer still in its own check would then report
+// "ranks called different collectives" instead of the real failure).
+TEST(NeighbourCheck, AnAbandonedSendStillReadsTheFingerprintItWasGiven) {
+  InFlightTransport transport;
+  CollectiveFingerprint mine;
+  mine.opType = 5;
+  mine.dtype = 6;
+  mine.numel = 123457;
+  mine.root = 2;
+  mine.reduceOp = 1;
+  postAndAbandon(transport, mine);
+  overwriteTheStack();
+  ASSERT_NE(transport.sentFrom, nullptr);
+  CollectiveFingerprint sent;
+  std::memcpy(&sent, transport.sentFrom, sizeof(sent));
+  EXPECT_TRUE(sent == mine) << "the send now reads op " << sent.opType << ", numel " << sent.numel;
+}
+
+// A check that completed hands its buffers to the next one: no allocation
+// per collective.
+TEST(NeighbourCheck, ACompletedCheckLeavesItsBuffersToTheNext) {
+  runRanks(
+      2,
+      [&](Transport& t, int) {
+        NeighbourCheck::Spare spare;
+        {
+          NeighbourCheck first(t, OpContext("allreduce", 1, std::chrono::seconds(20)),
+                               CollectiveFingerprint{}, describe, &spare);
+          first.verify();
+        }
+        ASSERT_NE(spare, nullptr);
+        const NeighbourCheck::Exchange* kept = spare.get();
+        {
+          NeighbourCheck second(t, OpContext("allreduce", 2, std::chrono::seconds(20)),
+                                CollectiveFingerprint{}, describe, &spare);
+          EXPECT_EQ(spare, nullptr);  // in use
+          second.verify();
+        }
+        EXPECT_EQ(spare.get(), kept);
+      },
+      ringreduce::testing::smallSegments(), TransportKind::Loopback);
 }

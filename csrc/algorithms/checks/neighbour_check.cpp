@@ -17,8 +17,15 @@ uint64_t checkTag(int sourceRank, uint64_t seq) {
 }  // namespace
 
 NeighbourCheck::NeighbourCheck(Transport& transport, const OpContext& op,
-                               const CollectiveFingerprint& mine, Describe describe)
-    : transport_(transport), op_(op), message_(op), mine_(mine), describe_(std::move(describe)) {
+                               const CollectiveFingerprint& mine, Describe describe, Spare* spare)
+    : transport_(transport),
+      op_(op),
+      message_(op),
+      spare_(spare),
+      exchange_(spare != nullptr && *spare ? std::move(*spare) : std::make_shared<Exchange>()),
+      describe_(std::move(describe)) {
+  exchange_->mine = mine;
+  exchange_->theirs = CollectiveFingerprint{};
   const int n = transport.size();
   if (n < 2) return;
   message_.pointToPoint = true;
@@ -26,17 +33,20 @@ NeighbourCheck::NeighbourCheck(Transport& transport, const OpContext& op,
   const int rank = transport.rank();
   const int left = (rank - 1 + n) % n;
   const int right = (rank + 1) % n;
-  recv_ = transport.irecv(left, checkTag(left, op.seq), &theirs_, sizeof(theirs_), message_);
+  Exchange& exchange = *exchange_;
+  recv_ = transport.irecv(left, checkTag(left, op.seq), &exchange.theirs, sizeof(exchange.theirs),
+                          message_);
   try {
-    send_ = transport.isend(right, checkTag(rank, op.seq), &mine_, sizeof(mine_), message_);
+    send_ = transport.isend(right, checkTag(rank, op.seq), &exchange.mine, sizeof(exchange.mine),
+                            message_);
   } catch (...) {
-    // No destructor runs for a constructor that throws, and the receive is
-    // into this object, on its caller's stack: left posted, the left
-    // neighbour's fingerprint would land in whatever frame lives there
-    // then. (UCX could not connect to a right neighbour already dead; a
-    // survivor then died of "stack smashing detected", seed_sweep.py --kill,
-    // a rank killed before its first collective over tcp.)
+    // No destructor runs for a constructor that throws: the receive must be
+    // taken back here. (UCX could not connect to a right neighbour already
+    // dead; when the exchange lived in this object, on the caller's stack,
+    // a survivor then died of "stack smashing detected", seed_sweep.py
+    // --kill, a rank killed before its first collective over tcp.)
     transport.abandon(recv_);
+    transport.keepUntilClosed(std::move(exchange_));
     throw;
   }
   active_ = true;
@@ -45,9 +55,13 @@ NeighbourCheck::NeighbourCheck(Transport& transport, const OpContext& op,
 
 NeighbourCheck::~NeighbourCheck() {
   transport_.setWatch(nullptr);
-  if (!active_) return;
-  transport_.abandon(recv_);
-  transport_.abandon(send_);
+  if (active_ && (recv_.handle != nullptr || send_.handle != nullptr)) {
+    transport_.abandon(recv_);
+    transport_.abandon(send_);
+    transport_.keepUntilClosed(std::move(exchange_));
+    return;
+  }
+  if (spare_ != nullptr && exchange_) *spare_ = std::move(exchange_);
 }
 
 void NeighbourCheck::watch() {
@@ -66,14 +80,15 @@ void NeighbourCheck::verify() {
 }
 
 void NeighbourCheck::compare() const {
-  if (theirs_ == mine_) return;
+  const Exchange& exchange = *exchange_;
+  if (exchange.theirs == exchange.mine) return;
   const int n = transport_.size();
   const int left = (transport_.rank() - 1 + n) % n;
   throw TransportError("ringreduce: " + op_.describe() + " on rank " +
                        std::to_string(transport_.rank()) + ": ranks called different collectives "
                        "as #" + std::to_string(op_.seq) + ": rank " + std::to_string(left) +
-                       " calls " + describe_(theirs_) + ", rank " +
-                       std::to_string(transport_.rank()) + " calls " + describe_(mine_));
+                       " calls " + describe_(exchange.theirs) + ", rank " +
+                       std::to_string(transport_.rank()) + " calls " + describe_(exchange.mine));
 }
 
 }  // namespace ringreduce

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "algorithms/checks/collective_check.h"
@@ -27,10 +28,22 @@ namespace ringreduce {
 class NeighbourCheck {
  public:
   using Describe = std::function<std::string(const CollectiveFingerprint&)>;
+  // What travels, on the heap rather than in the check (which lives on its
+  // caller's stack): a send abandoned in flight cannot be taken back from
+  // UCX, which may pack its buffer later, so an abandoned exchange goes to
+  // the transport to keep (Transport::keepUntilClosed). Otherwise it goes
+  // back to the caller's `spare` for the next collective: no allocation per
+  // collective.
+  struct Exchange {
+    CollectiveFingerprint mine;
+    CollectiveFingerprint theirs;
+  };
+  using Spare = std::shared_ptr<Exchange>;
 
-  // Posts the exchange for collective `op` (a group of one has nothing to do).
+  // Posts the exchange for collective `op` (a group of one has nothing to
+  // do), in `*spare` if it holds one.
   NeighbourCheck(Transport& transport, const OpContext& op, const CollectiveFingerprint& mine,
-                 Describe describe);
+                 Describe describe, Spare* spare = nullptr);
   // Cancels what is still in flight (when the collective itself failed).
   ~NeighbourCheck();
   NeighbourCheck(const NeighbourCheck&) = delete;
@@ -47,8 +60,8 @@ class NeighbourCheck {
   Transport& transport_;
   OpContext op_;       // the collective
   OpContext message_;  // the exchange travels as a point-to-point message
-  CollectiveFingerprint mine_;
-  CollectiveFingerprint theirs_;
+  Spare* spare_;
+  Spare exchange_;
   Describe describe_;
   Request send_, recv_;
   bool active_ = false;
