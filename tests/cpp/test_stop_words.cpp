@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithms/cross_memory/stop_words.h"
+#include "in_flight_transport.h"
 #include "rank_threads.h"
 
 using namespace ringreduce;
@@ -30,4 +31,26 @@ TEST(StopWords, APeerThatLeftWithoutAWordEndsTheWait) {
   }, Config{}, TransportKind::Ucx);
   // Far below the deadline: it did not wait the peer out.
   EXPECT_LT(waited.count(), std::chrono::milliseconds(limit / 2).count());
+}
+
+namespace {
+
+// A rank fails in a cross-memory collective: it says "failed" and gives up
+// waiting at once (its deadline has passed), its words still in flight.
+__attribute__((noinline)) void failWithTheWordsInFlight(Transport& transport) {
+  StopWords words(transport, OpContext("allreduce", 9, std::chrono::seconds(5)), /*slot=*/1);
+  words.stopAfterFailure({true, true, true}, Clock::now(), "rank 1 ran out of memory");
+}
+
+}  // namespace
+
+// UCX may pack an abandoned "failed" after the collective is gone: a peer
+// must still read "failed" and its reason, not a stale frame (which it
+// could take for "finished", and trust a result this rank never completed).
+TEST(StopWords, AWordAbandonedInFlightStillSaysWhatThisRankSaid) {
+  ringreduce::testing::InFlightTransport transport(1, 3);
+  failWithTheWordsInFlight(transport);
+  ringreduce::testing::overwriteTheStack();
+  ASSERT_EQ(transport.sends.size(), 2u);  // to ranks 0 and 2
+  for (const auto& sent : transport.sends) EXPECT_TRUE(sent.unchanged());
 }

@@ -19,7 +19,11 @@ constexpr auto kSendGrace = std::chrono::milliseconds(100);
 }  // namespace
 
 StopWords::StopWords(Transport& transport, const OpContext& op, uint32_t slot)
-    : t_(transport), op_(op), slot_(slot), theirs_(static_cast<size_t>(transport.size())),
+    : t_(transport),
+      op_(op),
+      slot_(slot),
+      mine_(std::make_shared<Message>()),
+      theirs_(static_cast<size_t>(transport.size())),
       receives_(static_cast<size_t>(transport.size())) {
   for (int q = 0; q < t_.size(); ++q) {
     if (q == t_.rank()) continue;
@@ -29,18 +33,24 @@ StopWords::StopWords(Transport& transport, const OpContext& op, uint32_t slot)
 
 StopWords::~StopWords() {
   for (Request& r : receives_) t_.abandon(r);
-  for (Request& r : sends_) t_.abandon(r);
+  bool inFlight = false;
+  for (Request& r : sends_) {
+    inFlight = inFlight || r.handle != nullptr;
+    t_.abandon(r);
+  }
+  if (inFlight) t_.keepUntilClosed(mine_);
 }
 
 void StopWords::say(Word word, const char* reason) {
-  if (mine_.word != kNone) return;
-  mine_.word = word;
-  std::strncpy(mine_.reason, reason, sizeof(mine_.reason) - 1);
+  Message& mine = *mine_;
+  if (mine.word != kNone) return;
+  mine.word = word;
+  std::strncpy(mine.reason, reason, sizeof(mine.reason) - 1);
   for (int q = 0; q < t_.size(); ++q) {
     if (q == t_.rank()) continue;
     try {
       sends_.push_back(
-          t_.isend(q, makeTag(t_.rank(), op_.seq, slot_), &mine_, sizeof(Message), op_));
+          t_.isend(q, makeTag(t_.rank(), op_.seq, slot_), &mine, sizeof(Message), op_));
     } catch (const std::exception&) {
       // "failed" goes to every peer that can still hear it: one that cannot
       // (dead, leaving) is not copying either.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,11 @@ class StopWords {
   Transport& t_;
   const OpContext& op_;
   const uint32_t slot_;
-  Message mine_;
+  // On the heap: UCX cannot take back a send it has accepted, so a word
+  // abandoned in flight may still be packed after this object is gone, and
+  // must still say what this rank said (not a stale frame that a peer would
+  // read as "finished"). The transport keeps it then (keepUntilClosed).
+  std::shared_ptr<Message> mine_;
   std::vector<Message> theirs_;    // by rank
   std::vector<Request> receives_;  // by rank; none for this rank
   std::vector<Request> sends_;
