@@ -3,19 +3,25 @@ against gloo in the same processes (issue 53, step-level figures).
 
     OMP_NUM_THREADS=1 UCX_NET_DEVICES=lo torchrun --standalone --nproc-per-node 2 \
         benchmarks/fsdp_step.py [--layers 4] [--width 1024] [--batch 32] [--steps 30] \
-        [--warmup 3] [--configs none,gloo,ringreduce] [--quick]
+        [--warmup 3] [--configs none,fake,gloo,ringreduce,ucx] [--quick]
 
 Each configuration has its own copy of the MLP (the same weights): "none"
 trains it unsharded with no communication (the compute), "gloo" and
 "ringreduce" shard every Linear+ReLU block and the root with `fully_shard`
-on a device mesh made from that backend's group (FSDP2 then all-gathers
+on a device mesh made from that backend's group; "ucx" likewise on a
+ringreduce group with its host channel off (RINGREDUCE_SHM_BYTES=0: UCX
+and cma alone, the path before issue 53); "fake" on torch's `fake` backend,
+which communicates nothing (what FSDP2 and torch cost around the
+collectives, which no backend avoids; its parameters are garbage, its time
+is not) (FSDP2 then all-gathers
 parameters before each block's forward and backward and reduce-scatters
 gradients: in torch 2.13 on the CPU, all_gather_single and
 reduce_scatter_single, synchronous; 16 and 8 per two steps of a 4-block MLP). The configurations take turns step by step,
 so that a slow phase of a shared machine lands on all alike. A step is
 zero_grad, forward, backward and SGD's step; per step the slowest rank's
 time counts. Printed: p50, p90 and mean per configuration, "exposed"
-(p50 minus "none"'s), and ringreduce / gloo at p50 and p90 and for exposed.
+(p50 minus "none"'s), and ringreduce / gloo (and ucx / gloo) at p50 and p90
+and for exposed; with "fake", each backend's p50 above fake's.
 `--quick` is a smoke run (2 layers of 256, 3 steps): its figures mean nothing.
 """
 import argparse
@@ -53,8 +59,15 @@ def main():
     dist.init_process_group("ringreduce")
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {"ringreduce": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
-    base = build_mlp(args.layers, args.width)
     configs = args.configs.split(",")
+    if "ucx" in configs:
+        os.environ["RINGREDUCE_SHM_BYTES"] = "0"  # read when a group is made
+        groups["ucx"] = dist.new_group(backend="ringreduce")
+        del os.environ["RINGREDUCE_SHM_BYTES"]
+    if "fake" in configs:
+        from torch.testing._internal.distributed import fake_pg  # noqa: F401  registers "fake"
+        groups["fake"] = dist.new_group(backend="fake")
+    base = build_mlp(args.layers, args.width)
     models = {c: copy.deepcopy(base) if c == "none" else shard(copy.deepcopy(base), groups[c])
               for c in configs}
     optimizers = {c: torch.optim.SGD(models[c].parameters(), lr=1e-4) for c in configs}

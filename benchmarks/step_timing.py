@@ -47,7 +47,7 @@ def percentile(samples, q):
 def print_table(title, steps, compute=None):
     """steps: {configuration: [seconds per step]}; compute: the configuration
     without communication (its p50 is subtracted for "exposed"), if any.
-    Ratios compare ringreduce with gloo."""
+    Ratios compare ringreduce (and "ucx", where run) with gloo."""
     print(title)
     print(f"# {'config':>12} | {'steps':>5} | {'p50 ms':>8} | {'p90 ms':>8} | {'mean ms':>8} | "
           f"{'exposed p50 ms':>14}")
@@ -59,11 +59,25 @@ def print_table(title, steps, compute=None):
         print(f"  {name:>12} | {len(samples):5d} | {p50 * 1e3:8.2f} | "
               f"{percentile(samples, 0.9) * 1e3:8.2f} | {sum(samples) / len(samples) * 1e3:8.2f} | "
               f"{exposed}")
-    if "ringreduce" in steps and "gloo" in steps:
-        ring, gloo = steps["ringreduce"], steps["gloo"]
+    if "gloo" not in steps:
+        return
+    gloo = steps["gloo"]
+    # "ucx": ringreduce with its host channel off (UCX and cma alone), the
+    # path every collective but a synchronous allreduce took before issue 53.
+    for name in ("ringreduce", "ucx"):
+        if name not in steps:
+            continue
+        ours = steps[name]
         for q in (0.5, 0.9):
-            print(f"# step p{int(q * 100)}: ringreduce / gloo = "
-                  f"{percentile(ring, q) / percentile(gloo, q):.2f}")
+            print(f"# step p{int(q * 100)}: {name} / gloo = "
+                  f"{percentile(ours, q) / percentile(gloo, q):.2f}")
         if base is not None and percentile(gloo, 0.5) > base:
-            print(f"# exposed communication at p50: ringreduce "
-                  f"{(percentile(ring, 0.5) - base) / (percentile(gloo, 0.5) - base):.2f}x gloo's")
+            print(f"# exposed communication at p50: {name} "
+                  f"{(percentile(ours, 0.5) - base) / (percentile(gloo, 0.5) - base):.2f}x gloo's")
+    # "fake": torch's backend that communicates nothing, the framework's own
+    # cost around its collectives; what each backend adds above it.
+    if "fake" in steps:
+        fake = percentile(steps["fake"], 0.5)
+        above = ", ".join(f"{name} {(percentile(steps[name], 0.5) - fake) * 1e3:.2f} ms"
+                          for name in ("ringreduce", "ucx", "gloo") if name in steps)
+        print(f"# p50 above the fake backend's step ({fake * 1e3:.2f} ms): {above}")

@@ -3,14 +3,16 @@ against gloo (issue 53, step-level figures).
 
     OMP_NUM_THREADS=1 UCX_NET_DEVICES=lo python3 benchmarks/zero3_step.py \
         [--world 2] [--rounds 4] [--layers 4] [--width 1024] [--batch 32] [--steps 30] \
-        [--warmup 3] [--backends gloo,ringreduce] [--quick]
+        [--warmup 3] [--backends gloo,ringreduce,ucx] [--quick]
 
 needs deepspeed (`pip install --no-deps deepspeed` and its light dependencies,
 see shared notes ANCHORS.md); DS_ACCELERATOR=cpu is set for the ranks. It
 launches itself: one world per backend and round, the backends alternating
 (gloo, ringreduce, then ringreduce, gloo, ...), because DeepSpeed takes its
 groups from torch.distributed's default group, so one process group backend
-per process. In each, torch.distributed starts with that backend and
+per process ("ucx": ringreduce with its host channel off,
+RINGREDUCE_SHM_BYTES=0, UCX and cma alone, the path before issue 53). In
+each, torch.distributed starts with that backend and
 `deepspeed.initialize` (ZeRO stage 3, the MLP, torch's SGD) uses it for
 every collective: parameters all-gathered before each module's forward and
 backward (all_gather_into_tensor), gradients reduce-scattered
@@ -19,8 +21,8 @@ Every rank also trains an unsharded copy with no communication ("none", the
 compute), taking turns step by step with the ZeRO-3 engine. A step is
 forward, backward and the optimizer's step; per step the slowest rank's time
 counts; steps of every round are pooled. Printed: p50, p90 and mean per
-configuration, "exposed" (p50 minus "none"'s), ringreduce / gloo at p50 and
-p90 and for exposed. `--quick` is a smoke run: its figures mean nothing.
+configuration, "exposed" (p50 minus "none"'s), ringreduce / gloo (and ucx /
+gloo) at p50 and p90 and for exposed. `--quick` is a smoke run: its figures mean nothing.
 """
 import argparse
 import copy
@@ -68,6 +70,8 @@ def launch(args):
                            WORLD_SIZE=str(args.world), LOCAL_WORLD_SIZE=str(args.world),
                            DS_ACCELERATOR="cpu")
                 env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun leaves it
+                if backend == "ucx":
+                    env["RINGREDUCE_SHM_BYTES"] = "0"
                 command = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + [
                     "--child", f"{backend},{output}"]
                 status = wait_for_ranks(start_ranks(command, env, args.world), 1800)
@@ -93,7 +97,8 @@ def child(args):
     warnings.filterwarnings("ignore")
     backend, output = args.child.split(",", 1)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    dist.init_process_group(backend)  # DeepSpeed finds it started and uses it
+    # DeepSpeed finds it started and uses it.
+    dist.init_process_group("ringreduce" if backend == "ucx" else backend)
     import deepspeed
     deepspeed.utils.logger.setLevel(logging.WARNING)
     rank = dist.get_rank()
