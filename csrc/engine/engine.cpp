@@ -316,18 +316,25 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // if all come this one runs here too, costing no queue, no Work to
     // complete across threads and no worker's alarm. Otherwise it goes to
     // the queue as before, under this number.
-    if (!awaitArrivals(seq, arrivalSpin_)) {
-      const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
-                              !transport_->aborted() &&
-                              publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
-      // Its peers will wait for more of it: where they come within the
-      // worker's grace, it runs here after all (its body adopts the turn it
-      // put up: exchangeTurn), as they do, instead of keeping them waiting
-      // for its wait() or its worker.
-      if (!moreToCome || !awaitArrivals(seq, aheadArrivalSpin_)) return 0;
-      publishedFirst = true;
+    //
+    // Its first turn goes up before it waits (publishBeforeQueueing), as a
+    // caller that waits puts its input up before it waits for its peers':
+    // a peer that arrives meanwhile finds it there and completes its part at
+    // once, instead of waiting for this rank to see it and fill its part
+    // then; this rank's body adopts the turn (exchangeTurn). Where they do
+    // not come, the queued form takes it from there.
+    const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
+                            !transport_->aborted() &&
+                            publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
+    // Where its peers will wait for more of it, it waits up to the worker's
+    // grace: run here, the rest goes on as they come, instead of keeping
+    // them waiting for its wait() or its worker.
+    if (!awaitArrivals(seq, arrivalSpin_) &&
+        (!moreToCome || !awaitArrivals(seq, aheadArrivalSpin_))) {
+      return 0;
     }
     std::lock_guard<std::mutex> lock(submitMutex_);
+    publishedFirst = publishedAhead_ == seq;
     nextSeq_ = seq;
     publishedWhole_ = 0;  // nothing of it is queued
     publishedAhead_ = 0;

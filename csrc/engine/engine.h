@@ -121,12 +121,13 @@ class Engine {
   // otherwise, and the caller queues it under the number announced (a peer
   // that saw the announcement may be waiting for it already).
   //
-  // `publishAhead` (with onlyWherePeersWait; null: none): where the peers did
-  // not come in time, runs before returning 0, with OpContext::ahead set, to
-  // put this rank's input up on the host channel (the same body as `launch`,
-  // returning after its first turn), so that a peer that comes before
-  // the queued form runs completes its part at once instead of waiting for
-  // this rank's worker or its wait(). Not inside a coalescing block (its
+  // `publishAhead` (with onlyWherePeersWait; null: none): where the peers
+  // have not all announced it yet, runs before this rank waits for them,
+  // with OpContext::ahead set, to put this rank's input up on the host
+  // channel (the same body as `launch`, returning after its first turn), so
+  // that a peer that comes, while this rank waits or before the queued form
+  // runs, completes its part at once instead of waiting for this rank to
+  // fill it, for its worker or its wait(). Not inside a coalescing block (its
   // held collectives run as one). It must leave the caller's tensors as they
   // were: the queued form runs the body again from the start.
   uint64_t runOnCaller(const char* name, std::chrono::milliseconds timeout,
@@ -286,7 +287,8 @@ class Engine {
   // worker's alarm set and cleared: 20-25 us on the 2-core VMs measured in
   // benchmarks/RESULTS.md), so waiting longer than that cannot pay.
   static constexpr std::chrono::microseconds kArrivalWait{25};
-  // runOnCaller, for a collective about to be queued: its publish-ahead.
+  // runOnCaller, for an asynchronous collective whose peers have not all
+  // announced it: its publish-ahead, before it waits for them.
   // True where its peers will wait for more of this rank than that first
   // turn (a later turn, a second phase: PublishedAhead::lastTurn false).
   bool publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word,
@@ -332,8 +334,8 @@ class Engine {
   // The collective whose every publication runOnCaller put up before it
   // was queued (publishBeforeQueueing), until submitCollective queues it; 0: none.
   uint64_t publishedWhole_ = 0;
-  // The collective whose first turn runOnCaller put up before it was
-  // queued, whole or not (its trace entry says so); 0: none.
+  // The collective whose first turn runOnCaller put up before its peers
+  // came, whole or not (its trace entry says so); 0: none.
   uint64_t publishedAhead_ = 0;
   // How long an asynchronous caller waits for its peers to arrive
   // (awaitArrivals), learnt from how its recent waits ended

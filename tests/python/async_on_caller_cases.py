@@ -529,7 +529,7 @@ def late_peers_every_collective(rank, world_size, init_method, calls=40):
     return {"failures": failures, "direct": direct, "queued": queued, "published_ahead": ahead}
 
 
-def a_moment_late_peer_in_two_phase_allreduces(rank, world_size, init_method, calls=100):
+def a_moment_late_peer_in_two_phase_allreduces(rank, world_size, init_method):
     """1 MiB asynchronous allreduces (two phases on the channel: each rank
     reduces its share, then reads the others') whose last rank computes 50 us
     (busy) before each call: the others put their first turn up before it
@@ -537,18 +537,35 @@ def a_moment_late_peer_in_two_phase_allreduces(rank, world_size, init_method, ca
     longer for it and run the rest on their own threads (Engine::runOnCaller)
     instead of queueing it. Each result exact; the flight recorder counts the
     calls that went up ahead and then ran on the caller."""
+    # float32: 1 MiB, two phases from 512 KiB (256 KiB from 3 ranks)
+    return _a_moment_late_peer(rank, world_size, init_method, 1 << 18, 50e-6)
+
+
+def a_moment_late_peer_in_small_allreduces(rank, world_size, init_method):
+    """4 KiB asynchronous allreduces (one turn on the channel) whose last rank
+    computes 5 us (busy) before each call, less than the others wait for it:
+    they put their part up before they wait (Engine::runOnCaller), so that it
+    completes its own at once, and run the call on their own threads when it
+    comes. Each result exact; the flight recorder counts those calls."""
+    return _a_moment_late_peer(rank, world_size, init_method, 1 << 10, 5e-6)
+
+
+def _a_moment_late_peer(rank, world_size, init_method, m, late_by, calls=100):
+    """Asynchronous allreduces of `m` float32 whose last rank computes
+    `late_by` seconds (busy) before each call: each result checked, and this
+    rank's calls counted by path (direct or queued) and by whether their first
+    turn went up before the peers came (published_ahead)."""
     import torch
     import torch.distributed as dist
     import torch_ringreduce
 
     _init(rank, world_size, init_method)
     n = world_size
-    m = 1 << 18  # float32: 1 MiB, two phases from 512 KiB (256 KiB from 3 ranks)
     dist.all_reduce(torch.ones(4))  # opens the host channel
     failures = []
     for i in range(calls):
         if rank == n - 1:
-            _busy(50e-6)
+            _busy(late_by)
         t = torch.arange(m, dtype=torch.float32) + i + rank
         want = (torch.arange(m, dtype=torch.float32) + i) * n + sum(range(n))
         dist.all_reduce(t, async_op=True).wait()

@@ -117,6 +117,16 @@ def test_a_two_phase_allreduce_runs_on_the_caller_when_its_peer_is_a_moment_late
     assert sum(report["ahead_then_direct"] for report in reports) > 0, reports
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_a_small_allreduce_goes_up_before_its_caller_waits_for_a_moment_late_peer(world_size):
+    reports = exact_on_every_rank(world_size,
+                                  async_on_caller_cases.a_moment_late_peer_in_small_allreduces)
+    # The early ranks' part was up when the late one came, and they ran the
+    # call on their own threads (before 2026-12-01 they put it up only once
+    # they had given up waiting and queued it).
+    assert sum(report["ahead_then_direct"] for report in reports) > 0, reports
+
+
 def test_a_late_peer_completes_without_the_first_ranks_caller():
     results = run_world(2, async_on_caller_cases.late_peer_while_the_first_rank_is_elsewhere,
                         env=LOOPBACK_ENV, timeout=120)
