@@ -32,9 +32,14 @@ def add_arguments(parser, default_sizes, libraries):
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--sizes", default=default_sizes,
                         help="bytes, comma separated; 'all' for every power of two 8 B-64 MiB")
-    parser.add_argument("--patterns", default="back-to-back,after-compute")
+    parser.add_argument("--patterns", default="back-to-back,after-compute",
+                        help="comma separated, of: back-to-back, after-compute, late-peer")
     parser.add_argument("--compute-ms", type=float, default=2.0,
                         help="busy CPU work before each call in the after-compute pattern")
+    parser.add_argument("--late-us", type=float, default=10.0,
+                        help="the late-peer pattern: the last rank computes this long (busy) "
+                             "before each call, the others go straight on; each call is timed "
+                             "on that rank (its peers are in the call already)")
     parser.add_argument("--libraries", default=",".join(libraries))
     parser.add_argument("--blocks", type=int, default=10,
                         help="rounds per cell at least (each runs every library once)")
@@ -62,6 +67,9 @@ def finish_arguments(args, parser):
                 setattr(args, name, value)
     if args.sizes == "all":
         args.sizes = ",".join(str(8 << i) for i in range(24))
+    unknown = set(args.patterns.split(",")) - {"back-to-back", "after-compute", "late-peer"}
+    if unknown:
+        parser.error(f"unknown patterns {sorted(unknown)}")
     return args
 
 
@@ -197,15 +205,25 @@ class RankBase:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
         return t
 
+    def last_ranks(self, samples):
+        """Per call, the last rank's time: with its peers in the call before it
+        comes, what the call adds to the step (the peers' time is waiting)."""
+        t = self.torch.tensor(samples, dtype=self.torch.float64)
+        if self.rank != self.world - 1:
+            t.zero_()
+        self.dist.all_reduce(t, group=self.gloo)
+        return t
+
     def agree(self, value):
         t = self.torch.tensor([float(value)], dtype=self.torch.float64)
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def measure(self, calls, prepare, compute_s, args):
+    def measure(self, calls, prepare, compute_s, args, late=False):
         """{library: (p50, p90, mean) us} for `calls` ({library: no-argument
         call}, timed in this order within each round), `prepare(i)` writing
-        the inputs before the i-th call of a block."""
+        the inputs before the i-th call of a block. Per call the slowest
+        rank's time, or with `late` the last rank's (the late-peer pattern)."""
         per_call = {}
         for name, call in calls.items():  # warm-up, and the call count from its speed
             start = time.perf_counter()
@@ -241,7 +259,8 @@ class RankBase:
                            for name in calls}
         out = {}
         for name in calls:
-            times = self.slowest(local[name])  # per call, the slowest rank's
+            # per call, the slowest rank's, or the late one's
+            times = self.last_ranks(local[name]) if late else self.slowest(local[name])
             ordered = times.sort().values
             at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))].item() * 1e6  # noqa: E731
             out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
@@ -256,9 +275,16 @@ class RankBase:
                 for name, value in self.sleeps.items()), flush=True)
 
     def patterns(self, args):
-        """(pattern, seconds of compute before each call) in the order asked."""
-        return [(p, args.compute_ms / 1e3 if p == "after-compute" else 0.0)
-                for p in args.patterns.split(",")]
+        """(pattern, seconds of compute before each call on this rank) in the
+        order asked: back-to-back, after-compute (every rank --compute-ms) or
+        late-peer (the last rank --late-us; measure(late=True) times it)."""
+        def compute_s(pattern):
+            if pattern == "after-compute":
+                return args.compute_ms / 1e3
+            if pattern == "late-peer":
+                return args.late_us / 1e6 if self.rank == self.world - 1 else 0.0
+            return 0.0
+        return [(p, compute_s(p)) for p in args.patterns.split(",")]
 
     def finish(self):
         self.dist.barrier(group=self.gloo)

@@ -21,7 +21,9 @@ gradients; the write is not timed), torch's intra-op threads as torchrun leaves
 them (OMP_NUM_THREADS=1 unless set), two patterns: back-to-back, and after
 2 ms of busy CPU work before each call (how DDP's first bucket of a step
 arrives, the group idle meanwhile). Per call the slowest rank's time counts
-(what a user waits for); printed per size: p50, p90 and the mean, in us, and the ratios (ringreduce - fake) / best peer and ringreduce / best
+(what a user waits for); with `--patterns late-peer` the last rank computes
+10 us (`--late-us`) before each call, the others not, and its time counts.
+Printed per size: p50, p90 and the mean, in us, and the ratios (ringreduce - fake) / best peer and ringreduce / best
 peer. Libraries take turns in short blocks, round after round, so that each
 meets the same machine (a shared VM's speed changes within milliseconds);
 mean is over every counted call. Missing libraries are skipped with a message.
@@ -67,7 +69,7 @@ class Rank(RankBase):
             if not self.torch.equal(tensor, expected):
                 raise SystemExit(f"{name} gave a wrong sum at {tensor.numel() * 4} B")
 
-    def cell(self, size, compute_s, args):
+    def cell(self, size, compute_s, args, late=False):
         torch = self.torch
         count = max(1, size // 4)
         tensor = torch.empty(count, dtype=torch.float32)
@@ -78,7 +80,7 @@ class Rank(RankBase):
         source = [torch.randint(-8, 8, (count,), generator=seeded).float() for _ in range(2)]
         self.check(tensor, source)
         calls = {name: bind(self.calls[name], tensor, array) for name in self.names}
-        return self.measure(calls, lambda i: tensor.copy_(source[i & 1]), compute_s, args)
+        return self.measure(calls, lambda i: tensor.copy_(source[i & 1]), compute_s, args, late)
 
     def report(self, pattern, size, stats, args):
         if self.rank != 0:
@@ -103,7 +105,8 @@ class Rank(RankBase):
             print(head, flush=True)
         for pattern, compute_s in self.patterns(args):
             for size in (int(s) for s in args.sizes.split(",")):
-                self.report(pattern, size, self.cell(size, compute_s, args), args)
+                stats = self.cell(size, compute_s, args, late=pattern == "late-peer")
+                self.report(pattern, size, stats, args)
                 self.print_sleeps(args)
         self.finish()
 

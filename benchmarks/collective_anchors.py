@@ -2,7 +2,7 @@
 Open MPI's equivalent in the same processes (issue 53).
 
     python3 benchmarks/collective_anchors.py [--ops all_gather_into_tensor,barrier,...]
-        [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute]
+        [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute,late-peer]
         [--libraries mpi,deepspeed,ringreduce,fake,gloo] [--world 2] [--quick]
 
 launches itself like anchors.py (its sibling, for allreduce at every size):
@@ -60,7 +60,10 @@ Sizes are bytes of float32 per rank: the tensor reduced or broadcast, each
 rank's shard for all_gather (its input) and reduce_scatter (its output), each
 rank's input for all_to_all. Inputs are written before each call (not timed),
 two patterns: back to back, and after 2 ms of busy CPU work before each call.
-Per call the slowest rank's time counts; printed per op and size: p50, p90
+Per call the slowest rank's time counts. A third on request, late-peer: the
+last rank computes 10 us (--late-us) before each call and its time counts
+(its peers are in the call before it comes; what the call adds to a step
+whose ranks arrive apart). Printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
 (and the same against DeepSpeed where it runs the op), and with floor+sync
 (ring - floor+sync) / MPI. Every library's result
@@ -679,7 +682,8 @@ class Rank(RankBase):
                     calls = self.usable(op, case, size)
                     if not calls:
                         continue
-                    stats = self.measure(calls, case.prepare, compute_s, args)
+                    stats = self.measure(calls, case.prepare, compute_s, args,
+                                         late=pattern == "late-peer")
                     self.report(op, pattern, size, stats, state)
                     self.print_sleeps(args, LABELS)
         self.finish()
