@@ -8,9 +8,10 @@ Rank 0 issues the op at once and polls; rank 1 sleeps `--late-ms` first, then is
 and waits for it. "lag" is the time from rank 1's side having ended (an allreduce's wait()
 returned, a send issued) to rank 0's first poll that says it is complete, on the host's
 monotonic clock, which both processes share. Forms: an `async_op=True` allreduce of 16 floats
-(rank 0's part goes up on the host channel before the call is queued, and a poll runs nothing
-on its thread) and an `irecv` of 16 floats whose send comes late (gloo's irecv is not
-included: its poll did not see the message here). Between calls the ranks meet at a barrier,
+(rank 0's part goes up on the host channel before the call is queued; a poll runs the rest on
+its thread once the peer is in it) and an `irecv` of 16 floats whose send comes late (a poll
+moves the message on its thread where the worker does not hold the transport; gloo's irecv is
+not included: its poll did not see the message here). Between calls the ranks meet at a barrier,
 with rank 1 sleeping after its side ("peer idle") or going straight to that barrier, which
 spins while it waits ("peer busy").
 """

@@ -81,6 +81,10 @@ bool WorkRing::isCompleted() {
   // here (it only reads their parts now); until then it stays queued, and
   // the worker takes it only after its grace (a poller that stops polling).
   if (executor->runIfReady() && ended()) return true;
+  // A send or receive in flight: the poll moves it itself (a message that
+  // came is seen now, not at the worker's next wake-up), and the first
+  // poll wakes the worker too, for a caller that stops polling.
+  if (executor->progressMessages() && ended()) return true;
   if (!polled_.exchange(true, std::memory_order_relaxed)) executor->expediteMessages();
   return ended();
 }

@@ -139,6 +139,20 @@ bool Executor::runIfReady() {
   return true;
 }
 
+bool Executor::progressMessages() {
+  if (driver_.load() == std::this_thread::get_id()) return false;
+  std::unique_lock<std::mutex> drive(driveMutex_, std::try_to_lock);
+  // The pollers are the drive's: read only while it is held.
+  if (!drive.owns_lock() || stopped_ || pollers_.empty()) return false;
+  driver_ = std::this_thread::get_id();
+  transport_.setWaiter(Transport::Waiter::Caller);
+  transport_.progress();
+  runPollers();
+  handBackToWorker();
+  driver_ = std::thread::id();
+  return true;
+}
+
 void Executor::expedite() {
   std::lock_guard<std::mutex> lock(mutex_);
   expediteLocked();

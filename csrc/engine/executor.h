@@ -107,6 +107,13 @@ class Executor {
   // later: a poll must return. A published-ahead collective whose peers are
   // all in it is such a task: what is left of it is reading their parts.
   bool runIfReady();
+  // A caller's poll of a send or receive (is_completed()): one pass of the
+  // transport and the message pollers on this thread, where no other
+  // thread drives (the worker sleeps between its passes). A message that
+  // came meanwhile completes here, at the poll, instead of at the worker's
+  // next wake-up. Like runIfReady it never waits: the drive taken
+  // elsewhere, or no message in flight, it does nothing. True if it ran.
+  bool progressMessages();
 
   // Any thread: whatever was left for a caller that waits is the worker's
   // now, because this caller will not run it: its Work's future was asked

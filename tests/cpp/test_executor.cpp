@@ -542,6 +542,53 @@ TEST(Executor, APollRunsOnlyTheFirstTaskAndOnlyOnceItIsReady) {
       withGrace(std::chrono::hours(1)));
 }
 
+// A poll of a send or receive (is_completed()) moves the messages in flight
+// on its own thread: a message that came completes at that poll, not at the
+// worker's next wake-up. It does nothing where none is in flight, and it
+// never waits. (A grace of an hour: the worker leaves the poller alone; the
+// poller completes only on the polling thread, so the worker's idle ticks
+// cannot take it either.)
+TEST(Executor, APollOfAMessageDrivesItsPollerOnItsOwnThread) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        const std::thread::id me = std::this_thread::get_id();
+        EXPECT_FALSE(executor.progressMessages());  // nothing in flight
+        std::atomic<bool> arrived{false};
+        std::atomic<int> pollsHere{0};
+        std::atomic<bool> added{false};
+        executor.submit(
+            [&] {
+              executor.addPoller([&](bool abandon) {
+                if (abandon) return true;
+                if (std::this_thread::get_id() != me) return false;
+                ++pollsHere;
+                return arrived.load();
+              });
+              added = true;
+            },
+            Runner::CallerOrWorker, /*posts=*/true);
+        ASSERT_TRUE(executor.helpUntil([&] { return added.load(); }));
+        // The worker holds the drive while awake: a poll then does nothing
+        // and says so; it takes the drive once the worker sleeps.
+        const auto limit = Clock::now() + std::chrono::seconds(10);
+        const int before = pollsHere.load();
+        while (!executor.progressMessages() && Clock::now() < limit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        EXPECT_GT(pollsHere.load(), before);  // it ran the poller here, which is still in flight
+        arrived = true;  // the message comes
+        bool ran = false;
+        while (!(ran = executor.progressMessages()) && Clock::now() < limit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_TRUE(ran);
+        EXPECT_FALSE(executor.progressMessages());  // completed there: nothing left in flight
+      },
+      withGrace(std::chrono::hours(1)));
+}
+
 namespace {
 std::vector<int> cpusIn(const cpu_set_t& set) {
   std::vector<int> cpus;

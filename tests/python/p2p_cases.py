@@ -114,7 +114,8 @@ def point_to_point(rank, world, init_method):
           all(ref() is None for ref in refs))
 
     # An irecv whose message comes late, polled with is_completed() and never
-    # waited for: a poll runs nothing on its thread, so the worker completes it.
+    # waited for: the poll moves it on its own thread (or the worker does,
+    # when it holds the transport just then).
     polled = torch.empty(3)
     pending = dist.irecv(polled, src=prv, tag=88)
     time.sleep(0.003)

@@ -5,10 +5,12 @@ thread aborts the group.
 
 `form`: "send_recv" (isend and irecv, each posted on the issuing thread when
 nothing is queued ahead: what batch_isend_irecv issues, the backend not
-asking torch to coalesce it) or "block" (the same inside torch's coalescing
+asking torch to coalesce it), "block" (the same inside torch's coalescing
 manager given a device, as NCCL-minded code and torch's batch_isend_irecv for
 such backends issue them: held until the block ends, then posted on the
-caller's thread)."""
+caller's thread) or "poll" (isend and irecv whose Works are polled with
+is_completed() until they say so, then waited: a poll moves the messages
+itself, so it meets the failure there)."""
 import datetime
 import os
 import signal
@@ -43,6 +45,11 @@ def _exchange(form, tensor, group=None):
         works = block.works
     else:
         works = [op(t, peer, group) for op, t, peer in ops]
+    if form == "poll":
+        limit = time.monotonic() + 120  # past the group's timeout: a poll must end by then
+        for work in works:
+            while not work.is_completed() and time.monotonic() < limit:
+                pass
     for work in works:
         work.wait()
     return from_prv[0].item(), from_nxt[0].item()

@@ -1,7 +1,10 @@
 """A long random mix of collectives: every rank draws the same sequence of
 (op, dtype, size, async) from a shared seed and checks each result against
-the local reference; resident memory is sampled to catch leaks."""
+the local reference; resident memory is sampled to catch leaks. Pending
+works are polled with is_completed() as they pile up, and half of them until
+they say so before their wait."""
 import random
+import time
 
 import torch
 import torch.distributed as dist
@@ -31,8 +34,17 @@ def soak(rank, world, init_method, count):
     failures = []
     rss_start = None
 
+    # Half the time a pending work is polled with is_completed() until it
+    # says so before its wait (a poll moves messages and runs ready
+    # collectives on this thread); each rank draws its own.
+    polls = random.Random(1000 + rank)
+
     def finish_pending():
         for work, check in pending:
+            if polls.random() < 0.5:
+                limit = time.monotonic() + 120
+                while not work.is_completed() and time.monotonic() < limit:
+                    pass
             work.wait()
             problem = check()
             if problem:
@@ -104,6 +116,8 @@ def soak(rank, world, init_method, count):
             async_op = True
         if async_op:
             pending.append((work, check))
+            for earlier, _ in pending:  # one poll each, as a loop that checks on its work
+                earlier.is_completed()
             if len(pending) >= 4:
                 finish_pending()
         else:

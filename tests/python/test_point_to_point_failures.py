@@ -1,16 +1,17 @@
 """Sends and receives when something goes wrong: a peer killed mid-loop, a
 peer stopped or never calling, an abort from another thread. Both forms a
 pipeline uses: isend/irecv (posted on the issuing thread when nothing is
-queued ahead; batch_isend_irecv issues the same) and the same inside torch's
+queued ahead; batch_isend_irecv issues the same), the same inside torch's
 coalescing manager (a block whose posts run on the caller's thread at its
-end). Each waits as the user's code would, on
-the Works the call returned."""
+end) and isend/irecv polled with is_completed() (a poll moves the messages
+on its own thread). Each waits as the user's code would, on the Works the
+call returned."""
 import pytest
 
 import p2p_failure_cases
 from multiproc import TRANSPORTS, run_world
 
-FORMS = ["send_recv", "block"]
+FORMS = ["send_recv", "block", "poll"]
 
 
 @pytest.mark.parametrize("form", FORMS)
