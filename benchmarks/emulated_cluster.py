@@ -28,7 +28,8 @@ What is emulated how (this kernel has tbf and htb but no netem):
     sudo python3 benchmarks/emulated_cluster.py --node-sizes 3,1,2 \\
         --delay-us 500 --sizes 4096 --collectives allreduce,reduce_scatter,allgather
 
-Needs root and iproute2; build the program first (cmake --build build/cpp).
+Needs root and iproute2; build the program first (scripts/test.sh does, or
+`cmake --build build/py --target ringreduce_emulated_rank` after an install).
 Addresses are from TEST-NET-2 (198.51.100.0/24, RFC 5737) and exist only
 inside the namespaces, which are deleted afterwards.
 """
@@ -43,8 +44,19 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAM = os.environ.get("RINGREDUCE_EMULATED_RANK",
-                         os.path.join(REPO, "build", "cpp", "ringreduce_emulated_rank"))
+
+
+def _built_program():
+    """Where scripts/test.sh builds the program (the extension's own folder:
+    RINGREDUCE_BUILD_DIR, else build/py), else a C++-only build (build/cpp)."""
+    folders = [os.environ.get("RINGREDUCE_BUILD_DIR") or os.path.join(REPO, "build", "py"),
+               os.path.join(REPO, "build", "cpp")]
+    paths = [os.path.join(os.path.abspath(folder), "ringreduce_emulated_rank")
+             for folder in folders]
+    return next((path for path in paths if os.access(path, os.X_OK)), paths[0])
+
+
+PROGRAM = os.environ.get("RINGREDUCE_EMULATED_RANK") or _built_program()
 
 
 def _ip(*args, check=True):
@@ -116,7 +128,8 @@ def run(nodes, per_node, delay_us, rate, sizes, algorithms, iterations, timeout=
     if cores is None:
         cores = len(os.sched_getaffinity(0))
     if not os.access(PROGRAM, os.X_OK):
-        raise Unavailable(f"no {PROGRAM}: build it with cmake --build build/cpp")
+        raise Unavailable(f"no {PROGRAM}: build it with scripts/test.sh or "
+                          "cmake --build build/py --target ringreduce_emulated_rank")
     store = tempfile.mkdtemp(prefix="ringreduce_store_")
     procs = []
     try:
