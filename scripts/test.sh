@@ -28,11 +28,13 @@ echo "=== C++ unit tests (GoogleTest via CTest) ==="
 # folder compiling them all again (about two minutes of a fresh clone's CI).
 # setup.py configures a new folder with the tests off; this turns them on and
 # builds them alone (the ringreduce_tests target), not the extension again.
-# CTest runs a test per core: each is a process of its own, shared memory
-# named by its pid (2 cores: 110-120 s instead of 165-195, 4 of 4 runs green).
 # That folder's libraries take torch's string ABI; Debian's GoogleTest has
 # the C++11 one, so beside a torch without it (wheels before 2.7) the tests
 # get a torch-free folder of their own.
+# CTest runs a test per core: each is a process of its own, shared memory
+# named by its pid (2 cores: 110-120 s instead of 165-195, 4 of 4 runs green).
+# nproc reads OMP_NUM_THREADS, set to 1 above: the cores without it.
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 cpp_build=${RINGREDUCE_BUILD_DIR:-build/py}
 cpp_args=()
 if [ "$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c \
@@ -43,7 +45,7 @@ fi
 cmake -S . -B "$cpp_build" ${cpp_args[@]+"${cpp_args[@]}"} -DRINGREDUCE_BUILD_TESTS=ON \
     -DRINGREDUCE_PYTHON="$(command -v "$PYTHON")" >/dev/null \
   && cmake --build "$cpp_build" --target ringreduce_tests >/dev/null \
-  && ctest --test-dir "$cpp_build" --output-on-failure --timeout 120 -j "$(nproc)"
+  && ctest --test-dir "$cpp_build" --output-on-failure --timeout 120 -j "$cores"
 cpp_status=$?
 
 echo "=== Python tests (pytest) ==="
