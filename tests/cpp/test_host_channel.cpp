@@ -296,11 +296,54 @@ TEST(HostChannel, AMessageLargerThanABufferGoesInPieces) {
   for (int n : {2, 3}) expectAllreduceSums(n, count, 5, buffer);
 }
 
-// Auto: an allreduce takes the channel up to one buffer; larger ones go to
-// cma (which reads the peers' memory in place: it held up better with other
-// processes on the cores). RINGREDUCE_ALGORITHM=shm: up to four buffers, in
-// pieces. Every other collective: up to four buffers.
-TEST(HostChannel, AnAllreduceTakesTheChannelUpToOneBuffer) {
+// Auto: an allreduce takes the channel where it fits one buffer, or up to
+// four below kHostChannelAllreduceBelowBytes (4 MiB, from where cma's
+// buffers go onto 2 MiB pages); beyond, cma. RINGREDUCE_ALGORITHM=shm: up to
+// four buffers at any size. Every other collective: up to four buffers.
+bool allreduceTakesChannel(size_t buffer, size_t bytes, AllreduceAlgorithm algorithm) {
+  auto channels = openChannels(2, options(buffer));
+  auto fabric = std::make_shared<LoopbackFabric>(2);
+  Config config;
+  config.allreduceAlgorithm = algorithm;
+  LoopbackTransport transport(fabric, 0, config);
+  Workspace workspace;
+  Comm comm{transport, config, workspace};
+  comm.channel = channels[0].get();
+  return hostChannelAllreduceApplies(comm, bytes);
+}
+
+TEST(HostChannel, AnAllreduceTakesTheChannelUpToFourBuffersBelowFourMiB) {
+  const auto takes = [](size_t buffer, size_t bytes) {
+    return allreduceTakesChannel(buffer, bytes, AllreduceAlgorithm::Auto);
+  };
+  const size_t small = 64 * 1024;
+  EXPECT_TRUE(takes(small, small));
+  EXPECT_TRUE(takes(small, small + 4));
+  EXPECT_TRUE(takes(small, kHostChannelMaxPieces * small));
+  EXPECT_FALSE(takes(small, kHostChannelMaxPieces * small + 4));
+  const size_t mib = size_t{1} << 20;
+  EXPECT_TRUE(takes(mib, 2 * mib));
+  EXPECT_TRUE(takes(mib, 3 * mib));
+  EXPECT_TRUE(takes(mib, kHostChannelAllreduceBelowBytes - 4));
+  EXPECT_FALSE(takes(mib, kHostChannelAllreduceBelowBytes));
+  // A buffer of 4 MiB (RINGREDUCE_SHM_BYTES): one buffer still, not more.
+  EXPECT_TRUE(takes(4 * mib, 4 * mib));
+  EXPECT_FALSE(takes(4 * mib, 4 * mib + 4));
+}
+
+TEST(HostChannel, AnAllreduceAskedToTakeTheChannelTakesUpToFourBuffers) {
+  const size_t mib = size_t{1} << 20;
+  for (size_t buffer : {size_t{64} * 1024, mib}) {
+    EXPECT_TRUE(allreduceTakesChannel(buffer, kHostChannelMaxPieces * buffer,
+                                      AllreduceAlgorithm::HostChannel));
+    EXPECT_FALSE(allreduceTakesChannel(buffer, kHostChannelMaxPieces * buffer + 4,
+                                       AllreduceAlgorithm::HostChannel));
+  }
+  // Another algorithm asked for: never the channel.
+  EXPECT_FALSE(allreduceTakesChannel(mib, 4096, AllreduceAlgorithm::Ring));
+}
+
+TEST(HostChannel, EveryOtherCollectiveTakesTheChannelUpToFourBuffers) {
   const size_t buffer = 64 * 1024;
   auto channels = openChannels(2, options(buffer));
   auto fabric = std::make_shared<LoopbackFabric>(2);
@@ -309,12 +352,8 @@ TEST(HostChannel, AnAllreduceTakesTheChannelUpToOneBuffer) {
   Workspace workspace;
   Comm comm{transport, config, workspace};
   comm.channel = channels[0].get();
-  EXPECT_TRUE(hostChannelAllreduceApplies(comm, buffer));
-  EXPECT_FALSE(hostChannelAllreduceApplies(comm, buffer + 4));
   EXPECT_TRUE(hostChannelCollectiveApplies(comm, kHostChannelMaxPieces * buffer));
-  config.allreduceAlgorithm = AllreduceAlgorithm::HostChannel;
-  EXPECT_TRUE(hostChannelAllreduceApplies(comm, kHostChannelMaxPieces * buffer));
-  EXPECT_FALSE(hostChannelAllreduceApplies(comm, kHostChannelMaxPieces * buffer + 4));
+  EXPECT_FALSE(hostChannelCollectiveApplies(comm, kHostChannelMaxPieces * buffer + 4));
 }
 
 TEST(HostChannel, EveryRankHoldsTheSameBitsInRankOrder) {

@@ -16,21 +16,22 @@ def _allreduces_of_each_size(rank, world, init_method):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     wrong = []
-    for numel in (4096, 16384, 1 << 18, (1 << 20) + 3):  # 16 KiB, 64 KiB, 1 MiB, 4 MiB and 12 B
+    # 16 KiB, 64 KiB, 1 MiB, 1 MiB and 12 B, 3 MiB, 4 MiB, 4 MiB and 12 B
+    for numel in (4096, 16384, 1 << 18, (1 << 18) + 3, 3 << 18, 1 << 20, (1 << 20) + 3):
         t = torch.arange(numel, dtype=torch.float32) % 97 + rank
         dist.all_reduce(t)
         want = (torch.arange(numel, dtype=torch.float32) % 97) * world + sum(range(world))
         if not torch.equal(t, want):
             wrong.append(f"float32 SUM of {numel}")
     # AVG of bfloat16 whose sums and quotients are exact in 8 bits of mantissa.
-    b = torch.full(((1 << 19) + 1,), float(2 * (rank + 1)), dtype=torch.bfloat16)
+    b = torch.full(((1 << 21) + 1,), float(2 * (rank + 1)), dtype=torch.bfloat16)
     dist.all_reduce(b, op=dist.ReduceOp.AVG)
     if not torch.equal(b, torch.full_like(b, float(world + 1))):
         wrong.append(f"bfloat16 AVG: {b[:4].tolist()}")
     # A transposed matrix: the backend reduces a contiguous copy and writes it back.
-    m = (torch.arange(512 * 300, dtype=torch.float64).view(512, 300) + rank).t()
+    m = (torch.arange(512 * 1100, dtype=torch.float64).view(512, 1100) + rank).t()
     dist.all_reduce(m, op=dist.ReduceOp.MAX)
-    if not torch.equal(m, (torch.arange(512 * 300, dtype=torch.float64).view(512, 300) + world - 1).t()):
+    if not torch.equal(m, (torch.arange(512 * 1100, dtype=torch.float64).view(512, 1100) + world - 1).t()):
         wrong.append("float64 MAX of a transposed view")
     dist.destroy_process_group()
     return wrong
@@ -38,8 +39,8 @@ def _allreduces_of_each_size(rank, world, init_method):
 
 @pytest.mark.parametrize("host_channel", [True, False])
 def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
-    # With the host channel (the default) it takes what fits one of its
-    # buffers (1 MiB) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
+    # With the host channel (the default) it takes what is below 4 MiB (up to
+    # four of its 1 MiB buffers, a turn each) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
     # cma starts at 32 KiB.
     env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
     if not host_channel:
@@ -58,9 +59,11 @@ def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
         assert ran[16384] == {"shm"} and ran[65536] == {"shm"}, ran
     else:
         assert ran[16384] not in ({"cma"}, {"shm"}) and ran[65536] == {"cma"}, ran
-    assert ran[1 << 20] == ({"shm"} if host_channel else {"cma"}), ran
-    # Just above one buffer (bfloat16, 1 MiB and 2 B; float64, 1.2 MiB): cma either way.
-    for nbytes in (4 * ((1 << 20) + 3), 2 * ((1 << 19) + 1), 8 * 512 * 300):
+    for nbytes in (1 << 20, 4 * ((1 << 18) + 3), 3 << 20):  # 1 MiB, just over one buffer, 3 MiB
+        assert ran[nbytes] == ({"shm"} if host_channel else {"cma"}), ran
+    # From 4 MiB (float32, 4 MiB and 4 MiB and 12 B; bfloat16, 4 MiB and 2 B;
+    # float64, 4.3 MiB): cma either way.
+    for nbytes in (4 << 20, 4 * ((1 << 20) + 3), 2 * ((1 << 21) + 1), 8 * 512 * 1100):
         assert ran[nbytes] == {"cma"}, ran
 
 

@@ -117,10 +117,9 @@ def _premul_everywhere(rank, world, init_method, count):
 
 
 # The large count: the 16-bit dtypes fit one host-channel buffer; float32
-# (just over one), float64 and complex64 go through cma.
+# (just over one), float64 and complex64 (2 MiB) take it in turns.
 @pytest.mark.parametrize("count", [7, (1 << 18) + 3])
 def test_premul_sum_scales_every_input_then_sums(count):
-    # From 4 MiB (float64, complex64) auto takes cma or direct on one node of 3.
     reports = run_world(3, _premul_everywhere, count, timeout=600)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], "\n".join(report["failures"][:20])

@@ -16,12 +16,12 @@ namespace ringreduce {
 
 bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes) {
   if (!hostChannelCollectiveApplies(comm, bytes)) return false;
-  // RINGREDUCE_ALGORITHM=shm: as asked, up to the pieces every collective may take.
-  const size_t pieces = comm.config.allreduceAlgorithm == AllreduceAlgorithm::HostChannel
-                            ? kHostChannelMaxPieces
-                            : kHostChannelMaxAllreducePieces;
-  return bytes <= comm.channel->bufferBytes() * pieces &&
-         comm.config.hostWireDtype == WireDtype::None;
+  if (comm.config.hostWireDtype != WireDtype::None) return false;
+  // Several pieces (up to kHostChannelMaxPieces, as checked above): as asked
+  // (RINGREDUCE_ALGORITHM=shm), or below the size from which cma is as fast.
+  return bytes <= comm.channel->bufferBytes() ||
+         comm.config.allreduceAlgorithm == AllreduceAlgorithm::HostChannel ||
+         bytes < kHostChannelAllreduceBelowBytes;
 }
 
 namespace {

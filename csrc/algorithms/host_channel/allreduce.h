@@ -1,5 +1,5 @@
 // Allreduce through the group's host channel (transport/host/host_channel.h),
-// when every rank is on this host and the message fits a channel buffer:
+// when every rank is on this host and the message fits the channel (below):
 // what MPI's shared-memory transport and DeepSpeed's CPU allreduce do, with
 // the group's contracts kept (the channel's waits end on deaths, departures,
 // failures, aborts, mismatched collectives and the deadline).
@@ -24,6 +24,7 @@
 
 #include "algorithms/comm.h"
 #include "algorithms/ring_allreduce.h"
+#include "core/base/huge_pages.h"
 #include "core/base/op_context.h"
 
 namespace ringreduce {
@@ -45,21 +46,34 @@ inline size_t twoPhaseFromBytes(int ranks) {
 // faster (benchmarks/RESULTS.md, "Small collectives").
 constexpr size_t kHostChannelMaxPieces = 4;
 
-// An allreduce goes through it only where it fits this many buffers (one
-// turn). Beyond, it copies the whole message into the buffers before
-// reducing, one memory pass more than cma, which reads the peers' memory in
-// place: with 4 or 8 other processes on the 2 cores, 2-4 MiB took 1.3-2x
-// cma's p50 in four pieces and still 1.2-1.9x in one 4 MiB buffer; quiet,
-// within -25% to +40% of it (benchmarks/RESULTS.md, "Busy cores").
-constexpr size_t kHostChannelMaxAllreducePieces = 1;
+// An allreduce goes through it where it fits one buffer, or up to
+// kHostChannelMaxPieces buffers while it is smaller than the buffers cma
+// moves onto 2 MiB pages (HugePageAdvisor::kMinBytes, 4 MiB): with the
+// default 1 MiB buffer, up to 4 MiB exclusive. Beyond, cma, which reads
+// the peers' memory in place, one memory pass fewer than the channel (which
+// copies the message into its buffers before reducing). Below 4 MiB cma
+// loses that pass to the kernel pinning every 4 KiB page of a peer's tensor
+// it copies: in `perf`, about as many cycles as the copies at 2 MiB (a
+// tensor that small from torch's allocator holds no whole 2 MiB page, and
+// cma leaves buffers under 4 MiB on small pages anyway).
+// World 2 on the 2-core EPYC, 2026-12-02, three runs of busy_cores.py at
+// 0, 2, 4 and 8 busy processes: the channel's p50 below cma's in 12 of 12
+// cells at 2 MiB (quiet 179-212 us against 259-286, 8 busy 1.0-1.5 ms
+// against 2.7-3.6), 11 of 12 at 3 MiB, 7 of 12 at 4 MiB (mixed with 2 and
+// 4 busy processes). Worlds 3 and 4 on the same 2 cores at 2 MiB:
+// 0.75-0.81x cma's p50 (benchmarks/RESULTS.md, "Busy cores"). Until that
+// day one buffer: 2026-11-29's runs had had the channel at 1.3-2x cma's p50
+// at 2-4 MiB with 4-8 busy processes.
+constexpr size_t kHostChannelAllreduceBelowBytes = HugePageAdvisor::kMinBytes;
 
 // Whether an allreduce of `bytes` goes through the host channel: there is
 // one (every rank on this host, RINGREDUCE_SHM_BYTES not 0 anywhere), it
-// fits kHostChannelMaxAllreducePieces buffers (kHostChannelMaxPieces where
-// RINGREDUCE_ALGORITHM=shm asks for the channel), and no setting asks for
-// another algorithm. A function of what every rank holds
-// alike (the channel's existence and size are agreed when the group is
-// made), so every rank answers the same for the same collective.
+// fits one buffer, or kHostChannelMaxPieces below
+// kHostChannelAllreduceBelowBytes (at any size where RINGREDUCE_ALGORITHM=shm
+// asks for the channel), and no setting asks for another algorithm. A
+// function of what every rank holds alike (the channel's existence and size
+// are agreed when the group is made), so every rank answers the same for
+// the same collective.
 bool hostChannelAllreduceApplies(const Comm& comm, size_t bytes);
 
 // In place, like ringAllreduce; waits with comm.spinBudget().
