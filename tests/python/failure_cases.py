@@ -25,7 +25,7 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "list_gather_coalesced": "all_gather_coalesced",
             "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
             "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
-            "all_reduce_polled": "allreduce"}
+            "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce"}
 
 
 def _collective_as(form, tensor):
@@ -47,9 +47,13 @@ def _collective_as(form, tensor):
     functional all_gather and its wait_tensor (a rank whose peers are not
     there yet puts its part up on the channel and queues the call); or
     ("all_reduce_polled") that asynchronous allreduce polled with
-    is_completed() until it ends, then waited for (raising its error)."""
+    is_completed() until it ends, then waited for (raising its error); or
+    ("all_reduce_turns") an allreduce of 3 MiB whatever `tensor` is: three
+    turns of the host channel's 1 MiB buffers."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
+    if form == "all_reduce_turns":
+        return dist.all_reduce(torch.ones(3 << 18))
     if form == "all_reduce_async":
         return dist.all_reduce(tensor[:256], async_op=True).wait()
     if form == "all_reduce_polled":

@@ -11,6 +11,8 @@ import abort_cases
 
 @pytest.mark.parametrize("path,form", [
     ("host channel", "all_reduce"), ("ucx", "all_reduce"),
+    # An allreduce in three turns of the channel (3 MiB).
+    ("host channel", "all_reduce_turns"),
     # The coalescing manager given a device: its one call on the caller's
     # thread inside the backend's coalescing block, and queued there.
     ("host channel", "device_coalesced"), ("ucx", "device_coalesced"),
