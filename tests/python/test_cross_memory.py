@@ -40,8 +40,8 @@ def _allreduces_of_each_size(rank, world, init_method):
 @pytest.mark.parametrize("host_channel", [True, False])
 def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
     # With the host channel (the default) it takes what is below 4 MiB (up to
-    # four of its 1 MiB buffers, a turn each) and cma the rest; without it (RINGREDUCE_SHM_BYTES=0)
-    # cma starts at 32 KiB.
+    # four of its 1 MiB buffers, a turn each) and cma the rest; without it
+    # (RINGREDUCE_SHM_BYTES=0) cma starts at 32 KiB.
     env = dict(TRANSPORTS["shm"], RINGREDUCE_DEBUG="TRACE")
     if not host_channel:
         env["RINGREDUCE_SHM_BYTES"] = "0"
@@ -61,7 +61,7 @@ def test_auto_runs_shm_then_cma_and_its_results_are_exact(capfd, host_channel):
         assert ran[16384] not in ({"cma"}, {"shm"}) and ran[65536] == {"cma"}, ran
     for nbytes in (1 << 20, 4 * ((1 << 18) + 3), 3 << 20):  # 1 MiB, just over one buffer, 3 MiB
         assert ran[nbytes] == ({"shm"} if host_channel else {"cma"}), ran
-    # From 4 MiB (float32, 4 MiB and 4 MiB and 12 B; bfloat16, 4 MiB and 2 B;
+    # From 4 MiB (float32, 4 MiB and 4 MiB + 12 B; bfloat16, 4 MiB + 2 B;
     # float64, 4.3 MiB): cma either way.
     for nbytes in (4 << 20, 4 * ((1 << 20) + 3), 2 * ((1 << 21) + 1), 8 * 512 * 1100):
         assert ran[nbytes] == {"cma"}, ran

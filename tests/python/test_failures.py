@@ -10,7 +10,7 @@ from multiproc import TRANSPORTS, run_world
 @pytest.mark.parametrize("transport,nbytes,from_thread,form", [
     ("shm", 4096, False, "all_reduce"), ("shm", 4 << 20, False, "all_reduce"),
     ("tcp", 4096, False, "all_reduce"), ("tcp", 4 << 20, False, "all_reduce"),
-    # Killed while its peer is between the two turns of a 2 MiB allreduce on the channel.
+    # Killed from a timer during 2 MiB allreduces, each two turns of the channel.
     ("shm", 2 << 20, True, "all_reduce"),
     # Killed while its peers read and write its memory (cma).
     ("shm", 64 << 20, True, "all_reduce"),
