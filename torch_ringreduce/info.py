@@ -81,6 +81,15 @@ def device_memory_over_ucx(memory, transports, version, build):
     return f"no ({which} has no CUDA transports)"
 
 
+def _small_loops(build):
+    """', avx2 below 256 KiB' where calls over fewer bytes take a narrower set
+    (core/math/host_loops.h: the same bits, no 512-bit warm-up per call)."""
+    small = build.get("host_loops_small")
+    if small is None or small == build.get("host_loops"):
+        return ""
+    return f", {small} below {build['host_loops_wide_from'] >> 10} KiB"
+
+
 def collect(require=()):
     """(facts as an ordered dict, problems as a list of sentences)."""
     build = _C.build_info()
@@ -98,8 +107,8 @@ def collect(require=()):
         "C++ runtime (built)": _build_info.LIBSTDCXX_RUNTIME,
         "C++ runtime (loaded)": loaded_libstdcxx(),
         "CPU path": "compiled" if build["cpu_path"] else "missing",
-        "CPU reduction loops": (f"{build.get('host_loops', 'none')} (this CPU runs: "
-                                f"{', '.join(build['host_loops_available'])})"),
+        "CPU reduction loops": (f"{build.get('host_loops', 'none')}{_small_loops(build)} "
+                                f"(this CPU runs: {', '.join(build['host_loops_available'])})"),
         "CUDA path": (f"compiled ({_build_info.CUDA_DETAIL})" if build["cuda_path"]
                       else f"not compiled: {_build_info.CUDA_DETAIL} "
                            "(CUDA tensors go through host staging)"),

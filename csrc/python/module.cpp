@@ -153,6 +153,9 @@ PYBIND11_MODULE(_C, m) {
     info["host_loops_available"] = available;
     try {
       info["host_loops"] = std::string(ringreduce::hostLoops().name);
+      // What calls over fewer bytes than host_loops_wide_from use (host_loops.h).
+      info["host_loops_small"] = std::string(ringreduce::hostLoopsForBytes(0).name);
+      info["host_loops_wide_from"] = ringreduce::kWideVectorsFromBytes;
     } catch (const std::exception& error) {
       info["host_loops_error"] = std::string(error.what());
     }

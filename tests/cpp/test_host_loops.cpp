@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -228,5 +229,24 @@ TEST(HostLoops, HalfMinMaxOnEveryPairOfSpecialValues) {
         }
       }
     }
+  }
+}
+
+// Calls over fewer bytes than kWideVectorsFromBytes take the AVX2 loops where
+// AVX-512 is the default (no per-call 512-bit warm-up for a small message);
+// larger ones, and every call where the process chose something else, take
+// the process's loops.
+TEST(HostLoops, SmallCallsTakeTheNarrowerVectorsWhereAvx512IsTheDefault) {
+  const HostLoops& chosen = hostLoops();
+  const HostLoops& small = hostLoopsForBytes(kWideVectorsFromBytes - 1);
+  EXPECT_EQ(&hostLoopsForBytes(kWideVectorsFromBytes), &chosen);
+  EXPECT_EQ(&hostLoopsForBytes(size_t{64} << 20), &chosen);
+  EXPECT_EQ(&hostLoopsForBytes(0), &small);
+  const char* named = std::getenv("RINGREDUCE_HOST_ISA");
+  const bool byDefault = named == nullptr || *named == '\0';
+  if (chosen.isa == HostIsa::Avx512 && byDefault) {
+    EXPECT_EQ(small.isa, HostIsa::Avx2);
+  } else {
+    EXPECT_EQ(&small, &chosen);
   }
 }

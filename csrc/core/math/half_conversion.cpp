@@ -68,11 +68,11 @@ uint16_t floatToBFloat16(float f) {
 }
 
 void halfBufferToFloat(bool half, const uint16_t* in, float* out, size_t count) {
-  hostLoops().widen(half, in, out, count);
+  hostLoopsForBytes(count * sizeof(float)).widen(half, in, out, count);
 }
 
 void floatBufferToHalf(bool half, const float* in, uint16_t* out, size_t count) {
-  hostLoops().narrow(half, in, out, count);
+  hostLoopsForBytes(count * sizeof(float)).narrow(half, in, out, count);
 }
 
 }  // namespace ringreduce

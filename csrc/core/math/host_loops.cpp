@@ -58,13 +58,19 @@ const HostLoops* tableOf(HostIsa isa) {
   }
 }
 
+// Whether RINGREDUCE_HOST_ISA names a set.
+bool isaNamed() {
+  const char* wanted = std::getenv("RINGREDUCE_HOST_ISA");
+  return wanted != nullptr && *wanted != '\0';
+}
+
 const HostLoops& choose() {
   const HostLoops* best = &isa_baseline::kLoops;
   for (HostIsa isa : {HostIsa::Avx2, HostIsa::Avx512}) {
     if (const HostLoops* loops = hostLoopsFor(isa)) best = loops;
   }
+  if (!isaNamed()) return *best;
   const char* wanted = std::getenv("RINGREDUCE_HOST_ISA");
-  if (wanted == nullptr || *wanted == '\0') return *best;
   for (HostIsa isa : {HostIsa::Baseline, HostIsa::Avx2, HostIsa::Avx512}) {
     const HostLoops* table = tableOf(isa);
     if (table == nullptr || std::strcmp(table->name, wanted) != 0) continue;
@@ -86,6 +92,15 @@ const HostLoops* hostLoopsFor(HostIsa isa) { return cpuRuns(isa) ? tableOf(isa) 
 const HostLoops& hostLoops() {
   static const HostLoops& chosen = choose();
   return chosen;
+}
+
+const HostLoops& hostLoopsForBytes(size_t bytes) {
+  static const HostLoops& narrow = [] () -> const HostLoops& {
+    const HostLoops& chosen = hostLoops();
+    const HostLoops* avx2 = hostLoopsFor(HostIsa::Avx2);
+    return chosen.isa == HostIsa::Avx512 && !isaNamed() && avx2 != nullptr ? *avx2 : chosen;
+  }();
+  return bytes < kWideVectorsFromBytes ? narrow : hostLoops();
 }
 
 std::vector<const HostLoops*> availableHostLoops() {

@@ -44,8 +44,22 @@ struct HostLoops {
   void (*narrow)(bool half, const float* in, uint16_t* out, size_t count);
 };
 
-// The loops the process uses.
+// The loops the process uses: the widest set, or the one RINGREDUCE_HOST_ISA names.
 const HostLoops& hostLoops();
+
+// What a call over `bytes` of data uses: hostLoops(), except that below
+// kWideVectorsFromBytes the AVX2 set stands in for AVX-512 where AVX-512 was
+// chosen by default (not named in RINGREDUCE_HOST_ISA). Both give the same
+// bits. Why: on the 2-vCPU Xeon (AVX-512 with AMX) of 2026-12-02, with
+// other work between the collectives (gloo's sleeping calls in the
+// benchmark's rounds), a 64 B-4 KiB allreduce took 1.4-1.7 us more at p50
+// with 512-bit loops than with 256-bit ones (64 B 5.7 against 4.0 us, 4 KiB
+// 6.6 against 5.2; Open MPI's own AVX-512 SUM at 4 KiB alike, 5.1-5.5
+// against 3.8-3.9 without that work); with no other work between them, and
+// from 64 KiB to 16 MiB either way, the two sets ran alike
+// (benchmarks/RESULTS.md, "Small collectives").
+constexpr size_t kWideVectorsFromBytes = size_t{256} << 10;
+const HostLoops& hostLoopsForBytes(size_t bytes);
 // The loops of one instruction set, or null when this CPU or build lacks it.
 const HostLoops* hostLoopsFor(HostIsa isa);
 // Every set this CPU can run, baseline first (for tests and benchmarks).

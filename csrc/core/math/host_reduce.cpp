@@ -10,15 +10,15 @@ namespace ringreduce {
 
 void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
   if (!reductionSupported(type, op)) throw InvalidArgument(unsupportedReason(type, op));
-  hostLoops().reduce(type, op, dst, src, count);
+  hostLoopsForBytes(count * elementSize(type)).reduce(type, op, dst, src, count);
 }
 
 void reduceAndAverage(DataType type, void* dst, const void* src, size_t count, int divisor) {
-  hostLoops().reduceAndAverage(type, dst, src, count, divisor);
+  hostLoopsForBytes(count * elementSize(type)).reduceAndAverage(type, dst, src, count, divisor);
 }
 
 void finishAverage(DataType type, void* data, size_t count, int divisor) {
-  hostLoops().finishAverage(type, data, count, divisor);
+  hostLoopsForBytes(count * elementSize(type)).finishAverage(type, data, count, divisor);
 }
 
 }  // namespace ringreduce
