@@ -132,6 +132,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;
   options.stores = config_.channelStores;
+  options.crossMemory = config_.crossMemory;
   // What decides which way a collective runs must agree on every rank.
   for (const auto& [name, value] : config_.describe()) {
     if (name == "RINGREDUCE_ALGORITHM" || name == "RINGREDUCE_WIRE_DTYPE") {

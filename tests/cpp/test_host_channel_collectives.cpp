@@ -21,6 +21,7 @@
 #include "algorithms/comm.h"
 #include "algorithms/scatter_gather.h"
 #include "algorithms/host_channel/allgather.h"
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/allreduce.h"
 #include "algorithms/host_channel/alltoall.h"
 #include "algorithms/host_channel/barrier.h"
@@ -59,8 +60,10 @@ HostChannel::Options channelOptions(std::chrono::microseconds spin = 100us,
 // rank's collectives run on (as Engine::callerComm gives them).
 class Ranks {
  public:
+  // `adjust`: changes rank r's channel options before it opens its channel.
+  using Adjust = std::function<void(int, HostChannel::Options&)>;
   explicit Ranks(int n, std::chrono::microseconds spin = 100us,
-                 ChannelStores stores = ChannelStores::Auto)
+                 ChannelStores stores = ChannelStores::Auto, const Adjust& adjust = nullptr)
       : n_(n), fabric_(std::make_shared<LoopbackFabric>(n)) {
     InMemoryStore store;
     channels_.resize(static_cast<size_t>(n));
@@ -68,8 +71,9 @@ class Ranks {
     std::vector<std::thread> openers;
     for (int r = 0; r < n; ++r) {
       openers.emplace_back([&, r] {
-        channels_[r] = HostChannel::open(store, "collectives/", r, n, channelOptions(spin, stores), 10s,
-                                         &whys[r]);
+        HostChannel::Options options = channelOptions(spin, stores);
+        if (adjust) adjust(r, options);
+        channels_[r] = HostChannel::open(store, "collectives/", r, n, options, 10s, &whys[r]);
       });
     }
     for (auto& t : openers) t.join();
@@ -183,6 +187,61 @@ TEST(HostChannelCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) 
       }
     });
     expectNoErrors(errors);
+  }
+}
+
+// From kCrossMemoryGatherFromBytes a block is read from the peer's memory
+// in place, in one turn (the buffers here 256 KiB): every form of the
+// all-gather and the all-to-all, at every world, lands every block where it
+// belongs. Where one rank turns cross-memory attach off, every rank's
+// channel says so and the same calls go through the buffers, alike.
+TEST(HostChannelCollectives, BlocksReadFromThePeersMemoryLandInPlaceOrGoThroughTheBuffers) {
+  for (bool offOnOneRank : {false, true}) {
+    for (int n : {2, 3, 4}) {
+      Ranks ranks(n, 100us, ChannelStores::Auto, [&](int r, HostChannel::Options& o) {
+        o.bufferBytes = size_t{256} << 10;
+        o.crossMemory = !(offOnOneRank && r == n - 1);
+      });
+      const auto errors = ranks.run([&](int r) {
+        ASSERT_EQ(ranks.channel(r).peersReadable(), !offOnOneRank);
+        uint64_t seq = 0;
+        for (size_t block : {kCrossMemoryGatherFromBytes, kCrossMemoryGatherFromBytes + 3}) {
+          ASSERT_EQ(crossMemoryGatherApplies(ranks.channel(r), block), !offOnOneRank);
+          ASSERT_TRUE(hostChannelAllgatherApplies(ranks.comm(r), block));
+          for (int form = 0; form < 4; ++form) {  // flat, flat in place, separate, all-to-all
+            ++seq;
+            const size_t un = static_cast<size_t>(n);
+            const std::vector<uint8_t> input = bytesOf(r, form == 3 ? block * un : block, seq);
+            std::vector<uint8_t> output(block * un, 0);
+            std::vector<std::vector<uint8_t>> lists(un, std::vector<uint8_t>(block, 0));
+            const Comm comm = ranks.comm(r);
+            const OpContext op = ranks.enter(r, "gather", seq, static_cast<uint32_t>(form));
+            const auto blockOf = [&](int q) {
+              return form == 2 ? lists[q].data() : output.data() + static_cast<size_t>(q) * block;
+            };
+            if (form == 0) hostChannelAllgather(comm, op, {input.data(), output.data(), block});
+            if (form == 1) {
+              std::memcpy(blockOf(r), input.data(), block);
+              hostChannelAllgather(comm, op, {blockOf(r), output.data(), block});
+            }
+            if (form == 2) {
+              std::vector<void*> blocks;
+              for (int q = 0; q < n; ++q) blocks.push_back(lists[q].data());
+              hostChannelAllgatherBlocks(comm, op, input.data(), blocks, block);
+            }
+            if (form == 3) hostChannelAlltoall(comm, op, {input.data(), output.data(), block});
+            for (int q = 0; q < n; ++q) {
+              const std::vector<uint8_t> theirs = bytesOf(q, form == 3 ? block * un : block, seq);
+              const size_t at = form == 3 ? static_cast<size_t>(r) * block : 0;
+              ASSERT_EQ(0, std::memcmp(blockOf(q), theirs.data() + at, block))
+                  << "world " << n << ", block " << block << ", form " << form << ", rank " << q
+                  << (offOnOneRank ? ", through the buffers" : ", read in place");
+            }
+          }
+        }
+      });
+      expectNoErrors(errors);
+    }
   }
 }
 
@@ -829,6 +888,50 @@ TEST(HostChannelCollectives, ATurnPublishedAheadIsTakenUpByTheCollectivesLaterRu
     });
     expectNoErrors(errors);
   }
+}
+
+// A gather whose blocks are read from the peers' memory, put up ahead on
+// one rank (its record only: where its block lies; not the last turn, the
+// Reduced flag follows), writes nothing, and its later run gets every block.
+TEST(HostChannelCollectives, AGatherReadInPlacePublishedAheadPutsUpOnlyWhereItsBlockLies) {
+  constexpr int n = 3;
+  Ranks ranks(n, 100us, ChannelStores::Auto,
+              [](int, HostChannel::Options& o) { o.bufferBytes = size_t{64} << 10; });
+  const size_t block = kCrossMemoryGatherFromBytes + 8;
+  const auto errors = ranks.run([&](int r) {
+    ASSERT_TRUE(crossMemoryGatherApplies(ranks.channel(r), block));
+    for (uint64_t seq = 1; seq <= 2; ++seq) {  // the gather, then the all-to-all
+      const size_t inBytes = seq == 1 ? block : block * n;
+      const std::vector<uint8_t> input = bytesOf(r, inBytes, seq);
+      std::vector<uint8_t> output(block * n, 0);
+      const Comm comm = ranks.comm(r);
+      OpContext op = ranks.enter(r, seq == 1 ? "allgather" : "alltoall", seq, 5);
+      const auto run = [&](const OpContext& ctx) {
+        if (seq == 1) return hostChannelAllgather(comm, ctx, {input.data(), output.data(), block});
+        hostChannelAlltoall(comm, ctx, {input.data(), output.data(), block});
+      };
+      if (r == 1) {
+        OpContext ahead = op;
+        PublishedAhead published;
+        ahead.ahead = &published;
+        run(ahead);
+        EXPECT_TRUE(published.published);
+        EXPECT_FALSE(published.lastTurn);
+        EXPECT_TRUE(std::all_of(output.begin(), output.end(), [](uint8_t b) { return b == 0; }))
+            << "publishing ahead wrote the output";
+      }
+      run(op);
+      for (int q = 0; q < n; ++q) {
+        const std::vector<uint8_t> theirs = bytesOf(q, inBytes, seq);
+        const size_t at = seq == 1 ? 0 : static_cast<size_t>(r) * block;
+        ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
+                                 theirs.data() + at, block))
+            << "collective " << seq << ", rank " << q << "'s block";
+      }
+    }
+    hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", 3, 9));
+  });
+  expectNoErrors(errors);
 }
 
 // Every collective over the channel, run to publish ahead (OpContext::ahead)

@@ -25,7 +25,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "list_gather_coalesced": "all_gather_coalesced",
             "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
             "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
-            "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce"}
+            "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce",
+            "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single"}
 
 
 def _collective_as(form, tensor):
@@ -49,9 +50,19 @@ def _collective_as(form, tensor):
     ("all_reduce_polled") that asynchronous allreduce polled with
     is_completed() until it ends, then waited for (raising its error); or
     ("all_reduce_turns") an allreduce of 3 MiB whatever `tensor` is: three
-    turns of the host channel's 1 MiB buffers."""
+    turns of the host channel's 1 MiB buffers; or ("all_gather_read",
+    "all_to_all_read") an all_gather_into_tensor of 256 KiB per rank, or an
+    all_to_all_single of 128 KiB blocks, whatever `tensor` is: each rank reads
+    its peers' blocks from their memory (cross_memory_gather.h)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
+    if form == "all_gather_read":
+        shard = torch.ones(64 << 10)
+        return dist.all_gather_into_tensor(torch.empty(dist.get_world_size() * shard.numel()),
+                                           shard)
+    if form == "all_to_all_read":
+        blocks = torch.ones(dist.get_world_size() * (32 << 10))
+        return dist.all_to_all_single(torch.empty_like(blocks), blocks)
     if form == "all_reduce_turns":
         return dist.all_reduce(torch.ones(3 << 18))
     if form == "all_reduce_async":

@@ -23,7 +23,9 @@ import abort_cases
     # An asynchronous caller: its part put up on the channel, the call queued, then waited for.
     ("host channel", "all_reduce_async"),
     # ... polled with is_completed() instead: the worker runs it, and the abort ends it there.
-    ("host channel", "all_reduce_polled")])
+    ("host channel", "all_reduce_polled"),
+    # Blocks read from the peers' memory: the abort ends the wait for their turn.
+    ("host channel", "all_gather_read"), ("host channel", "all_to_all_read")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

@@ -29,7 +29,9 @@ from multiproc import TRANSPORTS, run_world
     # Asynchronous callers, whose part may be up on the channel before they queue the call.
     ("shm", 64 << 10, True, "all_reduce_async"), ("shm", 64 << 10, True, "funcol_all_gather"),
     # ... and one that polls is_completed() instead of waiting.
-    ("shm", 64 << 10, True, "all_reduce_polled")])
+    ("shm", 64 << 10, True, "all_reduce_polled"),
+    # Blocks read from the peers' memory, the victim killed while they may be read.
+    ("shm", 64 << 10, True, "all_gather_read"), ("shm", 64 << 10, True, "all_to_all_read")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/stretches.h"
 #include "algorithms/host_channel/turn.h"
 
@@ -77,6 +78,10 @@ void hostChannelAllgather(const Comm& comm, const OpContext& op, const Allgather
   auto* output = static_cast<char*>(args.output);
   const size_t block = args.blockBytes;
   const bool inPlace = args.input == output + static_cast<size_t>(comm.channel->rank()) * block;
+  if (crossMemoryGatherApplies(*comm.channel, block)) {
+    return crossMemoryGather(comm, op, args.input, block, 0, inPlace ? nullptr : args.input,
+                             [&](int r) { return output + static_cast<size_t>(r) * block; });
+  }
   gatherBlocks(comm, op, args.input, block, inPlace,
                [&](int r) { return output + static_cast<size_t>(r) * block; });
 }
@@ -84,6 +89,10 @@ void hostChannelAllgather(const Comm& comm, const OpContext& op, const Allgather
 void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
                                 const std::vector<void*>& outputs, size_t blockBytes) {
   const bool inPlace = input == outputs[static_cast<size_t>(comm.channel->rank())];
+  if (crossMemoryGatherApplies(*comm.channel, blockBytes)) {
+    return crossMemoryGather(comm, op, input, blockBytes, 0, inPlace ? nullptr : input,
+                             [&](int r) { return outputs[static_cast<size_t>(r)]; });
+  }
   gatherBlocks(comm, op, input, blockBytes, inPlace,
                [&](int r) { return outputs[static_cast<size_t>(r)]; });
 }

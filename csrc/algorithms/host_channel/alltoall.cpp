@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/host_channel/allreduce.h"
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/base/errors.h"
 
@@ -25,6 +26,12 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
       slotBytesFor(channel.bufferBytes(), static_cast<size_t>(n), args.blockBytes, 1);
   const auto* input = static_cast<const char*>(args.input);
   auto* output = static_cast<char*>(args.output);
+  if (crossMemoryGatherApplies(channel, args.blockBytes)) {
+    // Block `rank` of each peer's input, read where it lies.
+    return crossMemoryGather(comm, op, input, args.blockBytes, rank * args.blockBytes,
+                             input + rank * args.blockBytes,
+                             [&](int q) { return output + static_cast<size_t>(q) * args.blockBytes; });
+  }
   // This rank's own block goes straight from its input to its output: a
   // third fewer bytes copied at world 2 (1 MiB: 69 -> 50 us, Open MPI's 59,
   // on the 2-core machine), its slot left unused.

@@ -103,7 +103,9 @@ struct Config {
   bool hugePages = true;
 
   // Allreduces from 32 KiB on one machine read and write the peers' memory
-  // (algorithms/cross_memory/allreduce.h) where the kernel allows it.
+  // (algorithms/cross_memory/allreduce.h) where the kernel allows it, and the
+  // host channel's all-gathers and all-to-alls of large blocks read them
+  // (algorithms/host_channel/cross_memory_gather.h).
   // RINGREDUCE_CROSS_MEMORY=0 turns it off on this rank, and so for every
   // group it is in (the ranks agree).
   bool crossMemory = true;

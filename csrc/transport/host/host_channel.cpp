@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "core/base/errors.h"
 #include "core/base/core_yield.h"
+#include "transport/cross_memory.h"
 #include "transport/transport.h"
 
 namespace ringreduce {
@@ -23,6 +25,11 @@ struct SetupRecord {
   uint64_t pid = 0;
   uint64_t pidNamespace = 0;
   uint64_t netNamespace = 0;
+  // Round 1: its crossMemoryProbeWord() and the value there; round 2:
+  // whether it read every peer's (and lets them read its memory).
+  uint64_t probeAddress = 0;
+  uint64_t probeValue = 0;
+  uint64_t readsPeers = 0;
   char reason[224] = {};
   char settings[192] = {};  // Options::agreedSettings
 };
@@ -98,6 +105,22 @@ std::vector<SetupRecord> exchange(KeyValueStore& store, const std::string& key, 
 }
 
 // The first rank that says no, and why; "" when all say yes.
+// Whether this rank reads each peer's probe word through cross-memory
+// attach and finds the value the peer put there (so the pid is that very
+// process, not a namesake: transport/cross_memory.h).
+bool readsEveryPeer(const std::vector<SetupRecord>& all, int rank) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    uint64_t value = 0;
+    if (crossMemoryRead(static_cast<int>(all[r].pid), all[r].probeAddress, &value,
+                        sizeof(value)) != 0 ||
+        value != all[r].probeValue) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string firstRefusal(const std::vector<SetupRecord>& all) {
   for (size_t r = 0; r < all.size(); ++r) {
     if (!all[r].ok) return "rank " + std::to_string(r) + ": " + all[r].reason;
@@ -164,6 +187,8 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   if (mine.ok && (mine.pidNamespace == 0 || mine.netNamespace == 0)) {
     mine = verdict(false, "cannot read /proc/self/ns (pid and network namespaces unknown)");
   }
+  mine.probeAddress = reinterpret_cast<uintptr_t>(crossMemoryProbeWord());
+  mine.probeValue = *crossMemoryProbeWord();
   std::snprintf(mine.settings, sizeof(mine.settings), "%s", options.agreedSettings.c_str());
   const std::vector<SetupRecord> mapped = exchange(store, prefix + "mapped/", rank, size, mine,
                                                    timeout);
@@ -195,25 +220,34 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
       usable = verdict(false, e.what());
     }
   }
-  *why = firstRefusal(exchange(store, prefix + "usable/", rank, size, usable, timeout));
+  usable.readsPeers = usable.ok && options.crossMemory && readsEveryPeer(mapped, rank);
+  const std::vector<SetupRecord> verdicts =
+      exchange(store, prefix + "usable/", rank, size, usable, timeout);
+  *why = firstRefusal(verdicts);
   if (!why->empty()) return nullptr;
+  const bool peersReadable = std::all_of(verdicts.begin(), verdicts.end(),
+                                         [](const SetupRecord& r) { return r.readsPeers != 0; });
   auto& control = segment.lines(rank).control;
   control.pid.store(mine.pid, std::memory_order_relaxed);
   control.pidNamespace.store(mine.pidNamespace, std::memory_order_relaxed);
   control.netNamespace.store(mine.netNamespace, std::memory_order_relaxed);
+  std::vector<int> processIds(pids.begin(), pids.end());
   return std::unique_ptr<HostChannel>(new HostChannel(rank, size, std::move(segment),
                                                       std::move(doorbell), std::move(exits),
+                                                      std::move(processIds), peersReadable,
                                                       options));
 }
 
 HostChannel::HostChannel(int rank, int size, HostSegment segment,
                          std::unique_ptr<Doorbell> doorbell, PeerExits exits,
-                         const Options& options)
+                         std::vector<int> pids, bool peersReadable, const Options& options)
     : rank_(rank),
       size_(size),
       segment_(std::move(segment)),
       doorbell_(std::move(doorbell)),
       exits_(std::move(exits)),
+      pids_(std::move(pids)),
+      peersReadable_(peersReadable),
       yields_(options.yields),
       callerSpin_(options.callerSpin, options.adaptiveSpin),
       contended_(options.contended),
@@ -432,6 +466,16 @@ void HostChannel::checkExits(FlagKind kind, uint64_t turn, const OpContext& op) 
                            " is gone (its process exited); the process died");
     }
   }
+}
+
+void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) const {
+  if (error == ESRCH) {
+    throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
+                         " is gone (its process exited); the process died");
+  }
+  throw TransportError(where(op) + " failed: could not read rank " + std::to_string(peer) +
+                       "'s block from its memory (process " + std::to_string(pid(peer)) +
+                       "): " + std::strerror(error));
 }
 
 void HostChannel::checkAborted(const OpContext& op) const {

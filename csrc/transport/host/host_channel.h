@@ -66,6 +66,10 @@ class HostChannel {
     bool adaptiveSpin = true;
     // How this rank writes into its buffers (Config::channelStores).
     ChannelStores stores = ChannelStores::Auto;
+    // Whether this rank lets the group's ranks read each other's memory
+    // (Config::crossMemory): false on any rank, peersReadable() is false
+    // on every rank.
+    bool crossMemory = true;
     // "NAME=value" lines of the settings that decide which way a collective
     // runs (the algorithm, the wire dtype, the collective check): ranks that
     // differ would take two paths under one fingerprint and wait for each
@@ -147,6 +151,19 @@ class HostChannel {
     if (ahead_.seq == 0) return false;
     return adoptPending(seq, footprint, turn);
   }
+  // Whether every rank can read every other's memory through
+  // transport/cross_memory.h, agreed when the channel was opened (each rank
+  // read each peer's probe word, and none turned it off): the same on every
+  // rank, so that collectives that read the peers' tensors in place rather
+  // than through the buffers (algorithms/host_channel/cross_memory_gather.h)
+  // are chosen alike.
+  bool peersReadable() const { return peersReadable_; }
+  // `rank`'s process id, as crossMemoryRead takes it.
+  int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
+  // Throws the error of a read of `peer`'s memory that failed with errno
+  // `error`: ESRCH, its process is gone, said as a wait says a death; any
+  // other, the kernel's reason.
+  [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
   // Where `rank`'s bytes of `turn` start.
   char* buffer(int rank, const Turn& turn) const {
     return segment_.buffer(rank, turn.parity) + turn.offset;
@@ -219,7 +236,8 @@ class HostChannel {
 
  private:
   HostChannel(int rank, int size, HostSegment segment, std::unique_ptr<Doorbell> doorbell,
-              PeerExits exits, const Options& options);
+              PeerExits exits, std::vector<int> pids, bool peersReadable,
+              const Options& options);
   RankLines& lines(int rank) const { return segment_.lines(rank); }
   // The first peer whose `kind` flag is below `seq`, or -1.
   int firstBehind(FlagKind kind, uint64_t turn) const;
@@ -252,6 +270,8 @@ class HostChannel {
   HostSegment segment_;
   std::unique_ptr<Doorbell> doorbell_;
   PeerExits exits_;
+  const std::vector<int> pids_;
+  const bool peersReadable_;
   const bool yields_;
   SpinBudget callerSpin_;
   CpuContention contention_;           // read after a sleep (awaitPeers)...

@@ -1,0 +1,33 @@
+// Gathers that read the peers' blocks in place (cross_memory_gather.h)
+#include "algorithms/host_channel/cross_memory_gather.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/base/errors.h"
+#include "transport/cross_memory.h"
+
+namespace ringreduce {
+
+bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes) {
+  return channel.peersReadable() && blockBytes >= kCrossMemoryGatherFromBytes;
+}
+
+void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,
+                   int peer, void* into, size_t bytes, size_t readAt) {
+  const HostChannel& channel = *comm.channel;
+  CrossMemoryBlock block;
+  std::memcpy(&block, channel.buffer(peer, turn), sizeof(block));
+  // The fingerprint (announced and checked before the turn) makes the sizes
+  // agree; a record that says otherwise is not this collective's.
+  if (block.bytes != bytes) {
+    throw TransportError("ringreduce: " + op.describe() + " on rank " +
+                         std::to_string(channel.rank()) + ": rank " + std::to_string(peer) +
+                         " put up " + std::to_string(block.bytes) + " bytes where " +
+                         std::to_string(bytes) + " were expected");
+  }
+  const int error = crossMemoryRead(channel.pid(peer), block.address + readAt, into, bytes);
+  if (error != 0) channel.throwUnreadable(peer, op, error);
+}
+
+}  // namespace ringreduce

@@ -1,0 +1,66 @@
+// Gathers over the group's host channel that read each peer's block straight
+// from the peer's tensor (transport/cross_memory.h: the kernel copies from
+// its address space) instead of through the peer's channel buffer: one copy
+// of each block instead of two (the peer's into its buffer, this rank's out
+// of it), the way Open MPI's shared-memory transport moves anything above
+// 4 KiB. The channel still carries the collective's one turn: each rank puts
+// where its block lies into its buffer and raises its Input flag; once every
+// peer's is up, each rank reads the peers' blocks into its output; then a
+// second flag (Reduced) says it is done reading, and no rank returns (and so
+// lets its caller change its input) before every peer has said so. Every
+// wait is the channel's: a dead, failed or departed peer, an abort and the
+// deadline end it as in every channel collective.
+//
+// Chosen alike on every rank: where the channel found every rank able to
+// read every other's memory when it was opened (HostChannel::peersReadable)
+// and the block is at least kCrossMemoryGatherFromBytes.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/comm.h"
+#include "core/base/op_context.h"
+#include "transport/host/host_channel.h"
+
+namespace ringreduce {
+
+// From this many bytes per block. World 2 on the 2-vCPU Xeon (AVX-512 with
+// AMX) of 2026-12-02 (collective_anchors.py, back to back, p50, with
+// RINGREDUCE_CROSS_MEMORY=0 for the buffers' form): all_gather_into_tensor
+// of 256 KiB per rank 36.4 us read in place against 43.4 through the
+// buffers (Open MPI 41-43), 1 MiB 185 against 210 (MPI 175); the list
+// all_gather alike; all_to_all_single of 1 MiB (512 KiB blocks) 106
+// against 113 (MPI 94-96). Below, the second flag and the system call cost
+// more than the copy saves: 64 KiB 14.5 against 13.7 us, an all-to-all's
+// 128 KiB blocks 21.1 against 20.2.
+constexpr size_t kCrossMemoryGatherFromBytes = size_t{256} << 10;
+
+// Whether an all-gather of `blockBytes` per rank reads its peers' blocks in
+// place: the same answer on every rank.
+bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes);
+
+// Each rank puts up `published` for its peers; this rank reads
+// `blockBytes` at `readAt` bytes into each peer's into blockAt(peer), and
+// its own block from `own` (null: in its place already). An all-gather
+// publishes its input and reads at 0; an all-to-all its whole input, read
+// at this rank's block. One turn of the channel whatever the size.
+// `blockAt` must not overlap any rank's published bytes but this rank's own.
+template <typename BlockAt>
+void crossMemoryGather(const Comm& comm, const OpContext& op, const void* published,
+                       size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt);
+
+// What it shares with its instances: where this rank's block lies, put up
+// for the peers in the turn's first line.
+struct CrossMemoryBlock {
+  uint64_t address = 0;
+  uint64_t bytes = 0;  // the block's, which every rank's fingerprint agrees on
+};
+// Reads `bytes` at `readAt` of what `peer` put up in `turn` into `into`;
+// throws TransportError naming the peer and the reason where the kernel
+// refuses.
+void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,
+                   int peer, void* into, size_t bytes, size_t readAt);
+
+}  // namespace ringreduce
+
+#include "algorithms/host_channel/cross_memory_gather_impl.h"
