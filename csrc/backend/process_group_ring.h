@@ -488,6 +488,11 @@ class ProcessGroupRing : public c10d::Backend {
   // algorithm's selector takes it first: hostChannelCollectiveApplies);
   // never one of no bytes, which keeps its queued form. Any thread.
   bool channelCarries(size_t bytes);
+  // Whether the channel carries an all-gather, a gather or an equal
+  // all-to-all of `blockBytes` per rank's block beyond what its buffers
+  // carry: it reads the peers' blocks in place (crossMemoryGatherCarries;
+  // the same on every rank). Their rules: channelCarries(bytes) || this.
+  bool channelReadsBlocks(size_t blockBytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();
   // The same for an all_to_all_single with split sizes, whose sizes differ
@@ -515,7 +520,10 @@ class ProcessGroupRing : public c10d::Backend {
   // first turn before it queues the op (Engine::runOnCaller's publishAhead),
   // unless `mayPublishAhead` is false: a body that changes the caller's
   // tensors before its first turn (a premultiplied allreduce or reduce
-  // scales the tensor in place), which the queued run would do again.
+  // scales the tensor in place), which the queued run would do again; or
+  // one whose first turn puts up where its input lies for the peers to read
+  // in place (channelReadsBlocks), which may be a copy the body makes and
+  // drops when it returns.
   HostChannelResult runOnHostChannel(c10d::OpType type, const char* name, const CallOptions& call,
                                      const CollectiveFingerprint& fingerprint,
                                      const OpFields& fields, const at::Tensor& output,

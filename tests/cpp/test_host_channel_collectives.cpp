@@ -208,7 +208,8 @@ TEST(HostChannelCollectives, BlocksReadFromThePeersMemoryLandInPlaceOrGoThroughT
         for (size_t block : {kCrossMemoryGatherFromBytes, kCrossMemoryGatherFromBytes + 3}) {
           ASSERT_EQ(crossMemoryGatherApplies(ranks.channel(r), block), !offOnOneRank);
           ASSERT_TRUE(hostChannelAllgatherApplies(ranks.comm(r), block));
-          for (int form = 0; form < 4; ++form) {  // flat, flat in place, separate, all-to-all
+          // flat, flat in place, separate, all-to-all, gather to the last rank
+          for (int form = 0; form < 5; ++form) {
             ++seq;
             const size_t un = static_cast<size_t>(n);
             const std::vector<uint8_t> input = bytesOf(r, form == 3 ? block * un : block, seq);
@@ -230,6 +231,15 @@ TEST(HostChannelCollectives, BlocksReadFromThePeersMemoryLandInPlaceOrGoThroughT
               hostChannelAllgatherBlocks(comm, op, input.data(), blocks, block);
             }
             if (form == 3) hostChannelAlltoall(comm, op, {input.data(), output.data(), block});
+            if (form == 4) {
+              std::vector<void*> blocks;
+              for (int q = 0; r == n - 1 && q < n; ++q) blocks.push_back(blockOf(q));
+              hostChannelGatherBlocks(comm, op, input.data(), blocks, block, n - 1);
+              if (r != n - 1) {
+                ASSERT_TRUE(std::all_of(output.begin(), output.end(), [](uint8_t b) { return b == 0; }));
+                continue;
+              }
+            }
             for (int q = 0; q < n; ++q) {
               const std::vector<uint8_t> theirs = bytesOf(q, form == 3 ? block * un : block, seq);
               const size_t at = form == 3 ? static_cast<size_t>(r) * block : 0;
@@ -885,6 +895,37 @@ TEST(HostChannelCollectives, ATurnPublishedAheadIsTakenUpByTheCollectivesLaterRu
       }
       // The turns are still in step: a barrier after them completes.
       hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", ++seq, 9));
+    });
+    expectNoErrors(errors);
+  }
+}
+
+// Reading the blocks in place, the channel carries gathers of any size
+// (its buffers, here 4 KiB, carry four): every rank's rule says so alike,
+// and says no where one rank turned cross-memory attach off.
+TEST(HostChannelCollectives, GathersReadInPlaceGoThroughTheChannelBeyondItsBuffers) {
+  for (bool offOnOneRank : {false, true}) {
+    constexpr int n = 3;
+    Ranks ranks(n, 100us, ChannelStores::Auto, [&](int r, HostChannel::Options& o) {
+      o.crossMemory = !(offOnOneRank && r == 0);
+    });
+    const size_t block = size_t{1} << 20;  // 256 buffers
+    const auto errors = ranks.run([&](int r) {
+      const Comm comm = ranks.comm(r);
+      EXPECT_EQ(hostChannelAllgatherApplies(comm, block), !offOnOneRank);
+      EXPECT_EQ(hostChannelGatherApplies(comm, block), !offOnOneRank);
+      EXPECT_EQ(hostChannelAlltoallApplies(comm, block * n), !offOnOneRank);
+      EXPECT_FALSE(crossMemoryGatherCarries(comm, kCrossMemoryGatherFromBytes - 1));
+      if (offOnOneRank) return;
+      const std::vector<uint8_t> input = bytesOf(r, block, 1);
+      std::vector<uint8_t> output(block * n, 0);
+      hostChannelGather(comm, ranks.enter(r, "gather", 1, 3),
+                        {input.data(), output.data(), block, 1});
+      for (int q = 0; r == 1 && q < n; ++q) {
+        const std::vector<uint8_t> theirs = bytesOf(q, block, 1);
+        ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block, theirs.data(),
+                                 block)) << "rank " << q << "'s block";
+      }
     });
     expectNoErrors(errors);
   }

@@ -26,7 +26,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
             "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
             "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce",
-            "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single"}
+            "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single",
+            "gather_read": "gather"}
 
 
 def _collective_as(form, tensor):
@@ -51,9 +52,10 @@ def _collective_as(form, tensor):
     is_completed() until it ends, then waited for (raising its error); or
     ("all_reduce_turns") an allreduce of 3 MiB whatever `tensor` is: three
     turns of the host channel's 1 MiB buffers; or ("all_gather_read",
-    "all_to_all_read") an all_gather_into_tensor of 256 KiB per rank, or an
-    all_to_all_single of 128 KiB blocks, whatever `tensor` is: each rank reads
-    its peers' blocks from their memory (cross_memory_gather.h)."""
+    "all_to_all_read", "gather_read") an all_gather_into_tensor of 256 KiB per
+    rank, an all_to_all_single of 256 KiB blocks or a gather of 8 MiB per rank
+    to rank 0 (beyond the channel's buffers), whatever `tensor` is: each rank
+    (the root) reads its peers' blocks from their memory (cross_memory_gather.h)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "all_gather_read":
@@ -61,8 +63,12 @@ def _collective_as(form, tensor):
         return dist.all_gather_into_tensor(torch.empty(dist.get_world_size() * shard.numel()),
                                            shard)
     if form == "all_to_all_read":
-        blocks = torch.ones(dist.get_world_size() * (32 << 10))
+        blocks = torch.ones(dist.get_world_size() * (64 << 10))
         return dist.all_to_all_single(torch.empty_like(blocks), blocks)
+    if form == "gather_read":
+        block = torch.ones(2 << 20)
+        gathered = [torch.empty_like(block) for _ in range(dist.get_world_size())]
+        return dist.gather(block, gathered if dist.get_rank() == 0 else None, dst=0)
     if form == "all_reduce_turns":
         return dist.all_reduce(torch.ones(3 << 18))
     if form == "all_reduce_async":

@@ -330,3 +330,65 @@ def mismatched_splits(rank, world_size, init_method):
     except Exception as e:  # noqa: BLE001  the error torch raises
         error = f"{type(e).__name__}: {e}"
     return {"error": error}
+
+
+def gathers_read_in_place(rank, world_size, init_method):
+    """All-gathers, gathers and equal all-to-alls whose blocks are read from
+    the peers' memory in place (from 256 KiB a block: cross_memory_gather.h),
+    within the channel's buffers and beyond them, synchronous and
+    asynchronous, with inputs that are copies the backend makes (strided, or
+    lying in a peer's place of the output): each result against its local
+    reference. Returns the failures and how many results were checked."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    n, failures, checked = world_size, [], 0
+
+    def check(what, actual, expected):
+        nonlocal checked
+        checked += 1
+        if not torch.equal(actual, expected):
+            failures.append(f"{what}: {actual.flatten()[:8].tolist()} != "
+                            f"{expected.flatten()[:8].tolist()}")
+
+    for step, numel in enumerate((70_000, (1 << 20) + 5), start=1):  # 280 KiB, 4 MiB + 20 B
+        for async_op in (False, True):
+            what = f"{numel} floats{' async' if async_op else ''}"
+            inputs = [_input(torch, r, step, numel, torch.float32) for r in range(n)]
+            mine = inputs[rank]
+
+            def run(work):
+                if async_op:
+                    work.wait()
+
+            out = torch.empty(n * numel)
+            run(dist.all_gather_into_tensor(out, mine, async_op=async_op))
+            check(f"all_gather_into_tensor {what}", out, torch.cat(inputs))
+            out = _strided(torch, torch.zeros(n * numel))
+            run(dist.all_gather_into_tensor(out, _strided(torch, mine), async_op=async_op))
+            check(f"all_gather_into_tensor (strided) {what}", out, torch.cat(inputs))
+            out = torch.zeros(n * numel)
+            other = (rank + 1) % n
+            out[other * numel:(other + 1) * numel].copy_(mine)
+            run(dist.all_gather_into_tensor(out, out[other * numel:(other + 1) * numel],
+                                            async_op=async_op))
+            check(f"all_gather_into_tensor (input in a peer's block) {what}", out,
+                  torch.cat(inputs))
+            outs = [torch.empty(numel) for _ in range(n)]
+            run(dist.all_gather(outs, mine, async_op=async_op))
+            check(f"all_gather {what}", torch.cat(outs), torch.cat(inputs))
+
+            blocks = [_input(torch, r, step + 10, n * numel, torch.float32) for r in range(n)]
+            out = torch.empty(n * numel)
+            run(dist.all_to_all_single(out, blocks[rank], async_op=async_op))
+            check(f"all_to_all_single {what}", out,
+                  torch.cat([b[rank * numel:(rank + 1) * numel] for b in blocks]))
+
+            gathered = [torch.empty(numel) for _ in range(n)] if rank == 1 else None
+            run(dist.gather(mine, gathered, dst=1, async_op=async_op))
+            if rank == 1:
+                check(f"gather {what}", torch.cat(gathered), torch.cat(inputs))
+    dist.destroy_process_group()
+    return {"failures": failures, "checked": checked}

@@ -4,7 +4,8 @@ all_gather(_into_tensor), reduce_scatter(_tensor), broadcast, barrier,
 all_to_all_single, reduce, gather, scatter):
 results against local references at world 2, 3 and 4 over several dtypes,
 strided tensors and messages of several pieces, with memcpy or streaming
-stores into the buffers; the trace says "direct";
+stores into the buffers; the trace says "direct"; all-gathers, gathers and
+equal all-to-alls of large blocks read from the peers' memory in place;
 all_to_all_single with split sizes and all_to_all (lists, sizes per rank)
 through the channel (queued) where its
 blocks fit, else with messages, and a size mismatch found there;
@@ -12,7 +13,8 @@ a rank that queued one meets ranks that ran it directly; two different
 collectives under one number fail on both ranks, saying so."""
 import pytest
 
-from host_channel_cases import ON_CALLER_OPS, every_op_on_caller, mismatched_ops, mismatched_splits
+from host_channel_cases import (ON_CALLER_OPS, every_op_on_caller, gathers_read_in_place,
+                                mismatched_ops, mismatched_splits)
 from multiproc import run_world
 
 # A small buffer, so that a few thousand elements take several pieces.
@@ -27,6 +29,19 @@ def test_every_collective_runs_past_the_queue_with_exact_results(world_size):
         assert report["checked"] > 100
         direct = {op for op, is_direct in report["paths"] if is_direct}
         assert set(ON_CALLER_OPS) <= direct, report["paths"]
+
+
+@pytest.mark.parametrize("world_size,env", [
+    (2, {}), (3, {}),
+    # The channel's buffers (8 KiB) hold none of these blocks: read in place, or ...
+    (3, SMALL_CHANNEL),
+    # ... where no rank may read another's memory, through the buffers or with UCX's messages.
+    (3, {"RINGREDUCE_CROSS_MEMORY": "0"})])
+def test_gathers_of_large_blocks_read_in_place_give_exact_results(world_size, env):
+    reports = run_world(world_size, gathers_read_in_place, env=env, timeout=300)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
+        assert report["checked"] == 20 + (4 if rank == 1 else 0), report
 
 
 @pytest.mark.parametrize("stores", ["cached", "streaming"])

@@ -71,7 +71,8 @@ void gatherBlocks(const Comm& comm, const OpContext& op, const void* in, size_t 
 }  // namespace
 
 bool hostChannelAllgatherApplies(const Comm& comm, size_t blockBytes) {
-  return hostChannelCollectiveApplies(comm, blockBytes);
+  return hostChannelCollectiveApplies(comm, blockBytes) ||
+         crossMemoryGatherCarries(comm, blockBytes);
 }
 
 void hostChannelAllgather(const Comm& comm, const OpContext& op, const AllgatherArgs& args) {

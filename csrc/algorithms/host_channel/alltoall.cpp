@@ -15,7 +15,9 @@
 namespace ringreduce {
 
 bool hostChannelAlltoallApplies(const Comm& comm, size_t bytes) {
-  return hostChannelCollectiveApplies(comm, bytes);
+  if (hostChannelCollectiveApplies(comm, bytes)) return true;
+  const size_t n = comm.channel == nullptr ? 1 : static_cast<size_t>(comm.channel->size());
+  return bytes % n == 0 && crossMemoryGatherCarries(comm, bytes / n);
 }
 
 void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAlltoallArgs& args) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "algorithms/host_channel/turn.h"
 #include "core/base/errors.h"
 #include "transport/cross_memory.h"
 
@@ -11,6 +12,10 @@ namespace ringreduce {
 
 bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes) {
   return channel.peersReadable() && blockBytes >= kCrossMemoryGatherFromBytes;
+}
+
+bool crossMemoryGatherCarries(const Comm& comm, size_t blockBytes) {
+  return hostChannelSettingsAllow(comm) && crossMemoryGatherApplies(*comm.channel, blockBytes);
 }
 
 void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,

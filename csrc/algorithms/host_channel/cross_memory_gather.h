@@ -13,7 +13,12 @@
 //
 // Chosen alike on every rank: where the channel found every rank able to
 // read every other's memory when it was opened (HostChannel::peersReadable)
-// and the block is at least kCrossMemoryGatherFromBytes.
+// and the block is at least kCrossMemoryGatherFromBytes, whatever the
+// buffers hold (crossMemoryGatherCarries). What a rank puts up must stay
+// where it is until the Reduced flags: a body run to publish ahead
+// (OpContext::ahead) may put up only memory that outlives it, so the backend
+// never runs these ahead (runOnHostChannel's mayPublishAhead): a copy it makes
+// of a strided or overlapping input lives as long as the body.
 #pragma once
 
 #include <cstddef>
@@ -38,16 +43,23 @@ constexpr size_t kCrossMemoryGatherFromBytes = size_t{256} << 10;
 // Whether an all-gather of `blockBytes` per rank reads its peers' blocks in
 // place: the same answer on every rank.
 bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes);
+// Whether the channel carries such a gather however large (it moves no
+// block through its buffers): it applies, and the settings allow the
+// channel (hostChannelSettingsAllow). The gathers' rules take it beside
+// their buffers' limit (hostChannelAllgatherApplies and the others).
+bool crossMemoryGatherCarries(const Comm& comm, size_t blockBytes);
 
-// Each rank puts up `published` for its peers; this rank reads
-// `blockBytes` at `readAt` bytes into each peer's into blockAt(peer), and
-// its own block from `own` (null: in its place already). An all-gather
+// Each rank puts up `published` for its peers; where `reads`, this rank
+// reads `blockBytes` at `readAt` bytes into each peer's into blockAt(peer),
+// and its own block from `own` (null: in its place already; a rank that
+// does not read, a rooted gather's peers, copies nothing). An all-gather
 // publishes its input and reads at 0; an all-to-all its whole input, read
 // at this rank's block. One turn of the channel whatever the size.
 // `blockAt` must not overlap any rank's published bytes but this rank's own.
 template <typename BlockAt>
 void crossMemoryGather(const Comm& comm, const OpContext& op, const void* published,
-                       size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt);
+                       size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt,
+                       bool reads = true);
 
 // What it shares with its instances: where this rank's block lies, put up
 // for the peers in the turn's first line.

@@ -10,7 +10,8 @@ namespace ringreduce {
 
 template <typename BlockAt>
 void crossMemoryGather(const Comm& comm, const OpContext& op, const void* published,
-                       size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt) {
+                       size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt,
+                       bool reads) {
   HostChannel& channel = *comm.channel;
   const int n = channel.size();
   const int rank = channel.rank();
@@ -23,10 +24,10 @@ void crossMemoryGather(const Comm& comm, const OpContext& op, const void* publis
       },
       [&] {
         // memmove: the input may be part of an output (not its own place).
-        if (own != nullptr) std::memmove(blockAt(rank), own, blockBytes);
+        if (reads && own != nullptr) std::memmove(blockAt(rank), own, blockBytes);
       });
   if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
-  for (int r = 1; r < n; ++r) {
+  for (int r = 1; reads && r < n; ++r) {
     const int peer = (rank + r) % n;  // each rank starts with a different peer
     readPeerBlock(comm, op, turn, peer, blockAt(peer), blockBytes, readAt);
   }

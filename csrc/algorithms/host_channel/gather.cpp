@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/turn.h"
 
 namespace ringreduce {
 
 bool hostChannelGatherApplies(const Comm& comm, size_t blockBytes) {
-  return hostChannelCollectiveApplies(comm, blockBytes);
+  return hostChannelCollectiveApplies(comm, blockBytes) ||
+         crossMemoryGatherCarries(comm, blockBytes);
 }
 
 bool hostChannelScatterApplies(const Comm& comm, size_t blockBytes) {
@@ -51,6 +53,10 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
   const size_t perTurn = channel.bufferBytes();
   const auto* in = static_cast<const char*>(input);
   const auto out = [&](int r) { return static_cast<char*>(outputs[static_cast<size_t>(r)]); };
+  if (crossMemoryGatherApplies(channel, blockBytes)) {
+    // The root reads every peer's block where it lies; they only wait for it.
+    return crossMemoryGather(comm, op, in, blockBytes, 0, in, out, rank == root);
+  }
   for (size_t first = 0; first < blockBytes; first += perTurn) {
     const size_t piece = std::min(perTurn, blockBytes - first);
     // The root's own block goes from its input to its output, while the

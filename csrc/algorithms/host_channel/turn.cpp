@@ -8,12 +8,16 @@
 
 namespace ringreduce {
 
-bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes) {
+bool hostChannelSettingsAllow(const Comm& comm) {
   const AllreduceAlgorithm forced = comm.config.allreduceAlgorithm;
   return comm.channel != nullptr &&
-         bytes <= comm.channel->bufferBytes() * kHostChannelMaxPieces &&
          (forced == AllreduceAlgorithm::Auto || forced == AllreduceAlgorithm::HostChannel) &&
          !comm.config.payloadFree;
+}
+
+bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes) {
+  return hostChannelSettingsAllow(comm) &&
+         bytes <= comm.channel->bufferBytes() * kHostChannelMaxPieces;
 }
 
 void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn) {

@@ -32,6 +32,9 @@ namespace ringreduce {
 // so every rank answers the same for the same collective. The allreduce
 // has its own rule (hostChannelAllreduceApplies: its wire dtype too).
 bool hostChannelCollectiveApplies(const Comm& comm, size_t bytes);
+// The same but the size: a channel, and no setting that asks for another
+// algorithm.
+bool hostChannelSettingsAllow(const Comm& comm);
 
 // Publishes this rank's `kind` flag for `turn` and waits for every peer's
 // (HostChannel::awaitPeers, with the comm's spin budget and the transport

@@ -53,7 +53,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
                  [this, input, outputList](const OpContext& ctx) {
                    allgatherIntoList(ctx, input, outputList);
                  },
-                 CheckedArgs{}, 1, !channelCarries(input.nbytes()));
+                 CheckedArgs{}, 1,
+                 !channelCarries(input.nbytes()) && !channelReadsBlocks(input.nbytes()));
 }
 
 void ProcessGroupRing::allgatherIntoList(const OpContext& ctx, const at::Tensor& input,
@@ -138,7 +139,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
                  [this, input, output](const OpContext& ctx) {
                    allgatherIntoTensor(ctx, input, output);
                  },
-                 CheckedArgs{}, 1, !channelCarries(input.nbytes()));
+                 CheckedArgs{}, 1,
+                 !channelCarries(input.nbytes()) && !channelReadsBlocks(input.nbytes()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
@@ -178,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
   if (!staged) {
     if (auto done = gatherOnHostChannel(outputList, input, root, callOptions(opts))) return *done;
   }
-  const bool onChannel = channelCarries(input.nbytes());
+  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
   return enqueue(
       staged, c10d::OpType::GATHER, site.op, callOptions(opts), outputList,
       describeTensor(input) + " to root " + std::to_string(root),
@@ -360,7 +362,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
       }
     }
   }
-  const bool onChannel = even && channelCarries(input.nbytes());
+  const bool onChannel =
+      even && (channelCarries(input.nbytes()) ||
+               channelReadsBlocks(input.nbytes() / static_cast<size_t>(size_)));
   // Uneven, queued: where the first turn finds blocks too large for the
   // channel, and no rank runs it on its caller's thread, every rank moves
   // them with messages instead.

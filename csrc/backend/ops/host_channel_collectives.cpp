@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "algorithms/host_channel/alltoall.h"
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/barrier.h"
 #include "algorithms/host_channel/broadcast.h"
 #include "algorithms/host_channel/turn.h"
@@ -27,6 +28,11 @@ bool ProcessGroupRing::channelCarries(size_t bytes) {
          hostChannelCollectiveApplies(engine_->callerComm(), bytes);
 }
 
+bool ProcessGroupRing::channelReadsBlocks(size_t blockBytes) {
+  return blockBytes > 0 && size_ > 1 && hostChannel() != nullptr &&
+         crossMemoryGatherCarries(engine_->callerComm(), blockBytes);
+}
+
 bool ProcessGroupRing::channelStartsUnevenAlltoall() {
   return size_ > 1 && hostChannel() != nullptr &&
          hostChannelUnevenAlltoallApplies(engine_->callerComm());
@@ -39,22 +45,26 @@ bool ProcessGroupRing::channelSynchronizes() {
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, const CallOptions& call) {
-  if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
+  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", call,
                           fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, CheckedArgs{}),
                           fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoTensor(ctx, input, output, &c);
-                         });
+                         },
+                          !channelReadsBlocks(input.nbytes()));
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, const CallOptions& call) {
-  if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
+  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::ALLGATHER, "all_gather", call,
                           fingerprintOf(c10d::OpType::ALLGATHER, outputs, CheckedArgs{}),
                           fieldsOf(input), outputs[0], [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoList(ctx, input, outputs, &c);
-                         });
+                         },
+                          !channelReadsBlocks(input.nbytes()));
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterOnHostChannel(
@@ -112,12 +122,15 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::barrierOnHostChannel(
 ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, bool even, const CallOptions& call) {
   const size_t bytes = input.nbytes();
-  if (!runsOnCaller(call, bytes, even && channelCarries(bytes))) return std::nullopt;
+  const bool onChannel =
+      even && (channelCarries(bytes) || channelReadsBlocks(bytes / static_cast<size_t>(size_)));
+  if (!runsOnCaller(call, bytes, onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", call,
                           fingerprintOf(c10d::OpType::ALLTOALL_BASE, output, CheckedArgs{}),
                           fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            alltoallEqual(c, ctx, input, output);
-                         });
+                         },
+                          !channelReadsBlocks(bytes / static_cast<size_t>(size_)));
 }
 
 bool ProcessGroupRing::unevenAlltoallOnCaller(const CallOptions& call, const BlockLayout& send,
@@ -169,14 +182,16 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceOnHostChannel(
 ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, int root,
     const CallOptions& call) {
-  if (!runsOnCaller(call, input.nbytes(), channelCarries(input.nbytes()))) return std::nullopt;
+  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
   return runOnHostChannel(c10d::OpType::GATHER, "gather", call,
                           fingerprintOf(c10d::OpType::GATHER, outputs, checked),
                           fieldsOf(input, -1, root), input,
                           [&](const Comm& c, const OpContext& ctx) {
                            gatherBody(c, ctx, input, outputs, root, true);
-                         });
+                         },
+                          !channelReadsBlocks(input.nbytes()));
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::scatterOnHostChannel(
