@@ -43,19 +43,21 @@ void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args)
   }
   checkLayout(layout, n, op);
   char* out = static_cast<char*>(args.output);
+  const auto blockOf = [&](int r) {
+    return args.blocks.empty() ? out + layout.offsets[static_cast<size_t>(r)]
+                               : static_cast<char*>(args.blocks[static_cast<size_t>(r)]);
+  };
   std::vector<Request> recvs;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank) continue;
-    recvs.push_back(transport.irecv(peer, makeTag(peer, op.seq, slot), out + layout.offsets[peer],
+    recvs.push_back(transport.irecv(peer, makeTag(peer, op.seq, slot), blockOf(peer),
                                     layout.bytes[peer], op));
   }
   if (layout.bytes[rank] != inputBytes) {
     throw InvalidArgument(std::string("ringreduce: ") + op.opName + ": root block size mismatch");
   }
   // The root's block may already be in place (a reduce's reduced chunk).
-  if (inputBytes > 0 && out + layout.offsets[rank] != input) {
-    std::memmove(out + layout.offsets[rank], input, inputBytes);
-  }
+  if (inputBytes > 0 && blockOf(rank) != input) std::memmove(blockOf(rank), input, inputBytes);
   transport.waitAll(recvs, op);
 }
 
@@ -76,13 +78,17 @@ void scatterFromRoot(const Comm& comm, const OpContext& op, const ScatterArgs& a
   }
   checkLayout(layout, n, op);
   const char* in = static_cast<const char*>(input);
+  const auto blockOf = [&](int r) {
+    return args.blocks.empty() ? in + layout.offsets[static_cast<size_t>(r)]
+                               : static_cast<const char*>(args.blocks[static_cast<size_t>(r)]);
+  };
   std::vector<Request> sends;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank) continue;
-    sends.push_back(transport.isend(peer, makeTag(rank, op.seq, slot), in + layout.offsets[peer],
+    sends.push_back(transport.isend(peer, makeTag(rank, op.seq, slot), blockOf(peer),
                                     layout.bytes[peer], op));
   }
-  if (layout.bytes[rank] > 0) std::memmove(output, in + layout.offsets[rank], layout.bytes[rank]);
+  if (layout.bytes[rank] > 0) std::memmove(output, blockOf(rank), layout.bytes[rank]);
   transport.waitAll(sends, op);
 }
 

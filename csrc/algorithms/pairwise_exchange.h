@@ -31,6 +31,9 @@ struct GatherArgs {
   BlockLayout layout;  // of the root's output
   int root = 0;
   uint32_t slot = 0;
+  // At the root, where given: rank r's block lands at blocks[r] (the
+  // caller's own tensors) instead of output + layout.offsets[r].
+  std::vector<void*> blocks;
 };
 void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args);
 
@@ -42,6 +45,9 @@ struct ScatterArgs {
   size_t outputBytes = 0;
   int root = 0;
   uint32_t slot = 0;
+  // At the root, where given: rank r's block is at blocks[r] (the caller's
+  // own tensors) instead of input + layout.offsets[r].
+  std::vector<const void*> blocks;
 };
 void scatterFromRoot(const Comm& comm, const OpContext& op, const ScatterArgs& args);
 

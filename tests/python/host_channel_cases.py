@@ -333,7 +333,7 @@ def mismatched_splits(rank, world_size, init_method):
 
 
 def gathers_read_in_place(rank, world_size, init_method):
-    """All-gathers, gathers and equal all-to-alls whose blocks are read from
+    """All-gathers, gathers (and scatters) and equal all-to-alls whose blocks are read from
     the peers' memory in place (from 256 KiB a block: cross_memory_gather.h),
     within the channel's buffers and beyond them, synchronous and
     asynchronous, with inputs that are copies the backend makes (strided, or
@@ -390,5 +390,9 @@ def gathers_read_in_place(rank, world_size, init_method):
             run(dist.gather(mine, gathered, dst=1, async_op=async_op))
             if rank == 1:
                 check(f"gather {what}", torch.cat(gathered), torch.cat(inputs))
+            # And back (beyond the buffers with UCX's messages, the root's blocks sent in place).
+            got = torch.empty(numel)
+            run(dist.scatter(got, inputs if rank == 0 else None, src=0, async_op=async_op))
+            check(f"scatter {what}", got, inputs[rank])
     dist.destroy_process_group()
     return {"failures": failures, "checked": checked}

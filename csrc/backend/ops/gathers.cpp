@@ -197,8 +197,19 @@ void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at:
   // Through the channel, straight into the root's list: a flat buffer and
   // its copies out cost 10-12 us at 64 B through torch's ops.
   std::vector<void*> blocks;
-  if (onChannel && (rank_ != root || pointersInPlace(outputs, in, blocks))) {
+  const bool inPlace = rank_ != root || pointersInPlace(outputs, in, blocks);
+  if (onChannel && inPlace) {
     hostChannelGatherBlocks(c, ctx, in.data_ptr(), blocks, in.nbytes(), root);
+    return;
+  }
+  if (!onChannel && inPlace) {
+    // Straight into the root's tensors too: a flat buffer of n blocks, made
+    // at each call, cost a large gather its pages' first touch (8 MiB per
+    // rank at world 2: 3.3-10 ms, against 1.5 ms for Open MPI).
+    GatherArgs args{in.data_ptr(), in.nbytes(), nullptr,
+                    BlockLayout::uniform(size_, in.nbytes()), root};
+    args.blocks = std::move(blocks);
+    gatherToRoot(c, ctx, args);
     return;
   }
   at::Tensor flat;
@@ -266,9 +277,17 @@ void ProcessGroupRing::scatterBody(const Comm& c, const OpContext& ctx, const at
                                    bool onChannel) {
   // Through the channel, straight from the root's list (as gatherBody).
   std::vector<const void*> blocks;
-  if (onChannel && plainContiguous(output) &&
-      (rank_ != root || pointersInPlace(inputs, output, blocks))) {
-    hostChannelScatterBlocks(c, ctx, blocks, output.data_ptr(), output.nbytes(), root);
+  if (plainContiguous(output) && (rank_ != root || pointersInPlace(inputs, output, blocks))) {
+    if (onChannel) {
+      hostChannelScatterBlocks(c, ctx, blocks, output.data_ptr(), output.nbytes(), root);
+      return;
+    }
+    // Straight from the root's tensors too: no flat copy of n blocks made at
+    // each call (as gatherBody).
+    ScatterArgs args{nullptr, BlockLayout::uniform(size_, output.nbytes()), output.data_ptr(),
+                     output.nbytes(), root};
+    args.blocks = std::move(blocks);
+    scatterFromRoot(c, ctx, args);
     return;
   }
   at::Tensor flat;
