@@ -464,11 +464,13 @@ class ProcessGroupRing : public c10d::Backend {
                                                 const std::vector<at::Tensor>& inputs,
                                                 size_t bytes, const CallOptions& call);
   // What those two share: a gather of the tensors as one message, fingerprinted
-  // as the queued form does (its outputs together), traced as its first input.
+  // as the queued form does (its outputs together), traced as its first input;
+  // `parts`: how many tensors (hostChannelAllgatherPartsReadInPlace).
   HostChannelResult gatherMessageOnHostChannel(c10d::OpType type, const char* name,
                                                const std::vector<at::Tensor>& outputs,
                                                const at::Tensor& firstInput, size_t bytes,
-                                               const CallOptions& call, HostChannelBody body);
+                                               const CallOptions& call, size_t parts,
+                                               HostChannelBody body);
   HostChannelResult reduceScatterCoalescedOnHostChannel(const std::vector<at::Tensor>& outputs,
                                                         const std::vector<at::Tensor>& inputs,
                                                         const Reduction& red, size_t bytes,

@@ -330,6 +330,10 @@ TEST(HostChannelCollectives, ReduceScatterOfBlocksMayWriteIntoItsOwnBlock) {
 // Part sizes of a coalesced block: tiny ones, one that crosses a turn, and
 // together several turns (the buffer is 4 KiB), with a part of no bytes.
 const std::vector<size_t> kPartBytes = {3, 0, 100, kBufferBytes + 5, 64, 2 * kBufferBytes + 1};
+// Parts of kCrossMemoryGatherFromBytes or more together: read from the
+// peers' tensors in place (one record per part), a zero-byte part among them.
+const std::vector<size_t> kLargePartBytes = {kCrossMemoryGatherFromBytes / 2 + 3, 0, 1,
+                                             kCrossMemoryGatherFromBytes / 2 + 5};
 
 // A block of several tensors as one message: every rank's part i lands at
 // r * bytes of output i, the stretches of a turn spanning parts, a part
@@ -337,9 +341,14 @@ const std::vector<size_t> kPartBytes = {3, 0, 100, kBufferBytes + 5, 64, 2 * kBu
 TEST(HostChannelCollectives, AllgatherOfPartsPutsEveryRanksPartInItsOutput) {
   for (int n : {2, 3}) {
     for (const std::vector<size_t>& sizes :
-         {std::vector<size_t>{5, 7, 1}, kPartBytes, std::vector<size_t>{kBufferBytes}}) {
+         {std::vector<size_t>{5, 7, 1}, kPartBytes, std::vector<size_t>{kBufferBytes},
+          kLargePartBytes}) {
       Ranks ranks(n);
       const auto errors = ranks.run([&](int r) {
+        size_t total = 0;
+        for (size_t b : sizes) total += b;
+        ASSERT_EQ(hostChannelAllgatherPartsReadInPlace(ranks.comm(r), sizes.size(), total),
+                  total >= kCrossMemoryGatherFromBytes);
         for (uint64_t seq = 1; seq <= 2; ++seq) {
           const bool inPlace = seq == 2;  // every other part in place
           std::vector<std::vector<uint8_t>> inputs, outputs;
@@ -378,19 +387,20 @@ TEST(HostChannelCollectives, AllgatherOfPartsPutsEveryRanksPartInItsOutput) {
 // in a buffer of its own (one output list per rank), some in place.
 TEST(HostChannelCollectives, AllgatherOfListPartsPutsEveryRanksPartInItsOwnBuffer) {
   for (int n : {2, 3}) {
+   for (const std::vector<size_t>& partBytes : {kPartBytes, kLargePartBytes}) {
     Ranks ranks(n);
     const auto errors = ranks.run([&](int r) {
       for (uint64_t seq = 1; seq <= 2; ++seq) {
         const bool inPlace = seq == 2;  // every other part in place
         // outputs[i][q]: rank q's part i.
-        std::vector<std::vector<std::vector<uint8_t>>> outputs(kPartBytes.size());
+        std::vector<std::vector<std::vector<uint8_t>>> outputs(partBytes.size());
         std::vector<std::vector<uint8_t>> inputs;
         std::vector<AllgatherListPart> parts;
-        for (size_t i = 0; i < kPartBytes.size(); ++i) {
-          inputs.push_back(bytesOf(r, kPartBytes[i], seq * 100 + i));
-          AllgatherListPart part{inputs[i].data(), {}, kPartBytes[i]};
+        for (size_t i = 0; i < partBytes.size(); ++i) {
+          inputs.push_back(bytesOf(r, partBytes[i], seq * 100 + i));
+          AllgatherListPart part{inputs[i].data(), {}, partBytes[i]};
           for (int q = 0; q < n; ++q) {
-            outputs[i].emplace_back(kPartBytes[i] + 1, 0xEE);  // one byte past: untouched
+            outputs[i].emplace_back(partBytes[i] + 1, 0xEE);  // one byte past: untouched
             part.outputs.push_back(outputs[i].back().data());
           }
           if (inPlace && i % 2 == 0) {
@@ -400,11 +410,11 @@ TEST(HostChannelCollectives, AllgatherOfListPartsPutsEveryRanksPartInItsOwnBuffe
           parts.push_back(part);
         }
         hostChannelAllgatherListParts(ranks.comm(r), ranks.enter(r, "allgather", seq, 4), parts);
-        for (size_t i = 0; i < kPartBytes.size(); ++i) {
+        for (size_t i = 0; i < partBytes.size(); ++i) {
           for (int q = 0; q < n; ++q) {
-            const std::vector<uint8_t> expected = bytesOf(q, kPartBytes[i], seq * 100 + i);
-            ASSERT_EQ(0, std::memcmp(outputs[i][q].data(), expected.data(), kPartBytes[i]))
-                << "world " << n << ", part " << i << " of " << kPartBytes[i] << " bytes, rank "
+            const std::vector<uint8_t> expected = bytesOf(q, partBytes[i], seq * 100 + i);
+            ASSERT_EQ(0, std::memcmp(outputs[i][q].data(), expected.data(), partBytes[i]))
+                << "world " << n << ", part " << i << " of " << partBytes[i] << " bytes, rank "
                 << q << "'s" << (inPlace ? ", in place" : "");
             ASSERT_EQ(0xEE, outputs[i][q].back()) << "written past part " << i << " of rank " << q;
           }
@@ -412,6 +422,7 @@ TEST(HostChannelCollectives, AllgatherOfListPartsPutsEveryRanksPartInItsOwnBuffe
       }
     });
     expectNoErrors(errors);
+   }
   }
 }
 

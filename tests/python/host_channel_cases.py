@@ -339,6 +339,8 @@ def gathers_read_in_place(rank, world_size, init_method):
     asynchronous, with inputs that are copies the backend makes (strided, or
     lying in a peer's place of the output): each result against its local
     reference. Returns the failures and how many results were checked."""
+    import warnings
+
     import torch
     import torch.distributed as dist
 
@@ -390,6 +392,25 @@ def gathers_read_in_place(rank, world_size, init_method):
             run(dist.gather(mine, gathered, dst=1, async_op=async_op))
             if rank == 1:
                 check(f"gather {what}", torch.cat(gathered), torch.cat(inputs))
+            # Four tensors as one message: torch's coalescing manager around
+            # all_gather_into_tensor, and the deprecated all_gather_coalesced.
+            from torch.distributed.distributed_c10d import _coalescing_manager
+
+            parts = [p.clone() for p in mine.chunk(4)]
+            outs = [torch.empty(n * p.numel()) for p in parts]
+            with _coalescing_manager(async_ops=async_op) as manager:
+                for out, part in zip(outs, parts):
+                    dist.all_gather_into_tensor(out, part)
+            if async_op:
+                manager.wait()
+            check(f"coalesced all_gather_into_tensor {what}",
+                  torch.cat([o.view(n, -1) for o in outs], dim=1).flatten(), torch.cat(inputs))
+            lists = [[torch.empty_like(p) for p in parts] for _ in range(n)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                run(dist.all_gather_coalesced(lists, parts, async_op=async_op))
+            check(f"all_gather_coalesced {what}", torch.cat([torch.cat(l) for l in lists]),
+                  torch.cat(inputs))
             # And back (beyond the buffers with UCX's messages, the root's blocks sent in place).
             got = torch.empty(numel)
             run(dist.scatter(got, inputs if rank == 0 else None, src=0, async_op=async_op))

@@ -98,9 +98,41 @@ void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const voi
                [&](int r) { return outputs[static_cast<size_t>(r)]; });
 }
 
+namespace {
+
+size_t bytesOfParts(const std::vector<AllgatherPart>& parts) {
+  size_t bytes = 0;
+  for (const AllgatherPart& p : parts) bytes += p.bytes;
+  return bytes;
+}
+
+size_t bytesOfParts(const std::vector<AllgatherListPart>& parts) {
+  size_t bytes = 0;
+  for (const AllgatherListPart& p : parts) bytes += p.bytes;
+  return bytes;
+}
+
+}  // namespace
+
+bool hostChannelAllgatherPartsReadInPlace(const Comm& comm, size_t parts, size_t bytes) {
+  return crossMemoryGatherPartsApply(*comm.channel, parts, bytes);
+}
+
 void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
                                const std::vector<AllgatherPart>& parts) {
   const size_t rank = static_cast<size_t>(comm.channel->rank());
+  if (hostChannelAllgatherPartsReadInPlace(comm, parts.size(), bytesOfParts(parts))) {
+    return crossMemoryGatherParts(
+        comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
+        [&](size_t i) { return parts[i].bytes; },
+        [&](size_t i) -> const void* {
+          const char* own = static_cast<const char*>(parts[i].output) + rank * parts[i].bytes;
+          return parts[i].input == own ? nullptr : parts[i].input;
+        },
+        [&](int r, size_t i) {
+          return static_cast<char*>(parts[i].output) + static_cast<size_t>(r) * parts[i].bytes;
+        });
+  }
   gatherParts(
       comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
       [&](size_t i) { return parts[i].bytes; },
@@ -115,6 +147,15 @@ void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
 void hostChannelAllgatherListParts(const Comm& comm, const OpContext& op,
                                    const std::vector<AllgatherListPart>& parts) {
   const size_t rank = static_cast<size_t>(comm.channel->rank());
+  if (hostChannelAllgatherPartsReadInPlace(comm, parts.size(), bytesOfParts(parts))) {
+    return crossMemoryGatherParts(
+        comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
+        [&](size_t i) { return parts[i].bytes; },
+        [&](size_t i) -> const void* {
+          return parts[i].input == parts[i].outputs[rank] ? nullptr : parts[i].input;
+        },
+        [&](int r, size_t i) { return parts[i].outputs[static_cast<size_t>(r)]; });
+  }
   gatherParts(
       comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
       [&](size_t i) { return parts[i].bytes; },

@@ -48,6 +48,13 @@ struct AllgatherPart {
 void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
                                const std::vector<AllgatherPart>& parts);
 
+// Whether such a message of `parts` tensors, `bytes` per rank together, is
+// read from the peers' tensors in place (algorithms/host_channel/cross_memory_gather.h)
+// rather than through the buffers: the same answer on every rank. Its parts
+// must then stay where they are until it returns, so a caller never runs it
+// to publish ahead with copies it drops.
+bool hostChannelAllgatherPartsReadInPlace(const Comm& comm, size_t parts, size_t bytes);
+
 // One tensor of torch's all_gather_coalesced, which gathers into one output
 // list per rank: this rank's `bytes` at `input`; rank r's land at
 // outputs[r].

@@ -14,15 +14,19 @@ bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes) {
   return channel.peersReadable() && blockBytes >= kCrossMemoryGatherFromBytes;
 }
 
+bool crossMemoryGatherPartsApply(const HostChannel& channel, size_t parts, size_t bytes) {
+  return parts > 0 && parts <= kCrossMemoryMaxParts && crossMemoryGatherApplies(channel, bytes);
+}
+
 bool crossMemoryGatherCarries(const Comm& comm, size_t blockBytes) {
   return hostChannelSettingsAllow(comm) && crossMemoryGatherApplies(*comm.channel, blockBytes);
 }
 
 void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,
-                   int peer, void* into, size_t bytes, size_t readAt) {
+                   int peer, void* into, size_t bytes, size_t readAt, size_t part) {
   const HostChannel& channel = *comm.channel;
   CrossMemoryBlock block;
-  std::memcpy(&block, channel.buffer(peer, turn), sizeof(block));
+  std::memcpy(&block, channel.buffer(peer, turn) + part * sizeof(block), sizeof(block));
   // The fingerprint (announced and checked before the turn) makes the sizes
   // agree; a record that says otherwise is not this collective's.
   if (block.bytes != bytes) {

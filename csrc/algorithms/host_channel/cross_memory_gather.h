@@ -43,6 +43,11 @@ constexpr size_t kCrossMemoryGatherFromBytes = size_t{256} << 10;
 // Whether an all-gather of `blockBytes` per rank reads its peers' blocks in
 // place: the same answer on every rank.
 bool crossMemoryGatherApplies(const HostChannel& channel, size_t blockBytes);
+// The same for a message of `parts` tensors of `bytes` together (the
+// coalesced all-gathers): at most kCrossMemoryMaxParts, whose records fit
+// the turn's first lines.
+constexpr size_t kCrossMemoryMaxParts = 64;
+bool crossMemoryGatherPartsApply(const HostChannel& channel, size_t parts, size_t bytes);
 // Whether the channel carries such a gather however large (it moves no
 // block through its buffers): it applies, and the settings allow the
 // channel (hostChannelSettingsAllow). The gathers' rules take it beside
@@ -61,6 +66,15 @@ void crossMemoryGather(const Comm& comm, const OpContext& op, const void* publis
                        size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt,
                        bool reads = true);
 
+// The same for `parts` tensors at once, one record each (at most
+// kCrossMemoryMaxParts): part i of each rank is bytesOf(i) at
+// publishedOf(i); this rank reads each peer's into blockAt(peer, i) and its
+// own from ownOf(i) (null: in place).
+template <typename PublishedOf, typename BytesOf, typename OwnOf, typename BlockAt>
+void crossMemoryGatherParts(const Comm& comm, const OpContext& op, size_t parts,
+                            const PublishedOf& publishedOf, const BytesOf& bytesOf,
+                            const OwnOf& ownOf, const BlockAt& blockAt);
+
 // What it shares with its instances: where this rank's block lies, put up
 // for the peers in the turn's first line.
 struct CrossMemoryBlock {
@@ -71,7 +85,7 @@ struct CrossMemoryBlock {
 // throws TransportError naming the peer and the reason where the kernel
 // refuses.
 void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,
-                   int peer, void* into, size_t bytes, size_t readAt);
+                   int peer, void* into, size_t bytes, size_t readAt, size_t part = 0);
 
 }  // namespace ringreduce
 

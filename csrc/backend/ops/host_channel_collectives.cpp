@@ -11,6 +11,7 @@
 // it directly sends none, and the channel's flags carry the fingerprint.
 #include <cstring>
 
+#include "algorithms/host_channel/allgather.h"
 #include "algorithms/host_channel/alltoall.h"
 #include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/barrier.h"
@@ -215,6 +216,7 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherCoalescedOnHostCh
     const CallOptions& call) {
   return gatherMessageOnHostChannel(
       c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs, inputs[0], bytes, call,
+      inputs.size(),
       [&](const Comm& c, const OpContext& ctx) { allgatherParts(c, ctx, inputs, outputs); });
 }
 
@@ -223,18 +225,23 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListsOnHostChanne
     const std::vector<at::Tensor>& inputs, size_t bytes, const CallOptions& call) {
   return gatherMessageOnHostChannel(
       c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", outputs, inputs[0], bytes, call,
+      inputs.size(),
       [&](const Comm& c, const OpContext& ctx) { allgatherListParts(c, ctx, inputs, lists); });
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherMessageOnHostChannel(
     c10d::OpType type, const char* name, const std::vector<at::Tensor>& outputs,
-    const at::Tensor& firstInput, size_t bytes, const CallOptions& call, HostChannelBody body) {
+    const at::Tensor& firstInput, size_t bytes, const CallOptions& call, size_t parts,
+    HostChannelBody body) {
   if (!runsOnCaller(call, bytes, true)) return std::nullopt;
   // As the queued form fingerprints it (enqueue: the outputs together).
   const CollectiveFingerprint fingerprint = fingerprintOf(type, outputs, CheckedArgs{});
   OpFields fields = fieldsOf(firstInput);
   fields.count = static_cast<uint64_t>(fingerprint.numel);
-  return runOnHostChannel(type, name, call, fingerprint, fields, outputs[0], body);
+  // Read in place, what it puts up may be a copy its body drops: not ahead.
+  const bool readsInPlace = hostChannel() != nullptr &&
+      hostChannelAllgatherPartsReadInPlace(engine_->callerComm(), parts, bytes);
+  return runOnHostChannel(type, name, call, fingerprint, fields, outputs[0], body, !readsInPlace);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterCoalescedOnHostChannel(
