@@ -552,7 +552,10 @@ def a_moment_late_peer_in_small_allreduces(rank, world_size, init_method):
 
 def _a_moment_late_peer(rank, world_size, init_method, m, late_by, calls=100):
     """Asynchronous allreduces of `m` float32 whose last rank computes
-    `late_by` seconds (busy) before each call: each result checked, and this
+    `late_by` seconds (busy) before each call, the ranks in step before it
+    (without that, two ranks could settle for good into one that came 30-70
+    us early and queued every call: seen once in CI, 100 of 100 calls, and
+    here in 1 of 3 three-rank worlds): each result checked, and this
     rank's calls counted by path (direct or queued) and by whether their first
     turn went up before the peers came (published_ahead)."""
     import torch
@@ -563,7 +566,12 @@ def _a_moment_late_peer(rank, world_size, init_method, m, late_by, calls=100):
     n = world_size
     dist.all_reduce(torch.ones(4))  # opens the host channel
     failures = []
+    in_step = torch.zeros(1)
     for i in range(calls):
+        # In step again (a synchronous call ends on every rank together), so
+        # that the last rank is late by `late_by`, not by what earlier calls
+        # left between them.
+        dist.all_reduce(in_step)
         if rank == n - 1:
             _busy(late_by)
         t = torch.arange(m, dtype=torch.float32) + i + rank

@@ -108,23 +108,41 @@ def test_every_asynchronous_collective_is_exact_with_a_late_peer(world_size):
     assert sum(report["published_ahead"] for report in reports) > 0, reports
 
 
+def ahead_then_direct_in_some_world(world_size, body, worlds=3):
+    """Runs `body` (a moment-late peer's calls, each result checked) in up to
+    `worlds` fresh worlds until one of them has an early rank that put its
+    part up and then ran the call on its own thread; returns every world's
+    reports. Whether a caller's wait (25 us at most, shortened after waits
+    that ran out) meets a peer a few microseconds late depends on how the
+    scheduler serves the cores: under other load a whole world can miss it,
+    and the caller then queues, which is correct too (each result is still
+    checked)."""
+    tried = []
+    for _ in range(worlds):
+        reports = exact_on_every_rank(world_size, body)
+        tried.append(reports)
+        if sum(report["ahead_then_direct"] for report in reports) > 0:
+            break
+    return tried
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_a_two_phase_allreduce_runs_on_the_caller_when_its_peer_is_a_moment_late(world_size):
-    reports = exact_on_every_rank(world_size,
-                                  async_on_caller_cases.a_moment_late_peer_in_two_phase_allreduces)
+    tried = ahead_then_direct_in_some_world(
+        world_size, async_on_caller_cases.a_moment_late_peer_in_two_phase_allreduces)
     # An early rank put its first turn up and then met the late one on its
     # own thread, instead of leaving it waiting for its wait() or its worker.
-    assert sum(report["ahead_then_direct"] for report in reports) > 0, reports
+    assert sum(report["ahead_then_direct"] for report in tried[-1]) > 0, tried
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_a_small_allreduce_goes_up_before_its_caller_waits_for_a_moment_late_peer(world_size):
-    reports = exact_on_every_rank(world_size,
-                                  async_on_caller_cases.a_moment_late_peer_in_small_allreduces)
+    tried = ahead_then_direct_in_some_world(
+        world_size, async_on_caller_cases.a_moment_late_peer_in_small_allreduces)
     # The early ranks' part was up when the late one came, and they ran the
     # call on their own threads (before 2026-12-01 they put it up only once
     # they had given up waiting and queued it).
-    assert sum(report["ahead_then_direct"] for report in reports) > 0, reports
+    assert sum(report["ahead_then_direct"] for report in tried[-1]) > 0, tried
 
 
 def test_a_late_peer_completes_without_the_first_ranks_caller():

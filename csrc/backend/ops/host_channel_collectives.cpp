@@ -30,7 +30,8 @@ bool ProcessGroupRing::channelCarries(size_t bytes) {
 }
 
 bool ProcessGroupRing::channelReadsBlocks(size_t blockBytes) {
-  return blockBytes > 0 && size_ > 1 && hostChannel() != nullptr &&
+  // The size first: most calls are smaller, and hostChannel() may take a lock.
+  return blockBytes >= kCrossMemoryGatherFromBytes && size_ > 1 && hostChannel() != nullptr &&
          crossMemoryGatherCarries(engine_->callerComm(), blockBytes);
 }
 
@@ -46,26 +47,28 @@ bool ProcessGroupRing::channelSynchronizes() {
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, const CallOptions& call) {
-  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  const bool readsInPlace = channelReadsBlocks(input.nbytes());
+  const bool onChannel = channelCarries(input.nbytes()) || readsInPlace;
   if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", call,
                           fingerprintOf(c10d::OpType::_ALLGATHER_BASE, output, CheckedArgs{}),
                           fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoTensor(ctx, input, output, &c);
                          },
-                          !channelReadsBlocks(input.nbytes()));
+                          !readsInPlace);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, const CallOptions& call) {
-  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  const bool readsInPlace = channelReadsBlocks(input.nbytes());
+  const bool onChannel = channelCarries(input.nbytes()) || readsInPlace;
   if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::ALLGATHER, "all_gather", call,
                           fingerprintOf(c10d::OpType::ALLGATHER, outputs, CheckedArgs{}),
                           fieldsOf(input), outputs[0], [&](const Comm& c, const OpContext& ctx) {
                            allgatherIntoList(ctx, input, outputs, &c);
                          },
-                          !channelReadsBlocks(input.nbytes()));
+                          !readsInPlace);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterOnHostChannel(
@@ -123,15 +126,15 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::barrierOnHostChannel(
 ProcessGroupRing::HostChannelResult ProcessGroupRing::alltoallOnHostChannel(
     const at::Tensor& output, const at::Tensor& input, bool even, const CallOptions& call) {
   const size_t bytes = input.nbytes();
-  const bool onChannel =
-      even && (channelCarries(bytes) || channelReadsBlocks(bytes / static_cast<size_t>(size_)));
+  const bool readsInPlace = even && channelReadsBlocks(bytes / static_cast<size_t>(size_));
+  const bool onChannel = readsInPlace || (even && channelCarries(bytes));
   if (!runsOnCaller(call, bytes, onChannel)) return std::nullopt;
   return runOnHostChannel(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", call,
                           fingerprintOf(c10d::OpType::ALLTOALL_BASE, output, CheckedArgs{}),
                           fieldsOf(input), output, [&](const Comm& c, const OpContext& ctx) {
                            alltoallEqual(c, ctx, input, output);
                          },
-                          !channelReadsBlocks(bytes / static_cast<size_t>(size_)));
+                          !readsInPlace);
 }
 
 bool ProcessGroupRing::unevenAlltoallOnCaller(const CallOptions& call, const BlockLayout& send,
@@ -183,7 +186,8 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceOnHostChannel(
 ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherOnHostChannel(
     const std::vector<at::Tensor>& outputs, const at::Tensor& input, int root,
     const CallOptions& call) {
-  const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
+  const bool readsInPlace = channelReadsBlocks(input.nbytes());
+  const bool onChannel = channelCarries(input.nbytes()) || readsInPlace;
   if (!runsOnCaller(call, input.nbytes(), onChannel)) return std::nullopt;
   const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
   return runOnHostChannel(c10d::OpType::GATHER, "gather", call,
@@ -192,7 +196,7 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherOnHostChannel(
                           [&](const Comm& c, const OpContext& ctx) {
                            gatherBody(c, ctx, input, outputs, root, true);
                          },
-                          !channelReadsBlocks(input.nbytes()));
+                          !readsInPlace);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::scatterOnHostChannel(
