@@ -190,6 +190,14 @@ TEST(HostChannelCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) 
   }
 }
 
+// 256 KiB buffers, and cross-memory attach off on the last rank where asked.
+auto quarterMiBBuffers(int n, bool offOnOneRank) {
+  return [n, offOnOneRank](int r, HostChannel::Options& o) {
+    o.bufferBytes = size_t{256} << 10;
+    o.crossMemory = !(offOnOneRank && r == n - 1);
+  };
+}
+
 // From kCrossMemoryGatherFromBytes a block is read from the peer's memory
 // in place, in one turn (the buffers here 256 KiB): every form of the
 // all-gather and the all-to-all, at every world, lands every block where it
@@ -198,10 +206,7 @@ TEST(HostChannelCollectives, AllgatherPutsEveryBlockInPlaceAtEveryWorldAndSize) 
 TEST(HostChannelCollectives, BlocksReadFromThePeersMemoryLandInPlaceOrGoThroughTheBuffers) {
   for (bool offOnOneRank : {false, true}) {
     for (int n : {2, 3, 4}) {
-      Ranks ranks(n, 100us, ChannelStores::Auto, [&](int r, HostChannel::Options& o) {
-        o.bufferBytes = size_t{256} << 10;
-        o.crossMemory = !(offOnOneRank && r == n - 1);
-      });
+      Ranks ranks(n, 100us, ChannelStores::Auto, quarterMiBBuffers(n, offOnOneRank));
       const auto errors = ranks.run([&](int r) {
         ASSERT_EQ(ranks.channel(r).peersReadable(), !offOnOneRank);
         uint64_t seq = 0;
@@ -596,7 +601,9 @@ TEST(HostChannelCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank
           for (int q = 0; q < n; ++q) {
             for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
           }
-          const size_t slot = (kBufferBytes - 64) / static_cast<size_t>(n);
+          // The header: n sizes, two words, n addresses, in whole cache lines.
+          const size_t header = ((2 * static_cast<size_t>(n) + 2) * 8 + 63) / 64 * 64;
+          const size_t slot = (kBufferBytes - header) / static_cast<size_t>(n);
           const auto fitsTurns = [&](size_t b) {
             return (b + slot - 1) / slot <= kHostChannelMaxPieces;
           };
@@ -615,6 +622,94 @@ TEST(HostChannelCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank
       }
     });
     expectNoErrors(errors);
+  }
+}
+
+// Uneven splits with a block of kCrossMemoryGatherFromBytes or more: the
+// ranks that send one offer their blocks in place and put none into their
+// buffers; the others' go through the buffers in turns; every block lands
+// where it belongs, flat or in lists, at every world. Where one rank turns
+// cross-memory attach off, every block goes through the buffers, alike.
+// The buffers here 256 KiB: through them the large blocks take up to 14 turns.
+TEST(HostChannelCollectives, UnevenAlltoallReadsLargeBlocksInPlaceAndTheRestThroughTheBuffers) {
+  for (bool offOnOneRank : {false, true}) {
+    for (int n : {2, 3, 4}) {
+      Ranks ranks(n, 100us, ChannelStores::Auto, quarterMiBBuffers(n, offOnOneRank));
+      const auto errors = ranks.run([&](int r) {
+        uint64_t seq = 0;
+        // every rank large; rank 0 small (it alone through the buffers); a
+        // zero-byte block beside large ones
+        for (int mix = 0; mix < 3; ++mix) {
+          const auto bytesTo = [&](int from, int to) -> size_t {
+            if (mix == 1 && from == 0) return 100 + static_cast<size_t>(to);
+            if (mix == 2 && from == to) return 0;
+            return kCrossMemoryGatherFromBytes / 2 * static_cast<size_t>(from + to + 1) +
+                   static_cast<size_t>(from);
+          };
+          for (bool lists : {false, true}) {
+            ++seq;
+            std::vector<std::vector<uint8_t>> sends, recvs;
+            for (int j = 0; j < n; ++j) sends.push_back(bytesOf(r * n + j, bytesTo(r, j), seq));
+            for (int q = 0; q < n; ++q) recvs.emplace_back(bytesTo(q, r), 0);
+            const Comm comm = ranks.comm(r);
+            const OpContext op = ranks.enter(r, "alltoall", seq, 7);
+            // Read in place, no block goes through the buffers in more than
+            // one turn, and none is declined; through the buffers they take
+            // more turns than it allows, so no rank may decline.
+            // Rank 0 publishes ahead (lists, every rank large) from copies
+            // of its blocks that it then overwrites: a body run ahead never
+            // offers its blocks in place, so its peers take them from its
+            // buffers. It may not decline: through them its blocks take
+            // more turns than that allows.
+            const bool ahead = lists && mix == 0 && r == 0 && !offOnOneRank;
+            const bool mayDecline = !offOnOneRank && !ahead;
+            if (lists) {
+              AllToAllBlocks blocks;
+              for (int j = 0; j < n; ++j) {
+                blocks.send.push_back(sends[j].data());
+                blocks.sendBytes.push_back(sends[j].size());
+                blocks.recv.push_back(recvs[j].data());
+                blocks.recvBytes.push_back(recvs[j].size());
+              }
+              if (ahead) {
+                std::vector<std::vector<uint8_t>> copies = sends;
+                AllToAllBlocks early = blocks;
+                for (int j = 0; j < n; ++j) early.send[j] = copies[j].data();
+                OpContext publishing = op;
+                PublishedAhead published;
+                publishing.ahead = &published;
+                ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(comm, publishing, early, mayDecline));
+                EXPECT_TRUE(published.published);
+                for (auto& copy : copies) std::fill(copy.begin(), copy.end(), uint8_t{0xEE});
+              }
+              ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(comm, op, blocks, mayDecline));
+            } else {
+              std::vector<size_t> sendSizes, recvSizes;
+              std::vector<uint8_t> input;
+              for (const auto& block : sends) {
+                sendSizes.push_back(block.size());
+                input.insert(input.end(), block.begin(), block.end());
+              }
+              for (const auto& block : recvs) recvSizes.push_back(block.size());
+              const BlockLayout send = layoutOf(sendSizes), recv = layoutOf(recvSizes);
+              std::vector<uint8_t> output(recv.offsets.back() + recv.bytes.back(), 0);
+              ASSERT_TRUE(hostChannelUnevenAlltoall(comm, op, {input.data(), send, output.data(), recv},
+                                                    mayDecline));
+              for (int q = 0; q < n; ++q) {
+                std::memcpy(recvs[q].data(), output.data() + recv.offsets[q], recvs[q].size());
+              }
+            }
+            for (int q = 0; q < n; ++q) {
+              ASSERT_EQ(recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
+                  << "world " << n << ", mix " << mix << (lists ? ", lists" : ", flat")
+                  << ", from rank " << q
+                  << (offOnOneRank ? ", through the buffers" : ", read in place");
+            }
+          }
+        }
+      });
+      expectNoErrors(errors);
+    }
   }
 }
 

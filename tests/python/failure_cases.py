@@ -27,7 +27,8 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
             "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce",
             "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single",
-            "gather_read": "gather"}
+            "gather_read": "gather", "alltoall_uneven_read": "all_to_all_single",
+            "all_to_all_list_read": "all_to_all"}
 
 
 def _collective_as(form, tensor):
@@ -55,7 +56,11 @@ def _collective_as(form, tensor):
     "all_to_all_read", "gather_read") an all_gather_into_tensor of 256 KiB per
     rank, an all_to_all_single of 256 KiB blocks or a gather of 8 MiB per rank
     to rank 0 (beyond the channel's buffers), whatever `tensor` is: each rank
-    (the root) reads its peers' blocks from their memory (cross_memory_gather.h)."""
+    (the root) reads its peers' blocks from their memory (cross_memory_gather.h);
+    or ("alltoall_uneven_read", "all_to_all_list_read") all_to_all_single
+    with split sizes of 256-768 KiB blocks, or all_to_all of lists of 256 KiB
+    blocks: the uneven form reads them from the peers' memory after its first
+    turn (alltoall.h)."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "all_gather_read":
@@ -65,6 +70,16 @@ def _collective_as(form, tensor):
     if form == "all_to_all_read":
         blocks = torch.ones(dist.get_world_size() * (64 << 10))
         return dist.all_to_all_single(torch.empty_like(blocks), blocks)
+    if form == "alltoall_uneven_read":
+        world, rank, unit = dist.get_world_size(), dist.get_rank(), 64 << 10
+        sends = [unit * (1 + (rank + dst) % world) for dst in range(world)]
+        recvs = [unit * (1 + (src + rank) % world) for src in range(world)]
+        return dist.all_to_all_single(torch.empty(sum(recvs)), torch.ones(sum(sends)), recvs,
+                                      sends)
+    if form == "all_to_all_list_read":
+        world = dist.get_world_size()
+        return dist.all_to_all([torch.empty(64 << 10) for _ in range(world)],
+                               [torch.ones(64 << 10) for _ in range(world)])
     if form == "gather_read":
         block = torch.ones(2 << 20)
         gathered = [torch.empty_like(block) for _ in range(dist.get_world_size())]

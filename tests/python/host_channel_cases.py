@@ -333,8 +333,9 @@ def mismatched_splits(rank, world_size, init_method):
 
 
 def gathers_read_in_place(rank, world_size, init_method):
-    """All-gathers, gathers (and scatters) and equal all-to-alls whose blocks are read from
-    the peers' memory in place (from 256 KiB a block: cross_memory_gather.h),
+    """All-gathers, gathers (and scatters) and all-to-alls (equal, with split sizes and of
+    lists) whose blocks are read from the peers' memory in place (from 256 KiB a
+    block: cross_memory_gather.h, alltoall.h),
     within the channel's buffers and beyond them, synchronous and
     asynchronous, with inputs that are copies the backend makes (strided, or
     lying in a peer's place of the output): each result against its local
@@ -387,6 +388,33 @@ def gathers_read_in_place(rank, world_size, init_method):
             run(dist.all_to_all_single(out, blocks[rank], async_op=async_op))
             check(f"all_to_all_single {what}", out,
                   torch.cat([b[rank * numel:(rank + 1) * numel] for b in blocks]))
+
+            # Uneven splits (rank r sends rank j (1 + (r + j) % n) / 2 of a
+            # block; from 256 KiB a block, read from the sender's memory after
+            # the first turn), from a strided input too, and the lists' form.
+            def split(src, dst):
+                return numel * (1 + (src + dst) % n) // 2
+
+            sends = [split(rank, j) for j in range(n)]
+            recvs = [split(q, rank) for q in range(n)]
+            flats = [_input(torch, r, step + 20, sum(split(r, j) for j in range(n)),
+                            torch.float32) for r in range(n)]
+
+            def sent_to_me(q):
+                start = sum(split(q, j) for j in range(rank))
+                return flats[q][start:start + split(q, rank)]
+
+            expected = torch.cat([sent_to_me(q) for q in range(n)])
+            out = torch.empty(sum(recvs))
+            run(dist.all_to_all_single(out, flats[rank], recvs, sends, async_op=async_op))
+            check(f"all_to_all_single (splits) {what}", out, expected)
+            out = torch.empty(sum(recvs))
+            run(dist.all_to_all_single(out, _strided(torch, flats[rank]), recvs, sends,
+                                       async_op=async_op))
+            check(f"all_to_all_single (splits, strided) {what}", out, expected)
+            outs = [torch.empty(count) for count in recvs]
+            run(dist.all_to_all(outs, list(flats[rank].split(sends)), async_op=async_op))
+            check(f"all_to_all {what}", torch.cat(outs), expected)
 
             gathered = [torch.empty(numel) for _ in range(n)] if rank == 1 else None
             run(dist.gather(mine, gathered, dst=1, async_op=async_op))

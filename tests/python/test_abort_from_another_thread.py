@@ -26,7 +26,8 @@ import abort_cases
     ("host channel", "all_reduce_polled"),
     # Blocks read from the peers' memory: the abort ends the wait for their turn.
     ("host channel", "all_gather_read"), ("host channel", "all_to_all_read"),
-    ("host channel", "gather_read")])
+    ("host channel", "gather_read"), ("host channel", "alltoall_uneven_read"),
+    ("host channel", "all_to_all_list_read")])
 def test_shrink_abort_from_a_watchdog_thread_ends_the_blocked_allreduce(path, form):
     env = dict(LOOPBACK_ENV)
     if path == "ucx":

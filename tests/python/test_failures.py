@@ -32,7 +32,8 @@ from multiproc import TRANSPORTS, run_world
     ("shm", 64 << 10, True, "all_reduce_polled"),
     # Blocks read from the peers' memory, the victim killed while they may be read.
     ("shm", 64 << 10, True, "all_gather_read"), ("shm", 64 << 10, True, "all_to_all_read"),
-    ("shm", 64 << 10, True, "gather_read")])
+    ("shm", 64 << 10, True, "gather_read"), ("shm", 64 << 10, True, "alltoall_uneven_read"),
+    ("shm", 64 << 10, True, "all_to_all_list_read")])
 def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, from_thread, form,
                                                             tmp_path):
     victim = 1

@@ -41,7 +41,7 @@ def test_gathers_of_large_blocks_read_in_place_give_exact_results(world_size, en
     reports = run_world(world_size, gathers_read_in_place, env=env, timeout=300)
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
-        assert report["checked"] == 32 + (4 if rank == 1 else 0), report
+        assert report["checked"] == 44 + (4 if rank == 1 else 0), report
 
 
 @pytest.mark.parametrize("stores", ["cached", "streaming"])

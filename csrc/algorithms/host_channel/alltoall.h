@@ -5,10 +5,18 @@
 // block q. Pieces of a buffer, the same on every rank. A rank's block to
 // itself skips the buffer: input to output directly.
 //
-// Uneven splits (hostChannelUnevenAlltoall): a rank cannot tell from its
-// own arguments how large its peers' blocks are, so how many turns it takes
-// is agreed in the first: each rank's buffer starts with what it sends to
-// each rank, and every rank reads them all before it counts the turns.
+// Uneven splits (hostChannelUnevenAlltoall, alltoall_uneven.cpp): a rank
+// cannot tell from its own arguments how large its peers' blocks are, so how
+// many turns it takes is agreed in the first: each rank's buffer starts with
+// what it sends to each rank, and every rank reads them all before it counts
+// the turns. A rank whose largest block is at least
+// kCrossMemoryGatherFromBytes, where the ranks can read each other's memory
+// (cross_memory_gather.h), also puts where its blocks lie there and none of
+// them into its buffer: its peers read theirs from its memory after the
+// turns, one copy instead of two, and no rank returns before every peer has
+// said it is done reading (a Reduced flag). Every rank decides alike from
+// the first turn's headers; a body run to publish ahead never offers (its
+// copies of a strided input go with it).
 #pragma once
 
 #include <cstddef>

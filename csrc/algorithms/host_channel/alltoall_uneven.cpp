@@ -1,0 +1,207 @@
+// All-to-all of uneven splits through the group's host channel (alltoall.h)
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/host_channel/allreduce.h"
+#include "algorithms/host_channel/alltoall.h"
+#include "algorithms/host_channel/cross_memory_gather.h"
+#include "algorithms/host_channel/turn.h"
+#include "core/base/errors.h"
+#include "transport/cross_memory.h"
+
+namespace ringreduce {
+
+bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
+  return hostChannelCollectiveApplies(comm, 0);
+}
+
+namespace {
+
+// Each turn's buffer starts with a header, read after the first turn: what
+// this rank sends to each rank (n words), whether it may decline (a word),
+// whether its blocks are read where they lie (a word: then it puts none of
+// them into its buffer, and its peers read them from its memory), and where
+// each block lies (n words). Then a slot per rank for its piece of that block.
+size_t unevenHeaderBytes(size_t n) {
+  return ((2 * n + 2) * sizeof(uint64_t) + 63) / 64 * 64;
+}
+
+size_t unevenSlotBytes(const HostChannel& channel) {
+  const size_t n = static_cast<size_t>(channel.size());
+  return std::max<size_t>(1, (channel.bufferBytes() - unevenHeaderBytes(n)) / n);
+}
+
+uint64_t headerWord(const char* header, size_t index) {
+  uint64_t word = 0;
+  std::memcpy(&word, header + index * sizeof(word), sizeof(word));
+  return word;
+}
+
+void putHeaderWord(char* header, size_t index, uint64_t word) {
+  std::memcpy(header + index * sizeof(word), &word, sizeof(word));
+}
+
+// Whether this rank offers its blocks to be read where they lie: its peers
+// can read its memory (agreed when the channel opened), a block is large
+// enough that one copy instead of two pays for the system call and the
+// second flag (kCrossMemoryGatherFromBytes, as the equal all-to-all), and
+// the blocks outlive the body: not a body run to publish ahead, whose
+// copies of strided or overlapping inputs go with it.
+bool offersInPlace(const HostChannel& channel, const OpContext& op,
+                   const std::vector<size_t>& sendBytes) {
+  const size_t largest = *std::max_element(sendBytes.begin(), sendBytes.end());
+  return !op.publishOnly() && crossMemoryGatherApplies(channel, largest);
+}
+
+}  // namespace
+
+bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
+                                   const BlockLayout& recv) {
+  const size_t slotBytes = unevenSlotBytes(*comm.channel);
+  const auto fits = [&](const BlockLayout& layout) {
+    return std::all_of(layout.bytes.begin(), layout.bytes.end(), [&](size_t bytes) {
+      return turnsFor(bytes, slotBytes) <= kHostChannelMaxPieces;
+    });
+  };
+  return fits(send) && fits(recv);
+}
+
+bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
+                               bool mayDecline) {
+  AllToAllBlocks blocks{{}, args.sendLayout.bytes, {}, args.recvLayout.bytes};
+  for (size_t offset : args.sendLayout.offsets) {
+    blocks.send.push_back(static_cast<const char*>(args.send) + offset);
+  }
+  for (size_t offset : args.recvLayout.offsets) {
+    blocks.recv.push_back(static_cast<char*>(args.recv) + offset);
+  }
+  return hostChannelUnevenAlltoallBlocks(comm, op, blocks, mayDecline);
+}
+
+// Every rank learns every rank's header in the first turn, and decides from
+// those n headers alone, alike: how many turns the blocks that go through
+// the buffers take (those of ranks that do not offer theirs in place),
+// whether to decline, and whether a Reduced flag ("done reading your
+// memory") closes the collective. A rank that offers its blocks in place
+// puts none into its buffer, in any turn; the others cut theirs into a
+// piece per turn as before.
+bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
+                                     const AllToAllBlocks& blocks, bool mayDecline) {
+  HostChannel& channel = *comm.channel;
+  const size_t n = static_cast<size_t>(channel.size());
+  const size_t rank = static_cast<size_t>(channel.rank());
+  const size_t headerBytes = unevenHeaderBytes(n);
+  const size_t slotBytes = unevenSlotBytes(channel);
+  const std::vector<size_t>& sendBytes = blocks.sendBytes;
+  const std::vector<size_t>& recvBytes = blocks.recvBytes;
+  const size_t declineWord = n, inPlaceWord = n + 1, addressWords = n + 2;
+  const auto pieceOf = [&](size_t bytes, size_t first) {
+    return bytes > first ? std::min(slotBytes, bytes - first) : size_t{0};
+  };
+  // Whose blocks are read where they lie, from the first turn's headers
+  // (this rank's own too: a turn published ahead says what it offered then).
+  std::vector<bool> inPlace(n, false);
+  std::vector<uint64_t> addresses(n, 0);  // of each peer's block to this rank
+  bool anyInPlace = false;
+  const bool offer = offersInPlace(channel, op, sendBytes);
+  size_t turns = 1;  // until the first turn has told every rank's sizes
+  HostChannel::Turn turn;
+  for (size_t t = 0; t < turns; ++t) {
+    const size_t first = t * slotBytes;
+    // The whole buffer: the sizes, and so the footprint, are learnt in the first turn.
+    // The number of turns is known only after the first (the peers' sizes);
+    // a Reduced flag follows the last where any block was read in place.
+    const bool lastTurn = t > 0 && t + 1 >= turns && !anyInPlace;
+    turn = exchangeTurn(comm, op, channel.bufferBytes(), lastTurn, [&](char* mine) {
+      if (t == 0) {
+        for (size_t j = 0; j < n; ++j) {
+          putHeaderWord(mine, j, sendBytes[j]);
+          putHeaderWord(mine, addressWords + j, reinterpret_cast<uintptr_t>(blocks.send[j]));
+        }
+        putHeaderWord(mine, declineWord, mayDecline ? 0 : 1);
+        putHeaderWord(mine, inPlaceWord, offer ? 1 : 0);
+      }
+      if (t == 0 ? offer : inPlace[rank]) return;  // read from this rank's memory
+      for (size_t j = 0; j < n; ++j) {
+        const size_t piece = j == rank ? 0 : pieceOf(sendBytes[j], first);
+        if (piece > 0) {
+          channel.copyIn(mine + headerBytes + j * slotBytes,
+                         static_cast<const char*>(blocks.send[j]) + first, piece);
+        }
+      }
+    }, [&] {
+      // This rank's own block, this turn's piece of it, from its input to its
+      // output while the peers fill their buffers: its slot stays unfilled
+      // (where the sizes disagree the first turn's check throws, and a
+      // declined one leaves the output to the form that then moves every
+      // block). A piece a turn, not the whole in the first: the next turn's
+      // flag, which the peers wait for, comes no later for it.
+      const size_t piece = pieceOf(std::min(sendBytes[rank], recvBytes[rank]), first);
+      if (piece > 0) {
+        std::memcpy(static_cast<char*>(blocks.recv[rank]) + first,
+                    static_cast<const char*>(blocks.send[rank]) + first, piece);
+      }
+    });
+    // Published ahead: the queued run goes on from here (and never declines).
+    if (op.stoppedAhead()) return true;
+    if (t == 0) {
+      size_t largest = 0;  // of the blocks that go through the buffers
+      bool declinable = true;
+      for (size_t q = 0; q < n; ++q) {
+        const char* theirs = channel.buffer(static_cast<int>(q), turn);
+        if (headerWord(theirs, declineWord) != 0) declinable = false;
+        inPlace[q] = headerWord(theirs, inPlaceWord) != 0;
+        anyInPlace = anyInPlace || inPlace[q];
+        addresses[q] = headerWord(theirs, addressWords + rank);
+        for (size_t j = 0; j < n; ++j) {
+          const uint64_t bytes = headerWord(theirs, j);
+          if (!inPlace[q]) largest = std::max(largest, static_cast<size_t>(bytes));
+          if (j == rank && bytes != recvBytes[q]) {
+            throw TransportError("ringreduce: " + op.describe() + " on rank " +
+                                  std::to_string(rank) + ": rank " + std::to_string(q) +
+                                  " sends " + std::to_string(bytes) +
+                                  " bytes to this rank, whose output split sizes expect " +
+                                  std::to_string(recvBytes[q]));
+          }
+        }
+      }
+      // The same count and answer on every rank: from the same n headers.
+      turns = std::max<size_t>(1, turnsFor(largest, slotBytes));
+      if (turns > kHostChannelMaxPieces && declinable) return false;
+    }
+    for (size_t q = 0; q < n; ++q) {
+      const size_t piece = q == rank || inPlace[q] ? 0 : pieceOf(recvBytes[q], first);
+      if (piece == 0) continue;
+      std::memcpy(static_cast<char*>(blocks.recv[q]) + first,
+                  channel.buffer(static_cast<int>(q), turn) + headerBytes +
+                      rank * slotBytes,
+                  piece);
+    }
+  }
+  if (!anyInPlace) return true;
+  // What the turns did not cover of this rank's own block (all of it beyond
+  // the first turn's piece where the buffers took fewer turns than it needs).
+  const size_t own = std::min(sendBytes[rank], recvBytes[rank]);
+  const size_t covered = std::min(own, turns * slotBytes);
+  if (own > covered) {
+    std::memcpy(static_cast<char*>(blocks.recv[rank]) + covered,
+                static_cast<const char*>(blocks.send[rank]) + covered, own - covered);
+  }
+  // Block `rank` of each peer that offered its blocks, where it lies; each
+  // rank starts with a different peer.
+  for (size_t r = 1; r < n; ++r) {
+    const size_t q = (rank + r) % n;
+    if (!inPlace[q] || recvBytes[q] == 0) continue;
+    const int peer = static_cast<int>(q);
+    const int error = crossMemoryRead(channel.pid(peer), addresses[q], blocks.recv[q], recvBytes[q]);
+    if (error != 0) channel.throwUnreadable(peer, op, error);
+  }
+  // Done reading the peers' memory; back to the caller once they are done with this one's.
+  publishAndAwait(comm, op, FlagKind::Reduced, turn);
+  return true;
+}
+
+}  // namespace ringreduce
