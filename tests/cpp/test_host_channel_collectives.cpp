@@ -601,9 +601,10 @@ TEST(HostChannelCollectives, UnevenAlltoallAgreesOnItsTurnsOrDeclinesOnEveryRank
           for (int q = 0; q < n; ++q) {
             for (int j = 0; j < n; ++j) largest = std::max(largest, bytesTo(q, j, scale));
           }
-          // The header: n sizes, two words, n addresses, in whole cache lines.
+          // A turn: half the buffer, the header (n sizes, two words, n
+          // addresses, in whole cache lines) and a slot per rank.
           const size_t header = ((2 * static_cast<size_t>(n) + 2) * 8 + 63) / 64 * 64;
-          const size_t slot = (kBufferBytes - header) / static_cast<size_t>(n);
+          const size_t slot = (kBufferBytes / 2 - header) / static_cast<size_t>(n);
           const auto fitsTurns = [&](size_t b) {
             return (b + slot - 1) / slot <= kHostChannelMaxPieces;
           };
