@@ -9,8 +9,8 @@
 // cannot tell from its own arguments how large its peers' blocks are, so how
 // many turns it takes is agreed in the first: each rank's buffer starts with
 // what it sends to each rank, and every rank reads them all before it counts
-// the turns. A rank whose largest block is at least
-// kCrossMemoryGatherFromBytes, where the ranks can read each other's memory
+// the turns. A rank whose largest block to a peer is at least 128 KiB,
+// where the ranks can read each other's memory
 // (cross_memory_gather.h), also puts where its blocks lie there and none of
 // them into its buffer: its peers read theirs from its memory after the
 // turns, one copy instead of two, and no rank returns before every peer has

@@ -7,7 +7,6 @@
 
 #include "algorithms/host_channel/allreduce.h"
 #include "algorithms/host_channel/alltoall.h"
-#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/base/errors.h"
 #include "transport/cross_memory.h"
@@ -55,16 +54,30 @@ void putHeaderWord(char* header, size_t index, uint64_t word) {
   std::memcpy(header + index * sizeof(word), &word, sizeof(word));
 }
 
+// From this many bytes in a block to a peer, a rank offers its blocks in
+// place. Lower than the equal all-to-all's kCrossMemoryGatherFromBytes: the
+// uneven form's turns through the buffers cost more (a header, half a
+// buffer a turn). World 2 on the 2-vCPU Xeon VM, p50 back to back, two
+// rounds, offered from 32 KiB against from 256 KiB: the splits' 170 KiB
+// blocks (256 KiB per rank) 19.9-20.8 us against 22.9-23.9 (Open MPI
+// 17.2-17.9), their 85 KiB blocks 12.7-13.1 against 13.7-13.8, lists of
+// 128 KiB blocks 20.0-20.1 against 20.9-21.6; but lists of 64 KiB blocks
+// 15.2-16.6 against 13.4-13.5 and of 32 KiB 10.6-11.0 against 9.5-9.6.
+constexpr size_t kUnevenInPlaceFromBytes = size_t{128} << 10;
+
 // Whether this rank offers its blocks to be read where they lie: its peers
-// can read its memory (agreed when the channel opened), a block is large
-// enough that one copy instead of two pays for the system call and the
-// second flag (kCrossMemoryGatherFromBytes, as the equal all-to-all), and
-// the blocks outlive the body: not a body run to publish ahead, whose
-// copies of strided or overlapping inputs go with it.
+// can read its memory (agreed when the channel opened), a block to a peer
+// is large enough that one copy instead of two pays for the system call and
+// the second flag, and the blocks outlive the body: not a body run to
+// publish ahead, whose copies of strided or overlapping inputs go with it.
 bool offersInPlace(const HostChannel& channel, const OpContext& op,
                    const std::vector<size_t>& sendBytes) {
-  const size_t largest = *std::max_element(sendBytes.begin(), sendBytes.end());
-  return !op.publishOnly() && crossMemoryGatherApplies(channel, largest);
+  const size_t rank = static_cast<size_t>(channel.rank());
+  size_t largest = 0;
+  for (size_t j = 0; j < sendBytes.size(); ++j) {
+    if (j != rank) largest = std::max(largest, sendBytes[j]);
+  }
+  return !op.publishOnly() && channel.peersReadable() && largest >= kUnevenInPlaceFromBytes;
 }
 
 }  // namespace
