@@ -113,6 +113,21 @@ TEST(ConfigFile, BadValueNamesFileLineAndKey) {
   EXPECT_NE(message.find("ring, halving_doubling"), std::string::npos) << message;
 }
 
+// A setting held in an int refuses what an int cannot hold, naming the
+// range, instead of wrapping it (an hour of caller grace, 3.6e9 us, had
+// become a negative grace).
+TEST(ConfigFile, AnIntSettingBeyondItsRangeIsRefusedNotWrapped) {
+  const TempConfig grace("RINGREDUCE_CALLER_GRACE_US=3600000000\n");
+  const std::string message = errorReading(grace);
+  EXPECT_NE(message.find(grace.path() + " line 1: RINGREDUCE_CALLER_GRACE_US='3600000000' must "
+                                        "be an integer from 0 to 2147483647"),
+            std::string::npos)
+      << message;
+  const TempConfig largest("RINGREDUCE_CALLER_GRACE_US=2147483647\n");
+  ScopedEnv config("RINGREDUCE_CONFIG", largest.path().c_str());
+  EXPECT_EQ(Config::fromEnvironment().callerGraceMicroseconds, 2147483647);
+}
+
 TEST(ConfigFile, BadValueIsAnErrorEvenWhenTheEnvironmentOverridesIt) {
   const TempConfig file("RINGREDUCE_SEGMENT_BYTES=12\n");  // below the 1024 minimum
   ScopedEnv segment("RINGREDUCE_SEGMENT_BYTES", "65536");

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -71,6 +72,20 @@ long long readPositive(const Sources& sources, const char* name, long long fallb
                           "' must be an integer >= " + std::to_string(minimum));
   }
   return parsed;
+}
+
+// The same for an int setting: a value beyond int's range is refused with
+// the same message rather than wrapped (RINGREDUCE_CALLER_GRACE_US of an
+// hour, 3.6e9, had become a negative grace: every task due at once).
+int readPositiveInt(const Sources& sources, const char* name, int fallback, int minimum) {
+  const long long parsed = readPositive(sources, name, fallback, minimum);
+  if (parsed > std::numeric_limits<int>::max()) {
+    const std::optional<Setting> setting = sources.get(name);
+    throw InvalidArgument("ringreduce: " + setting->origin + name + "='" + setting->value +
+                          "' must be an integer from " + std::to_string(minimum) + " to " +
+                          std::to_string(std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(parsed);
 }
 
 bool readFlag(const Sources& sources, const char* name, bool fallback) {
@@ -151,14 +166,14 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.workerFollowsCaller =
       readFlag(sources, "RINGREDUCE_WORKER_FOLLOWS_CALLER", config.workerFollowsCaller);
   config.spinMicroseconds =
-      static_cast<int>(readPositive(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0));
-  config.waitSpinMicroseconds = static_cast<int>(
-      readPositive(sources, "RINGREDUCE_WAIT_SPIN_US", config.waitSpinMicroseconds, 0));
+      readPositiveInt(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0);
+  config.waitSpinMicroseconds =
+      readPositiveInt(sources, "RINGREDUCE_WAIT_SPIN_US", config.waitSpinMicroseconds, 0);
   const bool spinsGiven =
       sources.get("RINGREDUCE_SPIN_US") || sources.get("RINGREDUCE_WAIT_SPIN_US");
   config.adaptiveSpin = readFlag(sources, "RINGREDUCE_ADAPTIVE_SPIN", !spinsGiven);
-  config.callerGraceMicroseconds = static_cast<int>(
-      readPositive(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0));
+  config.callerGraceMicroseconds =
+      readPositiveInt(sources, "RINGREDUCE_CALLER_GRACE_US", config.callerGraceMicroseconds, 0);
   config.hugePages = readFlag(sources, "RINGREDUCE_HUGE_PAGES", config.hugePages);
   config.crossMemory = readFlag(sources, "RINGREDUCE_CROSS_MEMORY", config.crossMemory);
   config.hostChannelBytes = static_cast<size_t>(readPositive(
@@ -199,8 +214,7 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.cudaHoldBytes = static_cast<size_t>(
       readPositive(sources, "RINGREDUCE_CUDA_HOLD_BYTES",
                    static_cast<long long>(config.cudaHoldBytes), 0));
-  config.cudaBlocks = static_cast<int>(
-      readPositive(sources, "RINGREDUCE_CUDA_BLOCKS", config.cudaBlocks, 0));
+  config.cudaBlocks = readPositiveInt(sources, "RINGREDUCE_CUDA_BLOCKS", config.cudaBlocks, 0);
   if (config.cudaBlocks > 64) {
     throw InvalidArgument("ringreduce: RINGREDUCE_CUDA_BLOCKS=" +
                           std::to_string(config.cudaBlocks) + " is above 64");
@@ -221,8 +235,8 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
     }
   }
   config.autotune = readFlag(sources, "RINGREDUCE_AUTOTUNE", config.autotune);
-  config.autotuneSteps = static_cast<int>(
-      readPositive(sources, "RINGREDUCE_AUTOTUNE_STEPS", config.autotuneSteps, 1));
+  config.autotuneSteps =
+      readPositiveInt(sources, "RINGREDUCE_AUTOTUNE_STEPS", config.autotuneSteps, 1);
   config.autotuneLossyWire =
       readFlag(sources, "RINGREDUCE_AUTOTUNE_LOSSY_WIRE", config.autotuneLossyWire);
   return config;
