@@ -714,6 +714,21 @@ TEST(HostChannelCollectives, UnevenAlltoallReadsLargeBlocksInPlaceAndTheRestThro
   }
 }
 
+// The uneven form's turn (half the buffer) must hold its header and a byte
+// a rank; where it cannot, every rank's rule says so alike (UCX moves it).
+TEST(HostChannelCollectives, UnevenAlltoallLeavesBuffersTooSmallForItsHeader) {
+  for (size_t bufferBytes : {size_t{256}, size_t{4096}}) {
+    Ranks ranks(4, 100us, ChannelStores::Auto,
+                [&](int, HostChannel::Options& o) { o.bufferBytes = bufferBytes; });
+    const auto errors = ranks.run([&](int r) {
+      // Four ranks: a 128-byte header (4 sizes, 2 words, 4 addresses, in whole lines).
+      EXPECT_EQ(hostChannelUnevenAlltoallApplies(ranks.comm(r)), bufferBytes / 2 >= 128 + 4)
+          << bufferBytes << " bytes";
+    });
+    expectNoErrors(errors);
+  }
+}
+
 TEST(HostChannelCollectives, UnevenAlltoallNamesASizeItWasNotToldToExpect) {
   Ranks ranks(2);
   const auto errors = ranks.run([&](int r) {

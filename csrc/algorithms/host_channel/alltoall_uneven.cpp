@@ -13,10 +13,6 @@
 
 namespace ringreduce {
 
-bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
-  return hostChannelCollectiveApplies(comm, 0);
-}
-
 namespace {
 
 // Each turn's buffer starts with a header, read after the first turn: what
@@ -81,6 +77,17 @@ bool offersInPlace(const HostChannel& channel, const OpContext& op,
 }
 
 }  // namespace
+
+bool hostChannelUnevenAlltoallApplies(const Comm& comm) {
+  if (!hostChannelCollectiveApplies(comm, 0)) return false;
+  // A turn's half of the buffer must hold the header and a byte a rank (not
+  // so with many ranks on the host and a tiny RINGREDUCE_SHM_BYTES: those
+  // take UCX's pairwise exchange). The same on every rank: the world and
+  // the buffers' size are agreed.
+  const HostChannel& channel = *comm.channel;
+  const size_t n = static_cast<size_t>(channel.size());
+  return unevenHeaderBytes(n) + n <= channel.bufferBytes() / 2;
+}
 
 bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
                                    const BlockLayout& recv) {
