@@ -100,15 +100,10 @@ void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const voi
 
 namespace {
 
-size_t bytesOfParts(const std::vector<AllgatherPart>& parts) {
+template <typename Part>
+size_t bytesOfParts(const std::vector<Part>& parts) {
   size_t bytes = 0;
-  for (const AllgatherPart& p : parts) bytes += p.bytes;
-  return bytes;
-}
-
-size_t bytesOfParts(const std::vector<AllgatherListPart>& parts) {
-  size_t bytes = 0;
-  for (const AllgatherListPart& p : parts) bytes += p.bytes;
+  for (const Part& p : parts) bytes += p.bytes;
   return bytes;
 }
 

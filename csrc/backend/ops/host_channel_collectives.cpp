@@ -243,7 +243,8 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherMessageOnHostChannel
   OpFields fields = fieldsOf(firstInput);
   fields.count = static_cast<uint64_t>(fingerprint.numel);
   // Read in place, what it puts up may be a copy its body drops: not ahead.
-  const bool readsInPlace = hostChannel() != nullptr &&
+  // The size first, as channelReadsBlocks.
+  const bool readsInPlace = bytes >= kCrossMemoryGatherFromBytes && hostChannel() != nullptr &&
       hostChannelAllgatherPartsReadInPlace(engine_->callerComm(), parts, bytes);
   return runOnHostChannel(type, name, call, fingerprint, fields, outputs[0], body, !readsInPlace);
 }

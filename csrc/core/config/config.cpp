@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -60,32 +61,33 @@ class Sources {
   const std::map<std::string, std::string>* given_;
 };
 
+// An integer setting of at least `minimum` (and at most `maximum`, where the
+// setting is held in a narrower type: refused rather than wrapped, as
+// RINGREDUCE_CALLER_GRACE_US of an hour, 3.6e9 us, had become a negative
+// grace in an int: every task due at once).
 long long readPositive(const Sources& sources, const char* name, long long fallback,
-                       long long minimum) {
+                       long long minimum,
+                       long long maximum = std::numeric_limits<long long>::max()) {
   const std::optional<Setting> setting = sources.get(name);
   if (!setting) return fallback;
   const char* value = setting->value.c_str();
   char* end = nullptr;
+  errno = 0;
   const long long parsed = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0' || parsed < minimum) {
+  if (end == value || *end != '\0' || errno == ERANGE || parsed < minimum || parsed > maximum) {
+    const std::string range = maximum == std::numeric_limits<long long>::max()
+                                  ? ">= " + std::to_string(minimum)
+                                  : "from " + std::to_string(minimum) + " to " +
+                                        std::to_string(maximum);
     throw InvalidArgument("ringreduce: " + setting->origin + name + "='" + setting->value +
-                          "' must be an integer >= " + std::to_string(minimum));
+                          "' must be an integer " + range);
   }
   return parsed;
 }
 
-// The same for an int setting: a value beyond int's range is refused with
-// the same message rather than wrapped (RINGREDUCE_CALLER_GRACE_US of an
-// hour, 3.6e9, had become a negative grace: every task due at once).
 int readPositiveInt(const Sources& sources, const char* name, int fallback, int minimum) {
-  const long long parsed = readPositive(sources, name, fallback, minimum);
-  if (parsed > std::numeric_limits<int>::max()) {
-    const std::optional<Setting> setting = sources.get(name);
-    throw InvalidArgument("ringreduce: " + setting->origin + name + "='" + setting->value +
-                          "' must be an integer from " + std::to_string(minimum) + " to " +
-                          std::to_string(std::numeric_limits<int>::max()));
-  }
-  return static_cast<int>(parsed);
+  return static_cast<int>(
+      readPositive(sources, name, fallback, minimum, std::numeric_limits<int>::max()));
 }
 
 bool readFlag(const Sources& sources, const char* name, bool fallback) {
