@@ -661,8 +661,13 @@ void Engine::runCollective(const Operation& operation) {
     // tensors, and stop using a group whose ranks are out of step.
     for (uint64_t i = 0; i < operation.seqCount; ++i) transport_->abandonOutstanding(op.part(i));
     RR_LOG(Warn, rank_, e.what());
-    callbacks.failed(std::current_exception());  // first, so the trace shows it failed
-    if (dynamic_cast<const InvalidArgument*>(&e) == nullptr) markUnusable(e.what());
+    const bool outOfStep = dynamic_cast<const InvalidArgument*>(&e) == nullptr;
+    // The peers learn it before the caller does: a caller that frees its
+    // tensors would have a peer still reading them fail on their absence
+    // (EFAULT) rather than on this reason.
+    if (outOfStep && channel_) channel_->fail(e.what());
+    callbacks.failed(std::current_exception());  // before the trace, so it shows it failed
+    if (outOfStep) markUnusable(e.what());
   }
   recordTimeline(operation);
 }

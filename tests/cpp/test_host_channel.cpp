@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -603,6 +604,47 @@ TEST(HostChannel, APeerThatGaveUpAfterFinishingTheCollectiveLeavesItComplete) {
           << error;
     }
   }
+}
+
+// A read of a peer's block that fails (process_vm_readv's errno) names the
+// cause: its process gone (ESRCH) as a wait names a death; EFAULT from a
+// peer that gave up on the collective (it left and freed its block: another
+// rank died) names what made it give up, which is what the caller must
+// see; any other, the kernel's reason. CI once saw "Bad address" where the
+// dead rank should have been named.
+TEST(HostChannel, AnUnreadableBlockNamesWhyItsRankLeft) {
+  auto channels = openChannels(2, options());
+  const OpContext op = opNumbered(1, 6, 60s);
+  announce(*channels[0], op);
+  announce(*channels[1], op);
+  const auto unreadable = [&](int error) -> std::string {
+    try {
+      channels[0]->throwUnreadable(1, op, error);
+    } catch (const TransportError& e) {
+      return e.what();
+    }
+    return "nothing thrown";
+  };
+  EXPECT_NE(unreadable(ESRCH).find("allreduce #1 on rank 0 failed: rank 1 is gone"),
+            std::string::npos);
+  EXPECT_NE(unreadable(EFAULT).find("could not read rank 1's block from its memory"),
+            std::string::npos);
+  channels[1]->fail("allreduce #1 on rank 1 failed: rank 2 is gone (its process exited)");
+  const std::string error = unreadable(EFAULT);
+  EXPECT_NE(error.find("allreduce #1 on rank 0 failed: rank 1 gave up on the group: allreduce "
+                       "#1 on rank 1 failed: rank 2 is gone"),
+            std::string::npos)
+      << error;
+  // Rank 1 gave up in #1: not the cause of a failed read in an earlier collective.
+  const std::string earlier = [&] {
+    try {
+      channels[0]->throwUnreadable(1, opNumbered(0, 6, 60s), EFAULT);
+    } catch (const TransportError& e) {
+      return std::string(e.what());
+    }
+    return std::string("nothing thrown");
+  }();
+  EXPECT_NE(earlier.find("could not read rank 1's block"), std::string::npos) << earlier;
 }
 
 // One turn of two ranks in which rank 1 sets its flag only once rank 0

@@ -392,10 +392,7 @@ void HostChannel::checkPeer(FlagKind kind, uint64_t turn, int peer, const OpCont
   // A peer that set its flag and then left or gave up is not behind: the
   // flag (written before its state, read after it here) says so.
   if (state != RankState::Active && flagCame(kind, peer, turn)) return;
-  if (state == RankState::Failed) {
-    throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
-                         " gave up on the group: " + std::string(lines(peer).reason.text));
-  }
+  if (state == RankState::Failed) throwGaveUp(peer, op);
   const PositionLine& position = lines(peer).position;
   const uint64_t seq = position.seq.load(std::memory_order_acquire);
   const uint32_t word = position.word.load(std::memory_order_relaxed);
@@ -411,17 +408,24 @@ void HostChannel::checkPeer(FlagKind kind, uint64_t turn, int peer, const OpCont
   }
 }
 
+bool HostChannel::gaveUpIn(int peer, const OpContext& op) const {
+  const ControlLine& control = lines(peer).control;
+  return control.state.load(std::memory_order_acquire) ==
+             static_cast<uint32_t>(RankState::Failed) &&
+         control.failedAt.load(std::memory_order_relaxed) <= op.seq;
+}
+
+void HostChannel::throwGaveUp(int peer, const OpContext& op) const {
+  throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
+                       " gave up on the group: " + std::string(lines(peer).reason.text));
+}
+
 void HostChannel::checkFlag(FlagKind kind, int peer, const Turn& turn,
                             const OpContext& op) const {
   // A peer that gave up in this collective (after it set its flag: an
   // abort, a failure with another peer) leaves it without a result: this
   // rank must not complete it either.
-  const ControlLine& control = lines(peer).control;
-  if (control.state.load(std::memory_order_acquire) == static_cast<uint32_t>(RankState::Failed) &&
-      control.failedAt.load(std::memory_order_relaxed) <= op.seq) {
-    throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
-                         " gave up on the group: " + std::string(lines(peer).reason.text));
-  }
+  if (gaveUpIn(peer, op)) throwGaveUp(peer, op);
   const FlagLine& flag = lines(peer).flags[static_cast<int>(kind)];
   const uint64_t seq = flag.value.load(std::memory_order_acquire);
   const uint32_t word = flag.words[turn.number & 1].load(std::memory_order_relaxed);
@@ -473,6 +477,11 @@ void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) cons
     throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
                          " is gone (its process exited); the process died");
   }
+  // A peer that gave up on this collective (another rank died, it was
+  // aborted) has left it and may have freed the block it put up: the read
+  // fails with EFAULT, and the cause is what made it give up. Its state is
+  // set before it returns to its caller, so before anything is freed.
+  if (gaveUpIn(peer, op)) throwGaveUp(peer, op);
   throw TransportError(where(op) + " failed: could not read rank " + std::to_string(peer) +
                        "'s block from its memory (process " + std::to_string(pid(peer)) +
                        "): " + std::strerror(error));

@@ -161,8 +161,9 @@ class HostChannel {
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   // Throws the error of a read of `peer`'s memory that failed with errno
-  // `error`: ESRCH, its process is gone, said as a wait says a death; any
-  // other, the kernel's reason.
+  // `error`: ESRCH, its process is gone, said as a wait says a death; a
+  // peer that gave up on the collective, its reason; any other, the
+  // kernel's.
   [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
   // Where `rank`'s bytes of `turn` start.
   char* buffer(int rank, const Turn& turn) const {
@@ -249,6 +250,10 @@ class HostChannel {
   // Once `peer`'s flag has come: throws if it came from another collective.
   void checkFlag(FlagKind kind, int peer, const Turn& turn, const OpContext& op) const;
   std::string mismatch(int peer, const OpContext& op) const;
+  // Whether `peer` gave up on the group in `op` or before it (its Failed
+  // state); throwGaveUp says so with the reason it wrote.
+  bool gaveUpIn(int peer, const OpContext& op) const;
+  [[noreturn]] void throwGaveUp(int peer, const OpContext& op) const;
   // The timeout's message: the rank waited for, and every rank not yet in
   // the collective with where it is.
   std::string describeTimeout(int behind, const OpContext& op) const;
