@@ -333,13 +333,13 @@ CollectiveFingerprint ProcessGroupRing::fingerprintOf(c10d::OpType type, const a
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueuePointToPoint(
     const Staged& staged, c10d::OpType type, const char* name, std::vector<at::Tensor> tensors,
-    const std::string& summary, Post post) {
+    const OpFields& fields, Post post) {
   const Staged& device = staged;
   if (device) tensors = HostStaging::deviceOutputs(*device, tensors);
   c10::intrusive_ptr<WorkRing> work;
   try {
     engine_->submitPointToPoint(name, timeout(),
-                                device ? Runner::Worker : Runner::CallerOrWorker, summary,
+                                device ? Runner::Worker : Runner::CallerOrWorker, fields,
                                 std::move(post), [&](uint64_t seq) {
       work = c10::make_intrusive<WorkRing>(rank_, type, seq, std::move(tensors), device.get(),
                                            engine_->executor(), timing_.load());

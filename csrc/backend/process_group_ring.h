@@ -303,7 +303,7 @@ class ProcessGroupRing : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(const Staged& staged, c10d::OpType type,
                                                      const char* name,
                                                      std::vector<at::Tensor> tensors,
-                                                     const std::string& summary, Post post);
+                                                     const OpFields& fields, Post post);
   c10::intrusive_ptr<c10d::Work> enqueueReceive(std::vector<at::Tensor>& tensors, int srcRank,
                                                 int tag, const CallSite& site);
   // Caller's thread: the group's internal stream for a CUDA device, and a

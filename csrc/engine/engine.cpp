@@ -450,15 +450,15 @@ RecordExchange Engine::closingExchange(std::chrono::milliseconds limit) {
 }
 
 uint64_t Engine::submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
-                                    Runner runner, const std::string& summary, Operation::Post post,
+                                    Runner runner, const OpFields& fields, Operation::Post post,
                                     const MakeCallbacks& makeCallbacks) {
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
   refuseIfShutDown(name);
   const uint64_t seq = ++nextP2PSeq_;
-  RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << summary);
+  RR_LOG(Info, rank_, groupName_ << " " << name << " p2p#" << seq << ": " << fields);
   Operation operation;
-  operation.callbacks = traced(makeCallbacks(seq), seq, true, name, summary, 0);
+  operation.callbacks = tracedAs(makeCallbacks(seq), trace_.queued(seq, true, name, fields));
   operation.name = name;
   operation.seq = seq;
   operation.timeout = timeout;
@@ -483,7 +483,13 @@ std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCall
                                                    const char* name, const std::string& summary,
                                                    uint32_t fingerprint, bool publishedAhead) {
   if (!trace_.enabled()) return callbacks;
-  const uint64_t id = trace_.queued(seq, pointToPoint, name, summary, fingerprint, publishedAhead);
+  return tracedAs(std::move(callbacks),
+                  trace_.queued(seq, pointToPoint, name, summary, fingerprint, publishedAhead));
+}
+
+std::shared_ptr<OperationCallbacks> Engine::tracedAs(std::shared_ptr<OperationCallbacks> callbacks,
+                                                     uint64_t id) {
+  if (id == 0) return callbacks;  // the trace is off
   return std::make_shared<TracedCallbacks>(std::move(callbacks), trace_, id);
 }
 
@@ -674,20 +680,21 @@ void Engine::runCollective(const Operation& operation) {
 
 void Engine::startPointToPoint(const Operation& operation) {
   const OpContext op = operation.context();
-  std::shared_ptr<OperationCallbacks> callbacks = operation.callbacks;
+  const std::shared_ptr<OperationCallbacks>& callbacks = operation.callbacks;
   if (!failure_.empty()) {
     callbacks->failed(unusableError(op));
     return;
   }
-  auto message = std::make_shared<PostedMessage>();
+  PostedMessage posted;
   try {
-    *message = post(operation, op);
+    posted = post(operation, op);
   } catch (...) {
     transport_->abandonOutstanding(op);
     callbacks->failed(std::current_exception());
     return;
   }
-  if (pollMessage(*callbacks, op, *message, false)) return;
+  if (pollMessage(*callbacks, op, posted, false)) return;  // a send that went at once
+  auto message = std::make_shared<PostedMessage>(std::move(posted));
   executor_->addPoller([this, callbacks, op, message](bool abandon) {
     return pollMessage(*callbacks, op, *message, abandon);
   });
@@ -697,13 +704,7 @@ PostedMessage Engine::post(const Operation& operation, const OpContext& op) {
   std::shared_ptr<OperationCallbacks> callbacks = operation.callbacks;
   std::shared_ptr<void> onDevice = callbacks->enterDevice();
   callbacks->stageIn(op);  // a send's data reaches its host copy first
-  PostedMessage message = operation.post(op);
-  message.finish = [inner = std::move(message.finish), callbacks] {
-    if (inner) inner();
-    std::shared_ptr<void> onDevice = callbacks->enterDevice();
-    callbacks->stageOut();  // a receive's data goes back to the device
-  };
-  return message;
+  return operation.post(op);  // its end: pollMessage's finish, then the callbacks' stage-out
 }
 
 // Completes the operation when its message is done, its deadline passed, or
@@ -742,6 +743,10 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
       if (!message.request.done) return false;
     }
     if (message.finish) message.finish();
+    {
+      std::shared_ptr<void> onDevice = callbacks.enterDevice();
+      callbacks.stageOut();  // a receive's data goes back to the device
+    }
     callbacks.succeeded(message.request.isRecv ? tagSourceRank(message.request.senderTag) : -1);
   } catch (...) {
     transport_->abandon(message.request);

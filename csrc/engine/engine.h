@@ -87,7 +87,7 @@ class Engine {
                             const MakeCallbacks& makeCallbacks, bool neighbourCheck = true);
   // The same for a send or recv (numbered apart from the collectives).
   uint64_t submitPointToPoint(const char* name, std::chrono::milliseconds timeout,
-                              Runner runner, const std::string& summary, Operation::Post post,
+                              Runner runner, const OpFields& fields, Operation::Post post,
                               const MakeCallbacks& makeCallbacks);
 
   // Caller's thread: runs a collective on this thread at once, past the
@@ -243,6 +243,9 @@ class Engine {
                                              uint64_t seq, bool pointToPoint, const char* name,
                                              const std::string& summary, uint32_t fingerprint,
                                              bool publishedAhead = false);
+  // `callbacks` as they are, or recording their op under trace entry `id`.
+  std::shared_ptr<OperationCallbacks> tracedAs(std::shared_ptr<OperationCallbacks> callbacks,
+                                               uint64_t id);
   void runCollective(const Operation& operation);
   std::shared_ptr<TimelineOp> timelineOp(const char* name, uint64_t seq,
                                          const CollectiveFingerprint& fingerprint);

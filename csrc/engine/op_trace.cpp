@@ -87,6 +87,18 @@ uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name, std:
   return id;
 }
 
+uint64_t OpTrace::queued(uint64_t seq, bool pointToPoint, const char* name,
+                         const OpFields& fields) {
+  if (!enabled()) return 0;
+  const uint64_t id = next_.fetch_add(1);
+  SlotLock lock(slotOf(id));
+  TraceEntry& e = lock.entry();
+  if (!claim(e, id, seq, pointToPoint, name, 0)) return id;
+  e.fields = fields;
+  e.queued = Clock::now();
+  return id;
+}
+
 void OpTrace::onCaller(uint64_t seq, const char* name, const OpFields& fields,
                        uint32_t fingerprint, Clock::time_point at, const char* error,
                        bool publishedAhead) {

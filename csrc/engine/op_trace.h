@@ -44,7 +44,7 @@ struct TraceEntry {
   uint32_t fingerprint = 0;
   const char* name = "";     // op name: "allreduce"
   std::string summary;       // dtype, sizes, reduce op, root, peer; unless `fields`
-  std::optional<OpFields> fields;  // an on-caller op's, rendered only when read
+  std::optional<OpFields> fields;  // an on-caller op's or a send's, rendered only when read
   State state = State::Queued;
   Clock::time_point queued{}, started{}, finished{};
   std::string error;         // Failed: why
@@ -63,6 +63,8 @@ class OpTrace {
   // Returns the entry's id (0 when disabled).
   uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, std::string summary,
                   uint32_t fingerprint = 0, bool publishedAhead = false);
+  // The same with plain fields (a send or receive), rendered only when read.
+  uint64_t queued(uint64_t seq, bool pointToPoint, const char* name, const OpFields& fields);
   void started(uint64_t id);
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);

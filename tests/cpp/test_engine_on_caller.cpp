@@ -335,7 +335,7 @@ TEST(EngineOnCaller, ASendOrReceiveWithNothingQueuedStartsOnTheIssuingThread) {
     std::thread::id postedOn;
     auto callbacks = std::make_shared<RecordingCallbacks>();
     engine.submitPointToPoint(
-        rank == 0 ? "send" : "recv", std::chrono::seconds(20), Runner::CallerOrWorker, "",
+        rank == 0 ? "send" : "recv", std::chrono::seconds(20), Runner::CallerOrWorker, OpFields{},
         [&](const OpContext& op) {
           postedOn = std::this_thread::get_id();
           PostedMessage message;
@@ -348,7 +348,9 @@ TEST(EngineOnCaller, ASendOrReceiveWithNothingQueuedStartsOnTheIssuingThread) {
     EXPECT_EQ(postedOn, std::this_thread::get_id()) << "rank " << rank;
     ASSERT_TRUE(helpUntilFinished(engine, *callbacks)) << "rank " << rank;
     EXPECT_EQ(callbacks->outcome(), "");
-    if (rank == 1) EXPECT_EQ(received, sent);
+    if (rank == 1) {
+      EXPECT_EQ(received, sent);
+    }
   });
 }
 
@@ -369,7 +371,7 @@ std::shared_ptr<RecordingCallbacks> exchangeInBlock(Engine& engine, Transport& t
   for (const bool isSend : {true, false}) {
     if (isSend && !peerSends && rank == 1) continue;
     engine.submitPointToPoint(
-        isSend ? "send" : "recv", timeout, Runner::CallerOrWorker, "",
+        isSend ? "send" : "recv", timeout, Runner::CallerOrWorker, OpFields{},
         // peer and rank by value: where the executor was not idle, the worker
         // posts after this function has returned.
         [&transport, &sent, &received, &posts, isSend, caller, peer, rank](const OpContext& op) {

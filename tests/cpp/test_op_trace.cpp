@@ -97,6 +97,40 @@ TEST(OpTrace, OnCallerEntriesRenderTheirFieldsWhenRead) {
       << json;
 }
 
+// A send's or receive's entry keeps its fields (Engine::submitPointToPoint:
+// no string per message) and names the peer and the tag when read.
+TEST(OpTrace, SendAndReceiveEntriesNameThePeerAndTheTagWhenRead) {
+  OpTrace trace(8);
+  OpFields send;
+  send.dtype = DataType::Float32;
+  send.count = 16;
+  send.direction = OpFields::Direction::To;
+  send.peer = 1;
+  send.tag = 7;
+  OpFields recv = send;
+  recv.direction = OpFields::Direction::From;
+  recv.peer = 0;
+  OpFields anySource = recv;
+  anySource.peer = -1;
+  const uint64_t sent = trace.queued(1, true, "send", send);
+  trace.queued(2, true, "recv", recv);
+  trace.queued(3, true, "recv_anysource", anySource);
+  trace.completed(sent);
+  const auto entries = trace.snapshot();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].summary, "16 x float32 to rank 1, tag 7");
+  EXPECT_EQ(entries[1].summary, "16 x float32 from rank 0, tag 7");
+  EXPECT_EQ(entries[2].summary, "16 x float32 from any rank, tag 7");
+  EXPECT_EQ(entries[0].state, TraceEntry::State::Completed);
+  EXPECT_EQ(entries[1].state, TraceEntry::State::Queued);
+  for (const TraceEntry& e : entries) {
+    EXPECT_TRUE(e.pointToPoint);
+    EXPECT_FALSE(e.onCaller);
+  }
+  EXPECT_NE(trace.toJson(0, 2, "0", "test").find("\"16 x float32 from any rank, tag 7\""),
+            std::string::npos);
+}
+
 // Writers on several threads (the on-caller ops, the executor's state
 // changes) and a reader at once: each slot is written whole, and a dump
 // sees only whole entries.

@@ -23,6 +23,16 @@ void checkPeer(int peer, int size, const CallSite& site) {
                     ": invalid peer rank ", peer, " for a group of size ", size);
 }
 
+// What the trace and the log say of it ("16 x Float to rank 1, tag 0"),
+// kept as fields: a send or receive costs no string.
+OpFields messageFields(const OpFields& tensor, OpFields::Direction direction, int peer, int tag) {
+  OpFields fields = tensor;
+  fields.direction = direction;
+  fields.peer = peer;
+  fields.tag = tag;
+  return fields;
+}
+
 // A receive target: the tensor itself when contiguous, else a staging copy
 // that `finish` copies back.
 struct ReceiveTarget {
@@ -59,8 +69,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::send(std::vector<at::Tensor>& t
   checkPeer(dstRank, size_, site);
   checkTag(tag, site);
   return enqueuePointToPoint(staged, c10d::OpType::SEND, site.op, {tensor},
-                             describeTensor(tensor) + " to rank " + std::to_string(dstRank) +
-                                 " tag " + std::to_string(tag),
+                             messageFields(fieldsOf(tensor), OpFields::Direction::To, dstRank, tag),
                              [this, tensor, dstRank, tag](const OpContext& ctx) {
                                // Keep the bytes alive and unchanged until the send completes.
                                at::Tensor data = contiguousInput(tensor);
@@ -111,9 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::
   const bool anySource = srcRank < 0;
   return enqueuePointToPoint(
       staged, anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, site.op, {tensor},
-      describeTensor(tensor) + " from " +
-          (anySource ? std::string("any rank") : "rank " + std::to_string(srcRank)) + ", tag " +
-          std::to_string(tag),
+      messageFields(fieldsOf(tensor), OpFields::Direction::From, srcRank, tag),
       [this, tensor, srcRank, tag, anySource](const OpContext& ctx) {
         ReceiveTarget target = receiveTarget(tensor);
         PostedMessage posted;
