@@ -13,6 +13,7 @@
 #include "core/plan/partition.h"
 #include "core/observe/phase_recorder.h"
 #include "transport/cross_memory.h"
+#include "transport/host/host_channel.h"
 #include "transport/tag.h"
 
 namespace ringreduce {
@@ -147,6 +148,9 @@ class CrossMemoryAllreduce {
                             : crossMemoryRead(pid, remote, local, bytes);
     if (error == 0) return;
     comm_.transport.checkPeersAlive(q, op_);  // a peer known dead: its own message
+    // A peer that gave up (another rank died) and freed its buffer: its
+    // reason, where the host channel tells it before the UCX announcement.
+    if (comm_.channel != nullptr) comm_.channel->throwIfGaveUp(q, op_);
     const std::string what = std::string(write ? "writing into" : "reading") + " its buffer (pid " +
                              std::to_string(pid) + ") failed: " + std::strerror(error);
     throw TransportError("ringreduce: " + op_.describe() + " on rank " + std::to_string(rank_) +

@@ -481,7 +481,7 @@ void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) cons
   // aborted) has left it and may have freed the block it put up: the read
   // fails with EFAULT, and the cause is what made it give up. Its state is
   // set before it returns to its caller, so before anything is freed.
-  if (gaveUpIn(peer, op)) throwGaveUp(peer, op);
+  throwIfGaveUp(peer, op);
   throw TransportError(where(op) + " failed: could not read rank " + std::to_string(peer) +
                        "'s block from its memory (process " + std::to_string(pid(peer)) +
                        "): " + std::strerror(error));

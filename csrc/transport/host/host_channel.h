@@ -165,6 +165,12 @@ class HostChannel {
   // peer that gave up on the collective, its reason; any other, the
   // kernel's.
   [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
+  // Throws where `peer` gave up on the group in `op` or before it (its
+  // Failed state, set before its caller can free what it put up): a read
+  // or write of its memory that failed (EFAULT) names that reason.
+  void throwIfGaveUp(int peer, const OpContext& op) const {
+    if (gaveUpIn(peer, op)) throwGaveUp(peer, op);
+  }
   // Where `rank`'s bytes of `turn` start.
   char* buffer(int rank, const Turn& turn) const {
     return segment_.buffer(rank, turn.parity) + turn.offset;
