@@ -22,6 +22,9 @@ struct OpFields {
   static constexpr int kPremulSum = 100;
 
   DataType dtype = DataType::UInt8;
+  // A dtype the reductions do not know (moved as bytes: float8, uint16-64),
+  // by the name torch gives it (static storage), instead of `dtype`.
+  const char* dtypeName = nullptr;
   uint64_t count = 0;  // elements of the tensor that names the op
   int reduceOp = -1;   // a ReduceOp's value, kPremulSum, or -1: none (allgather, broadcast)
   int root = -1;       // -1: none
@@ -36,7 +39,7 @@ struct OpFields {
 // "4 x float32 SUM on cuda:0", "8 x int64 from root 1", "16 x float32 to
 // rank 1, tag 0": the queued collectives' summaries in the same words.
 inline std::ostream& operator<<(std::ostream& out, const OpFields& f) {
-  out << f.count << " x " << dataTypeName(f.dtype);
+  out << f.count << " x " << (f.dtypeName != nullptr ? f.dtypeName : dataTypeName(f.dtype));
   if (f.reduceOp == OpFields::kPremulSum) {
     out << " PREMUL_SUM";
   } else if (f.reduceOp >= 0) {

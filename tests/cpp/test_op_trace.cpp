@@ -112,15 +112,19 @@ TEST(OpTrace, SendAndReceiveEntriesNameThePeerAndTheTagWhenRead) {
   recv.peer = 0;
   OpFields anySource = recv;
   anySource.peer = -1;
+  OpFields bytes = send;  // a dtype the reductions do not know, by torch's name
+  bytes.dtypeName = "Float8_e4m3fn";
   const uint64_t sent = trace.queued(1, true, "send", send);
   trace.queued(2, true, "recv", recv);
   trace.queued(3, true, "recv_anysource", anySource);
+  trace.queued(4, true, "send", bytes);
   trace.completed(sent);
   const auto entries = trace.snapshot();
-  ASSERT_EQ(entries.size(), 3u);
+  ASSERT_EQ(entries.size(), 4u);
   EXPECT_EQ(entries[0].summary, "16 x float32 to rank 1, tag 7");
   EXPECT_EQ(entries[1].summary, "16 x float32 from rank 0, tag 7");
   EXPECT_EQ(entries[2].summary, "16 x float32 from any rank, tag 7");
+  EXPECT_EQ(entries[3].summary, "16 x Float8_e4m3fn to rank 1, tag 7");
   EXPECT_EQ(entries[0].state, TraceEntry::State::Completed);
   EXPECT_EQ(entries[1].state, TraceEntry::State::Queued);
   for (const TraceEntry& e : entries) {

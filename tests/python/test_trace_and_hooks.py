@@ -18,6 +18,14 @@ def test_completion_hooks_see_every_collective_and_survive_a_raising_hook():
         assert result["duration"] > 0
 
 
+def test_trace_names_each_send_and_receive_its_peer_tag_and_dtype():
+    # Recorded as plain fields (no string per message), rendered when read;
+    # a dtype the reductions do not know keeps torch's name.
+    sent, received = run_world(2, trace_cases.sends_and_receives, env=LOOPBACK_ENV, timeout=120)
+    assert sent == ["4 x float32 to rank 1, tag 3", "6 x Float8_e4m3fn to rank 1, tag 5"]
+    assert received == ["4 x float32 from rank 0, tag 3", "6 x Float8_e4m3fn from any rank, tag 5"]
+
+
 @pytest.mark.parametrize("path", ["ucx", "host channel"])
 def test_trace_names_the_ranks_that_called_different_collectives(tmp_path, path):
     from torch_ringreduce import trace

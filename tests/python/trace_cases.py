@@ -41,6 +41,31 @@ def hooks_and_durations(rank, world_size, init_method):
     return {"seen": list(seen), "duration": duration}
 
 
+def sends_and_receives(rank, world_size, init_method):
+    """Rank 0 sends a float32 and a float8 tensor (moved as bytes) to rank 1,
+    which receives one from rank 0 and one from any rank; each returns the
+    summaries its flight recorder gives its sends and receives."""
+    import json
+
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    plain = torch.arange(4, dtype=torch.float32)
+    bytes_only = torch.zeros(6, dtype=torch.float8_e4m3fn)
+    if rank == 0:
+        dist.send(plain, dst=1, tag=3)
+        dist.send(bytes_only, dst=1, tag=5)
+    else:
+        dist.recv(plain, src=0, tag=3)
+        dist.recv(bytes_only, tag=5)
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    dist.destroy_process_group()
+    return [e["summary"] for e in entries if e["p2p"]]
+
+
 def skip_one_collective(rank, world_size, init_method):
     """Rank 1 never calls the second allreduce: rank 0 times out there."""
     import torch

@@ -146,8 +146,9 @@ OpFields ProcessGroupRing::fieldsOf(const at::Tensor& tensor, int reduceOp, int 
   if (isSupportedScalarType(tensor.scalar_type())) {
     fields.dtype = toDataType(tensor.scalar_type(), "trace");
     fields.count = static_cast<uint64_t>(tensor.numel());
-  } else {  // moved as bytes (a gather or broadcast of any dtype)
-    fields.count = tensor.nbytes();
+  } else {  // moved as bytes (a gather, broadcast or send of any dtype)
+    fields.dtypeName = c10::toString(tensor.scalar_type());  // static storage
+    fields.count = static_cast<uint64_t>(tensor.numel());
   }
   fields.reduceOp = reduceOp;
   fields.root = root;
