@@ -482,7 +482,6 @@ std::shared_ptr<OperationCallbacks> Engine::traced(std::shared_ptr<OperationCall
                                                    uint64_t seq, bool pointToPoint,
                                                    const char* name, const std::string& summary,
                                                    uint32_t fingerprint, bool publishedAhead) {
-  if (!trace_.enabled()) return callbacks;
   return tracedAs(std::move(callbacks),
                   trace_.queued(seq, pointToPoint, name, summary, fingerprint, publishedAhead));
 }

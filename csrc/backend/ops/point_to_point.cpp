@@ -23,7 +23,7 @@ void checkPeer(int peer, int size, const CallSite& site) {
                     ": invalid peer rank ", peer, " for a group of size ", size);
 }
 
-// What the trace and the log say of it ("16 x Float to rank 1, tag 0"),
+// What the trace and the log say of it ("16 x float32 to rank 1, tag 0"),
 // kept as fields: a send or receive costs no string.
 OpFields messageFields(const OpFields& tensor, OpFields::Direction direction, int peer, int tag) {
   OpFields fields = tensor;

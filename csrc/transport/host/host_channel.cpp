@@ -425,7 +425,7 @@ void HostChannel::checkFlag(FlagKind kind, int peer, const Turn& turn,
   // A peer that gave up in this collective (after it set its flag: an
   // abort, a failure with another peer) leaves it without a result: this
   // rank must not complete it either.
-  if (gaveUpIn(peer, op)) throwGaveUp(peer, op);
+  throwIfGaveUp(peer, op);
   const FlagLine& flag = lines(peer).flags[static_cast<int>(kind)];
   const uint64_t seq = flag.value.load(std::memory_order_acquire);
   const uint32_t word = flag.words[turn.number & 1].load(std::memory_order_relaxed);
