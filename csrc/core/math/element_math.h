@@ -51,15 +51,34 @@ RR_HOST_DEVICE bool isNan(T v) {
   }
 }
 
+// The second operand of a host float sum or product: `a` itself where `a`
+// is NaN, so that a (op) a keeps a's NaN (quieted) whatever order the
+// instruction takes its operands in. x86 keeps the first operand's NaN where
+// both are NaN, but a compiler may swap the operands of a commutative add or
+// multiply: GCC did in the AVX2 loops' scalar tail and in the baseline
+// float64 product, so an element's bits depended on where a chunk began (a
+// two-phase allreduce held rank 1's NaN where the one-phase one held rank
+// 0's, on an AVX2-only EPYC). One compare and blend per vector; the device
+// keeps its own rule (a canonical NaN).
+template <typename T>
+RR_HOST_DEVICE T nanKeepingOperand(T a, T b) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_floating_point_v<T>) return a != a ? a : b;  // NaN: unequal to itself
+#endif
+  return b;
+}
+
 struct SumOp {
   template <typename T>
   RR_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return a + nanKeepingOperand(a, b);
     return static_cast<T>(static_cast<WrapOf<T>>(a) + static_cast<WrapOf<T>>(b));
   }
 };
 struct ProductOp {
   template <typename T>
   RR_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return a * nanKeepingOperand(a, b);
     return static_cast<T>(static_cast<WrapOf<T>>(a) * static_cast<WrapOf<T>>(b));
   }
 };

@@ -9,10 +9,11 @@
 // baseline CPU runs. RINGREDUCE_HOST_ISA=baseline|avx2|avx512 lowers the
 // choice (a set this CPU lacks is refused with a warning).
 //
-// Every set gives the same bits: the same element math (core/math/element_math.h),
-// no fused multiply-add, and float16/bfloat16 rounded to nearest even exactly
-// as the scalar conversions do (a NaN stays a NaN of its sign; its payload
-// may differ). float16/bfloat16 combine in float32 and round once per call,
+// Every set gives the same bits: the same element math (core/math/element_math.h,
+// which also fixes which NaN a float sum or product keeps: the first
+// operand's), no fused multiply-add, and float16/bfloat16 rounded to nearest
+// even exactly as the scalar conversions do (a 16-bit NaN stays a NaN of its
+// sign; its payload may differ). float16/bfloat16 combine in float32 and round once per call,
 // so they travel as 16 bits: a SUM over n ranks rounds its running partial
 // sum n-1 times, an error of at most (n-1) * u * sum(|x_i|) (u = 2^-11 for
 // float16, 2^-8 for bfloat16); AVG divides before the last rounding.
