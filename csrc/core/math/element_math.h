@@ -56,10 +56,11 @@ RR_HOST_DEVICE bool isNan(T v) {
 // instruction takes its operands in. x86 keeps the first operand's NaN where
 // both are NaN, but a compiler may swap the operands of a commutative add or
 // multiply: GCC did in the AVX2 loops' scalar tail and in the baseline
-// float64 product, so an element's bits depended on where a chunk began (a
-// two-phase allreduce held rank 1's NaN where the one-phase one held rank
-// 0's, on an AVX2-only EPYC). One compare and blend per vector; the device
-// keeps its own rule (a canonical NaN).
+// float64 product, so an element's bits depended on where a chunk began (on
+// an AVX2-only EPYC, the same two tensors reduced whole and in a two-phase
+// allreduce's chunks kept different NaNs at a chunk's edge). One compare and
+// blend per vector; the device keeps its own rule (a canonical NaN). No
+// -ffast-math anywhere: it would fold `a != a` away.
 template <typename T>
 RR_HOST_DEVICE T nanKeepingOperand(T a, T b) {
 #if !defined(__CUDA_ARCH__)
