@@ -157,8 +157,8 @@ TEST(HostLoops, EveryInstructionSetGivesTheBaselineBits) {
 // first operand's NaN, quieted, at every lane position and in every tail,
 // on every instruction set. A compiler may swap a commutative operation's
 // operands; before element_math.h chose the NaN itself, the AVX2 loops' scalar
-// tail kept the second operand's, so a two-phase allreduce (whose chunks
-// begin elsewhere) held other bits than a one-phase one.
+// tail kept the second operand's, so the same two tensors reduced whole
+// and in a two-phase allreduce's chunks kept different NaNs at a chunk's edge.
 TEST(HostLoops, AFloatSumOrProductOfTwoNansKeepsTheFirstOperandsQuietedEverywhere) {
   for (const HostLoops* loops : availableHostLoops()) {
     for (size_t count : kLengths) {
