@@ -403,3 +403,22 @@ def settings_differ_between_ranks(rank, world_size, init_method):
         return {"error": None}
     except Exception as e:
         return {"error": str(e), "type": type(e).__name__}
+
+
+def ucx_segment_too_large(rank, world_size, init_method):
+    """UCX_MM_SEG_SIZE (the test's environment) is one UCX cannot carry: the
+    group is refused with a ValueError naming it, not a crash in UCX or a
+    wrong length later."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce  # noqa: F401
+
+    try:
+        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=60))
+        dist.all_reduce(torch.ones(4))
+        return {"error": None}
+    except Exception as e:
+        return {"error": str(e), "type": type(e).__name__}

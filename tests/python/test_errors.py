@@ -155,3 +155,15 @@ def test_ranks_with_different_path_settings_are_refused_at_once_naming_them():
         assert result["type"] == "ValueError", result
     # The group's timeout is 60 s: the refusal did not wait for it.
     assert time.monotonic() - start < 60
+
+
+def test_a_shared_memory_segment_ucx_cannot_carry_is_refused_naming_the_variable():
+    from error_cases import ucx_segment_too_large
+
+    start = time.monotonic()
+    results = run_world(2, ucx_segment_too_large, env={"UCX_MM_SEG_SIZE": "64k"}, timeout=120)
+    for result in results:
+        assert result["type"] == "ValueError", result
+        assert "UCX_MM_SEG_SIZE=64k" in result["error"] and "at most 65535" in result["error"], \
+            result
+    assert time.monotonic() - start < 60  # refused at once, not after the group's timeout

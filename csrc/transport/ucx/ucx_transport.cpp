@@ -17,6 +17,7 @@
 #include "transport/ucx/bootstrap.h"
 #include "transport/ucx/held_ucx_errors.h"
 #include "transport/ucx/peer_gone_log_filter.h"
+#include "transport/ucx/segment_size_check.h"
 #include "transport/tag.h"
 #include "transport/ucx/ucx_info.h"
 #include "transport/ucx/ucx_worker.h"
@@ -48,6 +49,7 @@ constexpr auto kMonitorProgressInterval = std::chrono::microseconds(200);
 UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
                            std::chrono::milliseconds timeout, const Config& config)
     : Transport(rank, size, config), copiesTakenBefore_(copiesFromGonePeersTaken()) {
+  refuseUnusableSegmentSize();  // before UCX sees it: it would accept it
   std::vector<UcxWorker::Default> defaults;
   for (const auto& [name, value, variable] : dataPathUcxSettings()) {
     defaults.push_back({name, value, variable});
