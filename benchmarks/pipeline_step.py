@@ -1,7 +1,8 @@
 """A pipeline-parallel training step (torch.distributed.pipelining) over
 ringreduce and over a gloo group of the same ranks, the two taking turns.
 
-Each rank is one stage of an MLP (256 wide, 8 microbatches of 8 rows); a
+Each rank is one stage of an MLP (256 wide, 8 microbatches of 8 rows: 8 KiB
+per microbatch at a stage boundary; --width and --rows change them); a
 step's stage boundaries are batch_isend_irecv between neighbouring ranks.
 Per schedule, the last stage prints each backend's step time (p50, p90 over
 the timed steps; every step starts after a gloo barrier).
@@ -27,6 +28,9 @@ def parse_args():
     parser.add_argument("--rounds", type=int, default=6, help="turns per backend")
     parser.add_argument("--steps", type=int, default=25, help="steps per turn")
     parser.add_argument("--warmup", type=int, default=10, help="first steps per backend not counted")
+    parser.add_argument("--width", type=int, default=256, help="the MLP's width")
+    parser.add_argument("--rows", type=int, default=8,
+                        help="rows per microbatch: a stage boundary moves rows x width x 4 bytes")
     return parser.parse_args()
 
 
@@ -46,9 +50,9 @@ def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("ringreduce")
     groups = {"ringreduce": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
-    x, y = torch.randn(64, 64), torch.randn(64, 1)
+    x, y = torch.randn(8 * args.rows, 64), torch.randn(8 * args.rows, 1)
     for schedule_name in args.schedules.split(","):
-        schedules = {name: stage_schedule(rank, world, group, schedule_name)
+        schedules = {name: stage_schedule(rank, world, group, schedule_name, args.width)
                      for name, group in groups.items()}
         times = {name: [] for name in groups}
         for _ in range(args.rounds):
