@@ -1,0 +1,84 @@
+"""benchmarks/anchor_verdicts.py: how it reads collective_anchors.py's tables
+and which verdict each cell gets against issue 53's targets."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+import anchor_verdicts  # noqa: E402
+
+HEADER = ("      pattern     bytes |    mpi p50      p90     mean | ringreduce p50      p90     mean |"
+          "  floor p50      p90     mean | floor+sync p50      p90     mean |  (ring-floor)/mpi       "
+          "ring/mpi (ring-floor+sync)/mpi")
+
+
+def row(pattern, size, mpi, ring, floor, synced):
+    cells = " | ".join(f"{v:10.1f} {v:8.1f} {v:8.1f}" for v in (mpi, ring, floor, synced))
+    return f"{pattern:>13s} {size:>9s} | {cells} |              0.00           0.00     0.00"
+
+
+def table(op, rows):
+    return [f"## {op}", HEADER] + [row(*r) for r in rows] + [
+        "#   sleeps per call: mpi 0.00, ringreduce 0.03, floor 0.00, floor+sync 0.00"]
+
+
+RUN = (["# world 2, torch 2.13.0+cpu", "\0"]
+       + table("all_gather_into_tensor", [
+           ("back-to-back", "64", 2.0, 7.0, 6.0, 7.0),           # 1.0 above the floor: 0.5x MPI
+           ("back-to-back", "4096", 3.0, 12.0, 6.0, 10.0),       # 6.0 above: floor+sync 4.0 > 3.0
+           ("back-to-back", "65536", 20.0, 19.0, 9.0, 11.0),     # whole call below MPI's
+           ("back-to-back", "1048576", 150.0, 155.0, 90.0, 95.0),  # 155 - 6 (dispatch) <= 150
+           ("after-compute", "64", 5.0, 30.0, 20.0, 22.0),       # 10 above, sync 2: missed
+           ("after-compute", "1048576", 150.0, 190.0, 90.0, 95.0),  # 190 - 20 > 150: missed
+       ])
+       + table("barrier", [("back-to-back", "-", 1.0, 8.0, 6.0, 9.0)])   # 2 above: 2x MPI, met
+       + table("send_recv", [("back-to-back", "64", 1.0, 50.0, 6.0, 7.0)]))  # left out
+
+
+@pytest.fixture(scope="module")
+def cells():
+    return anchor_verdicts.parse(RUN)
+
+
+def test_every_table_row_is_read_with_its_libraries(cells):
+    assert cells[("all_gather_into_tensor", "back-to-back", 4096)] == {
+        "mpi": 3.0, "ringreduce": 12.0, "floor": 6.0, "floor+sync": 10.0}
+    assert cells[("barrier", "back-to-back", None)]["ringreduce"] == 8.0
+    assert len(cells) == 8
+
+
+@pytest.mark.parametrize("key, expected", [
+    (("all_gather_into_tensor", "back-to-back", 64), "met"),
+    (("all_gather_into_tensor", "back-to-back", 4096), "floor+sync-bound"),
+    (("all_gather_into_tensor", "back-to-back", 65536), "met"),
+    (("all_gather_into_tensor", "back-to-back", 1048576), "dispatch-bound"),
+    (("all_gather_into_tensor", "after-compute", 64), "missed"),
+    (("all_gather_into_tensor", "after-compute", 1048576), "missed"),
+    (("barrier", "back-to-back", None), "met"),
+])
+def test_each_cell_gets_the_verdict_its_target_gives(cells, key, expected):
+    assert anchor_verdicts.verdict(cells, key)[0] == expected
+
+
+def test_after_compute_allreduce_is_held_to_the_faster_of_open_mpi_and_deepspeed():
+    values = {"mpi": 30.0, "deepspeed": 20.0, "ringreduce": 25.0, "floor": 5.0}
+    cells = {("all_reduce", "after-compute", 65536): values,
+             ("all_reduce", "after-compute", 64): dict(values, floor=6.0)}
+    name, ratio, what = anchor_verdicts.verdict(cells, ("all_reduce", "after-compute", 65536))
+    assert (name, what) == ("dispatch-bound", "ring/faster of mpi and deepspeed")
+    assert ratio == pytest.approx(25.0 / 20.0)
+
+
+def test_the_command_counts_verdicts_and_lists_the_cells_not_met(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join(RUN) + "\n")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "anchor_verdicts.py")
+    out = subprocess.run([sys.executable, script, str(path), "--list"], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    assert out.splitlines()[0] == ("# 7 cells: met 3, floor+sync-bound 1, dispatch-bound 1, "
+                                   "missed 2")
+    listed = [line for line in out.splitlines() if line.startswith("| ") and "verdict" not in line]
+    assert len(listed) == 4
+    assert not any("send_recv" in line for line in listed)
