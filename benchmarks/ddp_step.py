@@ -17,6 +17,9 @@ sequences of 64 tokens. The configurations:
          of "exposed" that no backend can remove
   nocomm+fp16  the same with fp16_compress_hook's own work (to float16,
          divide, back into the bucket) and no communication: the floor of "+fp16"
+  "+view" after any of them: DDP made with gradient_as_bucket_view=True (the
+         gradients are views into the buckets: no copies into and out of them);
+         its floor is nocomm+view
 Every configuration has its own copy of the model (the same weights) and
 its own DDP wrapper, all built before the clock starts, and the
 configurations take turns step by step: a slow phase of the machine (they
@@ -43,6 +46,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torch_ringreduce  # noqa: F401  registers "ringreduce"
+
+
+# The variants the summary compares ringreduce and gloo under ("+wire" against gloo+fp16).
+HOOKS = ("", "+fp16", "+wire", "+view")
 
 
 def build_model(layers, d_model):
@@ -92,15 +99,18 @@ def no_comm_fp16_hook(world_size, bucket):
 def wrap(base, config, groups):
     if config == "none":
         return base
+    view = config.endswith("+view")
+    config = config[:-len("+view")] if view else config
+    options = {"gradient_as_bucket_view": True} if view else {}
     if config in ("nocomm", "nocomm+fp16"):
-        model = DDP(base, process_group=groups["gloo"])
+        model = DDP(base, process_group=groups["gloo"], **options)
         if config == "nocomm":
             model.register_comm_hook(None, no_comm_hook)
         else:
             model.register_comm_hook(dist.get_world_size(), no_comm_fp16_hook)
         return model
     backend, _, hook = config.partition("+")
-    model = DDP(base, process_group=groups[config if hook == "wire" else backend])
+    model = DDP(base, process_group=groups[config if hook == "wire" else backend], **options)
     if hook == "fp16":
         model.register_comm_hook(groups[backend], default_hooks.fp16_compress_hook)
     return model
@@ -166,20 +176,22 @@ def main():
             print(f"  {config:>16} | {medians[config] * 1e3:8.1f} | {exposed} | {ratio} | "
                   f"{cpu[config][0] * 1e3:11.1f} | {cpu[config][1] * 1e3:12.1f}")
         if compute:
-            for hook in ("", "+fp16", "+wire"):
+            for hook in HOOKS:
                 ring = medians.get("ringreduce" + hook)
                 gloo = medians.get("gloo" + hook.replace("+wire", "+fp16"))
                 if ring and gloo and gloo > compute:
                     print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
                           f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
             for floor_config, what in (("nocomm", "DDP's own cost"),
-                                       ("nocomm+fp16", "DDP's and the fp16 hook's own cost")):
+                                       ("nocomm+fp16", "DDP's and the fp16 hook's own cost"),
+                                       ("nocomm+view", "DDP's own cost with bucket views")):
                 if floor_config in medians:
                     print(f"# {what} without communication ({floor_config}): "
                           f"{(medians[floor_config] - compute) * 1e3:.1f} ms per step")
-            for hook in ("", "+fp16", "+wire"):
+            for hook in HOOKS:
                 # "+wire" has no hook: DDP's own cost is its floor too.
-                floor = medians.get("nocomm+fp16" if hook == "+fp16" else "nocomm")
+                floor = medians.get({"+fp16": "nocomm+fp16", "+view": "nocomm+view"}.get(
+                    hook, "nocomm"))
                 if floor:
                     ring = medians.get("ringreduce" + hook)
                     gloo = medians.get("gloo" + hook.replace("+wire", "+fp16"))
