@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/base/errors.h"
@@ -74,4 +75,29 @@ TEST(SegmentSizeCheck, TheTransportRefusesItBeforeOpeningUcx) {
     EXPECT_NE(std::string(e.what()).find("UCX_SYSV_SEG_SIZE=64k"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(SegmentSizeCheck, AConfiguredSegmentUcxCannotCarryNamesItsTransportAndTheFiles) {
+  const std::string reason =
+      unusableConfiguredSegmentSize({{"sysv", "8256"}, {"posix", "64K"}});
+  for (const char* part : {"posix shared-memory transport segments of 64K", "UCX_MM_SEG_SIZE",
+                           "UCX_POSIX_SEG_SIZE", "ucx.conf", "at most 65535"}) {
+    EXPECT_NE(reason.find(part), std::string::npos) << part << " in: " << reason;
+  }
+  EXPECT_EQ(unusableConfiguredSegmentSize({{"posix", "8256"}, {"sysv", "65535"}}), "");
+  EXPECT_EQ(unusableConfiguredSegmentSize({{"posix", "auto"}}), "");
+  EXPECT_EQ(unusableConfiguredSegmentSize({}), "");
+}
+
+TEST(SegmentSizeCheck, ReadsWhatUcxWillUseForEachSharedMemoryTransport) {
+  // A transport's own variable over the common one, as UCX applies them.
+  ScopedEnv common("UCX_MM_SEG_SIZE", "16k");
+  ScopedEnv own("UCX_POSIX_SEG_SIZE", "70000");
+  std::map<std::string, std::optional<uint64_t>> bytes;
+  for (const auto& [transport, value] : ucxSharedMemorySegmentSizes()) {
+    bytes[transport] = parseUcxMemoryUnits(value);
+  }
+  ASSERT_EQ(bytes.count("posix"), 1u) << "UCX lists no posix transport here";
+  EXPECT_EQ(bytes["posix"], std::optional<uint64_t>(70000));
+  if (bytes.count("sysv")) EXPECT_EQ(bytes["sysv"], std::optional<uint64_t>(16384));
 }

@@ -167,3 +167,18 @@ def test_a_shared_memory_segment_ucx_cannot_carry_is_refused_naming_the_variable
         assert "UCX_MM_SEG_SIZE=64k" in result["error"] and "at most 65535" in result["error"], \
             result
     assert time.monotonic() - start < 60  # refused at once, not after the group's timeout
+
+
+def test_such_a_segment_set_in_a_ucx_conf_file_is_refused_too(tmp_path):
+    """UCX reads its settings from ucx.conf files as well as the environment;
+    the refusal asks UCX what it will use, so a file's setting is caught."""
+    from error_cases import ucx_segment_too_large
+
+    (tmp_path / "ucx.conf").write_text("[global]\nUCX_MM_SEG_SIZE = 64k\n")
+    start = time.monotonic()
+    results = run_world(2, ucx_segment_too_large, env={"UCX_CONFIG_DIR": str(tmp_path)},
+                        timeout=120)
+    for result in results:
+        assert result["type"] == "ValueError", result
+        assert "segments of 64K" in result["error"] and "ucx.conf" in result["error"], result
+    assert time.monotonic() - start < 60

@@ -18,6 +18,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ringreduce {
 
@@ -32,7 +34,23 @@ std::optional<uint64_t> parseUcxMemoryUnits(const std::string& text);
 // value, or nullptr where unset) holds: empty where nothing is.
 std::string unusableSegmentSize(const std::function<const char*(const char*)>& lookup);
 
-// Throws InvalidArgument with that reason, reading the environment.
+// The segment size UCX itself will use for each shared-memory transport on
+// this machine: {transport, "MM_SEG_SIZE" as UCX prints it}, for posix,
+// sysv and xpmem where UCX has them. Read through UCX's own configuration
+// API (uct_md_iface_config_read, uct_config_get), so that it holds what the
+// environment and UCX's configuration files say, with UCX's precedence and
+// UCX's list of files (1.13: /etc/ucx/ucx.conf, its library's ../etc,
+// $HOME/ucx.conf, $UCX_CONFIG_DIR/ucx.conf, ./ucx.conf; the environment over
+// them all), none of which is ours to get wrong. Empty where UCX lists none.
+std::vector<std::pair<std::string, std::string>> ucxSharedMemorySegmentSizes();
+
+// What is wrong with such sizes (as ucxSharedMemorySegmentSizes gives them):
+// empty where nothing is.
+std::string unusableConfiguredSegmentSize(
+    const std::vector<std::pair<std::string, std::string>>& sizes);
+
+// Throws InvalidArgument with the reason: the environment's variables first
+// (the message names the one set), then what UCX reads from its files too.
 void refuseUnusableSegmentSize();
 
 }  // namespace ringreduce
