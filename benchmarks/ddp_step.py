@@ -17,6 +17,14 @@ sequences of 64 tokens. The configurations:
          of "exposed" that no backend can remove
   nocomm+fp16  the same with fp16_compress_hook's own work (to float16,
          divide, back into the bucket) and no communication: the floor of "+fp16"
+  memfloor DDP with a comm hook that does, on each bucket, the memory work
+         any allreduce across the world does at the least (this rank's block
+         summed with the other ranks' blocks, their reduced blocks copied in),
+         from a second buffer standing in for the peers' memory, in the hook,
+         with no communication and no rank waiting for another: what the
+         bytes alone cost the step, the reference for any backend sending
+         float32 (which also waits for the slowest rank; but its own thread
+         may do the work where the step's thread stalls, so not a strict bound)
   "+view" after any of them: DDP made with gradient_as_bucket_view=True (the
          gradients are views into the buckets: no copies into and out of them);
          its floor is nocomm+view
@@ -96,15 +104,47 @@ def no_comm_fp16_hook(world_size, bucket):
     return future.then(decompress)
 
 
+class PeersStandIn:
+    """memory_floor_hook's state: the world's size and, per bucket, a zeroed
+    buffer standing in for the other ranks' memory (the same bytes read
+    from the same DRAM as a peer's)."""
+
+    def __init__(self, world):
+        self.world = world
+        self.buffers = {}
+
+
+def memory_floor_hook(peers, bucket):
+    """The least memory work of an allreduce of the bucket across the world,
+    on this rank: its 1/world block read with the other ranks' blocks and
+    summed into place, then the other (world - 1) reduced blocks copied in
+    (read there, written here). No rank waits for another, which a backend
+    must. The gradients keep this rank's values in its block and read 0
+    elsewhere: the step's cost, not its numbers, is what this measures."""
+    buffer = bucket.buffer()
+    peer = peers.buffers.get(bucket.index())
+    if peer is None or peer.numel() != buffer.numel():
+        peer = peers.buffers[bucket.index()] = torch.zeros_like(buffer)
+    own = buffer.numel() // peers.world  # this rank's block: the first, as good as any
+    for _ in range(peers.world - 1):
+        buffer[:own].add_(peer[:own])
+    buffer[own:].copy_(peer[own:])
+    future = torch.futures.Future()
+    future.set_result(buffer)
+    return future
+
+
 def wrap(base, config, groups):
     if config == "none":
         return base
     view = config.endswith("+view")
     config = config[:-len("+view")] if view else config
     options = {"gradient_as_bucket_view": True} if view else {}
-    if config in ("nocomm", "nocomm+fp16"):
+    if config in ("nocomm", "nocomm+fp16", "memfloor"):
         model = DDP(base, process_group=groups["gloo"], **options)
-        if config == "nocomm":
+        if config == "memfloor":
+            model.register_comm_hook(PeersStandIn(dist.get_world_size()), memory_floor_hook)
+        elif config == "nocomm":
             model.register_comm_hook(None, no_comm_hook)
         else:
             model.register_comm_hook(dist.get_world_size(), no_comm_fp16_hook)
@@ -182,6 +222,12 @@ def main():
                 if ring and gloo and gloo > compute:
                     print(f"# exposed communication{hook or ' (no hook)'}: ringreduce "
                           f"{(ring - compute) / (gloo - compute):.2f}x gloo's")
+            memfloor, gloo = medians.get("memfloor"), medians.get("gloo")
+            if memfloor and gloo and gloo > compute:
+                print(f"# the bytes' memory work alone, no rank waiting (memfloor): "
+                      f"{(memfloor - compute) * 1e3:.1f} ms exposed, "
+                      f"{(memfloor - compute) / (gloo - compute):.2f}x gloo's: the reference for "
+                      f"any backend moving these float32 bytes")
             for floor_config, what in (("nocomm", "DDP's own cost"),
                                        ("nocomm+fp16", "DDP's and the fp16 hook's own cost"),
                                        ("nocomm+view", "DDP's own cost with bucket views")):
