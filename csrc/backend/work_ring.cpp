@@ -99,7 +99,13 @@ void WorkRing::expedite() {
   // task left for its caller (Runner::CallerWhenWaited) and messages left
   // in flight are the worker's now.
   if (stream_ || ended()) return;
-  if (std::shared_ptr<Executor> executor = executor_.lock()) executor->expedite();
+  std::shared_ptr<Executor> executor = executor_.lock();
+  if (executor == nullptr) return;
+  // Every peer already in a published-ahead collective: what is left only
+  // reads their parts, so it runs here, as a poll does (isCompleted), and
+  // the future is complete when returned, with no hand-off to the worker.
+  if (executor->runIfReady() && ended()) return;
+  executor->expedite();
 }
 
 std::vector<at::Tensor> WorkRing::result() { return outputs_; }

@@ -155,7 +155,14 @@ bool Executor::progressMessages() {
 
 void Executor::expedite() {
   std::lock_guard<std::mutex> lock(mutex_);
-  expediteLocked();
+  // No caller runs what is queued now: a future's wait never runs tasks,
+  // so a grace that waits for the caller's wait() only delays it (by up to
+  // the grace: a future waited for at once took 30-60 us more than wait()
+  // at 64 B, a then() callback's 40-190 us). Due at once, as a task only the
+  // worker runs. A synchronous caller's own task (Runner::Caller) stays its.
+  for (Queued& queued : queue_) {
+    if (queued.runner != Runner::Caller) queued.runner = Runner::Worker;
+  }
   if (!sleeping_) return;  // an awake worker sees the queue and its pollers anyway
   if (!queue_.empty()) wakeAt(queueDue());
   if (leftInFlight_.load(std::memory_order_acquire)) wakeAt(Clock::now());

@@ -117,10 +117,10 @@ class Executor {
 
   // Any thread: whatever was left for a caller that waits is the worker's
   // now, because this caller will not run it: its Work's future was asked
-  // for (a future's wait never runs tasks on its thread). A
-  // Runner::CallerWhenWaited task queued now is due after the usual grace,
-  // as an asynchronous one, and messages a caller left in flight are driven
-  // by the worker at once (expediteMessages).
+  // for (a future's wait never runs tasks on its thread). The tasks queued
+  // now (but a synchronous caller's, Runner::Caller) are due at once, as
+  // Runner::Worker's, and messages a caller left in flight are driven by
+  // the worker at once (expediteMessages).
   void expedite();
   // Any thread, a caller that polls (is_completed()) or that stops polling
   // and blocks on its result (helpUntil): messages a caller left in flight

@@ -507,10 +507,18 @@ TEST(Executor, ATaskQueuedBehindOneNoPeerWaitsForTakesBothToTheWorkerInOrder) {
 }
 
 // Its future was asked for (a future's wait never runs tasks): expedite()
-// hands it to the worker as an asynchronous task, which runs it.
-TEST(Executor, AnExpeditedTaskNoPeerWaitsForRunsOnTheWorker) {
+// hands it to the worker, which runs it at once, not after a grace that
+// waits for a caller's wait() (here an hour).
+TEST(Executor, AnExpeditedTaskNoPeerWaitsForRunsOnTheWorkerWithoutTheGrace) {
   expectTheWorkerRunsIt(Runner::CallerWhenWaited, true, std::chrono::seconds(30),
-                        std::chrono::microseconds(100));
+                        std::chrono::hours(1));
+}
+
+// The same for an asynchronous task whose peers do wait for it (a queued
+// collective: DDP's buckets, whose futures DDP waits for).
+TEST(Executor, AnExpeditedAsynchronousTaskRunsOnTheWorkerWithoutTheGrace) {
+  expectTheWorkerRunsIt(Runner::CallerOrWorker, true, std::chrono::seconds(30),
+                        std::chrono::hours(1));
 }
 
 // runIfReady() until it runs a task, a bounded number of times: a poll that
