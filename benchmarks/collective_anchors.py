@@ -26,6 +26,8 @@ by op, every library on the same tensors in interleaved short blocks:
   scatter                          scatter(out, [in per rank] at the root, src=0)  Scatter
   all_reduce                       all_reduce(t)                     Allreduce(IN_PLACE)
   all_reduce_async                 all_reduce(t, async_op=True).wait()   Iallreduce + Wait
+  all_reduce_future                the same, its get_future().wait()    Iallreduce + Wait
+  all_reduce_then                  the same, get_future().then(hook).wait()   Iallreduce + Wait
   coalesced_all_reduce             four all_reduce in _coalescing_manager  Allreduce of the four
   coalesced_all_gather             four all_gather_into_tensor in it       Allgather of the four
   coalesced_reduce_scatter         four reduce_scatter_tensor in it        Reduce_scatter_block of the four
@@ -327,14 +329,25 @@ def all_reduce(r, n):
     return case
 
 
-def all_reduce_async(r, n):
+def all_reduce_async(r, n, completion="wait"):
+    """all_reduce(async_op=True) completed by `completion`: "wait" (the
+    Work's wait()), "future" (its get_future().wait(), what DDP's reducer
+    waits on) or "then" (a completion hook chained with then(), as DDP's
+    Python comm hooks do, and the chained future waited for)."""
     t = r.empty(n)
     case = Case(r, [t], [], lambda name: t, r.summed(n))
 
     def call_on(group):
-        def call():
+        def wait():
             r.dist.all_reduce(t, group=group, async_op=True).wait()
-        return call
+
+        def future():
+            r.dist.all_reduce(t, group=group, async_op=True).get_future().wait()
+
+        def then():
+            r.dist.all_reduce(t, group=group, async_op=True).get_future().then(
+                lambda done: done.value()).wait()
+        return {"wait": wait, "future": future, "then": then}[completion]
     case.add_torch(r, call_on)
     if r.comm:
         a, request = t.numpy(), r.comm.Iallreduce
@@ -549,6 +562,8 @@ OPS = {
     "scatter": scatter,
     "all_reduce": all_reduce,
     "all_reduce_async": all_reduce_async,
+    "all_reduce_future": lambda r, n: all_reduce_async(r, n, "future"),
+    "all_reduce_then": lambda r, n: all_reduce_async(r, n, "then"),
     "coalesced_all_reduce": coalesced_all_reduce,
     "coalesced_all_gather": coalesced_all_gather,
     "coalesced_reduce_scatter": coalesced_reduce_scatter,
