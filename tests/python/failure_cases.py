@@ -26,9 +26,25 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "gather": "gather", "scatter": "scatter", "all_to_all_list": "all_to_all",
             "all_reduce_async": "allreduce", "funcol_all_gather": "all_gather_into_tensor",
             "all_reduce_polled": "allreduce", "all_reduce_turns": "allreduce",
+            "all_reduce_future": "allreduce", "all_reduce_hooked": "allreduce",
             "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single",
             "gather_read": "gather", "alltoall_uneven_read": "all_to_all_single",
             "all_to_all_list_read": "all_to_all"}
+
+
+HOOK_ERROR = "Got the following error when running the callback: "
+
+
+def raised_by_backend(kind, message):
+    """(kind, message) of what the backend raised: torch's Future.then()
+    wraps what a completion hook raised (here, the failed collective's
+    error, which the hook's done.value() re-raises) in a RuntimeError
+    whose message begins with HOOK_ERROR and the original's type name."""
+    if kind == "RuntimeError" and message.startswith(HOOK_ERROR):
+        inner = message[len(HOOK_ERROR):]
+        name, _, rest = inner.partition(": ")
+        return name, rest
+    return kind, message
 
 
 def _collective_as(form, tensor):
@@ -51,6 +67,9 @@ def _collective_as(form, tensor):
     there yet puts its part up on the channel and queues the call); or
     ("all_reduce_polled") that asynchronous allreduce polled with
     is_completed() until it ends, then waited for (raising its error); or
+    ("all_reduce_future", "all_reduce_hooked") that asynchronous allreduce
+    waited for through its future (what DDP's reducer waits on), or through
+    a completion hook chained with then() (DDP's Python comm hooks); or
     ("all_reduce_turns") an allreduce of 3 MiB whatever `tensor` is: three
     turns of the host channel's 1 MiB buffers; or ("all_gather_read",
     "all_to_all_read", "gather_read") an all_gather_into_tensor of 256 KiB per
@@ -88,6 +107,11 @@ def _collective_as(form, tensor):
         return dist.all_reduce(torch.ones(3 << 18))
     if form == "all_reduce_async":
         return dist.all_reduce(tensor[:256], async_op=True).wait()
+    if form == "all_reduce_future":
+        return dist.all_reduce(tensor[:256], async_op=True).get_future().wait()
+    if form == "all_reduce_hooked":
+        future = dist.all_reduce(tensor[:256], async_op=True).get_future()
+        return future.then(lambda done: done.value()).wait()
     if form == "all_reduce_polled":
         work = dist.all_reduce(tensor[:256], async_op=True)
         while not work.is_completed():  # ends at the latest at the op's timeout

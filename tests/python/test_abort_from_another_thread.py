@@ -24,6 +24,8 @@ import abort_cases
     ("host channel", "all_reduce_async"),
     # ... polled with is_completed() instead: the worker runs it, and the abort ends it there.
     ("host channel", "all_reduce_polled"),
+    # ... waited for through its future, or a hook chained to it: the worker runs it at once.
+    ("host channel", "all_reduce_future"), ("host channel", "all_reduce_hooked"),
     # Blocks read from the peers' memory: the abort ends the wait for their turn.
     ("host channel", "all_gather_read"), ("host channel", "all_to_all_read"),
     ("host channel", "gather_read"), ("host channel", "alltoall_uneven_read"),
