@@ -101,10 +101,11 @@ void WorkRing::expedite() {
   if (stream_ || ended()) return;
   std::shared_ptr<Executor> executor = executor_.lock();
   if (executor == nullptr) return;
-  // Every peer already in a published-ahead collective: what is left only
-  // reads their parts, so it runs here, as a poll does (isCompleted), and
-  // the future is complete when returned, with no hand-off to the worker.
-  if (executor->runIfReady() && ended()) return;
+  // Every peer in a published-ahead collective, already or within a
+  // moment: what is left only reads their parts, so it runs here, as a poll
+  // does (isCompleted), and the future is complete when returned (a then()
+  // hook then runs at once, on this thread), with no hand-off to the worker.
+  if (executor->awaitReadyAndRun() && ended()) return;
   executor->expedite();
 }
 

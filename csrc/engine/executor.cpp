@@ -70,11 +70,15 @@ Executor::Executor(Transport& transport, SpinBudget::Now spinClock)
       grace_(std::chrono::microseconds(transport.config().callerGraceMicroseconds)),
       yields_(transport.config().spinYields),
       adaptive_(transport.config().adaptiveSpin),
-      hotSpin_(spin_, adaptive_, std::move(spinClock)),
+      hotSpin_(spin_, adaptive_, spinClock),
+      readySpin_(grace_, adaptive_, std::move(spinClock)),  // awaitReadyAndRun's reason
       callerCore_(transport.config().workerFollowsCaller) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
-  if (yields_) hotSpin_.setDescheduledGap(kLongYield);  // peers' turns between yields
+  if (yields_) {  // peers' turns between yields
+    hotSpin_.setDescheduledGap(kLongYield);
+    readySpin_.setDescheduledGap(kLongYield);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -137,6 +141,41 @@ bool Executor::runIfReady() {
   }
   runOnCaller(task);
   return true;
+}
+
+Executor::FrontReadiness Executor::frontReadiness() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty() || !queue_.front().ready) return FrontReadiness::NoReadyCheck;
+  return queue_.front().ready() ? FrontReadiness::Ready : FrontReadiness::NotYet;
+}
+
+bool Executor::awaitReadyAndRun() {
+  if (driver_.load() == std::this_thread::get_id()) return false;  // runIfReady's reason
+  // One asker spins at a time (the budget is not for two threads); another
+  // hands its work to the worker at once.
+  std::unique_lock<std::mutex> spinning(readySpinMutex_, std::try_to_lock);
+  if (!spinning.owns_lock()) return runIfReady();
+  readySpin_.startWait();
+  for (;;) {
+    const Clock::time_point now = readySpin_.now();
+    switch (frontReadiness()) {
+      case FrontReadiness::Ready:
+        readySpin_.finishWait();
+        return runIfReady();
+      case FrontReadiness::NoReadyCheck:  // nothing a wait here could run
+        readySpin_.abandon();
+        return false;
+      case FrontReadiness::NotYet:
+        break;
+    }
+    // An abort from another thread ends the wait: the worker then fails it.
+    if (transport_.aborted()) {
+      readySpin_.abandon();
+      return false;
+    }
+    if (!readySpin_.keepSpinning(now)) return false;
+    if (yields_) yieldCore();
+  }
 }
 
 bool Executor::progressMessages() {

@@ -122,6 +122,24 @@ class Executor {
   // Runner::Worker's, and messages a caller left in flight are driven by
   // the worker at once (expediteMessages).
   void expedite();
+  // Any thread, the asker of a Work's future (get_future()), before the queue
+  // becomes the worker's (expedite): where the first queued task waits for
+  // nothing but its peers' arrival (it has a `ready`: a published-ahead
+  // collective), waits for them up to the caller grace
+  // (RINGREDUCE_CALLER_GRACE_US), learnt as every spin is (readySpin_:
+  // where they come later call after call, it soon stops waiting), and runs
+  // it here once they are in, as a poll does (runIfReady). True if it ran
+  // one. Handed to the worker instead, the future completes across two
+  // threads' wake-ups, and that hand-off puts the ranks out of step for the
+  // next call, whose peer then comes late too: back to back at 64 B a
+  // future waited for at once took 45-111 us against torch's own 17-21, a
+  // then() hook 82-113 against 20-27; with a wait of 25 us, learnt, 45-111
+  // still (the hand-offs' lateness outlasts it, so it learnt to stop); with
+  // the grace, 16-18 against 11.5, hooks 33-45 against 19-25. The grace is
+  // what a caller that will wait is given anyway (the queued task's own
+  // grace, Runner::CallerOrWorker); DDP's buckets do not reach it (from 512
+  // KiB an allreduce has a second phase and no `ready`).
+  bool awaitReadyAndRun();
   // Any thread, a caller that polls (is_completed()) or that stops polling
   // and blocks on its result (helpUntil): messages a caller left in flight
   // are driven by the worker at once instead of after kInFlightGrace (the
@@ -170,6 +188,9 @@ class Executor {
   // runIfReady): it drives the transport meanwhile, then hands what is
   // left to the worker.
   void runOnCaller(Task& task);
+  // Whether the first queued task has a `ready`, and if so what it says now.
+  enum class FrontReadiness { NoReadyCheck, NotYet, Ready };
+  FrontReadiness frontReadiness();
   void runPollers(bool abandon = false);
   bool driveUntil(const std::function<bool()>& done);
   // The end of a caller's drive: the worker takes over what is queued at
@@ -188,6 +209,9 @@ class Executor {
   const bool yields_;                         // RINGREDUCE_SPIN_YIELD
   const bool adaptive_;                       // RINGREDUCE_ADAPTIVE_SPIN
   SpinBudget hotSpin_;                        // worker thread only: the spin after a task
+  // awaitReadyAndRun's, held by the one thread that spins there at a time.
+  std::mutex readySpinMutex_;
+  SpinBudget readySpin_;
   int timerFd_ = -1;                          // the worker's alarm clock
   CallerCore callerCore_;                     // RINGREDUCE_WORKER_FOLLOWS_CALLER
 

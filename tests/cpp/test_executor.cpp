@@ -571,6 +571,112 @@ TEST(Executor, APollRunsOnlyTheFirstTaskAndOnlyOnceItIsReady) {
       withGrace(std::chrono::hours(1)));
 }
 
+// A fixed spin: every wait for a task's readiness spins its whole ceiling
+// (the caller grace: 20 ms here, long beside the test's own steps), whatever
+// earlier waits taught. The worker, never woken for it, leaves a
+// Runner::Caller task alone meanwhile.
+static Config fixedSpinNoGrace() {
+  Config config = withGrace(std::chrono::milliseconds(20));
+  config.adaptiveSpin = false;
+  return config;
+}
+
+// A task that records that it ran (`ran` becomes its value) and on which thread.
+struct RecordedTask {
+  std::atomic<int> ran{0};
+  std::thread::id ranOn;  // written before `ran`
+  Executor::Task as(int value) {
+    return [this, value] {
+      ranOn = std::this_thread::get_id();
+      ran = value;
+    };
+  }
+};
+
+// A `ready` that never says yes, counting how often it was asked.
+static Executor::Ready neverReady(std::atomic<int>& asked) {
+  return [&asked] {
+    ++asked;
+    return false;
+  };
+}
+
+// The asker of a future (get_future()) whose first queued task waits only
+// for its peers (a published-ahead collective) waits for them a moment and
+// runs it on its own thread once they are in: here `ready` says no twice,
+// then yes, within one call. Up to five tries, each with a task of its own:
+// a try may meet the worker holding the drive between two turns of its
+// loop, or a preemption that outlasts the spin.
+TEST(Executor, AFutureAskerWaitsForItsTasksPeersAndRunsItOnItsOwnThread) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        bool ranInOneCall = false;
+        for (int attempt = 0; attempt < 5 && !ranInOneCall; ++attempt) {
+          std::atomic<int> asked{0};
+          RecordedTask task;
+          executor.submit(task.as(1), Runner::Caller, false, [&] { return ++asked > 2; });
+          ranInOneCall = executor.awaitReadyAndRun() && task.ran.load() == 1;
+          if (ranInOneCall) {
+            EXPECT_EQ(task.ranOn, std::this_thread::get_id());
+            EXPECT_GE(asked.load(), 3);  // it asked again while it waited
+          } else {
+            ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));  // clear the queue
+          }
+        }
+        EXPECT_TRUE(ranInOneCall) << "no try ran its task within the wait";
+        EXPECT_FALSE(executor.busy());
+      },
+      fixedSpinNoGrace());
+}
+
+// Its peers never come within the wait: the asker stops waiting and runs
+// nothing, leaving the task to a wait or to the worker (which, its grace
+// past, may take it meanwhile: a spin preempted under load outlasts the
+// grace); a task without a `ready` (one whose peers may wait for this rank)
+// it never waits for or runs.
+TEST(Executor, AFutureAskerWhoseTasksPeersDoNotComeLeavesItQueued) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        const std::thread::id me = std::this_thread::get_id();
+        std::atomic<int> asked{0};
+        RecordedTask task;
+        executor.submit(task.as(1), Runner::Caller, false, neverReady(asked));
+        EXPECT_FALSE(executor.awaitReadyAndRun());
+        if (task.ran.load() == 1) EXPECT_NE(task.ranOn, me);  // the worker's, not the asker's
+        EXPECT_GE(asked.load(), 1);
+        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));  // a wait runs it
+        executor.submit(task.as(2), Runner::Caller);  // no `ready`
+        EXPECT_FALSE(executor.awaitReadyAndRun());
+        if (task.ran.load() == 2) EXPECT_NE(task.ranOn, me);
+        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 2; }));
+        EXPECT_FALSE(executor.busy());
+      },
+      fixedSpinNoGrace());
+}
+
+// An abort from another thread ends the wait at once: the asker runs
+// nothing (the queued form then fails with the abort's reason).
+TEST(Executor, AFutureAskerStopsWaitingOnceTheTransportIsAborted) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t);
+        std::atomic<int> asked{0};
+        RecordedTask task;
+        executor.submit(task.as(1), Runner::Caller, false, neverReady(asked));
+        t.abort("the test aborts it");
+        EXPECT_FALSE(executor.awaitReadyAndRun());
+        EXPECT_EQ(task.ran.load(), 0);
+        EXPECT_LE(asked.load(), 1);  // asked once, then saw the abort
+        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));
+      },
+      fixedSpinNoGrace());
+}
+
 // A poll of a send or receive (is_completed()) moves the messages in flight
 // on its own thread: a message that came completes at that poll, not at the
 // worker's next wake-up. It does nothing where none is in flight, and it
