@@ -71,7 +71,8 @@ Executor::Executor(Transport& transport, SpinBudget::Now spinClock)
       yields_(transport.config().spinYields),
       adaptive_(transport.config().adaptiveSpin),
       hotSpin_(spin_, adaptive_, spinClock),
-      readySpin_(grace_, adaptive_, std::move(spinClock)),  // awaitReadyAndRun's reason
+      readySpin_(std::min<std::chrono::microseconds>(grace_, kLongestReadyWait), adaptive_,
+                 std::move(spinClock)),
       callerCore_(transport.config().workerFollowsCaller) {
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");

@@ -138,8 +138,12 @@ class Executor {
   // the grace, 16-18 against 11.5, hooks 33-45 against 19-25. The grace is
   // what a caller that will wait is given anyway (the queued task's own
   // grace, Runner::CallerOrWorker); DDP's buckets do not reach it (from 512
-  // KiB an allreduce has a second phase and no `ready`).
+  // KiB an allreduce has a second phase and no `ready`). Never longer than
+  // kLongestReadyWait, whatever the grace: a peer that never comes is the
+  // worker's to time out (its op's deadline), not a spin's to wait for.
   bool awaitReadyAndRun();
+  // Longer than a scheduler's time slice, a spin only holds a core.
+  static constexpr std::chrono::microseconds kLongestReadyWait{1000};
   // Any thread, a caller that polls (is_completed()) or that stops polling
   // and blocks on its result (helpUntil): messages a caller left in flight
   // are driven by the worker at once instead of after kInFlightGrace (the
