@@ -63,7 +63,8 @@ timespec toTimespec(Clock::time_point when) {
 }
 }  // namespace
 
-Executor::Executor(Transport& transport, SpinBudget::Now spinClock)
+Executor::Executor(Transport& transport, SpinBudget::Now spinClock,
+                   std::function<bool()> contended)
     : transport_(transport),
       spin_(std::chrono::microseconds(transport.config().spinMicroseconds)),
       waitSpin_(std::chrono::microseconds(transport.config().waitSpinMicroseconds)),
@@ -73,7 +74,9 @@ Executor::Executor(Transport& transport, SpinBudget::Now spinClock)
       hotSpin_(spin_, adaptive_, spinClock),
       readySpin_(std::min<std::chrono::microseconds>(grace_, kLongestReadyWait), adaptive_,
                  std::move(spinClock)),
+      contended_(std::move(contended)),
       callerCore_(transport.config().workerFollowsCaller) {
+  if (!contended_) contended_ = [this] { return contention_.contended(); };
   timerFd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timerFd_ < 0) throw Error("ringreduce: timerfd_create() failed");
   if (yields_) {  // peers' turns between yields
@@ -156,6 +159,18 @@ bool Executor::awaitReadyAndRun() {
   // hands its work to the worker at once.
   std::unique_lock<std::mutex> spinning(readySpinMutex_, std::try_to_lock);
   if (!spinning.owns_lock()) return runIfReady();
+  // The last give-up's peers came soon after it (the worker saw them in
+  // when it took the task over): a spin would have caught them, unless
+  // they were late for want of a core (cpu_contention.h). The worker's
+  // pickup is later than their arrival by its own wake-up, so this only
+  // bounds it; the most a wait spins is its ceiling.
+  const int64_t lateNs = peersLateAfterGiveUp_.exchange(-1, std::memory_order_relaxed);
+  if (lateNs >= 0 && !contended_()) {
+    readySpin_.wokeAfter(std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(lateNs),
+                                                            readySpin_.ceiling()));
+  }
+  const Clock::time_point waitStart = Clock::now();
+  bool spun = false;
   readySpin_.startWait();
   for (;;) {
     const Clock::time_point now = readySpin_.now();
@@ -174,9 +189,18 @@ bool Executor::awaitReadyAndRun() {
       readySpin_.abandon();
       return false;
     }
-    if (!readySpin_.keepSpinning(now)) return false;
+    if (!readySpin_.keepSpinning(now)) {
+      if (!spun) markGaveUp(waitStart);
+      return false;
+    }
+    spun = true;
     if (yields_) yieldCore();
   }
+}
+
+void Executor::markGaveUp(Clock::time_point waitStart) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!queue_.empty() && queue_.front().ready) queue_.front().askerGaveUpAt = waitStart;
 }
 
 bool Executor::progressMessages() {
@@ -470,6 +494,14 @@ void Executor::run() {
         const bool callers = first.runner == Runner::Caller ||
                              (first.runner == Runner::CallerWhenWaited && queue_.size() == 1);
         if (stop || (now < hotUntil && !callers) || now >= queueDue()) {
+          // A task an asker stopped waiting for at once: were its peers in
+          // soon after (awaitReadyAndRun's lesson)?
+          if (first.askerGaveUpAt != Clock::time_point{} && now - first.askerGaveUpAt <= kLongestReadyWait &&
+              first.ready()) {
+            peersLateAfterGiveUp_.store(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - first.askerGaveUpAt).count(),
+                std::memory_order_relaxed);
+          }
           task = std::move(queue_.front().task);
           queue_.pop_front();
         } else {

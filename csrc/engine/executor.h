@@ -31,12 +31,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/base/cpu_contention.h"
 #include "engine/caller_core.h"
 #include "engine/runner.h"
 #include "transport/transport.h"
@@ -51,8 +53,11 @@ class Executor {
   using Ready = std::function<bool()>;
 
   // `spinClock`: the worker's spin's clock (null: the steady clock), for
-  // tests that drive that spin on a controlled one.
-  explicit Executor(Transport& transport, SpinBudget::Now spinClock = nullptr);
+  // tests that drive that spin on a controlled one. `contended` (null:
+  // CpuContention, /proc/loadavg): whether other work wants the cores, for
+  // tests that decide it (awaitReadyAndRun's lesson from the worker).
+  explicit Executor(Transport& transport, SpinBudget::Now spinClock = nullptr,
+                    std::function<bool()> contended = nullptr);
   // Runs the tasks already submitted, gives up pending pollers and joins the
   // thread. Idempotent; submit() must not be called afterwards.
   void stop();
@@ -141,6 +146,16 @@ class Executor {
   // KiB an allreduce has a second phase and no `ready`). Never longer than
   // kLongestReadyWait, whatever the grace: a peer that never comes is the
   // worker's to time out (its op's deadline), not a spin's to wait for.
+  //
+  // A wait that stopped at once (its budget at 0) learns from the worker
+  // whether it should have waited: where the worker, taking the task over,
+  // finds its peers already in within kLongestReadyWait of that give-up,
+  // the next wait spins again (SpinBudget::wokeAfter), unless other work
+  // wants the cores. Without this both ranks' budgets stay at 0 once they
+  // fell there (after a slow neighbour's calls, gloo's: the cores come back
+  // from idle slowly): each rank's peer then comes a hand-off late, every
+  // call, too late for the probes (in the whole anchor harness a 64 B hook
+  // took 43 us at p50 against 5.4 without gloo's blocks between).
   bool awaitReadyAndRun();
   // Longer than a scheduler's time slice, a spin only holds a core.
   static constexpr std::chrono::microseconds kLongestReadyWait{1000};
@@ -159,6 +174,8 @@ class Executor {
   // for tests: the worker thread writes it, so read it only while the
   // worker sleeps (after something it did before sleeping was seen).
   const SpinBudget& workerSpin() const { return hotSpin_; }
+  // awaitReadyAndRun's account, for tests: read it only between its calls.
+  const SpinBudget& readySpin() const { return readySpin_; }
 
  private:
   struct Queued {
@@ -167,6 +184,10 @@ class Executor {
     Runner runner;
     bool posts = false;
     Ready ready;  // null: a poll never runs it
+    // When awaitReadyAndRun stopped waiting for it without a spin (its
+    // budget at 0), if it did: the worker then tells it how late the peers
+    // were (peersLateAfterGiveUp_).
+    Clock::time_point askerGaveUpAt{};
     // When the worker starts it if no caller has (kUnwaitedGrace: that of
     // a Runner::CallerWhenWaited task).
     Clock::time_point dueAt(std::chrono::microseconds grace) const;
@@ -182,6 +203,9 @@ class Executor {
   // task when its grace ends (it may have been queued without an alarm),
   // the caller's own task expedited (it waits for it now).
   void armForQueued();
+  // awaitReadyAndRun stopped without a spin: the first queued task, if it
+  // has a `ready`, is marked for the worker's lesson.
+  void markGaveUp(Clock::time_point waitStart);
   // With mutex_ held: every CallerWhenWaited task becomes CallerOrWorker.
   void expediteLocked();
   Task popTask();
@@ -216,6 +240,11 @@ class Executor {
   // awaitReadyAndRun's, held by the one thread that spins there at a time.
   std::mutex readySpinMutex_;
   SpinBudget readySpin_;
+  // The worker's word to the next asker: how long after an asker's give-up
+  // it found that task's peers in (ns; -1: nothing to learn).
+  std::atomic<int64_t> peersLateAfterGiveUp_{-1};
+  CpuContention contention_;
+  std::function<bool()> contended_;
   int timerFd_ = -1;                          // the worker's alarm clock
   CallerCore callerCore_;                     // RINGREDUCE_WORKER_FOLLOWS_CALLER
 

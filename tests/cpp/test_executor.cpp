@@ -677,6 +677,95 @@ TEST(Executor, AFutureAskerStopsWaitingOnceTheTransportIsAborted) {
       fixedSpinNoGrace());
 }
 
+// The lesson from the worker (Executor::awaitReadyAndRun): an asker whose
+// budget fell to 0 hands its task over at once; where the worker, taking it
+// over, finds the peers already in (here: `ready` says yes from its second
+// question on, the worker's), the next wait spins again, unless other work
+// wants the cores. The budget is read after a wait for a task without a
+// `ready` (it applies the lesson, then waits for nothing): no spin, no
+// probe, decides it. The grace (the ceiling) is 1 ms: the worker asks only
+// when it takes the task over within that of the give-up, so a try may miss
+// under load (20 tries).
+namespace {
+// A spin of the whole grace outlasts its task's grace: the worker may be
+// running it when the test waits (helpUntil then polls only a moment).
+bool ranWithin20s(Executor& executor, const RecordedTask& task) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!executor.helpUntil([&] { return task.ran.load() == 1; })) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+// Spins that run out until the budget is 0 (a sixteenth of the ceiling and
+// below is 0: five at most; a preempted one counts as run out too).
+void spinDown(Executor& executor) {
+  for (int i = 0; i < 12 && executor.readySpin().budget().count() > 0; ++i) {
+    std::atomic<int> asked{0};
+    RecordedTask task;
+    executor.submit(task.as(1), Runner::Caller, false, neverReady(asked));
+    EXPECT_FALSE(executor.awaitReadyAndRun());
+    ASSERT_TRUE(ranWithin20s(executor, task));
+  }
+  ASSERT_EQ(executor.readySpin().budget().count(), 0) << "the ready wait never stopped spinning";
+}
+
+// One give-up at budget 0 whose peers are in by the worker's pickup, taken
+// over by the worker; then the budget the next wait starts from.
+std::chrono::nanoseconds budgetAfterAHandOffWhosePeersCameSoon(Executor& executor) {
+  spinDown(executor);
+  std::atomic<int> asked{0};
+  RecordedTask task;
+  executor.submit(task.as(1), Runner::CallerOrWorker, false, [&asked] { return ++asked > 1; });
+  EXPECT_FALSE(executor.awaitReadyAndRun());  // asked once: not yet; no spin at 0
+  EXPECT_EQ(asked.load(), 1);
+  executor.expedite();  // the future's asker: the worker's now
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (task.ran.load() != 1) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the worker did not take the task over within 20 s";
+      return std::chrono::nanoseconds(-1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  EXPECT_NE(task.ranOn, std::this_thread::get_id());
+  RecordedTask noReadyCheck;
+  executor.submit(noReadyCheck.as(1), Runner::Caller);
+  EXPECT_FALSE(executor.awaitReadyAndRun());
+  EXPECT_TRUE(ranWithin20s(executor, noReadyCheck));
+  return executor.readySpin().budget();
+}
+}  // namespace
+
+TEST(Executor, AnAskerThatStoppedWaitingAtOnceSpinsAgainOnceTheWorkerFoundItsPeersSoonIn) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t, nullptr, [] { return false; });
+        bool learnt = false;
+        for (int attempt = 0; attempt < 20 && !learnt; ++attempt) {
+          learnt = budgetAfterAHandOffWhosePeersCameSoon(executor).count() > 0;
+        }
+        EXPECT_TRUE(learnt) << "no try's hand-off brought the spin back";
+        EXPECT_FALSE(executor.busy());
+      },
+      withGrace(std::chrono::milliseconds(1)));
+}
+
+TEST(Executor, AnAskerThatStoppedWaitingAtOnceStaysStoppedWhileOtherWorkWantsTheCores) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t, nullptr, [] { return true; });
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          EXPECT_EQ(budgetAfterAHandOffWhosePeersCameSoon(executor).count(), 0);
+        }
+        EXPECT_FALSE(executor.busy());
+      },
+      withGrace(std::chrono::milliseconds(1)));
+}
+
 // A poll of a send or receive (is_completed()) moves the messages in flight
 // on its own thread: a message that came completes at that poll, not at the
 // worker's next wake-up. It does nothing where none is in flight, and it
