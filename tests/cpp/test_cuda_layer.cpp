@@ -43,13 +43,23 @@ RR_FIELD(numRmaSig); RR_FIELD(rmaEagerInit); RR_FIELD(hostCftMode); RR_FIELD(nvl
 static_assert(sizeof(ringreduce::cuda::NcclConfig) == sizeof(ncclConfig_t));
 static_assert(ringreduce::cuda::NcclConfig::kUndef == NCCL_CONFIG_UNDEF_INT);
 
-// Our defaults are NCCL_CONFIG_INITIALIZER's, byte for byte.
+// Our defaults are NCCL_CONFIG_INITIALIZER's, byte for byte, but for
+// `version`: that is the NCCL_VERSION_CODE of the header a caller was built
+// against (ours: the one NcclConfig declares, 2.32.3), which tells NCCL
+// which fields the caller knows; a later header with the same fields (the
+// wheel's 2.32.6 from 2026-12) says its own. Ours may not be newer than the
+// header whose layout the static_asserts above checked.
 TEST(CudaLayer, NcclConfigMatchesTheInitializer) {
   const ncclConfig_t theirs = NCCL_CONFIG_INITIALIZER;
   const ringreduce::cuda::NcclConfig ours;
+  const size_t version = offsetof(ncclConfig_t, version);
+  const size_t afterVersion = version + sizeof(theirs.version);
   // Up to the last field: the tail padding is nobody's.
   const size_t fields = offsetof(ncclConfig_t, nvlsHostMode) + sizeof(theirs.nvlsHostMode);
-  EXPECT_EQ(0, std::memcmp(&theirs, &ours, fields));
+  EXPECT_EQ(0, std::memcmp(&theirs, &ours, version));
+  EXPECT_EQ(0, std::memcmp(reinterpret_cast<const char*>(&theirs) + afterVersion,
+                           reinterpret_cast<const char*>(&ours) + afterVersion, fields - afterVersion));
+  EXPECT_LE(ours.version, theirs.version);
 }
 #endif
 
