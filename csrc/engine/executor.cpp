@@ -169,7 +169,6 @@ bool Executor::awaitReadyAndRun() {
     readySpin_.wokeAfter(std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(lateNs),
                                                             readySpin_.ceiling()));
   }
-  const Clock::time_point waitStart = Clock::now();
   bool spun = false;
   readySpin_.startWait();
   for (;;) {
@@ -190,7 +189,7 @@ bool Executor::awaitReadyAndRun() {
       return false;
     }
     if (!readySpin_.keepSpinning(now)) {
-      if (!spun) markGaveUp(waitStart);
+      if (!spun) markGaveUp();  // its first pass: no clock read on the way in
       return false;
     }
     spun = true;
@@ -198,9 +197,10 @@ bool Executor::awaitReadyAndRun() {
   }
 }
 
-void Executor::markGaveUp(Clock::time_point waitStart) {
+void Executor::markGaveUp() {
+  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!queue_.empty() && queue_.front().ready) queue_.front().askerGaveUpAt = waitStart;
+  if (!queue_.empty() && queue_.front().ready) queue_.front().askerGaveUpAt = now;
 }
 
 bool Executor::progressMessages() {
@@ -496,10 +496,11 @@ void Executor::run() {
         if (stop || (now < hotUntil && !callers) || now >= queueDue()) {
           // A task an asker stopped waiting for at once: were its peers in
           // soon after (awaitReadyAndRun's lesson)?
-          if (first.askerGaveUpAt != Clock::time_point{} && now - first.askerGaveUpAt <= kLongestReadyWait &&
+          const auto sinceGiveUp = now - first.askerGaveUpAt;
+          if (first.askerGaveUpAt != Clock::time_point{} && sinceGiveUp <= kLongestReadyWait &&
               first.ready()) {
             peersLateAfterGiveUp_.store(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(now - first.askerGaveUpAt).count(),
+                std::chrono::duration_cast<std::chrono::nanoseconds>(sinceGiveUp).count(),
                 std::memory_order_relaxed);
           }
           task = std::move(queue_.front().task);

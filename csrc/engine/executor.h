@@ -203,9 +203,9 @@ class Executor {
   // task when its grace ends (it may have been queued without an alarm),
   // the caller's own task expedited (it waits for it now).
   void armForQueued();
-  // awaitReadyAndRun stopped without a spin: the first queued task, if it
-  // has a `ready`, is marked for the worker's lesson.
-  void markGaveUp(Clock::time_point waitStart);
+  // awaitReadyAndRun stopped without a spin (at its first pass): the first
+  // queued task, if it has a `ready`, is marked now for the worker's lesson.
+  void markGaveUp();
   // With mutex_ held: every CallerWhenWaited task becomes CallerOrWorker.
   void expediteLocked();
   Task popTask();

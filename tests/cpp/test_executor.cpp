@@ -573,8 +573,8 @@ TEST(Executor, APollRunsOnlyTheFirstTaskAndOnlyOnceItIsReady) {
 
 // A fixed spin: every wait for a task's readiness spins its whole ceiling
 // (the caller grace, 20 ms here, capped at kLongestReadyWait: long beside
-// the test's own steps), whatever earlier waits taught. The worker, never woken for it, leaves a
-// Runner::Caller task alone meanwhile.
+// the test's own steps), whatever earlier waits taught. The worker, never
+// woken for it, leaves a Runner::Caller task alone meanwhile.
 static Config fixedSpinNoGrace() {
   Config config = withGrace(std::chrono::milliseconds(20));
   config.adaptiveSpin = false;
