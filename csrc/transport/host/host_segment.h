@@ -1,6 +1,7 @@
 // The memory a group's ranks on one host share: one anonymous shared-memory
 // file (memfd), created by rank 0, opened by the others through rank 0's fd
-// (/proc/PID/fd/N) and mapped once by every rank; rank 0 closes its fd as
+// (/proc/PID/fd/N) and mapped once by every rank, every page of it in the
+// rank's page tables from the start (no fault inside a collective); rank 0 closes its fd as
 // soon as every rank has mapped it. It never has a name in /dev/shm (so
 // nothing can be left there, whenever a rank is killed, and Docker's
 // --shm-size does not bound it), and it goes with the last mapping. Its layout: a header, then per
