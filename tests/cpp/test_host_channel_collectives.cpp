@@ -260,6 +260,43 @@ TEST(HostChannelCollectives, BlocksReadFromThePeersMemoryLandInPlaceOrGoThroughT
   }
 }
 
+// Where the buffers could carry them, gathers that may read in place time
+// both forms after a round's warm-up (core/plan/gather_forms.h) and then
+// every rank takes the one they agreed on, whatever each saw: every call of
+// the round, trials and after, lands every block in place, and the ranks'
+// decisions are one.
+TEST(HostChannelCollectives, GathersTryBothFormsAndEveryRankTakesTheOneAgreed) {
+  constexpr int n = 3;
+  Ranks ranks(n, 100us, ChannelStores::Auto, quarterMiBBuffers(n, false));
+  const size_t block = kCrossMemoryGatherFromBytes;
+  std::vector<GatherForms::Form> decided(n);
+  const auto errors = ranks.run([&](int r) {
+    ASSERT_TRUE(crossMemoryGatherApplies(ranks.channel(r), block));
+    for (uint64_t seq = 1; seq <= GatherForms::kWarmUp + 2 * GatherForms::kTrials + 3; ++seq) {
+      const bool alltoall = seq % 3 == 0;  // the two ops share the size class
+      const std::vector<uint8_t> input = bytesOf(r, alltoall ? block * n : block, seq);
+      std::vector<uint8_t> output(block * n, 0);
+      const OpContext op = ranks.enter(r, "gather", seq, alltoall ? 1 : 2);
+      if (alltoall) {
+        hostChannelAlltoall(ranks.comm(r), op, {input.data(), output.data(), block});
+      } else {
+        hostChannelAllgather(ranks.comm(r), op, {input.data(), output.data(), block});
+      }
+      for (int q = 0; q < n; ++q) {
+        const std::vector<uint8_t> theirs = bytesOf(q, alltoall ? block * n : block, seq);
+        const size_t at = alltoall ? static_cast<size_t>(r) * block : 0;
+        ASSERT_EQ(0, std::memcmp(output.data() + static_cast<size_t>(q) * block,
+                                 theirs.data() + at, block))
+            << "call " << seq << ", rank " << q << "'s block";
+      }
+    }
+    decided[static_cast<size_t>(r)] = ranks.channel(r).gatherForms().decided(block);
+  });
+  expectNoErrors(errors);
+  EXPECT_EQ(decided[1], decided[0]);
+  EXPECT_EQ(decided[2], decided[0]);
+}
+
 // Rank r's float input: random, so that sums differ with the order of
 // their terms; the same on every run.
 std::vector<float> randomFloats(int r, size_t count, uint64_t k) {

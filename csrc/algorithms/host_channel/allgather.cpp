@@ -79,32 +79,61 @@ void hostChannelAllgather(const Comm& comm, const OpContext& op, const Allgather
   auto* output = static_cast<char*>(args.output);
   const size_t block = args.blockBytes;
   const bool inPlace = args.input == output + static_cast<size_t>(comm.channel->rank()) * block;
-  if (crossMemoryGatherApplies(*comm.channel, block)) {
-    return crossMemoryGather(comm, op, args.input, block, 0, inPlace ? nullptr : args.input,
-                             [&](int r) { return output + static_cast<size_t>(r) * block; });
-  }
-  gatherBlocks(comm, op, args.input, block, inPlace,
-               [&](int r) { return output + static_cast<size_t>(r) * block; });
+  const auto blockAt = [&](int r) { return output + static_cast<size_t>(r) * block; };
+  const auto throughBuffers = [&] { gatherBlocks(comm, op, args.input, block, inPlace, blockAt); };
+  if (!crossMemoryGatherApplies(*comm.channel, block)) return throughBuffers();
+  runChosenGatherForm(
+      comm, op, block, block,
+      [&](const GatherForms::Call* voting) {
+        crossMemoryGather(comm, op, args.input, block, 0, inPlace ? nullptr : args.input, blockAt,
+                          true, voting);
+      },
+      throughBuffers);
 }
 
 void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const void* input,
                                 const std::vector<void*>& outputs, size_t blockBytes) {
   const bool inPlace = input == outputs[static_cast<size_t>(comm.channel->rank())];
-  if (crossMemoryGatherApplies(*comm.channel, blockBytes)) {
-    return crossMemoryGather(comm, op, input, blockBytes, 0, inPlace ? nullptr : input,
-                             [&](int r) { return outputs[static_cast<size_t>(r)]; });
-  }
-  gatherBlocks(comm, op, input, blockBytes, inPlace,
-               [&](int r) { return outputs[static_cast<size_t>(r)]; });
+  const auto blockAt = [&](int r) { return outputs[static_cast<size_t>(r)]; };
+  const auto throughBuffers = [&] {
+    gatherBlocks(comm, op, input, blockBytes, inPlace, blockAt);
+  };
+  if (!crossMemoryGatherApplies(*comm.channel, blockBytes)) return throughBuffers();
+  runChosenGatherForm(
+      comm, op, blockBytes, blockBytes,
+      [&](const GatherForms::Call* voting) {
+        crossMemoryGather(comm, op, input, blockBytes, 0, inPlace ? nullptr : input, blockAt, true,
+                          voting);
+      },
+      throughBuffers);
 }
 
 namespace {
 
-template <typename Part>
-size_t bytesOfParts(const std::vector<Part>& parts) {
-  size_t bytes = 0;
-  for (const Part& p : parts) bytes += p.bytes;
-  return bytes;
+// Parts of one message (the coalesced all-gathers), each rank's part i at
+// blockAt(rank, i): read in place or through the buffers, as chosen.
+template <typename Part, typename BlockAt>
+void gatherPartsEitherWay(const Comm& comm, const OpContext& op, const std::vector<Part>& parts,
+                          const BlockAt& blockAt) {
+  const int rank = comm.channel->rank();
+  const auto inputOf = [&](size_t i) { return parts[i].input; };
+  const auto bytesOf = [&](size_t i) { return parts[i].bytes; };
+  const auto inItsPlace = [&](size_t i) { return parts[i].input == blockAt(rank, i); };
+  const auto throughBuffers = [&] {
+    gatherParts(comm, op, parts.size(), inputOf, bytesOf, blockAt, inItsPlace);
+  };
+  size_t total = 0;
+  for (const Part& p : parts) total += p.bytes;
+  if (!hostChannelAllgatherPartsReadInPlace(comm, parts.size(), total)) return throughBuffers();
+  runChosenGatherForm(
+      comm, op, total, total,
+      [&](const GatherForms::Call* voting) {
+        crossMemoryGatherParts(
+            comm, op, parts.size(), inputOf, bytesOf,
+            [&](size_t i) -> const void* { return inItsPlace(i) ? nullptr : parts[i].input; },
+            blockAt, voting);
+      },
+      throughBuffers);
 }
 
 }  // namespace
@@ -115,47 +144,15 @@ bool hostChannelAllgatherPartsReadInPlace(const Comm& comm, size_t parts, size_t
 
 void hostChannelAllgatherParts(const Comm& comm, const OpContext& op,
                                const std::vector<AllgatherPart>& parts) {
-  const size_t rank = static_cast<size_t>(comm.channel->rank());
-  if (hostChannelAllgatherPartsReadInPlace(comm, parts.size(), bytesOfParts(parts))) {
-    return crossMemoryGatherParts(
-        comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
-        [&](size_t i) { return parts[i].bytes; },
-        [&](size_t i) -> const void* {
-          const char* own = static_cast<const char*>(parts[i].output) + rank * parts[i].bytes;
-          return parts[i].input == own ? nullptr : parts[i].input;
-        },
-        [&](int r, size_t i) {
-          return static_cast<char*>(parts[i].output) + static_cast<size_t>(r) * parts[i].bytes;
-        });
-  }
-  gatherParts(
-      comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
-      [&](size_t i) { return parts[i].bytes; },
-      [&](int r, size_t i) {
-        return static_cast<char*>(parts[i].output) + static_cast<size_t>(r) * parts[i].bytes;
-      },
-      [&](size_t i) {
-        return parts[i].input == static_cast<char*>(parts[i].output) + rank * parts[i].bytes;
-      });
+  gatherPartsEitherWay(comm, op, parts, [&](int r, size_t i) {
+    return static_cast<char*>(parts[i].output) + static_cast<size_t>(r) * parts[i].bytes;
+  });
 }
 
 void hostChannelAllgatherListParts(const Comm& comm, const OpContext& op,
                                    const std::vector<AllgatherListPart>& parts) {
-  const size_t rank = static_cast<size_t>(comm.channel->rank());
-  if (hostChannelAllgatherPartsReadInPlace(comm, parts.size(), bytesOfParts(parts))) {
-    return crossMemoryGatherParts(
-        comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
-        [&](size_t i) { return parts[i].bytes; },
-        [&](size_t i) -> const void* {
-          return parts[i].input == parts[i].outputs[rank] ? nullptr : parts[i].input;
-        },
-        [&](int r, size_t i) { return parts[i].outputs[static_cast<size_t>(r)]; });
-  }
-  gatherParts(
-      comm, op, parts.size(), [&](size_t i) { return parts[i].input; },
-      [&](size_t i) { return parts[i].bytes; },
-      [&](int r, size_t i) { return parts[i].outputs[static_cast<size_t>(r)]; },
-      [&](size_t i) { return parts[i].input == parts[i].outputs[rank]; });
+  gatherPartsEitherWay(comm, op, parts,
+                       [&](int r, size_t i) { return parts[i].outputs[static_cast<size_t>(r)]; });
 }
 
 }  // namespace ringreduce

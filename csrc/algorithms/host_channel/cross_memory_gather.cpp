@@ -3,8 +3,10 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "algorithms/host_channel/turn.h"
+#include "core/observe/log.h"
 #include "core/base/errors.h"
 #include "transport/cross_memory.h"
 
@@ -37,6 +39,38 @@ void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Tur
   }
   const int error = crossMemoryRead(channel.pid(peer), block.address + readAt, into, bytes);
   if (error != 0) channel.throwUnreadable(peer, op, error);
+}
+
+void putUpVote(char* mine, size_t parts, const GatherForms& forms, const GatherForms::Call& call) {
+  const GatherForms::Vote vote = forms.vote(call);
+  std::memcpy(mine + parts * sizeof(CrossMemoryBlock), &vote, sizeof(vote));
+}
+
+void decideFromVotes(HostChannel& channel, const HostChannel::Turn& turn, size_t parts,
+                     const GatherForms::Call& call) {
+  std::vector<GatherForms::Vote> votes(static_cast<size_t>(channel.size()));
+  for (int r = 0; r < channel.size(); ++r) {
+    std::memcpy(&votes[static_cast<size_t>(r)],
+                channel.buffer(r, turn) + parts * sizeof(CrossMemoryBlock),
+                sizeof(GatherForms::Vote));
+  }
+  // Every rank reads the same votes: the same decision.
+  GatherForms& forms = channel.gatherForms();
+  forms.decide(call, votes);
+  uint64_t inPlaceNanos = 0;
+  uint64_t buffersNanos = 0;
+  for (const GatherForms::Vote& v : votes) {
+    inPlaceNanos += v.inPlaceNanos;
+    buffersNanos += v.buffersNanos;
+  }
+  const bool inPlace = forms.decidedFor(call) == GatherForms::Form::InPlace;
+  RR_LOG(Info, channel.rank(),
+         "gathers of " << (GatherForms::kFirstClassBytes << call.sizeClass)
+                       << "+ bytes per block: "
+                       << (inPlace ? "read in place" : "through the buffers")
+                       << " (the ranks' fastest trials together: in place "
+                       << inPlaceNanos / 1000 << " us, through the buffers "
+                       << buffersNanos / 1000 << " us)");
 }
 
 }  // namespace ringreduce

@@ -29,6 +29,12 @@
 
 namespace ringreduce {
 
+// Within what the buffers carry, the channel times both forms and the
+// ranks agree on the faster per size class (core/plan/gather_forms.h:
+// on the Xeon below in place won, on the 2-vCPU EPYC of 2026-12-04 the
+// buffers, 1 MiB all_gather_into_tensor 66 against 100 us);
+// runChosenGatherForm runs a gather so. Beyond it, always in place.
+//
 // From this many bytes per block. World 2 on the 2-vCPU Xeon (AVX-512 with
 // AMX) of 2026-12-02 (collective_anchors.py, back to back, p50, with
 // RINGREDUCE_CROSS_MEMORY=0 for the buffers' form): all_gather_into_tensor
@@ -54,6 +60,19 @@ bool crossMemoryGatherPartsApply(const HostChannel& channel, size_t parts, size_
 // their buffers' limit (hostChannelAllgatherApplies and the others).
 bool crossMemoryGatherCarries(const Comm& comm, size_t blockBytes);
 
+// Runs a gather that may read in place (crossMemoryGatherApplies for
+// `blockBytes`): in place where the buffers cannot carry `messageBytes`
+// (each rank's bytes through them, as hostChannelCollectiveApplies counts
+// them), else in the form the channel's GatherForms gives this call, timed
+// where the call is a trial. readInPlace(voting): `voting` is the call whose
+// records carry the ranks' votes (pass it to crossMemoryGather), or null.
+// A run that only publishes ahead (op.publishOnly()) takes the form
+// without counting the call: the later run counts it.
+template <typename ReadInPlace, typename ThroughBuffers>
+void runChosenGatherForm(const Comm& comm, const OpContext& op, size_t blockBytes,
+                         size_t messageBytes, const ReadInPlace& readInPlace,
+                         const ThroughBuffers& throughBuffers);
+
 // Each rank puts up `published` for its peers; where `reads`, this rank
 // reads `blockBytes` at `readAt` bytes into each peer's into blockAt(peer),
 // and its own block from `own` (null: in its place already; a rank that
@@ -61,10 +80,12 @@ bool crossMemoryGatherCarries(const Comm& comm, size_t blockBytes);
 // publishes its input and reads at 0; an all-to-all its whole input, read
 // at this rank's block. One turn of the channel whatever the size.
 // `blockAt` must not overlap any rank's published bytes but this rank's own.
+// `voting`: this call's records also carry each rank's GatherForms vote,
+// and every rank decides from them.
 template <typename BlockAt>
 void crossMemoryGather(const Comm& comm, const OpContext& op, const void* published,
                        size_t blockBytes, size_t readAt, const void* own, const BlockAt& blockAt,
-                       bool reads = true);
+                       bool reads = true, const GatherForms::Call* voting = nullptr);
 
 // The same for `parts` tensors at once, one record each (at most
 // kCrossMemoryMaxParts): part i of each rank is bytesOf(i) at
@@ -73,7 +94,8 @@ void crossMemoryGather(const Comm& comm, const OpContext& op, const void* publis
 template <typename PublishedOf, typename BytesOf, typename OwnOf, typename BlockAt>
 void crossMemoryGatherParts(const Comm& comm, const OpContext& op, size_t parts,
                             const PublishedOf& publishedOf, const BytesOf& bytesOf,
-                            const OwnOf& ownOf, const BlockAt& blockAt);
+                            const OwnOf& ownOf, const BlockAt& blockAt,
+                            const GatherForms::Call* voting = nullptr);
 
 // What it shares with its instances: where this rank's block lies, put up
 // for the peers in the turn's first line.
@@ -86,6 +108,11 @@ struct CrossMemoryBlock {
 // refuses.
 void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Turn& turn,
                    int peer, void* into, size_t bytes, size_t readAt, size_t part = 0);
+// Puts this rank's vote after `parts` records of its turn (`mine`); once
+// every peer's turn is up, reads all of them and decides (GatherForms).
+void putUpVote(char* mine, size_t parts, const GatherForms& forms, const GatherForms::Call& call);
+void decideFromVotes(HostChannel& channel, const HostChannel::Turn& turn, size_t parts,
+                     const GatherForms::Call& call);
 
 }  // namespace ringreduce
 

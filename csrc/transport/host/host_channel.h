@@ -39,6 +39,7 @@
 #include "core/base/op_context.h"
 #include "core/base/cpu_contention.h"
 #include "core/base/spin_budget.h"
+#include "core/plan/gather_forms.h"
 #include "transport/host/channel_stores.h"
 #include "transport/host/doorbell.h"
 #include "transport/host/host_segment.h"
@@ -158,6 +159,9 @@ class HostChannel {
   // than through the buffers (algorithms/host_channel/cross_memory_gather.h)
   // are chosen alike.
   bool peersReadable() const { return peersReadable_; }
+  // Where peersReadable(): which way a gather whose blocks the buffers
+  // could carry moves them, timed and agreed (core/plan/gather_forms.h).
+  GatherForms& gatherForms() { return gatherForms_; }
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   // Throws the error of a read of `peer`'s memory that failed with errno
@@ -288,6 +292,7 @@ class HostChannel {
   CpuContention contention_;           // read after a sleep (awaitPeers)...
   std::function<bool()> contended_;     // ...unless Options::contended is given
   ChannelWriter writer_;
+  GatherForms gatherForms_;
   uint64_t turns_ = 0;
   // The turn published ahead, until its collective adopts it; seq 0: none.
   // Written by the caller's thread before it queues that collective, read
