@@ -753,6 +753,71 @@ TEST(HostChannelCollectives, UnevenAlltoallReadsLargeBlocksInPlaceAndTheRestThro
 
 // The uneven form's turn (half the buffer) must hold its header and a byte
 // a rank; where it cannot, every rank's rule says so alike (UCX moves it).
+// Rank r's blocks of an uneven all-to-all (bytesTo(from, to) bytes each, their
+// contents bytesOf(from * n + to, ..., seq)), and room for what it receives.
+struct UnevenBlocks {
+  std::vector<std::vector<uint8_t>> sends, recvs;
+  AllToAllBlocks blocks;
+};
+template <typename BytesTo>
+UnevenBlocks unevenBlocks(int n, int r, uint64_t seq, const BytesTo& bytesTo) {
+  UnevenBlocks u;
+  for (int j = 0; j < n; ++j) u.sends.push_back(bytesOf(r * n + j, bytesTo(r, j), seq));
+  for (int q = 0; q < n; ++q) u.recvs.emplace_back(bytesTo(q, r), 0);
+  for (int j = 0; j < n; ++j) {
+    u.blocks.send.push_back(u.sends[j].data());
+    u.blocks.sendBytes.push_back(u.sends[j].size());
+    u.blocks.recv.push_back(u.recvs[j].data());
+    u.blocks.recvBytes.push_back(u.recvs[j].size());
+  }
+  return u;
+}
+
+// Takes `forms` through a round's warm-up and trials to `want` for blocks
+// of `bytes` (the votes as every rank would read them).
+void decideGatherForm(GatherForms& forms, size_t bytes, GatherForms::Form want) {
+  for (;;) {
+    const GatherForms::Call call = forms.next(bytes);
+    if (call.votes) {
+      const bool inPlace = want == GatherForms::Form::InPlace;
+      forms.decide(call, {GatherForms::Vote{inPlace ? 1u : 2u, inPlace ? 2u : 1u}});
+      return;
+    }
+  }
+}
+
+// Where the equal gathers found the buffers faster for blocks that size, a
+// rank whose blocks fit the buffers' turns sends them through the buffers
+// rather than offering them in place: every block lands all the same, flat
+// and in lists, beside blocks too large for the turns (still read in place).
+TEST(HostChannelCollectives, UnevenAlltoallFollowsTheGathersTimedChoice) {
+  for (int n : {2, 3}) {
+    Ranks ranks(n, 100us, ChannelStores::Auto,
+                [](int, HostChannel::Options& o) { o.bufferBytes = size_t{1} << 20; });
+    const auto errors = ranks.run([&](int r) {
+      for (size_t bytes : {kCrossMemoryGatherFromBytes, 2 * kCrossMemoryGatherFromBytes}) {
+        decideGatherForm(ranks.channel(r).gatherForms(), bytes, GatherForms::Form::Buffers);
+      }
+      uint64_t seq = 0;
+      for (bool tooLargeForTheTurns : {false, true}) {
+        ++seq;
+        const auto bytesTo = [&](int from, int to) -> size_t {
+          const size_t unit = tooLargeForTheTurns ? size_t{1} << 20 : kCrossMemoryGatherFromBytes;
+          return unit + static_cast<size_t>(from * 4096 + to * 64);
+        };
+        UnevenBlocks u = unevenBlocks(n, r, seq, bytesTo);
+        const OpContext op = ranks.enter(r, "alltoall", seq, 7);
+        ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(ranks.comm(r), op, u.blocks, false));
+        for (int q = 0; q < n; ++q) {
+          ASSERT_EQ(u.recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
+              << "world " << n << (tooLargeForTheTurns ? ", large" : "") << ", rank " << q;
+        }
+      }
+    });
+    expectNoErrors(errors);
+  }
+}
+
 TEST(HostChannelCollectives, UnevenAlltoallLeavesBuffersTooSmallForItsHeader) {
   for (size_t bufferBytes : {size_t{256}, size_t{4096}}) {
     Ranks ranks(4, 100us, ChannelStores::Auto,
@@ -844,20 +909,11 @@ TEST(HostChannelCollectives, GatherScatterAndAlltoallTakeBlocksApart) {
         ASSERT_EQ(got, sent[r]) << "scatter, world " << n;
         ++seq;  // rank r sends rank j (r + j + 1) * block / 2 bytes
         const auto bytesTo = [&](int from, int to) { return (from + to + 1) * block / 2; };
-        AllToAllBlocks blocks;
-        std::vector<std::vector<uint8_t>> sends, recvs;
-        for (int j = 0; j < n; ++j) sends.push_back(bytesOf(r * n + j, bytesTo(r, j), seq));
-        for (int q = 0; q < n; ++q) recvs.emplace_back(bytesTo(q, r), 0);
-        for (int j = 0; j < n; ++j) {
-          blocks.send.push_back(sends[j].data());
-          blocks.sendBytes.push_back(sends[j].size());
-          blocks.recv.push_back(recvs[j].data());
-          blocks.recvBytes.push_back(recvs[j].size());
-        }
+        UnevenBlocks u = unevenBlocks(n, r, seq, bytesTo);
         ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(
-            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7), blocks, /*mayDecline=*/false));
+            ranks.comm(r), ranks.enter(r, "alltoall", seq, 7), u.blocks, /*mayDecline=*/false));
         for (int q = 0; q < n; ++q) {
-          ASSERT_EQ(recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
+          ASSERT_EQ(u.recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
               << "all-to-all, world " << n << ", from rank " << q;
         }
       }

@@ -66,6 +66,10 @@ constexpr size_t kUnevenInPlaceFromBytes = size_t{128} << 10;
 // is large enough that one copy instead of two pays for the system call and
 // the second flag, and the blocks outlive the body: not a body run to
 // publish ahead, whose copies of strided or overlapping inputs go with it.
+// From the equal gathers' first size class, it follows what their timed
+// choice found for blocks that size (core/plan/gather_forms.h: on the EPYC
+// of 2026-12-04 the buffers) where its blocks fit the buffers' turns; a
+// group that runs no equal gather of that size keeps reading in place.
 bool offersInPlace(const HostChannel& channel, const OpContext& op,
                    const std::vector<size_t>& sendBytes) {
   const size_t rank = static_cast<size_t>(channel.rank());
@@ -73,7 +77,12 @@ bool offersInPlace(const HostChannel& channel, const OpContext& op,
   for (size_t j = 0; j < sendBytes.size(); ++j) {
     if (j != rank) largest = std::max(largest, sendBytes[j]);
   }
-  return !op.publishOnly() && channel.peersReadable() && largest >= kUnevenInPlaceFromBytes;
+  if (op.publishOnly() || !channel.peersReadable() || largest < kUnevenInPlaceFromBytes) {
+    return false;
+  }
+  const bool buffersFaster = largest >= GatherForms::kFirstClassBytes &&
+                             channel.gatherForms().decided(largest) == GatherForms::Form::Buffers;
+  return !buffersFaster || turnsFor(largest, unevenSlotBytes(channel)) > kHostChannelMaxPieces;
 }
 
 }  // namespace

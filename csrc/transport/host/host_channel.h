@@ -162,6 +162,7 @@ class HostChannel {
   // Where peersReadable(): which way a gather whose blocks the buffers
   // could carry moves them, timed and agreed (core/plan/gather_forms.h).
   GatherForms& gatherForms() { return gatherForms_; }
+  const GatherForms& gatherForms() const { return gatherForms_; }
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   // Throws the error of a read of `peer`'s memory that failed with errno
