@@ -238,11 +238,23 @@ def _threads_holding(pid, signum):
     return holding
 
 
-def _dump_python_stacks(pids, limit_s=10.0):
+def _file_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _dump_python_stacks(files_by_pid, limit_s=10.0):
     """Signals each process to write its Python stacks (faulthandler, on
-    SIGUSR1) and waits until every one has: the signal delivered and no
-    thread still in the handler, beyond the threads that blocked it before
-    (a library's thread that blocks every signal). Bounded by `limit_s`."""
+    SIGUSR1, into its file in `files_by_pid`) and waits until every one has:
+    the signal delivered, no thread still in the handler beyond the threads
+    that blocked it before (a library's thread that blocks every signal), and
+    its file written and no longer growing. The file too: between taking
+    the signal off its pending set and blocking it for the handler, a thread
+    shows neither in /proc, which under load the poll caught (an empty stack
+    in CI). Bounded by `limit_s`."""
+    pids = list(files_by_pid)
     blocked_before = {pid: _threads_holding(pid, signal.SIGUSR1) or set() for pid in pids}
     for pid in pids:
         try:
@@ -251,10 +263,14 @@ def _dump_python_stacks(pids, limit_s=10.0):
             pass
     deadline = time.monotonic() + limit_s
     waiting = set(pids)
+    sizes = {pid: -1 for pid in pids}
     while waiting and time.monotonic() < deadline:
         for pid in list(waiting):
             holding = _threads_holding(pid, signal.SIGUSR1)
-            if holding is None or holding <= blocked_before[pid]:
+            size = _file_size(files_by_pid[pid])
+            written = size > 0 and size == sizes[pid]
+            sizes[pid] = size
+            if holding is None or (holding <= blocked_before[pid] and written):
                 waiting.discard(pid)
         if waiting:
             time.sleep(0.01)
@@ -263,7 +279,7 @@ def _dump_python_stacks(pids, limit_s=10.0):
 def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     """What each rank in `ranks` is doing: its Python stacks (faulthandler,
     on SIGUSR1) and native stacks, for the message of a world that overran."""
-    _dump_python_stacks([procs[r].pid for r in ranks])
+    _dump_python_stacks({procs[r].pid: _stacks_file(init_file, r) for r in ranks})
     parts = []
     for r in ranks:
         try:
