@@ -3,7 +3,8 @@ gloo in the same processes, with K pure-CPU processes running beside the ranks.
 
     OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 benchmarks/busy_cores.py \
         [--busy 0,2,4,8] [--sizes 4096,65536,262144,1048576,4194304] [--iters 60] \
-        [--ddp-steps 20] [--backends ringreduce,fixed,ucx,gloo]
+        [--ddp-steps 20] [--backends ringreduce,fixed,ucx,gloo] \
+        [--ops all_reduce,async_all_reduce,all_gather_into_tensor,reduce_scatter_tensor,broadcast]
 
 Real jobs are rarely alone on their cores: DataLoader workers decode and
 augment beside the ranks, and clusters share nodes. For each K in --busy,
@@ -15,6 +16,12 @@ writes a gradient bucket), and is timed on every rank from the call to
 wait() returning; the figure for an op is the slowest rank's
 (benchmarks/latency.py). Prints p50 and p90 per backend, and gloo's over
 each ringreduce group's (above 1: faster than gloo).
+
+Ops (--ops; a size is the bytes each rank writes before the op): all_reduce
+(the default), async_all_reduce (`async_op=True` and `wait()`: DDP's
+buckets), all_gather_into_tensor and reduce_scatter_tensor (what FSDP and
+ZeRO-3 issue for every layer; the scatter's output is the size over the
+world) and broadcast from rank 0 (ZeRO's parameters at start).
 
 Backends: "ringreduce" as configured (its waits adapt to the load,
 core/base/spin_budget.h), "fixed" a second ringreduce group made with
@@ -97,7 +104,30 @@ def make_groups(names):
     return groups
 
 
-def time_after_gap(group, tensor, source, iters, gap_s):
+def op_call(name, tensor, world):
+    """The timed call of op `name` on `tensor` (written before each call),
+    with any output it needs made once."""
+    if name == "all_reduce":
+        return lambda group: dist.all_reduce(tensor, group=group)
+    if name == "async_all_reduce":
+        return lambda group: dist.all_reduce(tensor, group=group, async_op=True).wait()
+    if name == "all_gather_into_tensor":
+        gathered = torch.empty(world * tensor.numel(), dtype=tensor.dtype)
+        return lambda group: dist.all_gather_into_tensor(gathered, tensor, group=group)
+    if name == "reduce_scatter_tensor":
+        if tensor.numel() % world:
+            raise SystemExit(f"reduce_scatter_tensor: {tensor.numel()} elements do not split "
+                             f"over {world} ranks")
+        scattered = torch.empty(tensor.numel() // world, dtype=tensor.dtype)
+        return lambda group: dist.reduce_scatter_tensor(scattered, tensor, group=group)
+    if name == "broadcast":
+        # The group's rank 0 (a global rank: the groups span the world).
+        return lambda group: dist.broadcast(tensor, src=0, group=group)
+    raise SystemExit(f"unknown op {name!r}: all_reduce, async_all_reduce, "
+                     "all_gather_into_tensor, reduce_scatter_tensor or broadcast")
+
+
+def time_after_gap(group, call, tensor, source, iters, gap_s):
     """(start, end) per op, each after `gap_s` of compute and a write of the
     whole tensor."""
     spans = []
@@ -105,7 +135,7 @@ def time_after_gap(group, tensor, source, iters, gap_s):
         busy(gap_s)
         tensor.copy_(source)
         start = time.perf_counter()
-        dist.all_reduce(tensor, group=group)
+        call(group)
         spans.append((start, time.perf_counter()))
     return spans
 
@@ -114,42 +144,52 @@ def collectives(args, groups, control, rank):
     names = list(groups)
     rings = [n for n in names if n != "gloo"]
     per_round = max(1, args.iters // args.rounds)
+    world = dist.get_world_size()
+    ops = [o for o in args.ops.split(",") if o]
     for k in (int(x) for x in args.busy.split(",") if x):
         with BusyProcesses(k if rank == 0 else 0):
             dist.barrier(group=control)
             time.sleep(args.settle_s)
-            if rank == 0:
-                load = os.getloadavg()[0]
-                print(f"\n# {k} busy processes (load average {load:.1f}); per op the slowest "
-                      f"rank, us; {per_round * args.rounds} ops per cell after "
-                      f"{args.gap_us:.0f} us of compute")
-                head = " | ".join(f"{n + ' p50':>15} {'p90':>7}" for n in names)
-                ratios = " ".join(f"{'gloo/' + n + ' p50':>19} {'p90':>5}" for n in rings)
-                print(f"# {'bytes':>8} | {head} | {ratios}")
-            for size in (int(s) for s in args.sizes.split(",")):
-                count = max(1, size // 4)
-                tensor = torch.empty(count, dtype=torch.float32)
-                source = torch.rand(count, generator=torch.Generator().manual_seed(rank))
-                for group in groups.values():  # warm-up
-                    time_after_gap(group, tensor, source, 3, args.gap_us / 1e6)
-                samples = {n: [] for n in names}
-                # Every order of the groups in turn: in a fixed one, whichever
-                # follows gloo's block (whose calls sleep) always starts on
-                # cores that are just waking up.
-                orders = list(itertools.permutations(names))
-                for i in range(args.rounds):
-                    for name in orders[i % len(orders)]:
-                        samples[name] += time_after_gap(groups[name], tensor, source, per_round,
-                                                        args.gap_us / 1e6)
-                stats = {n: percentiles(per_op(s, control)[0]) for n, s in samples.items()}
+            for op in ops:
                 if rank == 0:
-                    cells = " | ".join(f"{stats[n][0]:15.1f} {stats[n][1]:7.1f}" for n in names)
-                    g = stats.get("gloo")
-                    ratios = " ".join(
-                        f"{g[0] / stats[n][0]:18.2f}x {g[1] / stats[n][1]:4.2f}x" for n in rings
-                    ) if g else ""
-                    print(f"  {size:>8} | {cells} | {ratios}", flush=True)
+                    load = os.getloadavg()[0]
+                    print(f"\n# {op}, {k} busy processes (load average {load:.1f}); per op the "
+                          f"slowest rank, us; {per_round * args.rounds} ops per cell after "
+                          f"{args.gap_us:.0f} us of compute")
+                    head = " | ".join(f"{n + ' p50':>15} {'p90':>7}" for n in names)
+                    ratios = " ".join(f"{'gloo/' + n + ' p50':>19} {'p90':>5}" for n in rings)
+                    print(f"# {'bytes':>8} | {head} | {ratios}")
+                for size in (int(s) for s in args.sizes.split(",")):
+                    time_size(args, groups, control, rank, op, size, world, per_round)
             dist.barrier(group=control)
+
+
+def time_size(args, groups, control, rank, op, size, world, per_round):
+    names = list(groups)
+    rings = [n for n in names if n != "gloo"]
+    count = max(1, size // 4)
+    tensor = torch.empty(count, dtype=torch.float32)
+    source = torch.rand(count, generator=torch.Generator().manual_seed(rank))
+    call = op_call(op, tensor, world)
+    for group in groups.values():  # warm-up
+        time_after_gap(group, call, tensor, source, 3, args.gap_us / 1e6)
+    samples = {n: [] for n in names}
+    # Every order of the groups in turn: in a fixed one, whichever
+    # follows gloo's block (whose calls sleep) always starts on
+    # cores that are just waking up.
+    orders = list(itertools.permutations(names))
+    for i in range(args.rounds):
+        for name in orders[i % len(orders)]:
+            samples[name] += time_after_gap(groups[name], call, tensor, source, per_round,
+                                            args.gap_us / 1e6)
+    stats = {n: percentiles(per_op(s, control)[0]) for n, s in samples.items()}
+    if rank == 0:
+        cells = " | ".join(f"{stats[n][0]:15.1f} {stats[n][1]:7.1f}" for n in names)
+        g = stats.get("gloo")
+        ratios = " ".join(
+            f"{g[0] / stats[n][0]:18.2f}x {g[1] / stats[n][1]:4.2f}x" for n in rings
+        ) if g else ""
+        print(f"  {size:>8} | {cells} | {ratios}", flush=True)
 
 
 class CpuHeavySamples(torch.utils.data.Dataset):
@@ -213,6 +253,9 @@ def main():
     p.add_argument("--busy", default="0,2,4,8", help="busy process counts, comma separated")
     p.add_argument("--sizes", default="4096,65536,262144,1048576,4194304",
                    help="message sizes in bytes, comma separated")
+    p.add_argument("--ops", default="all_reduce",
+                   help="comma separated: all_reduce, async_all_reduce, all_gather_into_tensor, "
+                        "reduce_scatter_tensor, broadcast")
     p.add_argument("--iters", type=int, default=60, help="ops per size, backend and K")
     p.add_argument("--rounds", type=int, default=6,
                    help="the ops are split into this many interleaved rounds")

@@ -323,8 +323,11 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // once, instead of waiting for this rank to see it and fill its part
     // then; this rank's body adopts the turn (exchangeTurn). Where they do
     // not come, the queued form takes it from there.
+    // Not where its first turn would wait first for peers that have not
+    // come to a collective this rank left without waiting for them
+    // (HostChannel::oweWait): a run that publishes ahead must not wait.
     const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
-                            !transport_->aborted() &&
+                            !transport_->aborted() && !channel_->owesUnsettledWait() &&
                             publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
     // Where its peers will wait for more of it, it waits up to the worker's
     // grace: run here, the rest goes on as they come, instead of keeping

@@ -217,7 +217,19 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"
         outcome = ("ok", t[0].item())
     except Exception as error:
         outcome = (type(error).__name__, str(error))
-    return {"outcome": outcome, "elapsed": time.monotonic() - start}
+    result = {"outcome": outcome, "elapsed": time.monotonic() - start}
+    if mode == "stop" and outcome[0] == "ok":
+        # A rank that only sends in #2 (a scatter's root, a gather's other
+        # ranks) left it without waiting for rank 2: its next collective
+        # waits for rank 2 to have been in #2, and times out naming #2.
+        start = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4))
+            result["next"] = ("ok", None)
+        except Exception as error:
+            result["next"] = (type(error).__name__, str(error))
+        result["next_elapsed"] = time.monotonic() - start
+    return result
 
 
 def monitored_barrier(rank, world, init_method):

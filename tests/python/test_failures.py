@@ -76,6 +76,11 @@ def test_rank_killed_while_its_peer_copies_its_memory_leaves_the_peer_alive_and_
     assert r["latency"] < 5.0, r
 
 
+# The ranks that only send in a form's collective through the host channel
+# (root: rank 0): they leave it once their part is up (algorithms/host_channel/turn.h).
+SENDS_ONLY = {"gather": (1,), "scatter": (0,)}
+
+
 @pytest.mark.parametrize("form", sorted(FORM_OPS))
 def test_stopped_rank_times_out_at_the_timeout_naming_it(form):
     timeout_s = 4.0
@@ -83,14 +88,20 @@ def test_stopped_rank_times_out_at_the_timeout_naming_it(form):
                         exit_path=True)
     op = FORM_OPS[form]
     for rank in (0, 1):
-        kind, message = raised_by_backend(*results[rank]["outcome"])
+        result, elapsed = results[rank]["outcome"], results[rank]["elapsed"]
+        if rank in SENDS_ONLY.get(form, ()):
+            # It reads nothing of rank 2 in #2: done there, as gloo's and
+            # Open MPI's senders are; its next collective times out, naming #2.
+            assert result[0] == "ok", results[rank]
+            result, elapsed = results[rank]["next"], results[rank]["next_elapsed"]
+        kind, message = raised_by_backend(*result)
         assert kind == "DistBackendError", results[rank]
         assert f"{op} #2 timed out after 4000 ms" in message, message
         assert f"not seen in {op} #2: 2 (" in message, message
         # At the timeout, within 10% (plus 1 s of scheduling slack: 3 ranks
         # share 2 cores). A rank may learn of the failure a few ms before its
         # own deadline, from the peer that started the collective first.
-        assert 0.9 * timeout_s <= results[rank]["elapsed"] < 1.1 * timeout_s + 1.0, results[rank]
+        assert 0.9 * timeout_s <= elapsed < 1.1 * timeout_s + 1.0, results[rank]
 
 
 def test_rank_late_by_less_than_the_timeout_just_succeeds():

@@ -19,9 +19,13 @@ void hostChannelBroadcast(const Comm& comm, const OpContext& op, const Broadcast
   auto* data = static_cast<char*>(args.data);
   for (size_t first = 0; first < args.bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, args.bytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= args.bytes, [&](char* mine) {
-      if (root) channel.copyIn(mine, data + first, piece);
-    });
+    // The root reads nothing of the receivers: its last turn does not wait for them.
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, piece, first + piece >= args.bytes,
+        [&](char* mine) {
+          if (root) channel.copyIn(mine, data + first, piece);
+        },
+        /*readsPeers=*/!root);
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (!root) std::memcpy(data + first, channel.buffer(args.root, turn), piece);
   }

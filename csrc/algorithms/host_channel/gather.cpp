@@ -74,7 +74,8 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
         },
         [&] {
           if (rank == root) std::memmove(out(rank) + first, in + first, piece);
-        });
+        },
+        /*readsPeers=*/rank == root);  // the others' last turn does not wait for the root
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (rank != root) continue;
     for (int r = 0; r < channel.size(); ++r) {
@@ -111,7 +112,8 @@ void hostChannelScatterBlocks(const Comm& comm, const OpContext& op,
             std::memmove(out + first, static_cast<const char*>(inputs[static_cast<size_t>(root)]) + first,
                          piece);
           }
-        });
+        },
+        /*readsPeers=*/!atRoot);  // the root's last turn does not wait for the others
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (!atRoot) std::memcpy(out + first, channel.buffer(root, turn) + mine, piece);
   }

@@ -29,9 +29,13 @@ void hostChannelReduce(const Comm& comm, const OpContext& op, const ReductionArg
   const bool fillOwn = channel.rank() != root;
   for (size_t first = 0; first < bytes; first += perTurn) {
     const size_t piece = std::min(perTurn, bytes - first);
-    const HostChannel::Turn turn = exchangeTurn(comm, op, piece, first + piece >= bytes, [&](char* mine) {
-      if (fillOwn) channel.copyIn(mine, data + first, piece);
-    });
+    // Only the root reads: the others' last turn does not wait for it.
+    const HostChannel::Turn turn = exchangeTurn(
+        comm, op, piece, first + piece >= bytes,
+        [&](char* mine) {
+          if (fillOwn) channel.copyIn(mine, data + first, piece);
+        },
+        /*readsPeers=*/!fillOwn);
     if (op.stoppedAhead()) return;  // published ahead: the queued run goes on from here
     if (channel.rank() != root) continue;
     PhaseScope reducing(op.phases, Phase::Reduce);

@@ -40,6 +40,13 @@ void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const Host
   probe::mark(ProbePoint::PeersHere);
 }
 
+void payOwedWait(const Comm& comm, const OpContext& op) {
+  {
+    PhaseScope waiting(op.phases, Phase::WaitPeers);
+    comm.channel->payOwedWait(op, comm.spinBudget(), comm.drivenTransport());
+  }
+}
+
 void refuseTurnAfterPublishingAhead(const OpContext& op) {
   throw Error("ringreduce: internal error: " + op.describe() +
               " takes another turn after publishing its first ahead");

@@ -45,6 +45,10 @@ void publishAndAwait(const Comm& comm, const OpContext& op, FlagKind kind,
 void publishFlag(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const HostChannel::Turn& turn);
 
+// Waits for the peers as this rank's last turn without reading them left
+// owed (exchangeTurn's readsPeers), before it writes its buffers again.
+void payOwedWait(const Comm& comm, const OpContext& op);
+
 // Throws an internal error: a body run to publish ahead went on to another
 // turn after its first (its algorithm must return once op.stoppedAhead()).
 [[noreturn]] void refuseTurnAfterPublishingAhead(const OpContext& op);
@@ -59,6 +63,14 @@ void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const Host
 // `lastTurn`: this rank publishes nothing more for the collective after
 // this turn (false where that is not known yet).
 //
+// `readsPeers` false: this rank reads nothing of its peers' buffers in this
+// turn (a broadcast's root, a gather's other ranks). Its last turn then
+// returns without waiting for them, as a sender that does not wait for its
+// receivers: the wait is owed (HostChannel::oweWait) and paid before this
+// rank's next turn writes its buffers (payOwedWait), where the buffer rule
+// needs it. A late receiver then costs the sender nothing until the sender
+// needs the receiver anyway.
+//
 // Run to publish ahead (OpContext::ahead), it returns once this rank's
 // bytes are up, neither running meanwhile() nor waiting: the caller must
 // then return at once (op.stoppedAhead()), reading no peer's buffer and
@@ -67,11 +79,13 @@ void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const Host
 // adopted then, neither filled nor published again.
 template <typename Fill, typename Meanwhile>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
-                               bool lastTurn, const Fill& fill, const Meanwhile& meanwhile) {
+                               bool lastTurn, const Fill& fill, const Meanwhile& meanwhile,
+                               bool readsPeers = true) {
   HostChannel& channel = *comm.channel;
   HostChannel::Turn turn;
   if (op.stoppedAhead()) refuseTurnAfterPublishingAhead(op);
   if (!channel.adoptPublishedAhead(op.seq, footprint, turn)) {
+    if (channel.owesWait()) payOwedWait(comm, op);
     turn = channel.takeTurn(footprint);
     fill(channel.buffer(channel.rank(), turn));
     publishFlag(comm, op, FlagKind::Input, turn);
@@ -82,14 +96,18 @@ HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t foo
     }
   }
   meanwhile();
+  if (lastTurn && !readsPeers) {
+    channel.oweWait(turn, op);
+    return turn;
+  }
   awaitFlags(comm, op, FlagKind::Input, turn);
   return turn;
 }
 
 template <typename Fill>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
-                               bool lastTurn, const Fill& fill) {
-  return exchangeTurn(comm, op, footprint, lastTurn, fill, [] {});
+                               bool lastTurn, const Fill& fill, bool readsPeers = true) {
+  return exchangeTurn(comm, op, footprint, lastTurn, fill, [] {}, readsPeers);
 }
 
 // How many turns `bytes` take at `perTurn` (> 0) a turn; none for nothing.

@@ -533,6 +533,26 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
   }
 }
 
+void HostChannel::payOwedWait(const OpContext& op, SpinBudget& spin, Transport* driven) {
+  if (owed_.turn == 0) return;
+  if (op.publishOnly() && owesUnsettledWait()) {
+    throw Error("ringreduce: internal error: " + op.describe() +
+                " would wait for its peers in a run that only publishes ahead (a wait owed "
+                "since " + std::string(owed_.name) + " #" + std::to_string(owed_.seq) + ")");
+  }
+  // The collective the wait belongs to, under this one's deadline: a peer
+  // that never came to it times out naming it, one that ran another
+  // collective there is a mismatch of it.
+  OpContext owedOp = op;
+  owedOp.opName = owed_.name;
+  owedOp.seq = owed_.seq;
+  owedOp.fingerprintWord = owed_.word;
+  owedOp.ahead = nullptr;
+  const Turn turn{owed_.turn, static_cast<int>(owed_.turn & 1), 0};
+  awaitPeers(FlagKind::Input, turn, owedOp, spin, driven);
+  owed_ = {};
+}
+
 void HostChannel::sleep(FlagKind kind, uint64_t turn, const OpContext& op,
                         Clock::time_point now, Transport* driven) {
   std::atomic<uint32_t>& asleep = lines(rank_).control.asleep;

@@ -152,6 +152,28 @@ class HostChannel {
     if (ahead_.seq == 0) return false;
     return adoptPending(seq, footprint, turn);
   }
+  // A wait this rank left for later: its last turn of a collective in which
+  // it reads nothing of its peers' buffers (a broadcast's or a scatter's
+  // root, a gather's or a reduce's other ranks: exchangeTurn's readsPeers)
+  // returns once its bytes are up, as Open MPI's and gloo's senders return
+  // before their receivers come. The wait it skips is owed: before this rank
+  // writes its buffers again (its next turn), every peer must have started
+  // that turn (the rule of takeTurn) in the same collective (its flag's
+  // word), which payOwedWait sees to. One at a time: the next turn pays it.
+  void oweWait(const Turn& turn, const OpContext& op) {
+    owed_ = {turn.number, op.seq, op.fingerprintWord, op.opName};
+  }
+  bool owesWait() const { return owed_.turn != 0; }
+  // Whether a wait is owed for which some peer's flag has not come yet: a
+  // run that only publishes ahead (Engine::publishBeforeQueueing) must not
+  // block on it, so the engine queues such a collective without one.
+  bool owesUnsettledWait() const {
+    return owed_.turn != 0 && firstBehind(FlagKind::Input, owed_.turn) >= 0;
+  }
+  // Waits, as awaitPeers, for the peers' flags of the owed turn and checks
+  // them against the collective it was owed for (its name, number and
+  // word in any error), with `op`'s deadline and abort; then owes nothing.
+  void payOwedWait(const OpContext& op, SpinBudget& spin, Transport* driven);
   // Whether every rank can read every other's memory through
   // transport/cross_memory.h, agreed when the channel was opened (each rank
   // read each peer's probe word, and none turned it off): the same on every
@@ -304,6 +326,16 @@ class HostChannel {
     size_t footprint = 0;
   } ahead_;
   bool adoptPending(uint64_t seq, size_t footprint, Turn& turn);
+  // The wait oweWait left; turn 0: none. Written and read by the thread
+  // that runs the group's collectives at the time (the engine runs one at a
+  // time, on the caller's thread or the worker's).
+  struct Owed {
+    uint64_t turn = 0;
+    uint64_t seq = 0;
+    uint32_t word = 0;
+    const char* name = nullptr;
+  } owed_;
+
   Describe describe_;
   std::vector<pollfd> sleepFds_;  // the doorbell, then the peers' process fds
   std::vector<pollfd> drivenFds_;  // those, then a driven transport's (sleep())
