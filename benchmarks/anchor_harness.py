@@ -33,13 +33,18 @@ def add_arguments(parser, default_sizes, libraries):
     parser.add_argument("--sizes", default=default_sizes,
                         help="bytes, comma separated; 'all' for every power of two 8 B-64 MiB")
     parser.add_argument("--patterns", default="back-to-back,after-compute",
-                        help="comma separated, of: back-to-back, after-compute, late-peer")
+                        help="comma separated, of: back-to-back, after-compute, late-peer, "
+                             "early-rank")
     parser.add_argument("--compute-ms", type=float, default=2.0,
                         help="busy CPU work before each call in the after-compute pattern")
     parser.add_argument("--late-us", type=float, default=10.0,
                         help="the late-peer pattern: the last rank computes this long (busy) "
                              "before each call, the others go straight on; each call is timed "
-                             "on that rank (its peers are in the call already)")
+                             "on that rank (its peers are in the call already); the early-rank "
+                             "pattern: every rank computes --compute-ms before each call, the "
+                             "last rank this much longer, and each call is timed on rank 0 (what "
+                             "the call costs a rank whose peer comes later: a broadcast's root "
+                             "need not wait for it)")
     parser.add_argument("--libraries", default=",".join(libraries))
     parser.add_argument("--blocks", type=int, default=10,
                         help="rounds per cell at least (each runs every library once)")
@@ -67,7 +72,8 @@ def finish_arguments(args, parser):
                 setattr(args, name, value)
     if args.sizes == "all":
         args.sizes = ",".join(str(8 << i) for i in range(24))
-    unknown = set(args.patterns.split(",")) - {"back-to-back", "after-compute", "late-peer"}
+    unknown = set(args.patterns.split(",")) - {"back-to-back", "after-compute", "late-peer",
+                                                "early-rank"}
     if unknown:
         parser.error(f"unknown patterns {sorted(unknown)}")
     return args
@@ -205,11 +211,13 @@ class RankBase:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
         return t
 
-    def last_ranks(self, samples):
-        """Per call, the last rank's time: with its peers in the call before it
-        comes, what the call adds to the step (the peers' time is waiting)."""
+    def ranks_own(self, samples, rank):
+        """Per call, `rank`'s time: the last rank's, with its peers in the call
+        before it comes, is what the call adds to the step (the peers' time
+        is waiting); the first rank's, what the call costs a rank that comes
+        before its peers."""
         t = self.torch.tensor(samples, dtype=self.torch.float64)
-        if self.rank != self.world - 1:
+        if self.rank != rank:
             t.zero_()
         self.dist.all_reduce(t, group=self.gloo)
         return t
@@ -219,11 +227,12 @@ class RankBase:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def measure(self, calls, prepare, compute_s, args, late=False):
+    def measure(self, calls, prepare, compute_s, args, late=False, timed_rank=None):
         """{library: (p50, p90, mean) us} for `calls` ({library: no-argument
         call}, timed in this order within each round), `prepare(i)` writing
         the inputs before the i-th call of a block. Per call the slowest
-        rank's time, or with `late` the last rank's (the late-peer pattern)."""
+        rank's time, or with `late` the last rank's (the late-peer pattern),
+        or `timed_rank`'s (the early-rank pattern: rank 0)."""
         per_call = {}
         for name, call in calls.items():  # warm-up, and the call count from its speed
             start = time.perf_counter()
@@ -260,7 +269,12 @@ class RankBase:
         out = {}
         for name in calls:
             # per call, the slowest rank's, or the late one's
-            times = self.last_ranks(local[name]) if late else self.slowest(local[name])
+            if timed_rank is not None:
+                times = self.ranks_own(local[name], timed_rank)
+            elif late:
+                times = self.ranks_own(local[name], self.world - 1)
+            else:
+                times = self.slowest(local[name])
             ordered = times.sort().values
             at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))].item() * 1e6  # noqa: E731
             out[name] = (at(0.5), at(0.9), times.mean().item() * 1e6)
@@ -277,12 +291,18 @@ class RankBase:
     def patterns(self, args):
         """(pattern, seconds of compute before each call on this rank) in the
         order asked: back-to-back, after-compute (every rank --compute-ms) or
-        late-peer (the last rank --late-us; measure(late=True) times it)."""
+        late-peer (the last rank --late-us; measure(late=True) times it) or
+        early-rank (every rank --compute-ms, the last --late-us more;
+        measure(timed_rank=0) times rank 0)."""
+        late_s = args.late_us / 1e6 if self.rank == self.world - 1 else 0.0
+
         def compute_s(pattern):
             if pattern == "after-compute":
                 return args.compute_ms / 1e3
             if pattern == "late-peer":
-                return args.late_us / 1e6 if self.rank == self.world - 1 else 0.0
+                return late_s
+            if pattern == "early-rank":
+                return args.compute_ms / 1e3 + late_s
             return 0.0
         return [(p, compute_s(p)) for p in args.patterns.split(",")]
 

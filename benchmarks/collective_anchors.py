@@ -65,7 +65,10 @@ two patterns: back to back, and after 2 ms of busy CPU work before each call.
 Per call the slowest rank's time counts. A third on request, late-peer: the
 last rank computes 10 us (--late-us) before each call and its time counts
 (its peers are in the call before it comes; what the call adds to a step
-whose ranks arrive apart). Printed per op and size: p50, p90
+whose ranks arrive apart). A fourth, early-rank: every rank computes 2 ms,
+the last rank --late-us more, and rank 0's time counts (what the call costs
+a rank whose peer comes later: a broadcast's or scatter's root, a gather's
+or reduce's other ranks need not wait for it; an allreduce must). Printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
 (and the same against DeepSpeed where it runs the op), and with floor+sync
 (ring - floor+sync) / MPI. Every library's result
@@ -698,7 +701,8 @@ class Rank(RankBase):
                     if not calls:
                         continue
                     stats = self.measure(calls, case.prepare, compute_s, args,
-                                         late=pattern == "late-peer")
+                                         late=pattern == "late-peer",
+                                         timed_rank=0 if pattern == "early-rank" else None)
                     self.report(op, pattern, size, stats, state)
                     self.print_sleeps(args, LABELS)
         self.finish()
