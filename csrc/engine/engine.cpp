@@ -88,7 +88,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config, std::
       transport_(std::move(transport)),
       trace_(config.traceBufferSize),
       arrivalSpin_(kArrivalWait, config.adaptiveSpin),
-      aheadArrivalSpin_(std::chrono::microseconds(config.callerGraceMicroseconds),
+      aheadArrivalSpin_(std::min(std::chrono::microseconds(config.callerGraceMicroseconds),
+                                 kMostAheadArrivalWait),
                         config.adaptiveSpin) {
   // Passes that yield the core expect the peers' turns in between.
   if (config.spinYields) {

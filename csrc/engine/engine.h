@@ -361,6 +361,11 @@ class Engine {
   // rank's p50 48-113 us lower (of 200-450), as the early rank stopped
   // queueing most of them (benchmarks/RESULTS.md, "Every collective").
   SpinBudget aheadArrivalSpin_;
+  // Its ceiling, whatever the grace: an asynchronous caller (DDP's backward
+  // between two buckets) must get back to its work; a grace set long for the
+  // worker's sake (RINGREDUCE_CALLER_GRACE_US of 10 ms) would otherwise hold
+  // it that long in the call.
+  static constexpr std::chrono::microseconds kMostAheadArrivalWait{1000};
   // Written under submitMutex_; atomic so that coalescing() reads it without
   // the lock (the device-flags path asks on every call).
   std::atomic<bool> coalescing_{false};
