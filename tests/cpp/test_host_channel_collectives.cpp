@@ -680,34 +680,19 @@ UnevenBlocks unevenBlocks(int n, int r, uint64_t seq, const BytesTo& bytesTo) {
   return u;
 }
 
-// Takes `forms` through a round's warm-up and trials to `want` for blocks
-// of `bytes` (the votes as every rank would read them).
-void decideGatherForm(GatherForms& forms, size_t bytes, GatherForms::Form want) {
-  for (;;) {
-    const GatherForms::Call call = forms.next(bytes);
-    if (call.votes) {
-      const bool inPlace = want == GatherForms::Form::InPlace;
-      forms.decide(call, {GatherForms::Vote{inPlace ? 1u : 2u, inPlace ? 2u : 1u}});
-      return;
-    }
-  }
-}
-
-// Where the equal gathers found the buffers faster for blocks that size, a
-// rank whose blocks fit the buffers' turns sends them through the buffers
-// rather than offering them in place: every block lands all the same, flat
-// and in lists, beside blocks too large for the turns (still read in place).
-TEST(HostChannelCollectives, UnevenAlltoallFollowsTheGathersTimedChoice) {
+// A rank whose largest block to a peer is 256 KiB or more and fits the
+// buffers' turns times its offer both ways (HostChannel::unevenForms): after
+// a round's warm-up and trials both forms have a time, and the calls after
+// them take the faster; every block lands in every call, beside blocks too
+// large for the turns (read in place, untimed).
+TEST(HostChannelCollectives, UnevenAlltoallTimesItsOfferBothWaysAndEveryBlockLands) {
+  constexpr uint32_t kCalls = GatherForms::kWarmUp + 2 * GatherForms::kTrials + 2;
   for (int n : {2, 3}) {
     Ranks ranks(n, 100us, ChannelStores::Auto,
                 [](int, HostChannel::Options& o) { o.bufferBytes = size_t{1} << 20; });
     const auto errors = ranks.run([&](int r) {
-      for (size_t bytes : {kCrossMemoryGatherFromBytes, 2 * kCrossMemoryGatherFromBytes}) {
-        decideGatherForm(ranks.channel(r).gatherForms(), bytes, GatherForms::Form::Buffers);
-      }
-      uint64_t seq = 0;
-      for (bool tooLargeForTheTurns : {false, true}) {
-        ++seq;
+      for (uint64_t seq = 1; seq <= kCalls + 1; ++seq) {
+        const bool tooLargeForTheTurns = seq > kCalls;
         const auto bytesTo = [&](int from, int to) -> size_t {
           const size_t unit = tooLargeForTheTurns ? size_t{1} << 20 : kCrossMemoryGatherFromBytes;
           return unit + static_cast<size_t>(from * 4096 + to * 64);
@@ -717,9 +702,20 @@ TEST(HostChannelCollectives, UnevenAlltoallFollowsTheGathersTimedChoice) {
         ASSERT_TRUE(hostChannelUnevenAlltoallBlocks(ranks.comm(r), op, u.blocks, false));
         for (int q = 0; q < n; ++q) {
           ASSERT_EQ(u.recvs[q], bytesOf(q * n + r, bytesTo(q, r), seq))
-              << "world " << n << (tooLargeForTheTurns ? ", large" : "") << ", rank " << q;
+              << "world " << n << ", call " << seq << ", rank " << q;
         }
       }
+      const GatherForms& forms = ranks.channel(r).unevenForms();
+      const GatherForms::Call after = forms.peek(kCrossMemoryGatherFromBytes);
+      EXPECT_FALSE(after.votes);
+      const GatherForms::Vote timed = forms.vote(after);
+      EXPECT_GT(timed.inPlaceNanos, 0u) << "rank " << r;
+      EXPECT_GT(timed.buffersNanos, 0u) << "rank " << r;
+      EXPECT_EQ(after.form, timed.inPlaceNanos < timed.buffersNanos ? GatherForms::Form::InPlace
+                                                                     : GatherForms::Form::Buffers)
+          << "rank " << r;
+      const GatherForms::Vote untimed = forms.vote(forms.peek(size_t{1} << 20));
+      EXPECT_EQ(untimed.inPlaceNanos + untimed.buffersNanos, 0u) << "rank " << r;
     });
     expectNoErrors(errors);
   }

@@ -1,5 +1,6 @@
 // All-to-all of uneven splits through the group's host channel (alltoall.h)
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include "algorithms/host_channel/alltoall.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/base/errors.h"
+#include "core/observe/log.h"
 #include "transport/cross_memory.h"
 
 namespace ringreduce {
@@ -66,23 +68,59 @@ constexpr size_t kUnevenInPlaceFromBytes = size_t{128} << 10;
 // is large enough that one copy instead of two pays for the system call and
 // the second flag, and the blocks outlive the body: not a body run to
 // publish ahead, whose copies of strided or overlapping inputs go with it.
-// From the equal gathers' first size class, it follows what their timed
-// choice found for blocks that size (core/plan/gather_forms.h: on the EPYC
-// of 2026-12-04 the buffers) where its blocks fit the buffers' turns; a
-// group that runs no equal gather of that size keeps reading in place.
-bool offersInPlace(const HostChannel& channel, const OpContext& op,
-                   const std::vector<size_t>& sendBytes) {
+// Where its blocks also fit the buffers' turns, the rank times both
+// (HostChannel::unevenForms: warm-up calls in place, then trials of each,
+// then the faster for the rest of a round of 1024 calls of that size class;
+// blocks of 128-512 KiB share the first class), as the equal gathers do: on
+// the EPYC of 2026-12-04 the buffers were the faster (all_to_all_single
+// with split sizes of 1 MiB per rank, blocks of 341-683 KiB, 1.07-1.14x
+// Open MPI's call read in place, 0.68-0.81x timed), on the Xeon of
+// 2026-12-02 in place. Each rank's own choice: every rank may offer or not.
+struct Offer {
+  bool inPlace = false;
+  bool timed = false;  // a call of its size class, whose time counts
+  GatherForms::Call call;
+};
+
+Offer chooseOffer(HostChannel& channel, const OpContext& op, const std::vector<size_t>& sendBytes) {
   const size_t rank = static_cast<size_t>(channel.rank());
   size_t largest = 0;
   for (size_t j = 0; j < sendBytes.size(); ++j) {
     if (j != rank) largest = std::max(largest, sendBytes[j]);
   }
+  Offer offer;
   if (op.publishOnly() || !channel.peersReadable() || largest < kUnevenInPlaceFromBytes) {
-    return false;
+    return offer;
   }
-  const bool buffersFaster = largest >= GatherForms::kFirstClassBytes &&
-                             channel.gatherForms().decided(largest) == GatherForms::Form::Buffers;
-  return !buffersFaster || turnsFor(largest, unevenSlotBytes(channel)) > kHostChannelMaxPieces;
+  offer.timed = turnsFor(largest, unevenSlotBytes(channel)) <= kHostChannelMaxPieces;
+  if (offer.timed) offer.call = channel.unevenForms().next(largest);
+  offer.inPlace = !offer.timed || offer.call.form == GatherForms::Form::InPlace;
+  return offer;
+}
+
+// A timed call's time, under the form its first turn put up (a turn
+// published ahead offered nothing, whatever the trial asked); after the
+// round's last trial, the faster form where both were timed.
+void recordOffer(HostChannel& channel, Offer offer, bool offeredInPlace,
+                 std::chrono::steady_clock::time_point start) {
+  if (!offer.timed) return;
+  GatherForms& forms = channel.unevenForms();
+  offer.call.form = offeredInPlace ? GatherForms::Form::InPlace : GatherForms::Form::Buffers;
+  const auto took = std::chrono::steady_clock::now() - start;
+  forms.record(offer.call, static_cast<uint64_t>(
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()));
+  if (!offer.call.votes) return;
+  const GatherForms::Vote mine = forms.vote(offer.call);
+  if (mine.inPlaceNanos == 0 || mine.buffersNanos == 0) return;  // a trial declined: no decision
+  forms.decide(offer.call, {mine});
+  RR_LOG(Info, channel.rank(),
+         "uneven all-to-alls whose largest block to a peer is "
+             << (GatherForms::kFirstClassBytes << offer.call.sizeClass) << "+ bytes: "
+             << (forms.decidedFor(offer.call) == GatherForms::Form::InPlace
+                     ? "offered in place"
+                     : "through the buffers")
+             << " (this rank's fastest trials: in place " << mine.inPlaceNanos / 1000
+             << " us, through the buffers " << mine.buffersNanos / 1000 << " us)");
 }
 
 }  // namespace
@@ -146,7 +184,9 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
   std::vector<bool> inPlace(n, false);
   std::vector<uint64_t> addresses(n, 0);  // of each peer's block to this rank
   bool anyInPlace = false;
-  const bool offer = offersInPlace(channel, op, sendBytes);
+  const auto start = std::chrono::steady_clock::now();
+  const Offer chosen = chooseOffer(channel, op, sendBytes);
+  const bool offer = chosen.inPlace;
   size_t turns = 1;  // until the first turn has told every rank's sizes
   HostChannel::Turn turn;
   for (size_t t = 0; t < turns; ++t) {
@@ -221,7 +261,10 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
                   piece);
     }
   }
-  if (!anyInPlace) return true;
+  if (!anyInPlace) {
+    recordOffer(channel, chosen, inPlace[rank], start);
+    return true;
+  }
   // What the turns did not cover of this rank's own block (all of it beyond
   // the first turn's piece where the buffers took fewer turns than it needs).
   const size_t own = std::min(sendBytes[rank], recvBytes[rank]);
@@ -241,6 +284,7 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
   }
   // Done reading the peers' memory; back to the caller once they are done with this one's.
   publishAndAwait(comm, op, FlagKind::Reduced, turn);
+  recordOffer(channel, chosen, inPlace[rank], start);
   return true;
 }
 

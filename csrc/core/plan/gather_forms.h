@@ -60,7 +60,8 @@ class GatherForms {
     int sizeClass = 0;
   };
 
-  // The next call of `bytes` per block (at least kFirstClassBytes): advances
+  // The next call of `bytes` per block (the gathers': at least
+  // kFirstClassBytes; smaller ones fall into the first class): advances
   // the class's count, so every rank must call it once per such collective.
   Call next(size_t bytes);
   // What next() would give, without counting the call: for a run that only

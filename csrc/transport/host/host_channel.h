@@ -185,6 +185,12 @@ class HostChannel {
   // could carry moves them, timed and agreed (core/plan/gather_forms.h).
   GatherForms& gatherForms() { return gatherForms_; }
   const GatherForms& gatherForms() const { return gatherForms_; }
+  // The same timing for this rank's offers of its blocks in place in the
+  // uneven all-to-alls (alltoall_uneven.cpp), by the size class of its
+  // largest block to a peer: each rank decides its own offer from its own
+  // calls' times, since every rank may offer or not.
+  GatherForms& unevenForms() { return unevenForms_; }
+  const GatherForms& unevenForms() const { return unevenForms_; }
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   // Throws the error of a read of `peer`'s memory that failed with errno
@@ -316,6 +322,7 @@ class HostChannel {
   std::function<bool()> contended_;     // ...unless Options::contended is given
   ChannelWriter writer_;
   GatherForms gatherForms_;
+  GatherForms unevenForms_;
   uint64_t turns_ = 0;
   // The turn published ahead, until its collective adopts it; seq 0: none.
   // Written by the caller's thread before it queues that collective, read
