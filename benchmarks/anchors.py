@@ -32,6 +32,7 @@ import argparse
 import os
 
 import anchor_harness as harness
+from build_info import loaded_build
 from anchor_harness import RankBase, bind, stats_cells, stats_header
 
 LIBRARIES = ("mpi", "deepspeed", "ringreduce", "gloo", "fake")
@@ -100,6 +101,7 @@ class Rank(RankBase):
             print(f"# allreduce float32 SUM, world {self.world}, torch {torch.__version__}, "
                   f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
                   f"{os.cpu_count()} cores; per call the slowest rank; us", flush=True)
+            print(f"# {loaded_build()}", flush=True)
             head = f"{'pattern':>13} {'bytes':>9} |" + stats_header(self.names)
             head += f" {'(ring-fake)/best p50':>9} {'ring/best p50':>8}"
             print(head, flush=True)

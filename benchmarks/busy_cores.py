@@ -51,6 +51,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ringreduce  # noqa: F401,E402  registers "ringreduce"
 from ddp_step import Runner, build_model  # noqa: E402
+from build_info import loaded_build  # noqa: E402
 from latency import busy, per_op, percentiles  # noqa: E402
 
 BUSY_LOOP = "while True: pass"
@@ -280,6 +281,7 @@ def main():
     if rank == 0:
         print(f"# busy_cores: world {dist.get_world_size()}, {os.cpu_count()} CPUs, "
               f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, backends {args.backends}")
+        print(f"# {loaded_build()}", flush=True)
     collectives(args, groups, control, rank)
     if args.ddp_steps > 0:
         ddp_steps(args, groups, control, rank)

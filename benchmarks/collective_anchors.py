@@ -83,6 +83,7 @@ import argparse
 import os
 
 import anchor_harness as harness
+from build_info import loaded_build
 from anchor_harness import RankBase, bind, stats_cells, stats_header
 
 LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "synced", "gloo")  # the table's order
@@ -687,6 +688,7 @@ class Rank(RankBase):
                   f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores; "
                   f"float32, per call the slowest rank, us; floor = torch's fake backend",
                   flush=True)
+            print(f"# {loaded_build()}", flush=True)
             if self.MPI is not None:
                 print(f"# {self.MPI.Get_library_version().splitlines()[0].strip()}", flush=True)
         sizes = [int(s) for s in args.sizes.split(",")]
