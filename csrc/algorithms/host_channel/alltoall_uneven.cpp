@@ -113,9 +113,11 @@ void recordOffer(HostChannel& channel, Offer offer, bool offeredInPlace,
   const GatherForms::Vote mine = forms.vote(offer.call);
   if (mine.inPlaceNanos == 0 || mine.buffersNanos == 0) return;  // a trial declined: no decision
   forms.decide(offer.call, {mine});
+  // The first class starts where a rank offers at all.
+  const size_t from = offer.call.sizeClass == 0 ? kUnevenInPlaceFromBytes
+                                                : GatherForms::kFirstClassBytes << offer.call.sizeClass;
   RR_LOG(Info, channel.rank(),
-         "uneven all-to-alls whose largest block to a peer is "
-             << (GatherForms::kFirstClassBytes << offer.call.sizeClass) << "+ bytes: "
+         "uneven all-to-alls whose largest block to a peer is " << from << "+ bytes: "
              << (forms.decidedFor(offer.call) == GatherForms::Form::InPlace
                      ? "offered in place"
                      : "through the buffers")

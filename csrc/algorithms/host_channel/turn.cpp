@@ -41,10 +41,8 @@ void awaitFlags(const Comm& comm, const OpContext& op, FlagKind kind, const Host
 }
 
 void payOwedWait(const Comm& comm, const OpContext& op) {
-  {
-    PhaseScope waiting(op.phases, Phase::WaitPeers);
-    comm.channel->payOwedWait(op, comm.spinBudget(), comm.drivenTransport());
-  }
+  PhaseScope waiting(op.phases, Phase::WaitPeers);
+  comm.channel->payOwedWait(op, comm.spinBudget(), comm.drivenTransport());
 }
 
 void refuseTurnAfterPublishingAhead(const OpContext& op) {
