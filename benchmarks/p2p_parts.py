@@ -1,21 +1,25 @@
 """Where a point-to-point exchange's time goes, call by call, beside torch's floor.
 
     OMP_NUM_THREADS=1 UCX_NET_DEVICES=lo python3 benchmarks/p2p_parts.py \
-        [--sizes 64,65536] [--iters 3000] [--backends fake,ringreduce]
+        [--sizes 64,65536] [--iters 3000] [--backends fake,ringreduce] [--compute-us 0]
 
 A world of 2 (spawned processes). Each rank, back to back: `isend` its tensor
 to the other rank, `irecv` the other's, wait for the send, wait for the
 receive (a pipeline stage boundary, as collective_anchors.py's `send_recv`),
 the input written before each exchange. Printed per backend and size, from
-rank 0: the median exchange, and the mean of each of the four calls (us);
+rank 0: the median exchange, and the mean/median of each of the four calls (us);
 then the median exchange of the slower rank per iteration. torch's `fake`
 backend moves nothing: its calls are torch's Python and dispatcher alone,
 so a call's time above the fake's is the backend's, and the two waits above
 the fake's are the message's way (and the two ranks' timelines meeting).
-The first fifth of the iterations is not counted.
+The first fifth of the iterations is not counted. `--compute-us` busies each
+rank's core that long before each exchange (untimed), as a pipeline stage
+computes before it sends: the peer's message then comes while the receiver
+waits, not already there.
 """
 import argparse
 import os
+import statistics
 import time
 
 import torch
@@ -37,7 +41,13 @@ def init(rank, backend, port):
     dist.init_process_group(backend, rank=rank, world_size=2)
 
 
-def exchange_times(rank, elements, iters):
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def exchange_times(rank, elements, iters, compute_s):
     """Per counted iteration: the four calls' seconds."""
     inp, out = torch.empty(elements), torch.empty(elements)
     peer = 1 - rank
@@ -45,6 +55,8 @@ def exchange_times(rank, elements, iters):
     rows = []
     for i in range(iters):
         inp.fill_(i)
+        if compute_s:
+            busy(compute_s)
         t0 = clock()
         sent = dist.isend(inp, peer)
         t1 = clock()
@@ -59,10 +71,10 @@ def exchange_times(rank, elements, iters):
     return rows
 
 
-def run(rank, backend, sizes, iters, port):
+def run(rank, backend, sizes, iters, port, compute_s):
     init(rank, backend, port)
     for size in sizes:
-        rows = exchange_times(rank, size // 4, iters)
+        rows = exchange_times(rank, size // 4, iters, compute_s)
         whole = torch.tensor([sum(r) for r in rows], dtype=torch.float64)
         slowest = None
         if backend != "fake":
@@ -70,8 +82,12 @@ def run(rank, backend, sizes, iters, port):
             dist.all_reduce(both, op=dist.ReduceOp.MAX)
             slowest = both.median().item()
         if rank == 0:
-            means = [sum(r[k] for r in rows) / len(rows) * 1e6 for k in range(4)]
-            parts = "  ".join(f"{name} {value:6.2f}" for name, value in zip(PARTS, means))
+            # The mean of each call, then its median: a call that sometimes
+            # waits long shows as a mean far above its median.
+            parts = "  ".join(
+                f"{name} {statistics.fmean(r[k] for r in rows) * 1e6:6.2f}"
+                f"/{statistics.median(r[k] for r in rows) * 1e6:.2f}"
+                for k, name in enumerate(PARTS))
             slow = f"  slower rank {slowest * 1e6:7.1f}" if slowest is not None else ""
             print(f"{backend:10s} {size:9d} B  exchange p50 {whole.median().item() * 1e6:7.1f} us"
                   f"  |  {parts}{slow}", flush=True)
@@ -85,11 +101,13 @@ def main():
     parser.add_argument("--sizes", default="64,65536", help="bytes of float32, comma separated")
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--backends", default="fake,ringreduce")
+    parser.add_argument("--compute-us", type=float, default=0,
+                        help="busy work before each exchange, us (0: back to back)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     for n, backend in enumerate(args.backends.split(",")):
         port = 29500 + (os.getpid() + n) % 2000
-        mp.spawn(run, args=(backend, sizes, args.iters, port), nprocs=2)
+        mp.spawn(run, args=(backend, sizes, args.iters, port, args.compute_us * 1e-6), nprocs=2)
 
 
 if __name__ == "__main__":

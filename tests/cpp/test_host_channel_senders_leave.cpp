@@ -198,6 +198,37 @@ TEST(HostChannelSendersLeave, AReaderInAnotherCollectiveFailsTheSendersNextOneAs
       << error;
 }
 
+// Two ranks that both only send, in different collectives (each thinks it
+// is a broadcast's root), both leave them; at their next collective each
+// finds the other's word of that turn differ, and names the call that
+// differed, not the one the peer is in now.
+TEST(HostChannelSendersLeave, TwoSendersInDifferentCollectivesNameTheCallThatDiffered) {
+  Ranks ranks(2);
+  std::atomic<int> sent{0}, entered{0};
+  const auto errors = ranks.run([&](int r) {
+    std::vector<int32_t> data = valuesOf(r, 16);
+    hostChannelBroadcast(ranks.comm(r), ranks.enter(r, "broadcast", 1, r == 0 ? 5 : 7),
+                         {data.data(), 64, r});
+    EXPECT_EQ(data, valuesOf(r, 16)) << "a root keeps its data, rank " << r;
+    sent.fetch_add(1);
+    while (sent.load() < 2) std::this_thread::yield();
+    const OpContext next = ranks.enter(r, "allreduce", 2, 6);
+    entered.fetch_add(1);
+    while (entered.load() < 2) std::this_thread::yield();  // both announced #2
+    std::vector<int32_t> ones(16, 1);
+    hostChannelAllreduce(ranks.comm(r), next, {ones.data(), ones.size(), DataType::Int32, ReduceOp::Sum});
+  });
+  EXPECT_NE(errors[0].find("broadcast #1 on rank 0: rank 1 is in a different collective: it ran "
+                           "another as #1 (the operation, dtype, size, reduce op or root differ) "
+                           "and since then is in op-6 #2"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("broadcast #1 on rank 1: rank 0 is in a different collective: it ran "
+                           "another as #1"),
+            std::string::npos)
+      << errors[1];
+}
+
 TEST(HostChannelSendersLeave, AReaderThatLeftWithoutComingFailsTheSendersNextCollective) {
   Ranks ranks(2, 0us);
   const std::string error = rootsNextCollectiveAfter(ranks, [&](int r) {

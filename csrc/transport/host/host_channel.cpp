@@ -454,8 +454,16 @@ std::string HostChannel::describeTimeout(int behind, const OpContext& op) const 
 }
 
 std::string HostChannel::mismatch(int peer, const OpContext& op) const {
+  const std::string differ = " (the operation, dtype, size, reduce op or root differ)";
+  // A wait a sender owed (payOwedWait) reads the peer's flag of a collective
+  // both have left: where the peer is now is not what differed.
+  if (lines(peer).position.seq.load(std::memory_order_acquire) > op.seq) {
+    return where(op) + ": rank " + std::to_string(peer) +
+           " is in a different collective: it ran another as #" + std::to_string(op.seq) +
+           differ + " and since then " + whereIs(peer);
+  }
   return where(op) + ": rank " + std::to_string(peer) + " is in a different collective: it " +
-         whereIs(peer) + " (the operation, dtype, size, reduce op or root differ)";
+         whereIs(peer) + differ;
 }
 
 void HostChannel::checkExits(FlagKind kind, uint64_t turn, const OpContext& op) const {
