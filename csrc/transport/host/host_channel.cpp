@@ -455,8 +455,10 @@ std::string HostChannel::describeTimeout(int behind, const OpContext& op) const 
 
 std::string HostChannel::mismatch(int peer, const OpContext& op) const {
   const std::string differ = " (the operation, dtype, size, reduce op or root differ)";
-  // A wait a sender owed (payOwedWait) reads the peer's flag of a collective
-  // both have left: where the peer is now is not what differed.
+  // The peer has announced a later collective than this one: it ran another
+  // where this rank ran this one (a wait a sender owed, payOwedWait, reads
+  // the flag of a collective both have left; or the peer ran one this rank
+  // skipped). Where it is now is not what differed.
   if (lines(peer).position.seq.load(std::memory_order_acquire) > op.seq) {
     return where(op) + ": rank " + std::to_string(peer) +
            " is in a different collective: it ran another as #" + std::to_string(op.seq) +
