@@ -78,3 +78,25 @@ def senders_leave_before_readers_come(rank, world, init_method):
                     failures.append(f"allreduce after {name} async={async_op} numel={numel}: {ones}")
     dist.destroy_process_group()
     return failures
+
+
+def two_roots_learn_it_at_their_next_collective(rank, world, init_method):
+    """Both ranks broadcast as the root (a mismatch): each only sends, so
+    both broadcasts return with the rank's own data; their next collective
+    raises, naming the broadcast, instead of running. Returns (the tensor
+    after the broadcast, the next collective's error or None)."""
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    dist.all_reduce(torch.ones(1))  # the channel open on every rank
+    mine = torch.full((16,), float(rank))
+    dist.broadcast(mine, src=rank)
+    error = None
+    try:
+        dist.all_reduce(torch.ones(4))
+    except Exception as e:  # noqa: BLE001  (the test checks its type and text)
+        error = f"{type(e).__name__}: {e}"
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001  a group that failed may refuse a clean end
+        pass
+    return mine.tolist(), error

@@ -559,7 +559,16 @@ void HostChannel::payOwedWait(const OpContext& op, SpinBudget& spin, Transport* 
   owedOp.fingerprintWord = owed_.word;
   owedOp.ahead = nullptr;
   const Turn turn{owed_.turn, static_cast<int>(owed_.turn & 1), 0};
-  awaitPeers(FlagKind::Input, turn, owedOp, spin, driven);
+  // The error names the owed collective, which returned long ago; the
+  // caller sees it from this one, which never ran: say so.
+  const auto raisedBy = [&] { return "; raised by " + op.describe() + ", which did not run"; };
+  try {
+    awaitPeers(FlagKind::Input, turn, owedOp, spin, driven);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(e.what() + raisedBy());
+  } catch (const TransportError& e) {
+    throw TransportError(e.what() + raisedBy());
+  }
   owed_ = {};
 }
 
