@@ -54,6 +54,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torch_ringreduce  # noqa: F401  registers "ringreduce"
+from build_info import loaded_build
 
 
 # The variants the summary compares ringreduce and gloo under ("+wire" against gloo+fp16).
@@ -201,6 +202,7 @@ def main():
         medians[config], cpu[config] = local[0].item(), (local[1].item(), local[2].item())
     if rank == 0:
         world = dist.get_world_size()
+        print(f"# {loaded_build()}")
         print(f"# DDP step, {args.layers}-layer encoder d_model {args.d_model}, "
               f"{params / 1e6:.1f}M parameters, batch {args.batch}x64 tokens, world {world}; "
               f"median of the slowest rank over {args.steps} steps per configuration, "

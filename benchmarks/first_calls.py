@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 import torch_ringreduce  # noqa: F401  (registers the backend)
+from build_info import loaded_build
 
 
 def busy(seconds):
@@ -63,6 +64,7 @@ def main():
     reference = dist.new_group(backend="gloo")
     compute_s = args.compute_ms / 1e3
     if rank == 0:
+        print(f"# {loaded_build()}")
         print(f"# world {dist.get_world_size()}, torch {torch.__version__}, "
               f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
               f"{args.compute_ms} ms of compute before each call; per call the slowest rank, us")

@@ -26,6 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from build_info import loaded_build
+
 PARTS = ("isend", "irecv", "wait send", "wait recv")
 
 
@@ -105,6 +107,8 @@ def main():
                         help="busy work before each exchange, us (0: back to back)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if "ringreduce" in args.backends.split(","):
+        print(f"# {loaded_build()}", flush=True)
     for n, backend in enumerate(args.backends.split(",")):
         port = 29500 + (os.getpid() + n) % 2000
         mp.spawn(run, args=(backend, sizes, args.iters, port, args.compute_us * 1e-6), nprocs=2)

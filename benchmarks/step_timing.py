@@ -4,6 +4,8 @@ slowest rank's time per step, and the table they print."""
 import torch
 import torch.distributed as dist
 
+from build_info import loaded_build
+
 
 def add_step_arguments(parser):
     parser.add_argument("--layers", type=int, default=4)
@@ -49,6 +51,7 @@ def print_table(title, steps, compute=None):
     without communication (its p50 is subtracted for "exposed"), if any.
     Ratios compare ringreduce (and "ucx", where run) with gloo."""
     print(title)
+    print(f"# {loaded_build()}")
     print(f"# {'config':>12} | {'steps':>5} | {'p50 ms':>8} | {'p90 ms':>8} | {'mean ms':>8} | "
           f"{'exposed p50 ms':>14}")
     base = percentile(steps[compute], 0.5) if compute in steps else None
