@@ -34,9 +34,12 @@ def add_arguments(parser, default_sizes, libraries):
                         help="bytes, comma separated; 'all' for every power of two 8 B-64 MiB")
     parser.add_argument("--patterns", default="back-to-back,after-compute",
                         help="comma separated, of: back-to-back, after-compute, late-peer, "
-                             "early-rank")
+                             "early-rank, after-sleep")
     parser.add_argument("--compute-ms", type=float, default=2.0,
                         help="busy CPU work before each call in the after-compute pattern")
+    parser.add_argument("--sleep-ms", type=float, default=2.0,
+                        help="the after-sleep pattern: every rank sleeps this long before each "
+                             "call (a data loader's wait, I/O: the core goes idle, not busy)")
     parser.add_argument("--late-us", type=float, default=10.0,
                         help="the late-peer pattern: the last rank computes this long (busy) "
                              "before each call, the others go straight on; each call is timed "
@@ -73,7 +76,7 @@ def finish_arguments(args, parser):
     if args.sizes == "all":
         args.sizes = ",".join(str(8 << i) for i in range(24))
     unknown = set(args.patterns.split(",")) - {"back-to-back", "after-compute", "late-peer",
-                                                "early-rank"}
+                                                "early-rank", "after-sleep"}
     if unknown:
         parser.error(f"unknown patterns {sorted(unknown)}")
     return args
@@ -191,15 +194,16 @@ class RankBase:
         while time.perf_counter() < end:
             pass
 
-    def time_calls(self, call, prepare, calls, compute_s):
+    def time_calls(self, call, prepare, calls, before):
         """Per call, this rank's seconds from the call to its return; the
-        inputs are written before each (as backward writes gradients), untimed."""
+        inputs are written before each (as backward writes gradients), then
+        `before` runs (a Before: compute or a sleep), untimed."""
         clock = time.perf_counter
         out = []
         for i in range(calls):
             prepare(i)
-            if compute_s:
-                self.busy(compute_s)
+            if before:
+                before()
             start = clock()
             call()
             out.append(clock() - start)
@@ -227,7 +231,7 @@ class RankBase:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def measure(self, calls, prepare, compute_s, args, late=False, timed_rank=None):
+    def measure(self, calls, prepare, before, args, late=False, timed_rank=None):
         """{library: (p50, p90, mean) us} for `calls` ({library: no-argument
         call}, timed in this order within each round), `prepare(i)` writing
         the inputs before the i-th call of a block. Per call the slowest
@@ -236,7 +240,7 @@ class RankBase:
         per_call = {}
         for name, call in calls.items():  # warm-up, and the call count from its speed
             start = time.perf_counter()
-            self.time_calls(call, prepare, 5, compute_s)
+            self.time_calls(call, prepare, 5, before)
             per_call[name] = self.agree((time.perf_counter() - start) / 5)
         # Short blocks in rounds, every library in each round: a shared VM's
         # speed changes within tens of milliseconds, and every library must
@@ -260,7 +264,7 @@ class RankBase:
             for name in order:
                 call = calls[name]
                 before = voluntary_switches() if args.sleeps else 0
-                local[name] += self.time_calls(call, prepare, block + 3, compute_s)[3:]
+                local[name] += self.time_calls(call, prepare, block + 3, before)[3:]
                 if args.sleeps:
                     switches[name] += voluntary_switches() - before
         if args.sleeps:
@@ -289,28 +293,49 @@ class RankBase:
                 for name, value in self.sleeps.items()), flush=True)
 
     def patterns(self, args):
-        """(pattern, seconds of compute before each call on this rank) in the
+        """(pattern, what this rank does before each call: a Before) in the
         order asked: back-to-back, after-compute (every rank --compute-ms) or
         late-peer (the last rank --late-us; measure(late=True) times it) or
         early-rank (every rank --compute-ms, the last --late-us more;
-        measure(timed_rank=0) times rank 0)."""
+        measure(timed_rank=0) times rank 0) or after-sleep (every rank
+        sleeps --sleep-ms)."""
         late_s = args.late_us / 1e6 if self.rank == self.world - 1 else 0.0
 
-        def compute_s(pattern):
+        def before(pattern):
             if pattern == "after-compute":
-                return args.compute_ms / 1e3
+                return Before(self, args.compute_ms / 1e3)
             if pattern == "late-peer":
-                return late_s
+                return Before(self, late_s)
             if pattern == "early-rank":
-                return args.compute_ms / 1e3 + late_s
-            return 0.0
-        return [(p, compute_s(p)) for p in args.patterns.split(",")]
+                return Before(self, args.compute_ms / 1e3 + late_s)
+            if pattern == "after-sleep":
+                return Before(self, args.sleep_ms / 1e3, sleeps=True)
+            return Before(self, 0.0)
+        return [(p, before(p)) for p in args.patterns.split(",")]
 
     def finish(self):
         self.dist.barrier(group=self.gloo)
         if self.rank == 0:
             remove_deepspeed_segments()
         self.dist.destroy_process_group()
+
+
+class Before:
+    """What a rank does before each timed call, untimed: `seconds` of busy
+    work (compute) or, with `sleeps`, a sleep that long (its core idle, as in
+    a data loader's wait). False where it does nothing."""
+
+    def __init__(self, rank, seconds, sleeps=False):
+        self.rank, self.seconds, self.sleeps = rank, seconds, sleeps
+
+    def __bool__(self):
+        return self.seconds > 0
+
+    def __call__(self):
+        if self.sleeps:
+            time.sleep(self.seconds)
+        else:
+            self.rank.busy(self.seconds)
 
 
 def main(script, parse_args, rank_class):

@@ -70,7 +70,7 @@ class Rank(RankBase):
             if not self.torch.equal(tensor, expected):
                 raise SystemExit(f"{name} gave a wrong sum at {tensor.numel() * 4} B")
 
-    def cell(self, size, compute_s, args, late=False):
+    def cell(self, size, before, args, late=False):
         torch = self.torch
         count = max(1, size // 4)
         tensor = torch.empty(count, dtype=torch.float32)
@@ -81,7 +81,7 @@ class Rank(RankBase):
         source = [torch.randint(-8, 8, (count,), generator=seeded).float() for _ in range(2)]
         self.check(tensor, source)
         calls = {name: bind(self.calls[name], tensor, array) for name in self.names}
-        return self.measure(calls, lambda i: tensor.copy_(source[i & 1]), compute_s, args, late)
+        return self.measure(calls, lambda i: tensor.copy_(source[i & 1]), before, args, late)
 
     def report(self, pattern, size, stats, args):
         if self.rank != 0:
@@ -105,9 +105,9 @@ class Rank(RankBase):
             head = f"{'pattern':>13} {'bytes':>9} |" + stats_header(self.names)
             head += f" {'(ring-fake)/best p50':>9} {'ring/best p50':>8}"
             print(head, flush=True)
-        for pattern, compute_s in self.patterns(args):
+        for pattern, before in self.patterns(args):
             for size in (int(s) for s in args.sizes.split(",")):
-                stats = self.cell(size, compute_s, args, late=pattern == "late-peer")
+                stats = self.cell(size, before, args, late=pattern == "late-peer")
                 self.report(pattern, size, stats, args)
                 self.print_sleeps(args)
         self.finish()

@@ -2,7 +2,7 @@
 Open MPI's equivalent in the same processes (issue 53).
 
     python3 benchmarks/collective_anchors.py [--ops all_gather_into_tensor,barrier,...]
-        [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute,late-peer]
+        [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute,late-peer,after-sleep]
         [--libraries mpi,deepspeed,ringreduce,fake,gloo] [--world 2] [--quick]
 
 launches itself like anchors.py (its sibling, for allreduce at every size):
@@ -68,7 +68,9 @@ last rank computes 10 us (--late-us) before each call and its time counts
 whose ranks arrive apart). A fourth, early-rank: every rank computes 2 ms,
 the last rank --late-us more, and rank 0's time counts (what the call costs
 a rank whose peer comes later: a broadcast's or scatter's root, a gather's
-or reduce's other ranks need not wait for it; an allreduce must). Printed per op and size: p50, p90
+or reduce's other ranks need not wait for it; an allreduce must). A fifth,
+after-sleep: every rank sleeps 2 ms (--sleep-ms) before each call, its core
+idle as in a data loader's wait. Printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
 (and the same against DeepSpeed where it runs the op), and with floor+sync
 (ring - floor+sync) / MPI. Every library's result
@@ -696,13 +698,13 @@ class Rank(RankBase):
             if self.rank == 0:
                 print(f"\n## {op}", flush=True)
             state = {}
-            for pattern, compute_s in self.patterns(args):
+            for pattern, before in self.patterns(args):
                 for size in ([0] if op == "barrier" else sizes):
                     case = OPS[op](self, max(1, size // 4))
                     calls = self.usable(op, case, size)
                     if not calls:
                         continue
-                    stats = self.measure(calls, case.prepare, compute_s, args,
+                    stats = self.measure(calls, case.prepare, before, args,
                                          late=pattern == "late-peer",
                                          timed_rank=0 if pattern == "early-rank" else None)
                     self.report(op, pattern, size, stats, state)

@@ -82,3 +82,28 @@ def test_the_command_counts_verdicts_and_lists_the_cells_not_met(tmp_path):
     listed = [line for line in out.splitlines() if line.startswith("| ") and "verdict" not in line]
     assert len(listed) == 4
     assert not any("send_recv" in line for line in listed)
+
+
+def test_the_table_puts_runs_side_by_side_with_each_runs_verdict(tmp_path):
+    """benchmarks/anchor_table.py: one row per op and size of the pattern
+    asked, each column the runs' p50s ("run 1 , run 2"), the verdicts last."""
+    first, second = tmp_path / "run1.txt", tmp_path / "run2.txt"
+    first.write_text("\n".join(RUN) + "\n")
+    # The second run: the 4 KiB cell now 2 us above the floor (met).
+    second.write_text("\n".join(RUN).replace(row("back-to-back", "4096", 3.0, 12.0, 6.0, 10.0),
+                                             row("back-to-back", "4096", 3.0, 8.0, 6.0, 10.0)) + "\n")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "anchor_table.py")
+    out = subprocess.run([sys.executable, script, str(first), str(second)], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line
+            for line in out.splitlines() if line.startswith("| ") and not line.startswith("| op")}
+    assert set(rows) == {("all_gather_into_tensor", "64 B"), ("all_gather_into_tensor", "4 KiB"),
+                         ("all_gather_into_tensor", "64 KiB"), ("all_gather_into_tensor", "1 MiB"),
+                         ("barrier", "-"), ("send_recv", "64 B")}
+    cells = [c.strip() for c in rows[("all_gather_into_tensor", "4 KiB")].strip("|").split("|")]
+    assert cells[3] == "12.0 , 8.00"            # ringreduce, run 1 , run 2
+    assert cells[7] == "2.00 , 0.67"            # (ring - floor) / MPI
+    assert cells[9] == "f+s , met"
+    assert rows[("send_recv", "64 B")].rstrip().endswith("| - , - |")  # not judged
+    assert "run 1: 7 cells, met 3, floor+sync-bound 1, dispatch-bound 1, missed 2" in out
+    assert "run 2: 7 cells, met 4, floor+sync-bound 0, dispatch-bound 1, missed 2" in out
