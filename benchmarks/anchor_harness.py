@@ -263,10 +263,10 @@ class RankBase:
             random.Random(turn).shuffle(order)  # the same order on every rank
             for name in order:
                 call = calls[name]
-                before = voluntary_switches() if args.sleeps else 0
+                switched = voluntary_switches() if args.sleeps else 0
                 local[name] += self.time_calls(call, prepare, block + 3, before)[3:]
                 if args.sleeps:
-                    switches[name] += voluntary_switches() - before
+                    switches[name] += voluntary_switches() - switched
         if args.sleeps:
             self.sleeps = {name: self.agree(switches[name] / (rounds * (block + 3)))
                            for name in calls}
