@@ -593,6 +593,20 @@ struct RecordedTask {
   }
 };
 
+// Whether `task` ran with value `value`, and the executor finished with it
+// (the only task queued), within 20 s of waits. Its grace is short
+// (fixedSpinNoGrace), so the worker may be running it when the test waits,
+// and helpUntil then polls only a moment before it returns false: the test
+// waits again, as a caller's wait() would block.
+static bool ranWithin20s(Executor& executor, const RecordedTask& task, int value = 1) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!executor.helpUntil([&] { return task.ran.load() == value && !executor.busy(); })) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
 // A `ready` that never says yes, counting how often it was asked.
 static Executor::Ready neverReady(std::atomic<int>& asked) {
   return [&asked] {
@@ -622,7 +636,7 @@ TEST(Executor, AFutureAskerWaitsForItsTasksPeersAndRunsItOnItsOwnThread) {
             EXPECT_EQ(task.ranOn, std::this_thread::get_id());
             EXPECT_GE(asked.load(), 3);  // it asked again while it waited
           } else {
-            ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));  // clear the queue
+            ASSERT_TRUE(ranWithin20s(executor, task));  // clear the queue
           }
         }
         EXPECT_TRUE(ranInOneCall) << "no try ran its task within the wait";
@@ -648,11 +662,11 @@ TEST(Executor, AFutureAskerWhoseTasksPeersDoNotComeLeavesItQueued) {
         EXPECT_FALSE(executor.awaitReadyAndRun());
         if (task.ran.load() == 1) EXPECT_NE(task.ranOn, me);  // the worker's, not the asker's
         EXPECT_GE(asked.load(), 1);
-        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));  // a wait runs it
+        ASSERT_TRUE(ranWithin20s(executor, task));  // a wait runs it
         executor.submit(task.as(2), Runner::Caller);  // no `ready`
         EXPECT_FALSE(executor.awaitReadyAndRun());
         if (task.ran.load() == 2) EXPECT_NE(task.ranOn, me);
-        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 2; }));
+        ASSERT_TRUE(ranWithin20s(executor, task, 2));
         EXPECT_FALSE(executor.busy());
       },
       fixedSpinNoGrace());
@@ -672,7 +686,7 @@ TEST(Executor, AFutureAskerStopsWaitingOnceTheTransportIsAborted) {
         EXPECT_FALSE(executor.awaitReadyAndRun());
         EXPECT_EQ(task.ran.load(), 0);
         EXPECT_LE(asked.load(), 1);  // asked once, then saw the abort
-        ASSERT_TRUE(executor.helpUntil([&] { return task.ran.load() == 1; }));
+        ASSERT_TRUE(ranWithin20s(executor, task));
       },
       fixedSpinNoGrace());
 }
@@ -687,16 +701,6 @@ TEST(Executor, AFutureAskerStopsWaitingOnceTheTransportIsAborted) {
 // when it takes the task over within that of the give-up, so a try may miss
 // under load (20 tries).
 namespace {
-// A spin of the whole grace outlasts its task's grace: the worker may be
-// running it when the test waits (helpUntil then polls only a moment).
-bool ranWithin20s(Executor& executor, const RecordedTask& task) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!executor.helpUntil([&] { return task.ran.load() == 1; })) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return true;
-}
 
 // Spins that run out until the budget is 0 (a sixteenth of the ceiling and
 // below is 0: five at most; a preempted one counts as run out too).
