@@ -1,12 +1,13 @@
 """Where the time of one small allreduce goes, phase by phase, beside UCX's own floor.
 
-    python3 benchmarks/small_path_breakdown.py [--sizes 8,4096] [--calls 3000]
+    python3 benchmarks/small_path_breakdown.py [--sizes 8,4096] [--calls 3000] [--sleep-ms 2]
 
 Launches a world of 2 (plain processes, as torchrun would: OMP_NUM_THREADS=1)
 with RINGREDUCE_PROBE=1, so that our C++ marks the boundaries of each
 collective's phases (csrc/core/observe/latency_probe.h) on CLOCK_MONOTONIC,
 the clock of Python's time.perf_counter_ns. Each rank times back-to-back
-float32 SUM allreduces, the tensor written before each, on:
+float32 SUM allreduces, the tensor written before each (with --sleep-ms,
+each after a sleep: the core idle, as in a data loader's wait), on:
 
 - torch's `fake` backend: torch's Python and dispatcher alone (the floor);
 - ringreduce through UCX (RINGREDUCE_SHM_BYTES=0: the queued path, the
@@ -17,7 +18,9 @@ For each it prints, from rank 0's calls, the median time between
 consecutive marks ("checked -> queued": the engine numbering the op and
 making its Work; "posted -> arrived": the transport and the wait for the
 peer; ...), summed per call where a pair repeats (a ring's steps), and the
-median call. Medians of parts do not add up to the median whole exactly.
+median call (and its p90). A pair of marks that only some calls pass (the
+worker took the task, a wake-up) is shown with its share of the calls.
+Medians of parts do not add up to the median whole exactly.
 Before the ranks start, `ucx_perftest` (ucx-utils) measures UCX's one-way
 tag latency on this machine at the same sizes: the transport's floor.
 """
@@ -111,6 +114,9 @@ def parse_args():
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--form", choices=sorted(FORMS), default="sync",
                         help="how the allreduce is called (default: sync)")
+    parser.add_argument("--sleep-ms", type=float, default=0.0,
+                        help="every rank sleeps this long before each call (default: none, "
+                             "back to back)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -202,7 +208,8 @@ def child(args):
         tensor = torch.empty(max(1, size // 4))
         sources = [torch.rand_like(tensor) for _ in range(2)]
         if rank == 0:
-            print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank 0's view; "
+            after = f", each after a {args.sleep_ms:g} ms sleep" if args.sleep_ms else ""
+            print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank 0's view{after}; "
                   f"median of {args.calls} calls, us", flush=True)
         for name, group in paths.items():
             for i in range(200):  # warm-up
@@ -213,14 +220,17 @@ def child(args):
             windows = []
             for i in range(args.calls):
                 tensor.copy_(sources[i & 1])  # written before each, as backward does
+                if args.sleep_ms:
+                    time.sleep(args.sleep_ms / 1e3)
                 start = clock()
                 call(tensor, group)
                 windows.append((start, clock()))
             per_call = spans_of(windows, _C._probe_take())
             if rank != 0:
                 continue
-            whole = statistics.median(e - s for s, e in windows) / 1e3
-            print(f"  {name}: {whole:.2f} per call", flush=True)
+            wholes = sorted(e - s for s, e in windows)
+            print(f"  {name}: {statistics.median(wholes) / 1e3:.2f} per call "
+                  f"(p90 {wholes[int(0.9 * (len(wholes) - 1))] / 1e3:.2f})", flush=True)
             order = []
             for spans in per_call:
                 for key in spans:
@@ -228,9 +238,11 @@ def child(args):
                         order.append(key)
             for key in order:
                 values = [spans[key] for spans in per_call if key in spans]
-                if len(values) < len(per_call) / 2:
-                    continue  # a path few calls took (the worker ran it, a sleep...)
+                if len(values) < len(per_call) / 100:
+                    continue  # a path almost no call took
                 label = SPANS.get(key, "")
+                if len(values) < len(per_call) / 2:  # a path some calls took: the worker ran it...
+                    label = f"({100 * len(values) / len(per_call):.0f}% of calls) {label}"
                 print(f"    {key[0] + ' -> ' + key[1]:<36} {statistics.median(values) / 1e3:7.2f}"
                       f"  {label}", flush=True)
     dist.barrier()
