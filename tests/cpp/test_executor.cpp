@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -101,6 +102,19 @@ Config withGrace(std::chrono::microseconds grace) {
   config.callerGraceMicroseconds = static_cast<int>(
       std::min<int64_t>(grace.count(), std::numeric_limits<int>::max()));
   return config;
+}
+
+// Whether `done` came true within 20 s of waits. Where the grace is short
+// the worker may hold the drive (running the task) when the test waits, and
+// helpUntil then polls only a moment before it returns false: the test waits
+// again, as a caller's wait() would block.
+bool helpedWithin20s(Executor& executor, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!executor.helpUntil(done)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
 }
 }  // namespace
 
@@ -222,7 +236,7 @@ TEST(Executor, APollerACallerLeftIsDrivenByTheWorkerAfterTheGrace) {
               added = true;
             },
             Runner::CallerOrWorker, /*posts=*/true);
-        EXPECT_TRUE(executor.helpUntil([&] { return added.load(); }));
+        EXPECT_TRUE(helpedWithin20s(executor, [&] { return added.load(); }));
         release = true;  // the message arrives after the caller went on
         auto result = doneOn.get_future();
         ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
@@ -321,7 +335,7 @@ bool workerBlockedInPoll() {
 void makeRecentActivity(Executor& executor) {
   std::atomic<bool> ran{false};
   executor.submit([&] { ran = true; }, Runner::Caller);
-  ASSERT_TRUE(executor.helpUntil([&] { return ran.load(); }));
+  ASSERT_TRUE(helpedWithin20s(executor, [&] { return ran.load(); }));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!workerBlockedInPoll()) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
@@ -594,17 +608,10 @@ struct RecordedTask {
 };
 
 // Whether `task` ran with value `value`, and the executor finished with it
-// (the only task queued), within 20 s of waits. Its grace is short
-// (fixedSpinNoGrace), so the worker may be running it when the test waits,
-// and helpUntil then polls only a moment before it returns false: the test
-// waits again, as a caller's wait() would block.
+// (the only task queued), within 20 s of waits (its grace is short:
+// fixedSpinNoGrace).
 static bool ranWithin20s(Executor& executor, const RecordedTask& task, int value = 1) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!executor.helpUntil([&] { return task.ran.load() == value && !executor.busy(); })) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return true;
+  return helpedWithin20s(executor, [&] { return task.ran.load() == value && !executor.busy(); });
 }
 
 // A `ready` that never says yes, counting how often it was asked.
@@ -660,12 +667,16 @@ TEST(Executor, AFutureAskerWhoseTasksPeersDoNotComeLeavesItQueued) {
         RecordedTask task;
         executor.submit(task.as(1), Runner::Caller, false, neverReady(asked));
         EXPECT_FALSE(executor.awaitReadyAndRun());
-        if (task.ran.load() == 1) EXPECT_NE(task.ranOn, me);  // the worker's, not the asker's
+        if (task.ran.load() == 1) {
+          EXPECT_NE(task.ranOn, me);  // the worker's, not the asker's
+        }
         EXPECT_GE(asked.load(), 1);
         ASSERT_TRUE(ranWithin20s(executor, task));  // a wait runs it
         executor.submit(task.as(2), Runner::Caller);  // no `ready`
         EXPECT_FALSE(executor.awaitReadyAndRun());
-        if (task.ran.load() == 2) EXPECT_NE(task.ranOn, me);
+        if (task.ran.load() == 2) {
+          EXPECT_NE(task.ranOn, me);
+        }
         ASSERT_TRUE(ranWithin20s(executor, task, 2));
         EXPECT_FALSE(executor.busy());
       },
