@@ -1,13 +1,14 @@
 """Where the time of one small allreduce goes, phase by phase, beside UCX's own floor.
 
-    python3 benchmarks/small_path_breakdown.py [--sizes 8,4096] [--calls 3000] [--sleep-ms 2]
+    python3 benchmarks/small_path_breakdown.py [--sizes 8,4096] [--calls 3000] [--sleep-ms 2 | --compute-ms 2]
 
 Launches a world of 2 (plain processes, as torchrun would: OMP_NUM_THREADS=1)
 with RINGREDUCE_PROBE=1, so that our C++ marks the boundaries of each
 collective's phases (csrc/core/observe/latency_probe.h) on CLOCK_MONOTONIC,
 the clock of Python's time.perf_counter_ns. Each rank times back-to-back
 float32 SUM allreduces, the tensor written before each (with --sleep-ms,
-each after a sleep: the core idle, as in a data loader's wait), on:
+each after a sleep: the core idle, as in a data loader's wait; with
+--compute-ms, after busy work, as a backward pass computes), on:
 
 - torch's `fake` backend: torch's Python and dispatcher alone (the floor);
 - ringreduce through UCX (RINGREDUCE_SHM_BYTES=0: the queued path, the
@@ -70,6 +71,7 @@ SPANS = {
 FORMS = {
     "sync": "all_reduce",
     "async": "all_reduce(async_op=True).wait() (DDP's buckets)",
+    "then": "all_reduce(async_op=True).get_future().then(hook).wait() (DDP's Python comm hooks)",
     "functional": "_c10d_functional.all_reduce + wait_tensor (a compiled graph)",
     "funcol": "funcol.all_reduce + wait_tensor (DTensor, eager)",
     "coalesced": "four all_reduce of quarter views in _coalescing_manager (one allreduce_coalesced)",
@@ -86,6 +88,9 @@ def form_call(form):
         return lambda t, group: dist.all_reduce(t, group=group)
     if form == "async":
         return lambda t, group: dist.all_reduce(t, group=group, async_op=True).wait()
+    if form == "then":
+        return lambda t, group: dist.all_reduce(t, group=group, async_op=True).get_future().then(
+            lambda done: done.value()).wait()
     if form == "functional":
         return lambda t, group: ops.wait_tensor(ops.all_reduce(t, "sum", group.group_name))
     if form == "coalesced":
@@ -117,6 +122,8 @@ def parse_args():
     parser.add_argument("--sleep-ms", type=float, default=0.0,
                         help="every rank sleeps this long before each call (default: none, "
                              "back to back)")
+    parser.add_argument("--compute-ms", type=float, default=0.0,
+                        help="every rank computes (busy) this long before each call")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -208,7 +215,8 @@ def child(args):
         tensor = torch.empty(max(1, size // 4))
         sources = [torch.rand_like(tensor) for _ in range(2)]
         if rank == 0:
-            after = f", each after a {args.sleep_ms:g} ms sleep" if args.sleep_ms else ""
+            after = (f", each after a {args.sleep_ms:g} ms sleep" if args.sleep_ms else
+                     f", each after {args.compute_ms:g} ms of compute" if args.compute_ms else "")
             print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank 0's view{after}; "
                   f"median of {args.calls} calls, us", flush=True)
         for name, group in paths.items():
@@ -222,6 +230,10 @@ def child(args):
                 tensor.copy_(sources[i & 1])  # written before each, as backward does
                 if args.sleep_ms:
                     time.sleep(args.sleep_ms / 1e3)
+                if args.compute_ms:
+                    busy_until = clock() + int(args.compute_ms * 1e6)
+                    while clock() < busy_until:
+                        pass
                 start = clock()
                 call(tensor, group)
                 windows.append((start, clock()))
