@@ -692,7 +692,10 @@ class Rank(RankBase):
                   flush=True)
             print(f"# {loaded_build()}", flush=True)
             if self.MPI is not None:
-                print(f"# {self.MPI.Get_library_version().splitlines()[0].strip()}", flush=True)
+                # Open MPI's version string ends in a NUL byte, which makes the
+                # output a binary file to grep.
+                version = self.MPI.Get_library_version().replace("\0", "")
+                print(f"# {version.splitlines()[0].strip()}", flush=True)
         sizes = [int(s) for s in args.sizes.split(",")]
         for op in args.ops.split(","):
             if self.rank == 0:
