@@ -1,7 +1,8 @@
 """The documentation stays true to the repository: every relative link in the README, docs/
 and the benchmark results resolves (the file, and the heading an #anchor names, by GitHub's
-rules), every RINGREDUCE_* name the docs mention is one the code reads, and every setting the
-code reads is on the environment-variables page. Pure Python: no build, no torch."""
+rules), every RINGREDUCE_* name the docs mention is one the code reads, every setting the code
+reads is on the environment-variables page, and every file in benchmarks/history/ is in that
+folder's index. Pure Python: no build, no torch."""
 
 import pathlib
 import re
@@ -76,6 +77,25 @@ def broken_links(path):
 @pytest.mark.parametrize("path", documentation_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(path):
     assert broken_links(path) == []
+
+
+def unindexed_history(history):
+    """The Markdown files in `history` that its README.md does not link to."""
+    index = history / "README.md"
+    linked = {target.partition("#")[0] for target in relative_links(index)}
+    return sorted(f.name for f in history.glob("*.md") if f.name != index.name and f.name not in linked)
+
+
+def test_every_history_file_is_in_the_history_index():
+    # A superseded run moved to benchmarks/history/ is found from its index.
+    assert unindexed_history(ROOT / "benchmarks" / "history") == []
+
+
+def test_an_unindexed_history_file_is_found(tmp_path):
+    (tmp_path / "README.md").write_text("| [a.md](a.md) | a run |\n`[b.md](b.md)` in code\n")
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text("# A run\n")
+    assert unindexed_history(tmp_path) == ["b.md", "c.md"]
 
 
 def test_slugs_follow_githubs_rules():
