@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what torch_ringreduce needs and builds it; skips what is already there.
 # Debian packages: UCX (libucx-dev, ucx-utils), GoogleTest, CMake, Ninja, pkg-config.
-# PyPI: torch 2.13.0, pytest, numpy, expecttest. The torch is whatever `pip install torch==2.13.0`
-# resolves to: on x86-64 from PyPI that is the CUDA wheel (several GB with its nvidia-* packages;
-# it runs on machines without a GPU too); our test machines have the CPU wheel installed already,
-# and an installed 2.13.0 of either kind is kept. For the CPU wheel, install it first from
-# PyTorch's CPU index (pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu).
+# PyPI: torch, pytest, numpy, expecttest. An installed torch of 2.11 or newer is kept (your own
+# `pip install torch`, either wheel); where there is none, torch 2.13.0 (RINGREDUCE_TORCH picks
+# another), whatever `pip install torch==2.13.0` resolves to: on x86-64 from PyPI that is the CUDA
+# wheel (several GB with its nvidia-* packages; it runs on machines without a GPU too). For the CPU
+# wheel, install it first from PyTorch's CPU index (pip install torch==2.13.0 --index-url
+# https://download.pytorch.org/whl/cpu). An older torch is left alone and the script stops,
+# saying how to go on (scripts/torch_plan.sh).
 # The extension is built against the installed torch with --no-build-isolation, so pip never
 # pulls a second torch.
 set -euo pipefail
@@ -20,7 +22,6 @@ if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ] && command -v python3 >/dev
    ! python3 -c "import ensurepip" 2>/dev/null; then
   APT_PACKAGES+=(python3-venv)
 fi
-TORCH_VERSION=2.13.0
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -37,11 +38,24 @@ fi
 ringreduce_python_env create
 echo "[install] python: $PYTHON"
 
-if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-  echo "[install] pip install torch==$TORCH_VERSION (from PyPI on x86-64: the CUDA wheel, several GB;" \
-       "for the CPU wheel, install torch==$TORCH_VERSION from https://download.pytorch.org/whl/cpu first)"
-  "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
-fi
+. scripts/torch_plan.sh
+installed_torch=$("$PYTHON" -c "import torch; print(torch.__version__)" 2>/dev/null || true)
+plan=$(ringreduce_torch_plan "$installed_torch")
+case "$plan" in
+  install*)
+    version=${plan#install }
+    echo "[install] pip install torch==$version (from PyPI on x86-64: the CUDA wheel, several GB;" \
+         "for the CPU wheel, install torch==$version from https://download.pytorch.org/whl/cpu first)"
+    "$PYTHON" -m pip install -q "torch==$version"
+    ;;
+  refuse*)
+    echo "[install] ${plan#refuse }" >&2
+    exit 1
+    ;;
+  *)
+    echo "[install] keeping the installed torch $installed_torch${plan#keep}"
+    ;;
+esac
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
 # torch warns on every import without NumPy (a fresh venv has none).
 "$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
