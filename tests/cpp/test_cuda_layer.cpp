@@ -3,9 +3,12 @@
 // machine with a GPU the same tests pass too (tests/gpu covers the rest).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "core/base/errors.h"
 #include "cuda/device_info.h"
@@ -28,38 +31,74 @@ static_assert(RR_SAME(kNcclSum, ncclSum) && RR_SAME(kNcclProd, ncclProd) &&
               RR_SAME(kNcclAvg, ncclAvg));
 static_assert(RR_SAME(kNcclSuccess, ncclSuccess) && RR_SAME(kNcclInProgress, ncclInProgress));
 #undef RR_SAME
-// ncclConfig_t: the same layout, field by field, and the same defaults.
-#define RR_FIELD(f)                                                          \
-  static_assert(offsetof(ringreduce::cuda::NcclConfig, f) == offsetof(ncclConfig_t, f) && \
-                sizeof(ringreduce::cuda::NcclConfig::f) == sizeof(ncclConfig_t::f))
-RR_FIELD(size); RR_FIELD(magic); RR_FIELD(version); RR_FIELD(blocking);
-RR_FIELD(cgaClusterSize); RR_FIELD(minCTAs); RR_FIELD(maxCTAs); RR_FIELD(netName);
-RR_FIELD(splitShare); RR_FIELD(trafficClass); RR_FIELD(commName); RR_FIELD(collnetEnable);
-RR_FIELD(CTAPolicy); RR_FIELD(shrinkShare); RR_FIELD(nvlsCTAs); RR_FIELD(nChannelsPerNetPeer);
-RR_FIELD(nvlinkCentricSched); RR_FIELD(graphUsageMode); RR_FIELD(numRmaCtx);
-RR_FIELD(maxP2pPeers); RR_FIELD(graphStreamOrdering); RR_FIELD(launchOrderImplicit);
-RR_FIELD(numRmaSig); RR_FIELD(rmaEagerInit); RR_FIELD(hostCftMode); RR_FIELD(nvlsHostMode);
+// ncclConfig_t: NCCL only appends fields, so the header's struct is the start
+// of ours: each field it declares lies where ours does, with the same size,
+// and each it lacks (a header older than ours: torch 2.14.1 pins NCCL 2.30.7,
+// without 2.32's last five) lies past its end. A header as new as ours
+// declares exactly our fields: one that adds more is a new NCCL to declare
+// (install.sh takes the wheel's newest; this is where a new one shows).
+#define RR_NCCL_CONFIG_FIELDS(X)                                                              \
+  X(size) X(magic) X(version) X(blocking) X(cgaClusterSize) X(minCTAs) X(maxCTAs) X(netName) \
+  X(splitShare) X(trafficClass) X(commName) X(collnetEnable) X(CTAPolicy) X(shrinkShare)     \
+  X(nvlsCTAs) X(nChannelsPerNetPeer) X(nvlinkCentricSched) X(graphUsageMode) X(numRmaCtx)    \
+  X(maxP2pPeers) X(graphStreamOrdering) X(launchOrderImplicit) X(numRmaSig) X(rmaEagerInit)  \
+  X(hostCftMode) X(nvlsHostMode)
+#define RR_FIELD(f)                                                                          \
+  template <typename T, typename = void>                                                     \
+  struct RrHas_##f : std::false_type {};                                                     \
+  template <typename T>                                                                      \
+  struct RrHas_##f<T, std::void_t<decltype(std::declval<T&>().f)>> : std::true_type {};      \
+  template <typename T>                                                                      \
+  constexpr bool rrSameField_##f() {                                                         \
+    using Ours = ringreduce::cuda::NcclConfig;                                               \
+    if constexpr (RrHas_##f<T>::value) {                                                     \
+      return offsetof(Ours, f) == offsetof(T, f) && sizeof(Ours::f) == sizeof(T::f);         \
+    } else {                                                                                 \
+      return offsetof(Ours, f) >= sizeof(T);                                                 \
+    }                                                                                        \
+  }                                                                                          \
+  template <typename T>                                                                      \
+  constexpr size_t rrFieldEnd_##f() {                                                        \
+    if constexpr (RrHas_##f<T>::value) {                                                     \
+      return offsetof(T, f) + sizeof(T::f);                                                  \
+    } else {                                                                                 \
+      return 0;                                                                              \
+    }                                                                                        \
+  }                                                                                          \
+  static_assert(rrSameField_##f<ncclConfig_t>(), "ncclConfig_t." #f);
+RR_NCCL_CONFIG_FIELDS(RR_FIELD)
 #undef RR_FIELD
-static_assert(sizeof(ringreduce::cuda::NcclConfig) == sizeof(ncclConfig_t));
+// Where the header's last field ends (its tail padding is nobody's).
+#define RR_END(f) rrFieldEnd_##f<ncclConfig_t>(),
+constexpr size_t kTheirFieldsEnd = std::max({RR_NCCL_CONFIG_FIELDS(RR_END) size_t{0}});
+#undef RR_END
+constexpr bool kHeaderOlderThanOurs = NCCL_VERSION_CODE < ringreduce::cuda::NcclConfig::kVersion;
+static_assert(kHeaderOlderThanOurs ? sizeof(ringreduce::cuda::NcclConfig) >= sizeof(ncclConfig_t)
+                                   : sizeof(ringreduce::cuda::NcclConfig) == sizeof(ncclConfig_t));
 static_assert(ringreduce::cuda::NcclConfig::kUndef == NCCL_CONFIG_UNDEF_INT);
 
-// Our defaults are NCCL_CONFIG_INITIALIZER's, byte for byte, but for
-// `version`: that is the NCCL_VERSION_CODE of the header a caller was built
-// against (ours: the one NcclConfig declares, 2.32.3), which tells NCCL
-// which fields the caller knows; a later header with the same fields (the
-// wheel's 2.32.6 from 2026-12) says its own. Ours may not be newer than the
-// header whose layout the static_asserts above checked.
+// Our defaults are NCCL_CONFIG_INITIALIZER's, byte for byte over the
+// header's fields, but for `version`: that is the NCCL_VERSION_CODE of the
+// header a caller was built against (ours: the one NcclConfig declares,
+// 2.32.3), which tells NCCL which fields the caller knows; a later header
+// with the same fields (the wheel's 2.32.6 from 2026-12) says its own. Ours
+// may not be newer than a header whose fields are all ours; an older header
+// (an older NCCL) has a smaller `size`, and reads ours as far as it knows.
 TEST(CudaLayer, NcclConfigMatchesTheInitializer) {
   const ncclConfig_t theirs = NCCL_CONFIG_INITIALIZER;
   const ringreduce::cuda::NcclConfig ours;
-  const size_t version = offsetof(ncclConfig_t, version);
-  const size_t afterVersion = version + sizeof(theirs.version);
-  // Up to the last field: the tail padding is nobody's.
-  const size_t fields = offsetof(ncclConfig_t, nvlsHostMode) + sizeof(theirs.nvlsHostMode);
-  EXPECT_EQ(0, std::memcmp(&theirs, &ours, version));
+  EXPECT_EQ(ours.magic, theirs.magic);
+  if (kHeaderOlderThanOurs) {
+    EXPECT_GT(ours.size, theirs.size);
+    EXPECT_GT(ours.version, theirs.version);
+  } else {
+    EXPECT_EQ(ours.size, theirs.size);
+    EXPECT_LE(ours.version, theirs.version);
+  }
+  const size_t afterVersion = offsetof(ncclConfig_t, version) + sizeof(theirs.version);
   EXPECT_EQ(0, std::memcmp(reinterpret_cast<const char*>(&theirs) + afterVersion,
-                           reinterpret_cast<const char*>(&ours) + afterVersion, fields - afterVersion));
-  EXPECT_LE(ours.version, theirs.version);
+                           reinterpret_cast<const char*>(&ours) + afterVersion,
+                           kTheirFieldsEnd - afterVersion));
 }
 #endif
 

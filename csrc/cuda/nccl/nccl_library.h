@@ -34,14 +34,17 @@ enum NcclResultCode : int { kNcclSuccess = 0, kNcclInProgress = 7 };
 
 // ncclConfig_t as NCCL 2.32.3 declares it, with NCCL_CONFIG_INITIALIZER's
 // values (tests/cpp/test_cuda_layer.cpp checks both against the wheel's
-// nccl.h). NCCL reads the first `size` bytes that it knows and, from
+// nccl.h: field by field, and where that header is older, such as torch
+// 2.14.1's pinned 2.30.7, its fields as the start of ours). NCCL only
+// appends fields; it reads the first `size` bytes that it knows and, from
 // `version`, which fields the caller set, so an older NCCL (2.14 or newer)
 // takes this one too. Only `blocking` is ours to set.
 struct NcclConfig {
   static constexpr int kUndef = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+  static constexpr unsigned int kVersion = 23203;  // NCCL_VERSION_CODE of that header
   size_t size = sizeof(NcclConfig);
   unsigned int magic = 0xcafebeef;  // NCCL_API_MAGIC
-  unsigned int version = 23203;     // NCCL_VERSION_CODE of that header
+  unsigned int version = kVersion;
   int blocking = kUndef;
   int cgaClusterSize = kUndef;
   int minCTAs = kUndef;
