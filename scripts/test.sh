@@ -16,6 +16,15 @@ ringreduce_python_env || exit 1
   true
 "$PYTHON" -c "import lightning, accelerate, transformers" 2>/dev/null ||
   echo "[test] lightning/accelerate/transformers unavailable: their tests will be skipped" >&2
+# DeepSpeed (tests/python/test_deepspeed.py), its wheel without its declared
+# dependencies (pip would otherwise resolve a torch for it) and then the light
+# ones it imports.
+"$PYTHON" -c "import deepspeed" 2>/dev/null || {
+  "$PYTHON" -m pip install -q --no-deps "deepspeed==0.19.8" &&
+    "$PYTHON" -m pip install -q hjson py-cpuinfo pydantic msgpack psutil ninja einops tqdm packaging
+} 2>&1 | grep -v "Running pip as the 'root' user\|Location 'file:.*' is ignored" || true
+"$PYTHON" -c "import deepspeed" 2>/dev/null ||
+  echo "[test] deepspeed unavailable: its tests will be skipped" >&2
 
 # Tests use loopback only.
 export UCX_NET_DEVICES=lo
@@ -42,11 +51,21 @@ if [ "$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c \
   cpp_build=build/cpp
   cpp_args=(-G Ninja -DRINGREDUCE_BUILD_PYTHON=OFF)
 fi
-cmake -S . -B "$cpp_build" ${cpp_args[@]+"${cpp_args[@]}"} -DRINGREDUCE_BUILD_TESTS=ON \
-    -DRINGREDUCE_PYTHON="$(command -v "$PYTHON")" >/dev/null \
-  && cmake --build "$cpp_build" --target ringreduce_tests >/dev/null \
-  && ctest --test-dir "$cpp_build" --output-on-failure --timeout 120 -j "$cores"
-cpp_status=$?
+# CMake's output goes to a log, shown only where configuring or building the
+# tests failed (a test that does not compile against this machine's headers
+# said nothing but "ctest exit 1" before).
+cpp_log="$cpp_build/tests_build.log"
+mkdir -p "$cpp_build"
+if cmake -S . -B "$cpp_build" ${cpp_args[@]+"${cpp_args[@]}"} -DRINGREDUCE_BUILD_TESTS=ON \
+     -DRINGREDUCE_PYTHON="$(command -v "$PYTHON")" >"$cpp_log" 2>&1 &&
+   cmake --build "$cpp_build" --target ringreduce_tests >>"$cpp_log" 2>&1; then
+  ctest --test-dir "$cpp_build" --output-on-failure --timeout 120 -j "$cores"
+  cpp_status=$?
+else
+  cpp_status=$?
+  echo "[test] the C++ tests did not build (the whole log: $cpp_log); its errors:"
+  grep -E "error|Error|FAILED" "$cpp_log" | head -40
+fi
 
 echo "=== Python tests (pytest) ==="
 # --durations: the slowest tests, above the summary, to keep the suite's
