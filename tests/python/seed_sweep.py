@@ -31,6 +31,14 @@ SETTINGS = [
     {"RINGREDUCE_ASYNC_ON_CALLER_BYTES": "0"},  # every asynchronous call queued
     {"RINGREDUCE_SHM_BYTES": "0"},              # no channel: UCX and cma
     {"RINGREDUCE_CROSS_MEMORY": "0"},           # no cma
+    # The waits' other paths: every wait sleeps on the doorbell at once (the
+    # sleepers' wake-ups), spins of a fixed length, a queued task never left
+    # for its caller, every collective queued and checked against its
+    # neighbour's.
+    {"RINGREDUCE_SPIN_US": "0", "RINGREDUCE_WAIT_SPIN_US": "0"},
+    {"RINGREDUCE_ADAPTIVE_SPIN": "0"},
+    {"RINGREDUCE_CALLER_GRACE_US": "0"},
+    {"RINGREDUCE_CHECK_COLLECTIVES": "1"},
 ]
 STEPS = 300
 KILL_BOUND_S = 5.0
