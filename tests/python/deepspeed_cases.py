@@ -1,8 +1,6 @@
 """DeepSpeed ZeRO training inside each rank, one backend per world: DeepSpeed
 takes torch.distributed's default group as its own (deepspeed.comm keeps it
 for the process), so the ranks start the group and DeepSpeed finds it."""
-import contextlib
-import glob
 import logging
 import os
 import warnings
@@ -16,14 +14,6 @@ def small_model():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32),
                                torch.nn.ReLU(), torch.nn.Linear(32, 1))
-
-
-def remove_deepspeed_segments():
-    """DeepSpeed's CPU accelerator leaves its /dev/shm segments behind; a
-    stale one breaks the next world that makes them."""
-    for path in glob.glob("/dev/shm/deepspeed_allreduce_buffer*"):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 def ringreduce_collectives():
@@ -58,8 +48,8 @@ def zero_training(rank, world, init_method, backend, stage, steps):
         engine.backward(loss)
         engine.step()
         losses.append(loss.item())
-    # What DeepSpeed issued went through ringreduce (ZeRO-1 and 2 on the
-    # data-parallel group DeepSpeed makes, ZeRO-3 on the default one).
+    # What DeepSpeed issued went through ringreduce (ZeRO-1 and 2 on a group
+    # DeepSpeed makes, ZeRO-3 on the default one).
     collectives = ringreduce_collectives() - first
     params = list(engine.module.parameters())
     with deepspeed.zero.GatheredParameters(params, enabled=stage == 3):

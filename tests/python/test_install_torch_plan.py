@@ -3,15 +3,21 @@ written for it (2.11 and newer), installs 2.13.0 only where there is none
 (or the release RINGREDUCE_TORCH names), and stops, saying how to go on,
 rather than replacing an older one (scripts/torch_plan.sh)."""
 import os
+import re
 import subprocess
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAN = os.path.join(ROOT, "scripts", "torch_plan.sh")
-# install.sh's APT_PACKAGES (python3-venv only where PYTHON is unset).
-APT_PACKAGES = ["libucx-dev", "ucx-utils", "libgtest-dev", "cmake", "ninja-build",
-                "pkg-config", "g++"]
+INSTALL = os.path.join(ROOT, "scripts", "install.sh")
+
+
+def apt_packages():
+    """install.sh's APT_PACKAGES, as it lists them (python3-venv is added
+    only where PYTHON is unset)."""
+    with open(INSTALL) as f:
+        return re.search(r"^APT_PACKAGES=\(([^)]*)\)", f.read(), re.M).group(1).split()
 
 
 def plan(installed, wanted=None):
@@ -56,8 +62,7 @@ def test_an_explicit_release_is_installed_unless_it_is_there():
 
 def test_install_sh_stops_before_touching_an_older_torch(tmp_path):
     # install.sh installs missing Debian packages first: not from a test.
-    missing = subprocess.run(["sh", "-c", "dpkg -s " + " ".join(APT_PACKAGES)],
-                             capture_output=True).returncode != 0
+    missing = subprocess.run(["dpkg", "-s", *apt_packages()], capture_output=True).returncode != 0
     if missing:
         pytest.skip("install.sh's Debian packages are not all installed: it would apt-get them")
     # A Python whose torch is 2.9.0 and that records every other call it
@@ -72,7 +77,7 @@ echo "$@" >> {calls}
 exit 1
 """)
     python.chmod(0o755)
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install.sh")],
+    out = subprocess.run(["bash", INSTALL],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHON": str(python)}, cwd=ROOT)
     assert out.returncode == 1
