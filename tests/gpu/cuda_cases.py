@@ -1,6 +1,8 @@
 """What each rank runs in the GPU tests: every rank of the world uses
 cuda:0 (one GPU, several ranks: the case NCCL refuses and ours must handle).
 Expected values are computed on the CPU from the same seeds (oracle.py)."""
+import datetime
+import os
 import time
 
 import torch
@@ -30,9 +32,18 @@ class Report:
         return {"failures": self.failures, "checked": self.checked}
 
 
+# The groups' collective timeout: short, so that a collective that never
+# completes fails with ringreduce's own report (which ranks were not seen,
+# the device's verdict) within a GPU-check phase, instead of torch's default
+# 30 minutes.
+COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=float(
+    os.environ.get("RINGREDUCE_TEST_COLLECTIVE_TIMEOUT_S", "40")))
+
+
 def _init(rank, world, init_method):
     torch.cuda.set_device(0)
-    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=COLLECTIVE_TIMEOUT)
 
 
 def check_allreduces(report, rank, world, cases):

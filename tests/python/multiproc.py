@@ -200,20 +200,44 @@ class WorldFailed(AssertionError):
     pass
 
 
-def _native_stacks(pid, limit_s=20):
-    """Every thread's native stack of a live process, where gdb is installed."""
-    if shutil.which("gdb") is None:
-        return "(gdb not installed: no native stacks)"
-    try:
-        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex",
-                              "thread apply all bt 24"], capture_output=True, text=True,
-                             timeout=limit_s).stdout
-    except subprocess.TimeoutExpired:
-        return "(gdb did not answer in time)"
-    # Each frame's line cut short: a pybind11 frame's template names run to
-    # thousands of characters, and the message keeps a few thousand per rank.
-    return "\n".join(line[:240] for line in out.splitlines()
-                     if line.startswith(("#", "Thread ")) and "New LWP" not in line)
+def _debugger():
+    """gdb, else cuda-gdb (the GPU machines' image has only that one; it
+    attaches to any process), else None."""
+    for candidate in ("gdb", "cuda-gdb", "/usr/local/cuda/bin/cuda-gdb"):
+        path = shutil.which(candidate)
+        if path:
+            return path
+    return None
+
+
+def _native_stacks(pids, limit_s=20):
+    """Every thread's native stack of each live process in `pids`, where a
+    debugger is installed: {pid: text}. The debuggers run side by side, so
+    the whole takes `limit_s` at most however many ranks overran."""
+    debugger = _debugger()
+    if debugger is None:
+        return {pid: "(neither gdb nor cuda-gdb installed: no native stacks)" for pid in pids}
+    running = {pid: subprocess.Popen([debugger, "-p", str(pid), "-batch", "-nx", "-ex",
+                                      "thread apply all bt 24"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                     text=True)
+               for pid in pids}
+    deadline = time.monotonic() + limit_s
+    stacks = {}
+    for pid, proc in running.items():
+        try:
+            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            stacks[pid] = f"({os.path.basename(debugger)} did not answer in time)"
+            continue
+        # Each frame's line cut short: a pybind11 frame's template names run
+        # to thousands of characters, and the message keeps a few thousand
+        # per rank.
+        stacks[pid] = "\n".join(line[:240] for line in out.splitlines()
+                                if line.startswith(("#", "Thread ")) and "New LWP" not in line)
+    return stacks
 
 
 def _threads_holding(pid, signum):
@@ -280,6 +304,7 @@ def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     """What each rank in `ranks` is doing: its Python stacks (faulthandler,
     on SIGUSR1) and native stacks, for the message of a world that overran."""
     _dump_python_stacks({procs[r].pid: _stacks_file(init_file, r) for r in ranks})
+    native = _native_stacks([procs[r].pid for r in ranks if procs[r].is_alive()])
     parts = []
     for r in ranks:
         try:
@@ -287,11 +312,26 @@ def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
                 python = f.read()
         except OSError:
             python = "(none written)"
-        native = _native_stacks(procs[r].pid) if procs[r].is_alive() else "(exited)"
         parts.append(f"--- rank {r} (pid {procs[r].pid}), Python stacks ---\n"
                      f"{python[-per_rank_chars:]}\n"
-                     f"--- rank {r}, native stacks ---\n{native[-per_rank_chars:]}")
+                     f"--- rank {r}, native stacks ---\n"
+                     f"{native.get(procs[r].pid, '(exited)')[-per_rank_chars:]}")
     return "\n".join(parts)
+
+
+def _within_phase(timeout):
+    """(the world's time limit, what set it for the message). Where a bounded
+    caller set RINGREDUCE_PHASE_DEADLINE (seconds since the epoch: the GPU
+    check's phases, scripts/gpu_quick.sh), no later than that, so a world
+    that overruns still reports its ranks' stacks before the phase's own
+    `timeout` kills everything with nothing said."""
+    deadline = os.environ.get("RINGREDUCE_PHASE_DEADLINE")
+    if not deadline:
+        return timeout, ""
+    left = float(deadline) - time.time()
+    if left >= timeout:
+        return timeout, ""
+    return max(left, 1.0), " (what was left of the phase: RINGREDUCE_PHASE_DEADLINE)"
 
 
 def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_threads=1,
@@ -311,6 +351,7 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
     it before the thread count is settled)."""
     full_env = dict(LOOPBACK_ENV)
     full_env.update(env or {})
+    timeout, limited_by = _within_phase(timeout)
     ctx = _context(full_env, torch_threads)
     forked = ctx.get_start_method() == "forkserver"
     results = ctx.Queue()
@@ -348,7 +389,8 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
                 if remaining <= 0:
                     late = [r for r in range(world_size)
                             if r not in collected and procs[r].is_alive()]
-                    raise WorldFailed(f"world of {world_size} did not finish within {timeout} s; "
+                    raise WorldFailed(f"world of {world_size} did not finish within "
+                                      f"{timeout:.0f} s{limited_by}; "
                                       f"ranks done: {sorted(collected)}\n"
                                       + _stacks_of(procs, late, init_file))
                 try:

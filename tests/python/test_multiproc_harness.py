@@ -20,6 +20,22 @@ def test_an_overrunning_world_reports_the_late_ranks_stacks():
     assert "rank_one_sleeps_in_a_named_place" in message, message
 
 
+def test_a_phase_deadline_stops_the_world_first_and_says_so(monkeypatch):
+    """Under a bounded caller (scripts/gpu_quick.sh's phases set
+    RINGREDUCE_PHASE_DEADLINE) a world stops at that deadline, before its own
+    longer timeout, with the late rank's stacks: the phase's `timeout`
+    would kill it with nothing said."""
+    import time
+
+    monkeypatch.setenv("RINGREDUCE_PHASE_DEADLINE", str(int(time.time()) + 6))
+    with pytest.raises(WorldFailed) as failure:
+        run_world(2, rank_one_sleeps_in_a_named_place, timeout=600)
+    message = str(failure.value)
+    assert "(what was left of the phase: RINGREDUCE_PHASE_DEADLINE)" in message, message
+    assert "ranks done: [0]" in message, message
+    assert "_asleep_past_the_world_timeout" in message, message
+
+
 @pytest.mark.parametrize("start", ["forked", "spawned"])
 def test_ranks_that_need_their_exit_path_get_it(start, tmp_path, monkeypatch):
     """exit_path=True: each rank's atexit handlers run as it exits, whether
