@@ -15,6 +15,14 @@ def _asleep_past_the_world_timeout():
     time.sleep(3600)
 
 
+def rank_zero_raises_and_rank_one_waits(rank, world, init_method):
+    """Rank 0 raises at once; rank 1 then waits for it forever, as a peer
+    left in a collective by a rank that raised alone would."""
+    if rank == 0:
+        raise RuntimeError("rank 0's own reason, which the overrun message must carry")
+    _asleep_past_the_world_timeout()
+
+
 def exit_handlers(rank, world, init_method, marker_dir):
     """Each rank registers an exit handler that leaves a file behind, naming
     the rank's parent (the rank server for a forked rank, the test for a

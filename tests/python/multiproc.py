@@ -319,6 +319,14 @@ def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     return "\n".join(parts)
 
 
+def _errors_of(collected):
+    """The tracebacks of ranks that ended in an error, for the message of a
+    world that overran: a rank that raised alone leaves its peers waiting
+    in a collective, and its error is then the cause to read first."""
+    return "".join(f"--- rank {r} raised ---\n{value}\n"
+                   for r, (status, value) in sorted(collected.items()) if status != "ok")
+
+
 def _within_phase(timeout):
     """(the world's time limit, what set it for the message). Where a bounded
     caller set RINGREDUCE_PHASE_DEADLINE (seconds since the epoch: the GPU
@@ -392,6 +400,7 @@ def run_world(world_size, fn, *args, env=None, timeout=120, may_die=(), torch_th
                     raise WorldFailed(f"world of {world_size} did not finish within "
                                       f"{timeout:.0f} s{limited_by}; "
                                       f"ranks done: {sorted(collected)}\n"
+                                      + _errors_of(collected)
                                       + _stacks_of(procs, late, init_file))
                 try:
                     rank, status, value = results.get(timeout=min(remaining, 1.0))

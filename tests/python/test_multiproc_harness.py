@@ -5,19 +5,36 @@ import os
 
 import pytest
 
-from harness_cases import exit_handlers, rank_one_sleeps_in_a_named_place
+from harness_cases import (exit_handlers, rank_one_sleeps_in_a_named_place,
+                           rank_zero_raises_and_rank_one_waits)
 from multiproc import WorldFailed, run_world
 
 
-def test_an_overrunning_world_reports_the_late_ranks_stacks():
+def _overrun(fn, timeout):
+    """The message of a world of 2 running `fn` that overruns."""
     with pytest.raises(WorldFailed) as failure:
-        run_world(2, rank_one_sleeps_in_a_named_place, timeout=5)
-    message = str(failure.value)
+        run_world(2, fn, timeout=timeout)
+    return str(failure.value)
+
+
+def test_an_overrunning_world_reports_the_late_ranks_stacks():
+    message = _overrun(rank_one_sleeps_in_a_named_place, 5)
     assert "did not finish within 5 s; ranks done: [0]" in message, message
     assert "--- rank 1 (pid" in message and "--- rank 0" not in message, message
     # Python's stack of the late rank, down to the function it is stuck in.
     assert "_asleep_past_the_world_timeout" in message, message
     assert "rank_one_sleeps_in_a_named_place" in message, message
+
+
+def test_an_overrun_after_a_rank_raised_says_what_it_raised():
+    """A rank that raised alone leaves its peers waiting: the world overruns,
+    and the message gives that rank's traceback before the late ranks'
+    stacks (it was lost before: only the stacks were printed)."""
+    message = _overrun(rank_zero_raises_and_rank_one_waits, 5)
+    assert "ranks done: [0]" in message, message
+    assert "--- rank 0 raised ---" in message, message
+    assert "rank 0's own reason, which the overrun message must carry" in message, message
+    assert "--- rank 1 (pid" in message, message
 
 
 def test_a_phase_deadline_stops_the_world_first_and_says_so(monkeypatch):
@@ -28,9 +45,7 @@ def test_a_phase_deadline_stops_the_world_first_and_says_so(monkeypatch):
     import time
 
     monkeypatch.setenv("RINGREDUCE_PHASE_DEADLINE", str(int(time.time()) + 6))
-    with pytest.raises(WorldFailed) as failure:
-        run_world(2, rank_one_sleeps_in_a_named_place, timeout=600)
-    message = str(failure.value)
+    message = _overrun(rank_one_sleeps_in_a_named_place, 600)
     assert "(what was left of the phase: RINGREDUCE_PHASE_DEADLINE)" in message, message
     assert "ranks done: [0]" in message, message
     assert "_asleep_past_the_world_timeout" in message, message
