@@ -79,10 +79,10 @@ run() {
   # worlds in time to print its tables before `timeout` would cut them.
   export RINGREDUCE_PHASE_LIMIT_S=$limit
   t0=$(date +%s)
-  # A test world that overruns stops 30 s before the phase would be cut
-  # (tests/python/multiproc.py) and prints every rank's stacks: a hang then
-  # says where it is instead of a bare "TIMED OUT".
-  export RINGREDUCE_PHASE_DEADLINE=$(( t0 + limit - 30 ))
+  # A test world that overruns stops 40 s before the phase would be cut
+  # (tests/python/multiproc.py) and prints every rank's stacks (25 s at
+  # most): a hang then says where it is instead of a bare "TIMED OUT".
+  export RINGREDUCE_PHASE_DEADLINE=$(( t0 + limit - 40 ))
   local file=$OUT/log.txt
   case $name in bench*) file=$OUT/bench.txt ;; esac
   echo "=== $name (limit ${limit}s) ===" | tee -a "$file"

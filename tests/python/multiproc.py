@@ -304,7 +304,10 @@ def _stacks_of(procs, ranks, init_file, per_rank_chars=6000):
     """What each rank in `ranks` is doing: its Python stacks (faulthandler,
     on SIGUSR1) and native stacks, for the message of a world that overran."""
     _dump_python_stacks({procs[r].pid: _stacks_file(init_file, r) for r in ranks})
-    native = _native_stacks([procs[r].pid for r in ranks if procs[r].is_alive()])
+    # Within a bounded phase (RINGREDUCE_PHASE_DEADLINE) the debuggers get
+    # less, so the message is out before the phase is cut.
+    native = _native_stacks([procs[r].pid for r in ranks if procs[r].is_alive()],
+                            limit_s=15 if os.environ.get("RINGREDUCE_PHASE_DEADLINE") else 20)
     parts = []
     for r in ranks:
         try:
