@@ -315,6 +315,11 @@ class ProcessGroupRing : public c10d::Backend {
     refuseCapture(name, device);
     return HostStaging(device, internalStream(device));
   }
+  // The sequence numbers a CUDA collective reserves, whichever way it runs
+  // (queued: enqueueOnDevice; on the caller's thread: runDeviceOnCaller):
+  // its device path's and its host fallback's. Ranks that run it different
+  // ways must reserve alike, or they number every later collective apart.
+  static constexpr uint64_t kDeviceSeqCount = 2;
   // CUDA ops with a device path (ops/device_ops.cpp). The body gets the
   // group's DevicePath (null when not compiled), the internal stream and a
   // record exchange; it falls back to host staging itself.

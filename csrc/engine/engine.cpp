@@ -269,7 +269,7 @@ bool Engine::givenUp() const {
 uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout,
                              const CollectiveFingerprint& fingerprint, const OpFields& fields,
                              LaunchRef launch, bool onlyWherePeersWait,
-                             const LaunchRef* publishAhead) {
+                             const LaunchRef* publishAhead, uint64_t seqCount) {
   // The lock orders the number with the queue; it is not held while the
   // collective runs, so abort(), givenUp() and busy() from another thread
   // (a watchdog, shrink_group(SHRINK_ABORT)) answer at once. What would
@@ -293,8 +293,10 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     arriving = onlyWherePeersWait && !channel_->peersAnnounced(seq);
     // Numbered only once it is sure to run here; until then no other
     // thread numbers a collective either (onCallerActive_), so the queued
-    // form, if it comes to that, takes this same number.
-    if (!arriving) nextSeq_ = seq;
+    // form, if it comes to that, takes this same number. It reserves the
+    // numbers its queued form would (seqCount), or a peer that queued it
+    // would number every later collective apart from this rank.
+    if (!arriving) nextSeq_ = seq + seqCount - 1;
     if (coalescing_ && onlyWherePeersWait) blockIssuedAsync_ = true;
     onCallerActive_ = true;
   }
@@ -339,7 +341,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     }
     std::lock_guard<std::mutex> lock(submitMutex_);
     publishedFirst = publishedAhead_ == seq;
-    nextSeq_ = seq;
+    nextSeq_ = seq + seqCount - 1;
     publishedWhole_ = 0;  // nothing of it is queued
     publishedAhead_ = 0;
   }
@@ -376,7 +378,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     throw;
   }
   record(nullptr);
-  if (channel_) channel_->finished(seq);
+  if (channel_) channel_->finished(seq + seqCount - 1);  // as the queued form ends
   probe::mark(ProbePoint::OnCallerFinished);
   return seq;
 }

@@ -95,7 +95,8 @@ class Engine {
   // the full collective check is off and the group is usable. `launch`
   // only enqueues device work on the caller's stream (it never waits for a
   // peer: the device does). It is numbered like a queued collective, so
-  // every rank numbers alike whichever way each ran it. Returns its
+  // every rank numbers alike whichever way each ran it: `seqCount` must be
+  // what its queued form reserves (submitCollective's). Returns its
   // sequence number, or 0 when it cannot run now (the caller queues it,
   // without the neighbour check: a peer that ran it directly sends none).
   // What `launch` throws reaches the caller and, unless InvalidArgument,
@@ -133,7 +134,7 @@ class Engine {
   uint64_t runOnCaller(const char* name, std::chrono::milliseconds timeout,
                        const CollectiveFingerprint& fingerprint, const OpFields& fields,
                        LaunchRef launch, bool onlyWherePeersWait = false,
-                       const LaunchRef* publishAhead = nullptr);
+                       const LaunchRef* publishAhead = nullptr, uint64_t seqCount = 1);
   // Whether runOnCaller would run now.
   bool canRunOnCaller() const;
   // Any thread: the group has failed or was aborted.

@@ -72,20 +72,24 @@ std::unique_ptr<Engine> engineFor(const std::shared_ptr<LoopbackFabric>& fabric,
 // `neighbourCheck` false: as the backend queues a collective that a peer
 // may run directly (one checked on the device).
 // `runner` Runner::Caller: one whose caller waits for it at once.
+// `seqCount`: the numbers it reserves (a CUDA collective reserves two: its
+// device path's and its host fallback's).
 std::shared_ptr<RecordingCallbacks> queue(Engine& engine, Operation::Body body,
                                           bool neighbourCheck = true,
-                                          Runner runner = Runner::Worker) {
+                                          Runner runner = Runner::Worker,
+                                          uint64_t seqCount = 1) {
   auto callbacks = std::make_shared<RecordingCallbacks>();
   engine.submitCollective("queued", std::chrono::seconds(20), runner,
-                          CollectiveFingerprint{}, 1, "", std::move(body),
+                          CollectiveFingerprint{}, seqCount, "", std::move(body),
                           [&](uint64_t) { return callbacks; }, neighbourCheck);
   return callbacks;
 }
 
-// Rank 0 runs collective 2 directly, rank 1 queues it (without the
-// neighbour check, which rank 0 sends none for): both number it 2, and the
-// queued collective 3 that follows meets its peer's 3.
-TEST(EngineOnCaller, AnOnCallerCollectiveIsNumberedAsAQueuedOne) {
+// Rank 0 runs collective 2 on its thread, rank 1 queues it (without the
+// neighbour check, which rank 0 sends none for), each reserving `seqCount`
+// numbers: both number it 2, and the queued collective after it meets its
+// peer's at 2 + seqCount.
+void onCallerBesideQueued(uint64_t seqCount) {
   auto fabric = std::make_shared<LoopbackFabric>(2);
   eachRank(2, [&](int rank) {
     auto engine = engineFor(fabric, rank);
@@ -101,19 +105,32 @@ TEST(EngineOnCaller, AnOnCallerCollectiveIsNumberedAsAQueuedOne) {
     if (rank == 0) {
       ASSERT_TRUE(becomesIdle(*engine));
       uint64_t seen = 0;
-      const uint64_t seq = engine->runOnCaller("direct", std::chrono::seconds(20), {}, OpFields{},
-                                               [&](const OpContext& op) { seen = op.seq; });
+      const uint64_t seq = engine->runOnCaller(
+          "direct", std::chrono::seconds(20), {}, OpFields{},
+          [&](const OpContext& op) { seen = op.seq; }, false, nullptr, seqCount);
       EXPECT_EQ(seq, 2u);
       EXPECT_EQ(seen, 2u);
     } else {
       EXPECT_EQ(queue(
-                    *engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); }, false)
+                    *engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); }, false,
+                    Runner::Worker, seqCount)
                     ->outcome(),
                 "");
     }
-    EXPECT_EQ(queue(*engine, exchangeBody(3))->outcome(), "");
-    EXPECT_EQ(engine->sequenceNumber(), 3u);
+    EXPECT_EQ(engine->sequenceNumber(), 1 + seqCount);
+    EXPECT_EQ(queue(*engine, exchangeBody(2 + seqCount))->outcome(), "");
   });
+}
+
+TEST(EngineOnCaller, AnOnCallerCollectiveIsNumberedAsAQueuedOne) { onCallerBesideQueued(1); }
+
+// A collective that reserves two numbers (a CUDA one: its device path's and
+// its host fallback's), as the device-flags path runs it on one rank's
+// thread while a peer whose worker had not quite finished the previous one
+// queues it. (Run on the caller it took one number, so the ranks' next host
+// exchanges waited for tags their peers never sent: the H200's hang.)
+TEST(EngineOnCaller, AnOnCallerCollectiveReservesTheNumbersItsQueuedFormWould) {
+  onCallerBesideQueued(2);
 }
 
 // Nothing runs past a collective that is queued or running.

@@ -104,7 +104,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::runDeviceOnCaller(
                                              std::string(name) + " after accepting it");
                                }
                                timer.end();
-                             });
+                             },
+                             false, nullptr, kDeviceSeqCount);
   } catch (...) {
     std::rethrow_exception(translateCurrentException());
   }

@@ -89,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
           }
           body(ctx, DeviceStep{path, stream, exchange, call});
         },
-        checked, 2, !onDevice);
+        checked, kDeviceSeqCount, !onDevice);
   });
 }
 
