@@ -87,20 +87,26 @@ def _percentile(values, q):
 
 # ---- in each rank process ------------------------------------------------
 
+def _median_seconds(once, sync, warm, calls):
+    """once()'s time per call, each synchronized, the median of `calls`
+    after `warm` untimed ones."""
+    for _ in range(warm):
+        once()
+    sync()
+    times = []
+    for _ in range(calls):
+        t0 = _now()
+        once()
+        sync()
+        times.append((_now() - t0) / 1e9)
+    return statistics.median(times)
+
+
 def _copy_rate(device, nbytes, sync):
     """dst.copy_(src): bytes read + written per second, the median of 20."""
     src = torch.ones(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    sync()
-    times = []
-    for _ in range(20):
-        t0 = _now()
-        dst.copy_(src)
-        sync()
-        times.append((_now() - t0) / 1e9)
-    return 2 * nbytes / statistics.median(times)
+    return 2 * nbytes / _median_seconds(lambda: dst.copy_(src), sync, 3, 20)
 
 
 def two_shot_reference(device, nbytes, world):
@@ -124,16 +130,7 @@ def _reference_time(device, nbytes, world, sync):
     what the collective's own reads and writes take at this GPU's memory rate,
     with no synchronisation between ranks."""
     once, _, _ = two_shot_reference(device, nbytes, world)
-    for _ in range(2):
-        once()
-    sync()
-    times = []
-    for _ in range(10):
-        t0 = _now()
-        once()
-        sync()
-        times.append((_now() - t0) / 1e9)
-    return statistics.median(times)
+    return _median_seconds(once, sync, 2, 10)
 
 
 def _stamps(op, x, iters, barrier, sync):
