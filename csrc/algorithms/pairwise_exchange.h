@@ -33,7 +33,7 @@ struct GatherArgs {
   uint32_t slot = 0;
   // At the root, where given: rank r's block lands at blocks[r] (the
   // caller's own tensors) instead of output + layout.offsets[r].
-  std::vector<void*> blocks;
+  std::vector<void*> blocks{};
 };
 void gatherToRoot(const Comm& comm, const OpContext& op, const GatherArgs& args);
 
@@ -47,7 +47,7 @@ struct ScatterArgs {
   uint32_t slot = 0;
   // At the root, where given: rank r's block is at blocks[r] (the caller's
   // own tensors) instead of input + layout.offsets[r].
-  std::vector<const void*> blocks;
+  std::vector<const void*> blocks{};
 };
 void scatterFromRoot(const Comm& comm, const OpContext& op, const ScatterArgs& args);
 
