@@ -21,6 +21,10 @@
 #              mesh) and Work durations from CUDA events
 #   mps        the same under MPS (flags in the kernels, CUDA graphs), with a
 #              user-space daemon of our own, stopped afterwards
+#   compile    under MPS, a tensor-parallel block compiled with
+#              torch.compile(mode="reduce-overhead"): its functional
+#              all_reduce captured in CUDA graphs, exact against the sum of
+#              the ranks' partials and eager, each rank's step times
 #   ring       the device ring (UCX moving device segments), when .gpu/
 #              carries pip's libucx-cu13
 #   paths      the older paths: stream semantics, DDP at world 2
@@ -134,13 +138,16 @@ PYTEST=("$PYTHON" -m pytest -q -ra -p no:cacheprovider)
 # 2026-12-04: the next run should say where).
 run kernels 90 "${PYTEST[@]}" tests/gpu/test_fused_kernel.py
 run flags 120 "${PYTEST[@]}" tests/gpu/test_device_flags.py --maxfail 5
-if ! wanted mps && ! wanted bench-mps; then
+if ! wanted mps && ! wanted bench-mps && ! wanted compile; then
   :
 elif mps_start; then
   run mps 90 "${PYTEST[@]}" tests/gpu/test_device_flags.py -k "oracle or graph or captured" \
     --maxfail 5
   run bench-mps 100 "$PYTHON" benchmarks/cuda_latency.py --worlds 1,2,4 --iters 100 \
     --variants auto --nccl-worlds 1 --bw-max-bytes 256M --world-timeout 45
+  # A compiled block's functional all_reduce in CUDA graphs (issue 56 item
+  # 5): compiling takes most of it; -s prints each rank's step times.
+  run compile 300 "${PYTEST[@]}" -s tests/gpu/test_compiled_cuda_graphs.py
   mps_stop
 else
   echo "mps: skipped (no MPS control daemon on this image)" | tee -a "$SUMMARY"

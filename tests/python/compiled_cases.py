@@ -1,0 +1,104 @@
+"""What each rank runs in the compiled-model tests (issue 56, item 5): a
+tensor-parallel MLP block, as DTensor's and torch's TP layers issue it, whose
+row-parallel half's partial sums are summed with the functional all_reduce
+(`funcol.all_reduce`, which a compiled graph runs as
+`_c10d_functional.all_reduce_` and `wait_tensor`), compiled with
+torch.compile. On CUDA with mode="reduce-overhead", CUDA graphs capture the
+collective and replay it; on the CPU the same block is compiled without
+them (the case's own check, here).
+
+Weights and inputs are small integers in float32 (TF32 off), so every
+product and sum is exact: each step's result must equal, bit for bit, the
+sum over every rank's partial computed here on the CPU from the ranks'
+seeds, and the eager block's."""
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+D, H, ROWS = 64, 128, 8  # model width, this rank's hidden shard, tokens
+
+
+def _weights(rank, device):
+    """Rank `rank`'s column shard of the first layer and row shard of the
+    second, from its own seed (any rank can make any rank's)."""
+    g = torch.Generator().manual_seed(1234 + rank)
+    w1 = torch.randint(-1, 2, (D, H), generator=g).float()
+    w2 = torch.randint(-1, 2, (H, D), generator=g).float()
+    return w1.to(device), w2.to(device)
+
+
+def _input(step, device):
+    g = torch.Generator().manual_seed(99 + step)
+    return torch.randint(-2, 3, (ROWS, D), generator=g).float().to(device)
+
+
+def _expected(step, world):
+    x = _input(step, "cpu")
+    total = torch.zeros(ROWS, D)
+    for r in range(world):
+        w1, w2 = _weights(r, "cpu")
+        total += torch.relu(x @ w1) @ w2
+    return total
+
+
+def _median_step_us(fn, x, sync, steps):
+    times = []
+    for _ in range(steps):
+        sync()
+        start = time.perf_counter()
+        fn(x)
+        sync()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def compiled_tensor_parallel(rank, world, init_method, device, mode, steps, timeout_s):
+    """The block eager and compiled (`mode`), `steps` steps on new inputs:
+    how many results were wrong, whether CUDA graphs were skipped and why,
+    and the median step of each."""
+    from datetime import timedelta
+
+    from torch._dynamo.utils import counters
+
+    if device == "cuda":
+        torch.cuda.set_device(0)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world, timeout=timedelta(seconds=timeout_s))
+    group = dist.group.WORLD
+    w1, w2 = _weights(rank, device)
+
+    def block(x):
+        partial = torch.relu(x @ w1) @ w2
+        return funcol.all_reduce(partial, "sum", group)
+
+    compiled = torch.compile(block, mode=mode, fullgraph=True)
+    failures = []
+    checked = 0
+    for step in range(steps):
+        x = _input(step, device)
+        want = _expected(step, world)
+        eager = block(x).cpu()  # waits on the collective's result
+        got = compiled(x).cpu()
+        for name, value in (("eager", eager), ("compiled", got)):
+            checked += 1
+            if not torch.equal(value, want):
+                wrong = int((value != want).sum())
+                failures.append(f"step {step}: {name} block, {wrong} of {want.numel()} values "
+                                f"differ from the sum of every rank's partial")
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    x = _input(steps, device)
+    for fn in (block, compiled):  # both warm
+        for _ in range(3):
+            fn(x)
+    eager_us = _median_step_us(block, x, sync, 50)
+    compiled_us = _median_step_us(compiled, x, sync, 50)
+    skips = {reason: count for reason, count in counters["inductor"].items()
+             if reason.startswith("cudagraph_skips") and count}
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"checked": checked, "failures": failures, "cudagraph_skips": skips,
+            "eager_us": eager_us, "compiled_us": compiled_us}
