@@ -102,3 +102,53 @@ def compiled_tensor_parallel(rank, world, init_method, device, mode, steps, time
     dist.destroy_process_group()
     return {"checked": checked, "failures": failures, "cudagraph_skips": skips,
             "eager_us": eager_us, "compiled_us": compiled_us}
+
+
+def compiled_ddp_against_gloo(rank, world, init_method, steps):
+    """DDP as torch's compiled DDP runs it (optimize_ddp="python_reducer"):
+    the forward compiled, the backward through compiled autograd, whose
+    graph sums each bucket of gradients with the functional all_reduce.
+    One model on ringreduce, one on a gloo group, the same seed and data,
+    trained side by side: their parameters after each step, compared bit
+    for bit (at world 2 a sum of two is the same in any order); whether
+    compiled autograd captured the backward; the sizes of ringreduce's
+    allreduces (its flight recorder)."""
+    import json
+
+    import torch._dynamo
+    import torch.nn as nn
+    from torch._dynamo.utils import counters
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import torch_ringreduce
+
+    torch._dynamo.config.optimize_ddp = "python_reducer"
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    gloo = dist.new_group(backend="gloo")
+
+    def trained_on(group):
+        torch.manual_seed(0)
+        model = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8)),
+                    process_group=group)
+        return model, torch.compile(model), torch.optim.SGD(model.parameters(), lr=0.1)
+
+    ring, on_gloo = trained_on(None), trained_on(gloo)
+    differing = []
+    for step in range(steps):
+        g = torch.Generator().manual_seed(1000 * rank + step)
+        x = torch.randn(16, 32, generator=g)
+        for _, compiled, optimizer in (ring, on_gloo):
+            loss = compiled(x).square().mean()
+            with torch._dynamo.compiled_autograd._enable(torch.compile(backend="inductor")):
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        for (name, a), b in zip(ring[0].module.named_parameters(), on_gloo[0].module.parameters()):
+            if not torch.equal(a, b):
+                differing.append(f"step {step}: {name}")
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    allreduces = [e["summary"] for e in entries if e["op"] == "allreduce"]
+    result = {"differing": differing, "captures": counters["compiled_autograd"]["captures"],
+              "allreduces": allreduces}
+    dist.destroy_process_group()
+    return result

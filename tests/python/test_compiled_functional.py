@@ -4,7 +4,10 @@ compiled_cases.py): the compiled graph runs `_c10d_functional.all_reduce_`
 and `wait_tensor` through ringreduce (the host channel, on the calling
 thread or queued), and every step's result equals, bit for bit, the sum of
 every rank's partial and the eager block's. Its CUDA form, captured into
-CUDA graphs (mode="reduce-overhead"), is tests/gpu/test_compiled_cuda_graphs.py."""
+CUDA graphs (mode="reduce-overhead"), is tests/gpu/test_compiled_cuda_graphs.py.
+And DDP compiled as torch compiles it (compiled autograd, the gradients'
+buckets as functional allreduces in the backward graph) trains bit for bit
+as the same compiled DDP on gloo."""
 import pytest
 
 import compiled_cases
@@ -20,3 +23,16 @@ def test_a_compiled_tensor_parallel_block_sums_exactly(world):
         # Both blocks, eager and compiled, at every step.
         assert result["checked"] == 2 * steps, (rank, result)
         assert not result["failures"], f"rank {rank}: " + "\n".join(result["failures"][:10])
+
+
+def test_compiled_ddp_trains_as_on_gloo():
+    steps = 5
+    for rank, result in enumerate(run_world(2, compiled_cases.compiled_ddp_against_gloo, steps,
+                                            timeout=300)):
+        assert not result["differing"], (rank, result["differing"][:10])
+        # The backward ran through compiled autograd (its graph holds the
+        # functional allreduces), and the gradients went through ringreduce:
+        # one bucket of all 2632 parameters per step.
+        assert result["captures"] >= 1, (rank, result)
+        assert len(result["allreduces"]) == steps, (rank, result["allreduces"])
+        assert all(s.startswith("2632 x ") for s in result["allreduces"]), (rank, result)
