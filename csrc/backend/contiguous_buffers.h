@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend/dtype_mapping.h"
+#include "core/base/data_type.h"
+
 namespace ringreduce {
 
 // Whether the tensor's memory is its values, in order: contiguous, and not a
@@ -114,12 +117,18 @@ inline void unflattenInto(const at::Tensor& flat, const std::vector<at::Tensor>&
   }
 }
 
-// "16 x Float": built at every send, receive and queued collective, so
-// without a stream (an ostringstream's locale set-up cost more than the rest).
+// "16 x float32": built at every queued collective, so without a stream
+// (an ostringstream's locale set-up cost more than the rest). The dtype's
+// name is the one the collectives run on the caller's thread and the sends
+// and receives record (dataTypeName), so an op reads alike in the trace and
+// the logs whichever way it ran; a dtype moved only as bytes keeps torch's
+// name ("Float8_e4m3fn").
 inline std::string describeTensor(const at::Tensor& t) {
   std::string s = std::to_string(t.numel());
   s += " x ";
-  s += c10::toString(t.scalar_type());
+  const at::ScalarType type = t.scalar_type();
+  s += isSupportedScalarType(type) ? dataTypeName(toDataType(type, "trace"))
+                                   : c10::toString(type);
   return s;
 }
 
