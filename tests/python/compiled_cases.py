@@ -152,3 +152,63 @@ def compiled_ddp_against_gloo(rank, world, init_method, steps):
               "allreduces": allreduces}
     dist.destroy_process_group()
     return result
+
+
+def compiled_fsdp2_against_gloo(rank, world, init_method, steps, how):
+    """FSDP2 (fully_shard) under torch.compile, as users compile it in
+    torch 2.13: `how` "blocks" compiles each block (torchtitan's way: the
+    blocks' compute in compiled graphs, FSDP's hooks around them), "whole"
+    compiles the root module (dynamo breaks its graph at FSDP's hooks,
+    which torch marks not to trace, so the all-gathers and reduce-scatters
+    run eagerly between the compiled pieces). One model sharded over the
+    ringreduce group, one over a gloo group, the same seed and data, trained
+    side by side: their full parameters after the last step, compared bit
+    for bit (at world 2 a sum of two is the same in any order); the
+    parameters' types (still sharded DTensors); how many graph breaks
+    dynamo took; ringreduce's collectives by op (its flight recorder)."""
+    import collections
+    import json
+
+    import torch.nn as nn
+    from torch._dynamo.utils import counters
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    import torch_ringreduce
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
+    gloo = dist.new_group(backend="gloo")
+
+    def trained_on(group):
+        mesh = DeviceMesh.from_group(group or dist.group.WORLD, "cpu")
+        torch.manual_seed(0)
+        blocks = [nn.Sequential(nn.Linear(16, 16), nn.ReLU()) for _ in range(3)]
+        model = nn.Sequential(*blocks, nn.Linear(16, 1))
+        for block in blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        if how == "blocks":
+            for block in blocks:
+                block.compile()
+            forward = model
+        else:
+            forward = torch.compile(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        g = torch.Generator().manual_seed(100 + rank)
+        for _ in range(steps):
+            x = torch.randn(8, 16, generator=g)
+            (forward(x) - x[:, :1]).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return model
+
+    ring, on_gloo = trained_on(None), trained_on(gloo)
+    differing = [name for (name, a), b in zip(ring.named_parameters(), on_gloo.parameters())
+                 if not torch.equal(a.full_tensor(), b.full_tensor())]
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    result = {"differing": differing,
+              "parameter_types": sorted({type(p).__name__ for p in ring.parameters()}),
+              "graph_breaks": sum(counters["graph_break"].values()),
+              "ops": dict(collections.Counter(e["op"] for e in entries))}
+    dist.destroy_process_group()
+    return result
