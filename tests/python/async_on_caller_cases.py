@@ -199,10 +199,10 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
     """The coalescing manager's tensors reduced in place, as the segments of
     one message (hostChannelAllreduceSegments): tensors of distinct values
     per element, of sizes that cross the channel's pieces and its two-phase
-    size, views of one tensor side by side, and the forms that take the
-    fused buffer instead (a strided view, one tensor twice): every element
-    exact, on the caller's thread or queued (a late peer), a rank on either
-    path meeting one on the other."""
+    size (and empty ones), views of one tensor side by side (one segment),
+    and the forms that take the fused buffer instead (a strided view, one
+    tensor twice): every element exact, on the caller's thread or queued (a
+    late peer), a rank on either path meeting one on the other."""
     import torch
     import torch.distributed as dist
     _init(rank, world_size, init_method)
@@ -213,7 +213,7 @@ def coalesced_segments(rank, world_size, init_method, calls=120):
         _late_rank(rank, world_size, draw, [0.0, 0.0, 0.0, 100e-6, 3e-3])
         dtype = draw.choice([torch.float32, torch.float64, torch.int32, torch.bfloat16])
         form = draw.choice(["tensors", "tensors", "views", "strided", "twice"])
-        sizes = [draw.choice([1, 3, 100, 5000, 40000]) for _ in range(draw.randrange(1, 5))]
+        sizes = [draw.choice([0, 1, 3, 100, 5000, 40000]) for _ in range(draw.randrange(1, 5))]
         # Small integers: exact in every dtype, bfloat16 too, and when summed.
         base = [(torch.arange(n) % 61 + 7 * k + rank + 1).to(dtype) for k, n in enumerate(sizes)]
         if form == "views":  # side by side in one tensor

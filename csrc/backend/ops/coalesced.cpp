@@ -2,6 +2,8 @@
 // runs with its own sequence number (OpContext::part) so their messages never
 // meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
+#include <algorithm>
+
 #include <c10/util/Exception.h>
 
 #include "algorithms/allreduce.h"
@@ -11,11 +13,13 @@
 #include "backend/process_group_ring.h"
 #include "backend/tensor_checks.h"
 #include "backend/contiguous_buffers.h"
+#include "core/observe/latency_probe.h"
 
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"allreduce_coalesced", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
     HostStaging staging = stagingFor(*device, site.op);
@@ -33,6 +37,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
   const CallSite site{"allreduce_coalesced", rank_};
   TORCH_CHECK_VALUE(!tensors.empty(), "ringreduce: allreduce_coalesced on rank ", rank_,
                     ": no tensors");
+  // One dtype (the usual case): checked once, and run on the caller's
+  // thread where an allreduce of the fused size would run there.
+  const bool oneDtype = std::all_of(tensors.begin(), tensors.end(), [&](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() == tensors[0].scalar_type();
+  });
+  if (!staged && oneDtype) {
+    for (const at::Tensor& t : tensors) checkHostTensor(t, site, "input");
+    const Reduction red = checkReduction(tensors[0], opts.reduceOp, site);
+    probe::mark(ProbePoint::Checked);
+    if (auto done = allreduceCoalescedOnHostChannel(tensors, red, callOptions(opts))) {
+      return *done;
+    }
+  }
   // Buckets of tensors sharing a dtype, in order of first appearance.
   std::vector<std::vector<at::Tensor>> buckets;
   std::vector<Reduction> reductions;
@@ -47,15 +64,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     }
     buckets[b].push_back(t);
   }
-  // One dtype (the usual case): on the caller's thread where an allreduce of
-  // the fused size would run there. Otherwise queued, as before; a peer may
-  // have run it on its thread, so the queued one takes no neighbour check
-  // where the channel carries it.
+  // Otherwise queued, as before; a peer may have run it on its thread, so
+  // the queued one takes no neighbour check where the channel carries it.
   bool peerMayRunOnCaller = false;
   if (!staged && buckets.size() == 1) {
-    if (auto done = allreduceCoalescedOnHostChannel(buckets[0], reductions[0], callOptions(opts))) {
-      return *done;
-    }
     size_t bytes = 0;
     for (const at::Tensor& t : buckets[0]) bytes += t.nbytes();
     peerMayRunOnCaller = throughHostChannel(bytes);

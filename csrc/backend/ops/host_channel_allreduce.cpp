@@ -118,22 +118,46 @@ namespace {
 // (the fused copy reduces each once and writes back in order), and no
 // premultiplication (the fused copy takes it, so a failed call leaves the
 // tensors as they were). Otherwise nothing: the fused buffer.
+// A tensor that starts where the one before it in the call ends (views of
+// one flat buffer, as a coalescing manager's tensors often are) extends
+// that segment: one copy and one reduction instead of one per tensor.
+// World 2 on the 2-vCPU EPYC Zen 4 VM, four 16 B views in torch's
+// coalescing manager (benchmarks/small_path_breakdown.py --form coalesced
+// --sizes 64, rank 0, medians of 3000 calls): the copy in 0.44 -> 0.15 us,
+// the reduction 0.23 -> 0.10; with the single dtype checked once
+// (coalesced.cpp) the whole call 1.5-1.9 -> 1.2 us above torch's fake
+// backend's.
 std::optional<std::vector<AllreduceSegment>> segmentsOf(const std::vector<at::Tensor>& tensors,
                                                         const Reduction& red) {
   if (red.premul) return std::nullopt;
   std::vector<AllreduceSegment> segments;
-  std::vector<std::pair<const char*, const char*>> spans;  // each tensor's bytes
   segments.reserve(tensors.size());
-  spans.reserve(tensors.size());
+  const size_t esize = static_cast<size_t>(tensors[0].element_size());
   for (const at::Tensor& t : tensors) {
     if (!plainContiguous(t)) return std::nullopt;
-    segments.push_back({t.data_ptr(), static_cast<size_t>(t.numel())});
-    const auto* begin = static_cast<const char*>(t.data_ptr());
-    spans.emplace_back(begin, begin + t.nbytes());
+    auto* data = static_cast<char*>(t.data_ptr());
+    const auto count = static_cast<size_t>(t.numel());
+    if (count == 0) continue;  // adds nothing to the message, and shares no byte
+    if (!segments.empty()) {
+      AllreduceSegment& last = segments.back();
+      if (static_cast<char*>(last.data) + last.count * esize == data) {
+        last.count += count;
+        continue;
+      }
+    }
+    segments.push_back({data, count});
   }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].first < spans[i - 1].second) return std::nullopt;
+  if (segments.size() > 1) {
+    std::vector<std::pair<const char*, const char*>> spans;  // each segment's bytes
+    spans.reserve(segments.size());
+    for (const AllreduceSegment& s : segments) {
+      const auto* begin = static_cast<const char*>(s.data);
+      spans.emplace_back(begin, begin + s.count * esize);
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) {
+      if (spans[i].first < spans[i - 1].second) return std::nullopt;
+    }
   }
   return segments;
 }
