@@ -4,8 +4,8 @@
 namespace ringreduce {
 
 c10::intrusive_ptr<c10::ivalue::Future> tensorListFuture(std::vector<c10::Device> devices) {
-  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                  std::move(devices));
+  // torch's one List[Tensor] type, made once, not a new type per future.
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(), std::move(devices));
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> OutputFuture::get(const std::vector<at::Tensor>& outputs) {
