@@ -37,32 +37,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
   const CallSite site{"allreduce_coalesced", rank_};
   TORCH_CHECK_VALUE(!tensors.empty(), "ringreduce: allreduce_coalesced on rank ", rank_,
                     ": no tensors");
-  // One dtype (the usual case): checked once, and run on the caller's
+  // Buckets of tensors sharing a dtype, in order of first appearance. One
+  // dtype (the usual case) is one bucket, checked once, run on the caller's
   // thread where an allreduce of the fused size would run there.
+  std::vector<std::vector<at::Tensor>> buckets;
+  std::vector<Reduction> reductions;
   const bool oneDtype = std::all_of(tensors.begin(), tensors.end(), [&](const at::Tensor& t) {
     return t.defined() && t.scalar_type() == tensors[0].scalar_type();
   });
-  if (!staged && oneDtype) {
+  if (oneDtype) {
     for (const at::Tensor& t : tensors) checkHostTensor(t, site, "input");
     const Reduction red = checkReduction(tensors[0], opts.reduceOp, site);
     probe::mark(ProbePoint::Checked);
-    if (auto done = allreduceCoalescedOnHostChannel(tensors, red, callOptions(opts))) {
-      return *done;
+    if (!staged) {
+      if (auto done = allreduceCoalescedOnHostChannel(tensors, red, callOptions(opts))) {
+        return *done;
+      }
     }
-  }
-  // Buckets of tensors sharing a dtype, in order of first appearance.
-  std::vector<std::vector<at::Tensor>> buckets;
-  std::vector<Reduction> reductions;
-  for (const at::Tensor& t : tensors) {
-    checkHostTensor(t, site, "input");
-    const Reduction red = checkReduction(t, opts.reduceOp, site);
-    size_t b = 0;
-    while (b < buckets.size() && buckets[b][0].scalar_type() != t.scalar_type()) ++b;
-    if (b == buckets.size()) {
-      buckets.emplace_back();
-      reductions.push_back(red);
+    buckets.push_back(tensors);  // allocated only where it queues
+    reductions.push_back(red);
+  } else {
+    for (const at::Tensor& t : tensors) {
+      checkHostTensor(t, site, "input");
+      const Reduction red = checkReduction(t, opts.reduceOp, site);
+      size_t b = 0;
+      while (b < buckets.size() && buckets[b][0].scalar_type() != t.scalar_type()) ++b;
+      if (b == buckets.size()) {
+        buckets.emplace_back();
+        reductions.push_back(red);
+      }
+      buckets[b].push_back(t);
     }
-    buckets[b].push_back(t);
   }
   // Otherwise queued, as before; a peer may have run it on its thread, so
   // the queued one takes no neighbour check where the channel carries it.
