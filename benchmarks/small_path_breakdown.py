@@ -124,6 +124,8 @@ def parse_args():
                              "back to back)")
     parser.add_argument("--compute-ms", type=float, default=0.0,
                         help="every rank computes (busy) this long before each call")
+    parser.add_argument("--view-rank", type=int, default=0, choices=(0, 1),
+                        help="whose calls are broken down (default: rank 0's)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -214,10 +216,10 @@ def child(args):
     for size in (int(s) for s in args.sizes.split(",")):
         tensor = torch.empty(max(1, size // 4))
         sources = [torch.rand_like(tensor) for _ in range(2)]
-        if rank == 0:
+        if rank == args.view_rank:
             after = (f", each after a {args.sleep_ms:g} ms sleep" if args.sleep_ms else
                      f", each after {args.compute_ms:g} ms of compute" if args.compute_ms else "")
-            print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank 0's view{after}; "
+            print(f"\n# {FORMS[args.form]} {size} B float32 SUM, world 2, rank {rank}'s view{after}; "
                   f"median of {args.calls} calls, us", flush=True)
         for name, group in paths.items():
             for i in range(200):  # warm-up
@@ -238,7 +240,7 @@ def child(args):
                 call(tensor, group)
                 windows.append((start, clock()))
             per_call = spans_of(windows, _C._probe_take())
-            if rank != 0:
+            if rank != args.view_rank:
                 continue
             wholes = sorted(e - s for s, e in windows)
             print(f"  {name}: {statistics.median(wholes) / 1e3:.2f} per call "

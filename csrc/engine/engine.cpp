@@ -161,11 +161,12 @@ void Engine::needChannel() {
   if (channelError_) std::rethrow_exception(channelError_);
 }
 
-void Engine::announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint) {
+void Engine::announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint,
+                      Clock::time_point at) {
   static_assert(sizeof(CollectiveFingerprint) <= PositionLine::kDetailBytes,
                 "a fingerprint must fit a position line");
   if (HostChannel* channel = channelView_.load(std::memory_order_relaxed)) {
-    channel->announce(seq, word, &fingerprint, sizeof(fingerprint));
+    channel->announce(seq, word, &fingerprint, sizeof(fingerprint), at);
   }
 }
 
@@ -311,7 +312,10 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     }
   } endOnCaller{*this};
   const uint32_t word = fingerprintWord(fingerprint);
-  announce(seq, word, fingerprint);
+  // The op's one clock read: when it was announced (its peers' arrival
+  // waits learn from it), its deadline and its time in the trace.
+  const Clock::time_point now = Clock::now();
+  announce(seq, word, fingerprint, now);
   if (arriving) {
     // This rank says it is in the collective (it will run it, here or
     // queued), then waits a moment for its peers to say the same: those
@@ -329,6 +333,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // Not where its first turn would wait first for peers that have not
     // come to a collective this rank left without waiting for them
     // (HostChannel::oweWait): a run that publishes ahead must not wait.
+    learnWhenPeersCame();
     const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
                             !transport_->aborted() && !channel_->owesUnsettledWait() &&
                             publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
@@ -337,6 +342,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // them waiting for its wait() or its worker.
     if (!awaitArrivals(seq, arrivalSpin_) &&
         (!moreToCome || !awaitArrivals(seq, aheadArrivalSpin_))) {
+      arrivalLesson_.gaveUp(seq, now);
       return 0;
     }
     std::lock_guard<std::mutex> lock(submitMutex_);
@@ -347,8 +353,6 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
   }
   RR_LOG(Info, rank_, groupName_ << " " << name << " #" << seq << ": "
                                  << fields << " (direct)");
-  // The op's one clock read: its deadline and its time in the trace.
-  const Clock::time_point now = Clock::now();
   OpContext op;
   op.opName = name;
   op.seq = seq;
@@ -410,6 +414,22 @@ bool Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
   publishedWhole_ = published.lastTurn ? seq : 0;
   publishedAhead_ = seq;
   return !published.lastTurn;
+}
+
+void Engine::learnWhenPeersCame(uint64_t seq) {
+  // The peers' own announcements say when they came; where one has moved on
+  // already, the body's end bounds it.
+  const HostChannel* channel = channelView_.load(std::memory_order_acquire);
+  std::optional<Clock::time_point> came;
+  if (channel != nullptr) came = channel->peersAnnouncedAt(seq);
+  arrivalLesson_.ran(seq, came.value_or(Clock::now()));
+}
+
+void Engine::learnWhenPeersCame() {
+  const std::optional<std::chrono::nanoseconds> late = arrivalLesson_.take();
+  // Peers late for want of a core (cpu_contention.h): a longer spin would
+  // hold one they need.
+  if (late && !executor_->cpuContended()) arrivalSpin_.wokeAfter(*late);
 }
 
 bool Engine::awaitArrivals(uint64_t seq, SpinBudget& spin) {
@@ -629,7 +649,7 @@ void Engine::recordTimeline(const Operation& operation) {
 void Engine::runCollective(const Operation& operation) {
   probe::mark(ProbePoint::Claimed);
   OpContext op = operation.context();
-  announce(op.seq, op.fingerprintWord, operation.identity);
+  announce(op.seq, op.fingerprintWord, operation.identity, op.started());
   if (operation.timeline) {
     operation.timeline->phases.add(Phase::Queued, operation.timeline->queued, Clock::now());
     op.phases = &operation.timeline->phases;
@@ -658,6 +678,7 @@ void Engine::runCollective(const Operation& operation) {
       operation.body(op);
     }
     probe::mark(ProbePoint::BodyFinished);
+    if (arrivalLesson_.awaits(op.seq)) learnWhenPeersCame(op.seq);
     if (check) check->verify();
     {
       PhaseScope copyOut(op.phases, Phase::CopyOut);

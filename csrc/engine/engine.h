@@ -33,6 +33,7 @@
 #include "algorithms/workspace.h"
 #include "core/base/record_exchange.h"
 #include "core/config/config.h"
+#include "engine/arrival_lesson.h"
 #include "engine/executor.h"
 #include "engine/function_ref.h"
 #include "engine/op_fields.h"
@@ -301,10 +302,19 @@ class Engine {
   // runOnCaller, after announcing collective `seq`: whether every peer has
   // announced it too within `spin`'s budget (false also once aborted).
   bool awaitArrivals(uint64_t seq, SpinBudget& spin);
+  // runOnCaller, before an arrival wait: where its last give-up's peers came
+  // within arrivalSpin_'s ceiling (arrivalLesson_), it spins long enough again.
+  void learnWhenPeersCame();
+  // runCollective, after the body of collective `seq`, the one given up:
+  // tells arrivalLesson_ when its peers came.
+  void learnWhenPeersCame(uint64_t seq);
   // With submitMutex_ held: until no collective runs past the queue.
   void awaitOnCaller(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.
-  void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint);
+  // `at`: when it started (its peers' arrival waits learn from it:
+  // arrival_lesson.h).
+  void announce(uint64_t seq, uint32_t word, const CollectiveFingerprint& fingerprint,
+                Clock::time_point at);
 
   const int rank_;
   const int size_;
@@ -350,6 +360,9 @@ class Engine {
   // put up for them at once (publishBeforeQueueing). Used by the one caller
   // that runs past the queue at a time (onCallerActive_).
   SpinBudget arrivalSpin_;
+  // When the peers of its last give-up did come, told by the queued form
+  // that ran it (runCollective): its next wait learns from that.
+  ArrivalLesson arrivalLesson_;
   // How much longer it waits once it has put up its first turn of a
   // collective whose peers will wait for more of it (publishBeforeQueueing
   // true: a 2-rank allreduce from 512 KiB, whose second phase is each

@@ -77,6 +77,9 @@ class Executor {
   // has run, so there is no moment between its pop and its run when it
   // does not. After false, what the tasks did is visible to the caller.
   bool busy() const { return outstanding_.load(std::memory_order_acquire) != 0; }
+  // More tasks runnable on this machine than it has cores (cpu_contention.h,
+  // or the test's stand-in): a wait that learns to spin longer does not.
+  bool cpuContended() const { return contended_(); }
 
   // A send's or receive's post that nothing queued precedes, run on the
   // issuing caller's thread instead of queued: claimIdle() (under the

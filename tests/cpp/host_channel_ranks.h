@@ -90,7 +90,7 @@ class Ranks {
                   std::chrono::milliseconds limit = 20s) {
     OpContext op(name, seq, limit);
     op.fingerprintWord = word;
-    channels_[r]->announce(seq, word, &word, sizeof(word));
+    channels_[r]->announce(seq, word, &word, sizeof(word), op.started());
     return op;
   }
 

@@ -99,7 +99,8 @@ void awaitTurn(HostChannel& channel, const OpContext& op) {
 
 void announce(HostChannel& channel, const OpContext& op) {
   channel.setDescribe(describeWord);
-  channel.announce(op.seq, op.fingerprintWord, &op.fingerprintWord, sizeof(op.fingerprintWord));
+  channel.announce(op.seq, op.fingerprintWord, &op.fingerprintWord, sizeof(op.fingerprintWord),
+                   op.started());
 }
 
 // Each rank's allreduce through the channel, as the engine runs it.
@@ -421,6 +422,27 @@ TEST(HostChannel, APeerInAnotherCollectiveIsNamedAtOnce) {
   EXPECT_NE(errors[1].find("rank 0 is in a different collective: it is in collective-11 #1"),
             std::string::npos)
       << errors[1];
+}
+
+// When the peers announced a collective, for an asynchronous caller's
+// arrival wait to learn from (engine/arrival_lesson.h): the last peer's
+// stamp, only while every peer is in that collective.
+TEST(HostChannel, ThePeersAnnouncementsSayWhenTheLastOfThemCame) {
+  auto channels = openChannels(3, options());
+  const std::chrono::steady_clock::time_point t0{std::chrono::seconds(50)};
+  const auto stamp = [&](int r, uint64_t seq, std::chrono::microseconds after) {
+    channels[r]->announce(seq, 7, &seq, sizeof(seq), t0 + after);
+  };
+  EXPECT_FALSE(channels[0]->peersAnnouncedAt(1).has_value());  // nobody in #1 yet
+  stamp(0, 1, std::chrono::microseconds(0));
+  stamp(1, 1, std::chrono::microseconds(12));
+  EXPECT_FALSE(channels[0]->peersAnnouncedAt(1).has_value());  // rank 2 not in #1 yet
+  stamp(2, 1, std::chrono::microseconds(5));
+  EXPECT_EQ(channels[0]->peersAnnouncedAt(1), t0 + std::chrono::microseconds(12));
+  EXPECT_EQ(channels[1]->peersAnnouncedAt(1), t0 + std::chrono::microseconds(5));
+  stamp(2, 2, std::chrono::microseconds(30));  // rank 2 moved on: #1's stamp is gone
+  EXPECT_FALSE(channels[0]->peersAnnouncedAt(1).has_value());
+  EXPECT_FALSE(channels[0]->peersAnnouncedAt(2).has_value());  // rank 1 not in #2
 }
 
 TEST(HostChannel, DataFromAnotherCollectiveIsRefusedEvenOnceItsRankMovedOn) {
@@ -1063,7 +1085,7 @@ TEST(HostChannel, AFlagsWordIsNeverPairedWithAnotherTurnsValue) {
   const auto errors = onEachRank(2, [&](int r) {
     for (uint64_t k = 1; k <= kTurns; ++k) {
       const OpContext op = opNumbered(k, static_cast<uint32_t>(100 + (k & 3)), 60s);
-      channels[r]->announce(op.seq, op.fingerprintWord, &op.fingerprintWord, 4);
+      channels[r]->announce(op.seq, op.fingerprintWord, &op.fingerprintWord, 4, op.started());
       publishTurn(*channels[r], op);
       awaitTurn(*channels[r], op);
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -297,7 +298,8 @@ void HostChannel::abort(const std::string& reason) {
   fail(reason);
 }
 
-void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes) {
+void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes,
+                           std::chrono::steady_clock::time_point at) {
   PositionLine& position = lines(rank_).position;
   bytes = std::min(bytes, PositionLine::kDetailBytes);
   uint64_t words[PositionLine::kDetailBytes / 8] = {};
@@ -311,11 +313,34 @@ void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size
   for (size_t i = 0; i < PositionLine::kDetailBytes / 8; ++i) {
     position.detail[i].store(words[i], std::memory_order_relaxed);
   }
+  position.announcedAt.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count(),
+      std::memory_order_relaxed);
   position.seq.store(seq, std::memory_order_release);
   // A peer asleep in an earlier collective of the same number waits for a
   // flag this rank will not set if it now calls something else: it must
   // wake to see that.
   ringSleepers();
+}
+
+std::optional<std::chrono::steady_clock::time_point> HostChannel::peersAnnouncedAt(
+    uint64_t seq) const {
+  int64_t last = std::numeric_limits<int64_t>::min();
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    const PositionLine& position = lines(peer).position;
+    // As whereIs reads it: seq, the field, seq again (announce zeroes seq
+    // before it rewrites the fields).
+    if (position.seq.load(std::memory_order_acquire) != seq) return std::nullopt;
+    const int64_t at = position.announcedAt.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (position.seq.load(std::memory_order_relaxed) != seq) return std::nullopt;
+    last = std::max(last, at);
+  }
+  if (last == std::numeric_limits<int64_t>::min()) return std::nullopt;  // no peer
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::nanoseconds(last)));
 }
 
 void HostChannel::ringSleepers() const {

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -212,8 +213,14 @@ class HostChannel {
 
   // Any collective of the group, as it starts: this rank's sequence number,
   // fingerprint word and the fingerprint's fields (up to
-  // PositionLine::kDetailBytes, rendered by `describe` in mismatch errors).
-  void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes);
+  // PositionLine::kDetailBytes, rendered by `describe` in mismatch errors),
+  // and when it started (`at`, the steady clock).
+  void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes,
+                std::chrono::steady_clock::time_point at);
+  // When the last of the peers announced collective `seq`, where every one
+  // is in `seq` still (none has announced a later one); nothing otherwise.
+  // Any thread.
+  std::optional<std::chrono::steady_clock::time_point> peersAnnouncedAt(uint64_t seq) const;
   // Whether every peer has announced collective `seq` (or a later one):
   // they are in it, so this rank's part of it waits for no one who might
   // first wait for this rank elsewhere. Any thread.

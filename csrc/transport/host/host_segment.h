@@ -25,14 +25,18 @@ constexpr size_t kCacheLine = 64;
 // What a rank announces at the start of every collective, whichever way it
 // runs: its sequence number, its fingerprint word and the fingerprint's
 // fields (opaque here: the engine writes them, a peer's mismatch message
-// reads them). `seq` is written last (release) and read first (acquire).
+// reads them), and when it announced it (the steady clock's nanoseconds:
+// CLOCK_MONOTONIC, one clock for every process on the host). `seq` is
+// written last (release) and read first (acquire).
 struct alignas(kCacheLine) PositionLine {
   std::atomic<uint64_t> seq{0};
   std::atomic<uint32_t> word{0};
   std::atomic<uint32_t> detailBytes{0};
   static constexpr size_t kDetailBytes = 40;
   std::atomic<uint64_t> detail[kDetailBytes / 8]{};
+  std::atomic<int64_t> announcedAt{0};
 };
+static_assert(sizeof(PositionLine) == kCacheLine, "a position is one cache line");
 
 // A rank's sequence-numbered flag, alone on its cache line: the peers poll
 // it. `words[turn & 1]` is the fingerprint of the collective whose data the
