@@ -333,7 +333,7 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     // Not where its first turn would wait first for peers that have not
     // come to a collective this rank left without waiting for them
     // (HostChannel::oweWait): a run that publishes ahead must not wait.
-    learnWhenPeersCame();
+    applyArrivalLesson();
     const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
                             !transport_->aborted() && !channel_->owesUnsettledWait() &&
                             publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
@@ -416,7 +416,7 @@ bool Engine::publishBeforeQueueing(const char* name, uint64_t seq, uint32_t word
   return !published.lastTurn;
 }
 
-void Engine::learnWhenPeersCame(uint64_t seq) {
+void Engine::noteWhenPeersCame(uint64_t seq) {
   // The peers' own announcements say when they came; where one has moved on
   // already, the body's end bounds it.
   const HostChannel* channel = channelView_.load(std::memory_order_acquire);
@@ -425,7 +425,7 @@ void Engine::learnWhenPeersCame(uint64_t seq) {
   arrivalLesson_.ran(seq, came.value_or(Clock::now()));
 }
 
-void Engine::learnWhenPeersCame() {
+void Engine::applyArrivalLesson() {
   const std::optional<std::chrono::nanoseconds> late = arrivalLesson_.take();
   // Peers late for want of a core (cpu_contention.h): a longer spin would
   // hold one they need.
@@ -678,7 +678,7 @@ void Engine::runCollective(const Operation& operation) {
       operation.body(op);
     }
     probe::mark(ProbePoint::BodyFinished);
-    if (arrivalLesson_.awaits(op.seq)) learnWhenPeersCame(op.seq);
+    if (arrivalLesson_.awaits(op.seq)) noteWhenPeersCame(op.seq);
     if (check) check->verify();
     {
       PhaseScope copyOut(op.phases, Phase::CopyOut);

@@ -304,10 +304,10 @@ class Engine {
   bool awaitArrivals(uint64_t seq, SpinBudget& spin);
   // runOnCaller, before an arrival wait: where its last give-up's peers came
   // within arrivalSpin_'s ceiling (arrivalLesson_), it spins long enough again.
-  void learnWhenPeersCame();
+  void applyArrivalLesson();
   // runCollective, after the body of collective `seq`, the one given up:
   // tells arrivalLesson_ when its peers came.
-  void learnWhenPeersCame(uint64_t seq);
+  void noteWhenPeersCame(uint64_t seq);
   // With submitMutex_ held: until no collective runs past the queue.
   void awaitOnCaller(std::unique_lock<std::mutex>& lock);
   // Where this rank is, for the peers' waits on the host channel.

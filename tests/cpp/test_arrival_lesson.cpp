@@ -67,7 +67,7 @@ TEST(ArrivalLesson, TheQueuedFormMayRunOnAnotherThread) {
 }
 
 // The engine hands the lesson to its arrival wait's budget
-// (Engine::learnWhenPeersCame): a budget that fell to blocking at once
+// (Engine::applyArrivalLesson): a budget that fell to blocking at once
 // spins again, long enough for peers as late as those were (at least twice
 // that, at least a probe's spin: for the arrival wait's 25 us, the whole
 // ceiling); peers later than the ceiling leave it where it was.
