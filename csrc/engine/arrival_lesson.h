@@ -17,7 +17,9 @@
 // (Executor::markGaveUp) and a host channel wait from its wake-up. Peers
 // later than the ceiling (the eager functional collectives' 60-75 us of
 // Python per call differ by more from rank to rank) teach nothing: the
-// budget keeps falling there, as before.
+// budget keeps falling there, as before. Nor do ranks on different clocks
+// (containers in their own time namespaces: HostChannel::sharesClock),
+// whose stamps the channel does not hand out.
 //
 // One given-up collective at a time: the next one cannot run past the queue
 // before the queued one has run (Engine::runOnCaller declines while the

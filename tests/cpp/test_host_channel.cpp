@@ -445,6 +445,39 @@ TEST(HostChannel, ThePeersAnnouncementsSayWhenTheLastOfThemCame) {
   EXPECT_FALSE(channels[0]->peersAnnouncedAt(2).has_value());  // rank 1 not in #2
 }
 
+// Ranks whose CLOCK_MONOTONIC differs (containers in their own time
+// namespaces) keep the channel, but no stamp of one is read on another's
+// clock: the arrival wait learns nothing from them.
+TEST(HostChannel, RanksOnDifferentClocksTellNoAnnouncementTimes) {
+  std::vector<HostChannel::Options> perRank(2, options());
+  perRank[0].clock = 101;
+  perRank[1].clock = 202;
+  std::vector<std::string> whys;
+  auto channels = openChannels(2, perRank, &whys);
+  ASSERT_TRUE(channels[0] && channels[1]) << whys[0] << " / " << whys[1];
+  EXPECT_FALSE(channels[0]->sharesClock());
+  EXPECT_FALSE(channels[1]->sharesClock());
+  const std::chrono::steady_clock::time_point t0{std::chrono::seconds(50)};
+  for (int r = 0; r < 2; ++r) {
+    const uint64_t seq = 1;
+    channels[r]->announce(seq, 7, &seq, sizeof(seq), t0);
+  }
+  EXPECT_TRUE(channels[0]->peersAnnounced(1));  // the channel itself works as before
+  EXPECT_FALSE(channels[0]->peersAnnouncedAt(1).has_value());
+  EXPECT_FALSE(channels[1]->peersAnnouncedAt(1).has_value());
+
+  // One clock (the same namespace on every rank): the stamps are read.
+  perRank[1].clock = 101;
+  auto same = openChannels(2, perRank, &whys);
+  ASSERT_TRUE(same[0] && same[1]) << whys[0] << " / " << whys[1];
+  EXPECT_TRUE(same[0]->sharesClock());
+  for (int r = 0; r < 2; ++r) {
+    const uint64_t seq = 1;
+    same[r]->announce(seq, 7, &seq, sizeof(seq), t0 + std::chrono::microseconds(r));
+  }
+  EXPECT_EQ(same[0]->peersAnnouncedAt(1), t0 + std::chrono::microseconds(1));
+}
+
 TEST(HostChannel, DataFromAnotherCollectiveIsRefusedEvenOnceItsRankMovedOn) {
   // Rank 1 set its flag for #1 in another collective, then went on to #2
   // (as a rank that failed does): its position no longer says #1, its flag

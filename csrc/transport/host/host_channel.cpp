@@ -26,6 +26,7 @@ struct SetupRecord {
   uint64_t pid = 0;
   uint64_t pidNamespace = 0;
   uint64_t netNamespace = 0;
+  uint64_t clock = 0;  // Options::clock: its time namespace
   // Round 1: its crossMemoryProbeWord() and the value there; round 2:
   // whether it read every peer's (and lets them read its memory).
   uint64_t probeAddress = 0;
@@ -185,6 +186,9 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   mine.pid = static_cast<uint64_t>(getpid());
   mine.pidNamespace = namespaceInode("/proc/self/ns/pid");
   mine.netNamespace = namespaceInode("/proc/self/ns/net");
+  // 0 where the kernel has no time namespaces (before 5.6): then every
+  // process reads one clock, and every rank says 0 alike.
+  mine.clock = options.clock != 0 ? options.clock : namespaceInode("/proc/self/ns/time");
   if (mine.ok && (mine.pidNamespace == 0 || mine.netNamespace == 0)) {
     mine = verdict(false, "cannot read /proc/self/ns (pid and network namespaces unknown)");
   }
@@ -228,6 +232,11 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   if (!why->empty()) return nullptr;
   const bool peersReadable = std::all_of(verdicts.begin(), verdicts.end(),
                                          [](const SetupRecord& r) { return r.readsPeers != 0; });
+  // Ranks on different clocks still share the channel (its waits compare
+  // no stamps across ranks); only when a peer announced means nothing here.
+  const bool sharesClock = std::all_of(mapped.begin(), mapped.end(), [&](const SetupRecord& r) {
+    return r.clock == mine.clock;
+  });
   auto& control = segment.lines(rank).control;
   control.pid.store(mine.pid, std::memory_order_relaxed);
   control.pidNamespace.store(mine.pidNamespace, std::memory_order_relaxed);
@@ -236,12 +245,13 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   return std::unique_ptr<HostChannel>(new HostChannel(rank, size, std::move(segment),
                                                       std::move(doorbell), std::move(exits),
                                                       std::move(processIds), peersReadable,
-                                                      options));
+                                                      sharesClock, options));
 }
 
 HostChannel::HostChannel(int rank, int size, HostSegment segment,
                          std::unique_ptr<Doorbell> doorbell, PeerExits exits,
-                         std::vector<int> pids, bool peersReadable, const Options& options)
+                         std::vector<int> pids, bool peersReadable, bool sharesClock,
+                         const Options& options)
     : rank_(rank),
       size_(size),
       segment_(std::move(segment)),
@@ -249,6 +259,7 @@ HostChannel::HostChannel(int rank, int size, HostSegment segment,
       exits_(std::move(exits)),
       pids_(std::move(pids)),
       peersReadable_(peersReadable),
+      sharesClock_(sharesClock),
       yields_(options.yields),
       callerSpin_(options.callerSpin, options.adaptiveSpin),
       contended_(options.contended),
@@ -325,6 +336,7 @@ void HostChannel::announce(uint64_t seq, uint32_t word, const void* detail, size
 
 std::optional<std::chrono::steady_clock::time_point> HostChannel::peersAnnouncedAt(
     uint64_t seq) const {
+  if (!sharesClock_) return std::nullopt;  // a peer's stamp is not on this rank's clock
   int64_t last = std::numeric_limits<int64_t>::min();
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;

@@ -81,6 +81,10 @@ class HostChannel {
     // brings the spin back only where not, awaitPeers); empty: this
     // machine's (core/base/cpu_contention.h). Tests give their own.
     std::function<bool()> contended;
+    // Which CLOCK_MONOTONIC this rank's announcements are stamped on: 0,
+    // this process's (its time namespace, /proc/self/ns/time; one clock
+    // for every process where the kernel has none). Tests give their own.
+    uint64_t clock = 0;
   };
 
   // Collective over `store` (keys under `prefix`, which must be unique to
@@ -218,9 +222,14 @@ class HostChannel {
   void announce(uint64_t seq, uint32_t word, const void* detail, size_t bytes,
                 std::chrono::steady_clock::time_point at);
   // When the last of the peers announced collective `seq`, where every one
-  // is in `seq` still (none has announced a later one); nothing otherwise.
-  // Any thread.
+  // is in `seq` still (none has announced a later one); nothing otherwise,
+  // and nothing ever where the ranks' stamps are on different clocks
+  // (sharesClock). Any thread.
   std::optional<std::chrono::steady_clock::time_point> peersAnnouncedAt(uint64_t seq) const;
+  // Whether every rank reads the same CLOCK_MONOTONIC (one time namespace:
+  // a container's may be offset since Linux 5.6), so that one rank's
+  // announcement stamp means the same instant to the others.
+  bool sharesClock() const { return sharesClock_; }
   // Whether every peer has announced collective `seq` (or a later one):
   // they are in it, so this rank's part of it waits for no one who might
   // first wait for this rank elsewhere. Any thread.
@@ -283,7 +292,7 @@ class HostChannel {
 
  private:
   HostChannel(int rank, int size, HostSegment segment, std::unique_ptr<Doorbell> doorbell,
-              PeerExits exits, std::vector<int> pids, bool peersReadable,
+              PeerExits exits, std::vector<int> pids, bool peersReadable, bool sharesClock,
               const Options& options);
   RankLines& lines(int rank) const { return segment_.lines(rank); }
   // The first peer whose `kind` flag is below `seq`, or -1.
@@ -323,6 +332,7 @@ class HostChannel {
   PeerExits exits_;
   const std::vector<int> pids_;
   const bool peersReadable_;
+  const bool sharesClock_;
   const bool yields_;
   SpinBudget callerSpin_;
   CpuContention contention_;           // read after a sleep (awaitPeers)...
