@@ -33,7 +33,7 @@ inline bool sharesMemory(const at::Tensor& a, const at::Tensor& b) {
 // a comparison of every pair.
 class MemorySpans {
  public:
-  explicit MemorySpans(const std::vector<at::Tensor>& tensors) {
+  explicit MemorySpans(at::TensorList tensors) {
     spans_.reserve(tensors.size());
     for (const at::Tensor& t : tensors) {
       const auto* begin = static_cast<const char*>(t.data_ptr());

@@ -303,7 +303,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueue(const Staged& staged, c
 }
 
 CollectiveFingerprint ProcessGroupRing::fingerprintOf(c10d::OpType type,
-                                                      const std::vector<at::Tensor>& outputs,
+                                                      at::TensorList outputs,
                                                       const CheckedArgs& checked) const {
   CollectiveFingerprint fp;
   fp.opType = static_cast<int32_t>(type);

@@ -366,7 +366,7 @@ class ProcessGroupRing : public c10d::Backend {
                               bool capturing);
   // What enqueue() fingerprints a collective as (it must be the same for
   // a collective run directly).
-  CollectiveFingerprint fingerprintOf(c10d::OpType type, const std::vector<at::Tensor>& outputs,
+  CollectiveFingerprint fingerprintOf(c10d::OpType type, at::TensorList outputs,
                                       const CheckedArgs& checked) const;
   // The same for one output, with no vector to build (the on-caller paths).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const at::Tensor& output,
@@ -383,6 +383,20 @@ class ProcessGroupRing : public c10d::Backend {
                                                 std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> broadcastAlone(const at::Tensor& tensor,
                                                 std::chrono::milliseconds timeout);
+  // Every other host collective of a group of one: each of `outputs` takes
+  // the values of the input beside it in `inputs` (a list all-gather, a
+  // gather, a scatter, the all-to-alls, a list reduce-scatter, the
+  // coalesced forms; a reduce or allreduce_coalesced gives its tensors as
+  // both), times PREMUL_SUM's factor where `red` has one; a barrier gives
+  // none. Fingerprinted as its queued form (`checked`, the outputs). Null
+  // where the group is larger or the engine has the op queue, and where an
+  // output's size is not its input's (the queued form says what is wrong).
+  // (Lists, not vectors: a larger group's call builds nothing to be told no.)
+  c10::intrusive_ptr<c10d::Work> copiesAlone(c10d::OpType type, const char* name,
+                                             std::chrono::milliseconds timeout,
+                                             at::TensorList outputs, at::TensorList inputs,
+                                             const CheckedArgs& checked,
+                                             const Reduction* red = nullptr);
   // A CPU allreduce through the host channel from the caller's thread
   // (ops/host_channel_allreduce.cpp): done, with its Work or none (the caller has its
   // result); nothing when it does not apply or the engine has the op queue.
@@ -543,7 +557,8 @@ class ProcessGroupRing : public c10d::Backend {
   template <typename Fn>
   c10::intrusive_ptr<c10d::Work> runAlone(c10d::OpType type, const char* name,
                                           std::chrono::milliseconds timeout,
-                                          const at::Tensor& output, const CheckedArgs& checked,
+                                          const at::Tensor& output,
+                                          const CollectiveFingerprint& fingerprint,
                                           const OpFields& fields, const Fn& body);
   // The completed Work of a collective run from the caller's thread, given
   // to the completion hooks if any are registered. `queuedOn`: the CUDA

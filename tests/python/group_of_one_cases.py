@@ -62,13 +62,16 @@ def allreduce_alone_behind_queued_work(rank, world_size, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size)
     src = torch.arange(1 << 16, dtype=torch.float32)
-    gathered = [torch.empty(1 << 16)]
-    # The list form is queued at any size (the tensor form runs at once).
-    works = [dist.all_gather(gathered, src, async_op=True) for _ in range(4)]
-    total = gathered[0]  # all_reduce of what the gathers write, issued before they finish
-    work = dist.all_reduce(total, async_op=True)
+    total, other = src.clone(), torch.ones(8, dtype=torch.float64)
+    # Tensors of two dtypes in one allreduce_coalesced are queued at any size
+    # (every other collective of one rank runs at once); each doubles them.
+    # (torch's Python refuses two dtypes; the group's own method takes them.)
+    opts = dist.AllreduceCoalescedOptions()
+    opts.reduceOp = dist._make_nccl_premul_sum(2.0)
+    works = [dist.group.WORLD.allreduce_coalesced([total, other], opts) for _ in range(4)]
+    work = dist.all_reduce(total, async_op=True)  # of what they write, issued before they finish
     work.wait()
-    ordered = all(w.is_completed() for w in works) and torch.equal(total, src)
+    ordered = all(w.is_completed() for w in works) and torch.equal(total, src * 16)
     a, b = torch.ones(8), torch.full((8,), 2.0)
     with dist._coalescing_manager(async_ops=True) as manager:
         dist.all_reduce(a)
@@ -149,3 +152,130 @@ def other_collectives_alone(rank, world_size, init_method):
         results["wrong_size"] = str(error)
     dist.destroy_process_group()
     return results
+
+
+def every_collective_alone(rank, world_size, init_method):
+    """Every other collective and call form at world 1 (copiesAlone): its
+    values, a Work complete as it returns (run on the caller's thread), one
+    sequence number each, and the queued form's error where sizes differ."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    torch.manual_seed(5)
+    src = torch.randn(24)
+    kept = src.clone()
+    values, at_once, steps = {}, {}, {}
+
+    def run(name, call, check):
+        before = _seq()
+        work = call()
+        works = work.works if hasattr(work, "works") else [work]  # a coalescing manager's
+        # (all_gather_coalesced returns a Future.)
+        at_once[name] = all(w is None or (w.is_completed() if hasattr(w, "is_completed")
+                                          else w.done()) for w in works)
+        if work is not None:
+            work.wait()
+        steps[name] = _seq() - before
+        values[name] = bool(check())
+
+    out = [torch.empty(24)]
+    run("all_gather", lambda: dist.all_gather(out, src, async_op=True),
+        lambda: torch.equal(out[0], kept))
+    same = [src]
+    run("all_gather_in_place", lambda: dist.all_gather(same, src, async_op=True),
+        lambda: torch.equal(src, kept))
+    gathered = [torch.empty(24)]
+    run("gather", lambda: dist.gather(src, gather_list=gathered, dst=0, async_op=True),
+        lambda: torch.equal(gathered[0], kept))
+    scattered = torch.empty(24)
+    run("scatter", lambda: dist.scatter(scattered, scatter_list=[src], src=0, async_op=True),
+        lambda: torch.equal(scattered, kept))
+    a2a = torch.empty(24)
+    run("all_to_all_single", lambda: dist.all_to_all_single(a2a, src, async_op=True),
+        lambda: torch.equal(a2a, kept))
+    split = torch.empty(6, 4)
+    run("all_to_all_single_splits",
+        lambda: dist.all_to_all_single(split, src.view(6, 4), [6], [6], async_op=True),
+        lambda: torch.equal(split.view(-1), kept))
+    listed = [torch.empty(3, 8)]
+    run("all_to_all", lambda: dist.all_to_all(listed, [src.view(3, 8)], async_op=True),
+        lambda: torch.equal(listed[0].view(-1), kept))
+    rs = torch.empty(24)
+    run("reduce_scatter", lambda: dist.reduce_scatter(rs, [src], async_op=True),
+        lambda: torch.equal(rs, kept))
+    rs_premul = torch.empty(24)
+    run("reduce_scatter_premul",
+        lambda: dist.reduce_scatter(rs_premul, [src], op=dist._make_nccl_premul_sum(0.5),
+                                    async_op=True),
+        lambda: torch.equal(rs_premul, kept * 0.5))
+    reduced = src.clone()
+    run("reduce_premul",
+        lambda: dist.reduce(reduced, dst=0, op=dist._make_nccl_premul_sum(0.25), async_op=True),
+        lambda: torch.equal(reduced, kept * 0.25))
+    run("barrier", lambda: dist.barrier(async_op=True), lambda: True)
+    # The coalescing managers: one allreduce_coalesced, all_gather_into_tensor_coalesced
+    # or reduce_scatter_tensor_coalesced each (given a device: the backend's block too).
+    flat = src.clone()
+    views = list(flat.view(4, 6).unbind(0))
+
+    def manager_all_reduce(device=None):
+        with _coalescing_manager(device=device, async_ops=True) as cm:
+            for v in views:
+                dist.all_reduce(v, op=dist._make_nccl_premul_sum(2.0))
+        return cm
+
+    run("manager_all_reduce", lambda: manager_all_reduce(), lambda: torch.equal(flat, kept * 2))
+    run("device_manager_all_reduce", lambda: manager_all_reduce(torch.device("cpu")),
+        lambda: torch.equal(flat, kept * 4))
+    outs = [torch.empty(6) for _ in range(4)]
+
+    def manager_all_gather():
+        with _coalescing_manager(device=torch.device("cpu"), async_ops=True) as cm:
+            for o, v in zip(outs, src.view(4, 6).unbind(0)):
+                dist.all_gather_into_tensor(o, v)
+        return cm
+
+    run("device_manager_all_gather", manager_all_gather,
+        lambda: torch.equal(torch.cat(outs), kept))
+    rs_outs = [torch.empty(6) for _ in range(4)]
+
+    def manager_reduce_scatter():
+        with _coalescing_manager(async_ops=True) as cm:
+            for o, v in zip(rs_outs, src.view(4, 6).unbind(0)):
+                dist.reduce_scatter_tensor(o, v, op=dist._make_nccl_premul_sum(3.0))
+        return cm
+
+    run("manager_reduce_scatter", manager_reduce_scatter,
+        lambda: torch.equal(torch.cat(rs_outs), kept * 3))
+    lists = [[torch.empty(6) for _ in range(4)]]
+    run("all_gather_coalesced",
+        lambda: dist.all_gather_coalesced(lists, list(src.view(4, 6).unbind(0)), async_op=True),
+        lambda: torch.equal(torch.cat(lists[0]), kept))
+    # An output that is not its values in order (transposed) takes them by torch's copy.
+    strided = [torch.empty(6, 4).t()]
+    run("strided_output", lambda: dist.all_gather(strided, src.view(4, 6), async_op=True),
+        lambda: torch.equal(strided[0], kept.view(4, 6)))
+    # An output overlapping its input elsewhere takes the input as it was.
+    buf = torch.arange(10, dtype=torch.float32)
+    shifted = [buf[4:10]]
+    run("overlapping", lambda: dist.all_gather(shifted, buf[0:6], async_op=True),
+        lambda: torch.equal(buf, torch.tensor([0., 1, 2, 3, 0, 1, 2, 3, 4, 5])))
+    values["input_kept"] = torch.equal(src, kept)
+    errors = {}
+    for name, call in [
+        ("all_to_all_single_sizes",
+         lambda: dist.all_to_all_single(torch.empty(5), torch.empty(6), [5], [6])),
+        ("all_to_all_sizes", lambda: dist.all_to_all([torch.empty(5)], [torch.empty(6)])),
+    ]:
+        try:
+            call()
+            errors[name] = None
+        except Exception as error:  # the message is what the test checks
+            errors[name] = f"{type(error).__name__}: {error}"
+    # After errors the group still works, alone as before.
+    tail = torch.empty(24)
+    run("after_errors", lambda: dist.all_gather([tail], src, async_op=True),
+        lambda: torch.equal(tail, kept))
+    dist.destroy_process_group()
+    return {"values": values, "at_once": at_once, "steps": steps, "errors": errors}

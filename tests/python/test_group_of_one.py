@@ -6,7 +6,8 @@ import json
 import pytest
 
 from group_of_one_cases import (allreduce_alone, allreduce_alone_behind_queued_work, ddp_alone,
-                                hooks_and_trace_alone, other_collectives_alone)
+                                every_collective_alone, hooks_and_trace_alone,
+                                other_collectives_alone)
 from multiproc import run_world
 
 
@@ -40,6 +41,18 @@ def test_gather_scatter_and_broadcast_of_one_rank():
         assert r[key] is True, (key, r)
     assert r["seq_steps"] == 4
     assert r["wrong_size"] is not None and "all_gather_into_tensor" in r["wrong_size"]
+
+
+def test_every_other_collective_of_one_rank_completes_as_it_returns():
+    [r] = run_world(1, every_collective_alone, timeout=120)
+    assert r["values"] == {name: True for name in r["values"]}, r["values"]
+    assert len(r["values"]) == 20
+    assert r["at_once"] == {name: True for name in r["at_once"]}, r["at_once"]
+    assert r["steps"] == {name: 1 for name in r["steps"]}, r["steps"]
+    # Sizes that differ are the queued form's error, naming the op.
+    for op in ("all_to_all_single", "all_to_all"):
+        message = r["errors"][f"{op}_sizes"]
+        assert message is not None and f"{op}:" in message and "24 bytes" in message, message
 
 
 def test_group_of_one_waits_for_queued_work_and_coalesces():

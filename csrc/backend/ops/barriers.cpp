@@ -8,6 +8,10 @@
 namespace ringreduce {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::barrier(const c10d::BarrierOptions& opts) {
+  if (auto work =
+          copiesAlone(c10d::OpType::BARRIER, "barrier", opts.timeout, {}, {}, CheckedArgs{})) {
+    return work;
+  }
   if (auto done = barrierOnHostChannel(callOptions(opts))) return *done;
   return enqueue(nullptr, c10d::OpType::BARRIER, "barrier", callOptions(opts), {}, "",
                  [this](const OpContext& ctx) { hostBarrier(comm(), ctx); }, CheckedArgs{}, 1,

@@ -50,6 +50,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     const Reduction red = checkReduction(tensors[0], opts.reduceOp, site);
     probe::mark(ProbePoint::Checked);
     if (!staged) {
+      if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, tensors, tensors,
+                                  CheckedArgs{-1, checkedReduceOp(red)}, &red)) {
+        return work;
+      }
       if (auto done = allreduceCoalescedOnHostChannel(tensors, red, callOptions(opts))) {
         return *done;
       }
@@ -134,6 +138,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     checkListLike(lists[i], static_cast<size_t>(size_), inputs[i], site, "output");
   }
   const std::vector<at::Tensor> ins = inputs;
+  if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
+                                ins, CheckedArgs{})) {
+      return work;
+    }
+  }
   size_t bytes = 0;
   for (const at::Tensor& t : ins) bytes += t.nbytes();
   // As all_gather_into_tensor_coalesced: where the channel carries the
@@ -199,6 +209,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
   }
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
+  if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outs, ins,
+                                CheckedArgs{})) {
+      return work;
+    }
+  }
   size_t bytes = 0;
   for (const at::Tensor& t : ins) bytes += t.nbytes();
   // Where the channel carries the whole block (the same rule on every rank:
@@ -352,6 +368,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   }
   // Tensors of one dtype (the usual case) where the channel carries the
   // whole block: one collective, as all_gather_into_tensor_coalesced's.
+  if (oneDtype && !staged && !reductions.empty()) {
+    if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outs, ins,
+                                CheckedArgs{-1, checkedReduceOp(reductions[0])}, &reductions[0])) {
+      return work;
+    }
+  }
   if (oneDtype && channelCarries(bytes)) {
     const Reduction red = reductions[0];
     if (!staged) {

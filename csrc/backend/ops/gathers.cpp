@@ -46,6 +46,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
   const std::vector<at::Tensor> outputList = outputs[0];
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
+                                {input}, CheckedArgs{})) {
+      return work;
+    }
     if (auto done = allgatherListOnHostChannel(outputList, input, callOptions(opts))) return *done;
   }
   return enqueue(staged, c10d::OpType::ALLGATHER, site.op, callOptions(opts), outputList,
@@ -177,7 +181,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ringreduce: gather on rank ", rank_,
                       ": only the root (rank ", root, ") may pass an output list");
   }
+  const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::GATHER, site.op, opts.timeout, outputList, {input},
+                                checked)) {
+      return work;
+    }
     if (auto done = gatherOnHostChannel(outputList, input, root, callOptions(opts))) return *done;
   }
   const bool onChannel = channelCarries(input.nbytes()) || channelReadsBlocks(input.nbytes());
@@ -187,7 +196,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
       [this, input, outputList, root, onChannel](const OpContext& ctx) {
         gatherBody(comm(), ctx, input, outputList, root, onChannel);
       },
-      CheckedArgs{root, -1, input.numel(), static_cast<int>(input.scalar_type())}, 1, !onChannel);
+      checked, 1, !onChannel);
 }
 
 void ProcessGroupRing::gatherBody(const Comm& c, const OpContext& ctx, const at::Tensor& input,
@@ -260,6 +269,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                       ": only the root (rank ", root, ") may pass an input list");
   }
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::SCATTER, site.op, opts.timeout, {output}, inputList,
+                                CheckedArgs{root, -1, output.numel()})) {
+      return work;
+    }
     if (auto done = scatterOnHostChannel(output, inputList, root, callOptions(opts))) return *done;
   }
   const bool onChannel = channelCarries(output.nbytes() * static_cast<size_t>(size_));
@@ -373,6 +386,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                     " on rank ", rank_, ": without split sizes the output (", output.numel(),
                     " elements) must be as large as the input (", input.numel(), ")");
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output},
+                                {input}, CheckedArgs{-1, -1, even ? -1 : 0})) {
+      return work;
+    }
     if (auto done = alltoallOnHostChannel(output, input, even, callOptions(opts))) return *done;
     if (!even) {
       if (auto done = alltoallUnevenOnHostChannel(output, input, sendLayout, recvLayout,
@@ -502,6 +519,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
   // all_to_all_single with split sizes, through the channel's uneven form
   // where it starts there (its first turn tells whether the blocks stay).
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
+                                inputList, CheckedArgs{-1, -1, 0})) {
+      return work;
+    }
     if (auto done =
             alltoallListOnHostChannel(outputs, inputs, sendLayout, recvLayout, callOptions(opts))) {
       return *done;

@@ -131,6 +131,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::REDUCE, site.op, opts.timeout, {tensor}, {tensor},
+                                CheckedArgs{root, checkedReduceOp(red)}, &red)) {
+      return work;
+    }
     if (auto done = reduceOnHostChannel(tensor, red, root, callOptions(opts))) return *done;
   }
   // Through the channel: one sequence number, where the queued forms take two.
@@ -233,6 +237,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
   if (!staged) {
+    if (auto work = copiesAlone(c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
+                                inputList, CheckedArgs{-1, checkedReduceOp(red)}, &red)) {
+      return work;
+    }
     if (auto done = reduceScatterListOnHostChannel(output, inputList, red, callOptions(opts))) {
       return *done;
     }
