@@ -279,3 +279,29 @@ def every_collective_alone(rank, world_size, init_method):
         lambda: torch.equal(tail, kept))
     dist.destroy_process_group()
     return {"values": values, "at_once": at_once, "steps": steps, "errors": errors}
+
+
+def calls_after_abort_alone(rank, world_size, init_method):
+    """After ProcessGroup.abort() (here from another thread) a group of one
+    runs nothing on the caller's thread: every form raises, naming itself."""
+    import threading
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size)
+    dist.all_gather([torch.empty(4)], torch.ones(4))
+    aborter = threading.Thread(target=dist.group.WORLD._get_backend(torch.device("cpu")).abort)
+    aborter.start()
+    aborter.join()
+    errors = {}
+    for name, call in [
+        ("all_gather", lambda: dist.all_gather([torch.empty(4)], torch.ones(4))),
+        ("all_to_all", lambda: dist.all_to_all([torch.empty(4)], [torch.ones(4)])),
+        ("gather", lambda: dist.gather(torch.ones(4), gather_list=[torch.empty(4)], dst=0)),
+        ("barrier", lambda: dist.barrier()),
+    ]:
+        try:
+            call()
+            errors[name] = None
+        except Exception as error:  # the message is what the test checks
+            errors[name] = str(error)
+    return errors

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from group_of_one_cases import (allreduce_alone, allreduce_alone_behind_queued_work, ddp_alone,
-                                every_collective_alone, hooks_and_trace_alone,
+from group_of_one_cases import (allreduce_alone, allreduce_alone_behind_queued_work,
+                                calls_after_abort_alone, ddp_alone, every_collective_alone, hooks_and_trace_alone,
                                 other_collectives_alone)
 from multiproc import run_world
 
@@ -53,6 +53,13 @@ def test_every_other_collective_of_one_rank_completes_as_it_returns():
     for op in ("all_to_all_single", "all_to_all"):
         message = r["errors"][f"{op}_sizes"]
         assert message is not None and f"{op}:" in message and "24 bytes" in message, message
+
+
+def test_group_of_one_refuses_every_form_after_an_abort():
+    [errors] = run_world(1, calls_after_abort_alone, timeout=120)
+    for op, message in errors.items():
+        assert message is not None, f"{op} ran after the abort"
+        assert op.replace("_", "") in message.replace("_", "") and "shut down" in message, message
 
 
 def test_group_of_one_waits_for_queued_work_and_coalesces():
