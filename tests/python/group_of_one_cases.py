@@ -252,6 +252,12 @@ def every_collective_alone(rank, world_size, init_method):
     run("all_gather_coalesced",
         lambda: dist.all_gather_coalesced(lists, list(src.view(4, 6).unbind(0)), async_op=True),
         lambda: torch.equal(torch.cat(lists[0]), kept))
+    # One tensor given twice to allreduce_coalesced is scaled once, as the fused buffer does.
+    twice = src.clone()
+    opts = dist.AllreduceCoalescedOptions()
+    opts.reduceOp = dist._make_nccl_premul_sum(2.0)
+    run("coalesced_twice", lambda: dist.group.WORLD.allreduce_coalesced([twice, twice], opts),
+        lambda: torch.equal(twice, kept * 2))
     # An output that is not its values in order (transposed) takes them by torch's copy.
     strided = [torch.empty(6, 4).t()]
     run("strided_output", lambda: dist.all_gather(strided, src.view(4, 6), async_op=True),
