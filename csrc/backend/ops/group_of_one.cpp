@@ -106,8 +106,9 @@ bool sameElements(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // outputs[i] = inputs[i] (times PREMUL_SUM's factor where `red` has one).
-// Plain memory of one dtype is copied as bytes: torch's copy_ costs about
-// 0.5 us more a call at 64 B than the channel's memcpy did before it.
+// Plain memory of one dtype is copied as bytes: through torch's copy_ a
+// 64 B call was 0.2 us slower than the world-1 channel's memcpy for one
+// tensor, and all_gather_coalesced of four 3.9 us slower than with memcpy.
 void copyEach(at::TensorList outputs, at::TensorList inputs, const Reduction* red) {
   std::vector<at::Tensor> from(inputs.begin(), inputs.end());
   if (red != nullptr && red->premul) {
