@@ -391,7 +391,8 @@ class ProcessGroupRing : public c10d::Backend {
   // none. Fingerprinted as its queued form (`checked`, the outputs). Null
   // where the group is larger or the engine has the op queue, and where an
   // output's size is not its input's (the queued form says what is wrong).
-  // (Lists, not vectors: a larger group's call builds nothing to be told no.)
+  // (Lists, not vectors: a larger group's call builds nothing to be told no;
+  // one tensor as at::TensorList(t), which copies no reference.)
   c10::intrusive_ptr<c10d::Work> copiesAlone(c10d::OpType type, const char* name,
                                              std::chrono::milliseconds timeout,
                                              at::TensorList outputs, at::TensorList inputs,

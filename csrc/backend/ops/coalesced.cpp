@@ -366,14 +366,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     bytes += t.nbytes();
     oneDtype = oneDtype && t.scalar_type() == ins[0].scalar_type();
   }
-  // Tensors of one dtype (the usual case) where the channel carries the
-  // whole block: one collective, as all_gather_into_tensor_coalesced's.
   if (oneDtype && !staged && !reductions.empty()) {
     if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outs, ins,
                                 CheckedArgs{-1, checkedReduceOp(reductions[0])}, &reductions[0])) {
       return work;
     }
   }
+  // Tensors of one dtype (the usual case) where the channel carries the
+  // whole block: one collective, as all_gather_into_tensor_coalesced's.
   if (oneDtype && channelCarries(bytes)) {
     const Reduction red = reductions[0];
     if (!staged) {

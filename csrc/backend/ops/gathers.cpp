@@ -47,7 +47,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather(
   checkListLike(outputList, static_cast<size_t>(size_), input, site, "output");
   if (!staged) {
     if (auto work = copiesAlone(c10d::OpType::ALLGATHER, site.op, opts.timeout, outputList,
-                                {input}, CheckedArgs{})) {
+                                at::TensorList(input), CheckedArgs{})) {
       return work;
     }
     if (auto done = allgatherListOnHostChannel(outputList, input, callOptions(opts))) return *done;
@@ -183,8 +183,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::gather(
   }
   const CheckedArgs checked{root, -1, input.numel(), static_cast<int>(input.scalar_type())};
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::GATHER, site.op, opts.timeout, outputList, {input},
-                                checked)) {
+    if (auto work = copiesAlone(c10d::OpType::GATHER, site.op, opts.timeout, outputList,
+                                at::TensorList(input), checked)) {
       return work;
     }
     if (auto done = gatherOnHostChannel(outputList, input, root, callOptions(opts))) return *done;
@@ -269,7 +269,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
                       ": only the root (rank ", root, ") may pass an input list");
   }
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::SCATTER, site.op, opts.timeout, {output}, inputList,
+    if (auto work = copiesAlone(c10d::OpType::SCATTER, site.op, opts.timeout,
+                                at::TensorList(output), inputList,
                                 CheckedArgs{root, -1, output.numel()})) {
       return work;
     }
@@ -386,8 +387,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
                     " on rank ", rank_, ": without split sizes the output (", output.numel(),
                     " elements) must be as large as the input (", input.numel(), ")");
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout, {output},
-                                {input}, CheckedArgs{-1, -1, even ? -1 : 0})) {
+    if (auto work = copiesAlone(c10d::OpType::ALLTOALL_BASE, site.op, opts.timeout,
+                                at::TensorList(output), at::TensorList(input),
+                                CheckedArgs{-1, -1, even ? -1 : 0})) {
       return work;
     }
     if (auto done = alltoallOnHostChannel(output, input, even, callOptions(opts))) return *done;

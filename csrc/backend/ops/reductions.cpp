@@ -131,7 +131,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::REDUCE, site.op, opts.timeout, {tensor}, {tensor},
+    if (auto work = copiesAlone(c10d::OpType::REDUCE, site.op, opts.timeout, at::TensorList(tensor),
+                                at::TensorList(tensor),
                                 CheckedArgs{root, checkedReduceOp(red)}, &red)) {
       return work;
     }
@@ -237,8 +238,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter(
   const Reduction red = checkReduction(output, opts.reduceOp, site);
   const size_t bytes = output.nbytes() * static_cast<size_t>(size_);
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout, {output},
-                                inputList, CheckedArgs{-1, checkedReduceOp(red)}, &red)) {
+    if (auto work = copiesAlone(c10d::OpType::REDUCE_SCATTER, site.op, opts.timeout,
+                                at::TensorList(output), inputList,
+                                CheckedArgs{-1, checkedReduceOp(red)}, &red)) {
       return work;
     }
     if (auto done = reduceScatterListOnHostChannel(output, inputList, red, callOptions(opts))) {
