@@ -37,6 +37,7 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
   probe::mark(ProbePoint::WaitEntered);
   // A CUDA work's wait() must not block the host on the GPU, so only host
   // works are run by the waiting thread.
+  Clock::time_point gaveUpAt{};  // set where helpUntil's spin gave up
   if (!stream_) {
     // torch's send() and recv() wait at once; inside a coalescing block
     // (batch_isend_irecv's) that holds them, nothing could complete them.
@@ -47,10 +48,18 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
                       "batch_isend_irecv's works), or issue it outside the block; the block "
                       "still runs it when it ends");
     if (std::shared_ptr<Executor> executor = executor_.lock()) {
-      executor->helpUntil([this] { return ended(); });
+      executor->helpUntil([this] { return ended(); }, &gaveUpAt);
     }
   }
   const bool completed = c10d::Work::wait(timeout);  // the host part; throws its error
+  // Where this thread's spin gave up and it blocked: how soon after that
+  // the result came teaches the next caller's spin. (Not held across the
+  // wait: a group shut down meanwhile stops its executor.)
+  if (gaveUpAt != Clock::time_point{}) {
+    if (std::shared_ptr<Executor> executor = executor_.lock()) {
+      executor->learnFromBlockedWait(gaveUpAt, finished_);
+    }
+  }
   synchronize();
   probe::mark(ProbePoint::WaitReturned);
   return completed;

@@ -306,7 +306,7 @@ void Executor::runPollers(bool abandon) {
   }
 }
 
-bool Executor::helpUntil(const std::function<bool()>& done) {
+bool Executor::helpUntil(const std::function<bool()>& done, Clock::time_point* gaveUpAt) {
   if (done()) return true;
   if (driveUntil(done)) return true;
   armForQueued();
@@ -329,6 +329,7 @@ bool Executor::helpUntil(const std::function<bool()>& done) {
     if (!pollSpin.keepSpinning(passStart)) {
       if (done()) return true;
       expediteMessages();
+      if (gaveUpAt != nullptr) *gaveUpAt = Clock::now();
       return done();
     }
     if (yields_) yieldCore();
@@ -361,8 +362,11 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
     while (Task task = popPost()) runTask(task);
   }
   // A receive completes through its poller: keep progressing for as long as
-  // the caller's waits spin.
+  // the caller's waits spin, as long as the last blocked caller's result
+  // says they should (learnFromBlockedWait).
   SpinBudget& spin = transport_.spinBudget();
+  const int64_t lateNs = resultLateAfterGiveUp_.exchange(-1, std::memory_order_relaxed);
+  if (lateNs >= 0 && !contended_()) spin.wokeAfter(std::chrono::nanoseconds(lateNs));
   spin.startWait();
   while (!done() && !pollers_.empty()) {
     const auto passStart = spin.now();
@@ -381,6 +385,15 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
   driver_ = std::thread::id();
   drive.unlock();
   return done();
+}
+
+void Executor::learnFromBlockedWait(Clock::time_point gaveUpAt, Clock::time_point endedAt) {
+  if (gaveUpAt == Clock::time_point{} || endedAt == Clock::time_point{}) return;
+  // Ended just before the give-up looked last: the spin all but caught it.
+  const auto late = std::max(endedAt - gaveUpAt, Clock::duration::zero());
+  if (late > waitSpin_) return;  // longer than any spin: blocking was right
+  resultLateAfterGiveUp_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(late).count(),
+                               std::memory_order_relaxed);
 }
 
 void Executor::handBackToWorker() {

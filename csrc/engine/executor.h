@@ -96,8 +96,23 @@ class Executor {
   // Caller's thread, about to block until `done()`: if no thread drives the
   // transport now, runs queued tasks here until `done()` or the queue is
   // empty; otherwise polls `done()` for a moment. Returns `done()`. Never
-  // blocks on the worker.
-  bool helpUntil(const std::function<bool()>& done);
+  // blocks on the worker. Where this thread's own spin gave up (the result
+  // not in), `gaveUpAt`, if given, says when: the caller then blocks, and
+  // tells learnFromBlockedWait when its result came.
+  bool helpUntil(const std::function<bool()>& done, Clock::time_point* gaveUpAt = nullptr);
+
+  // Any thread, a caller whose wait gave up its spin at `gaveUpAt`
+  // (helpUntil) and then blocked until its result came at `endedAt`. Where
+  // that was within the callers' spin ceiling (RINGREDUCE_WAIT_SPIN_US), a
+  // spin would have caught it and saved the two wake-ups (the worker's,
+  // which completed it, and this thread's): the next caller that drives
+  // spins again (SpinBudget::wokeAfter), unless other work wants the cores.
+  // Without this a caller's budget for the messages it drives, once at 0,
+  // came back only through probes (an eighth of the ceiling), which a
+  // rendezvous of MiBs outlasts: after gloo's calls had put the ranks out
+  // of step, every 4 MiB isend/irecv exchange slept, 1.2-1.3 ms against
+  // 0.4-0.6 (benchmarks/history/2026-12-05-message-waits-learn.md).
+  void learnFromBlockedWait(Clock::time_point gaveUpAt, Clock::time_point endedAt);
 
   // A poller is called between tasks and while the worker is idle until it
   // returns true (finished). Point-to-point operations use this so that a
@@ -246,6 +261,9 @@ class Executor {
   // The worker's word to the next asker: how long after an asker's give-up
   // it found that task's peers in (ns; -1: nothing to learn).
   std::atomic<int64_t> peersLateAfterGiveUp_{-1};
+  // A blocked caller's word to the next driving caller: how long after its
+  // spin gave up its result came (ns; -1: nothing to learn).
+  std::atomic<int64_t> resultLateAfterGiveUp_{-1};
   CpuContention contention_;
   std::function<bool()> contended_;
   int timerFd_ = -1;                          // the worker's alarm clock

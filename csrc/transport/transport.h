@@ -100,6 +100,8 @@ class Transport {
   }
   // How long the current waiter's waits spin before they sleep.
   SpinBudget& spinBudget() { return *activeSpin_; }
+  // The callers' account, for tests: touch it only while no caller drives.
+  SpinBudget& callerSpinBudget() { return callerSpin_; }
 
   // Cancels and releases the requests of `op` still in flight (after an
   // error, so that no late message lands in a buffer the caller has given up).

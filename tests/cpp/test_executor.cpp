@@ -16,6 +16,7 @@
 #include <string>
 #include <limits>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "rank_threads.h"
@@ -779,6 +780,107 @@ TEST(Executor, AnAskerThatStoppedWaitingAtOnceStaysStoppedWhileOtherWorkWantsThe
         EXPECT_FALSE(executor.busy());
       },
       withGrace(std::chrono::milliseconds(1)));
+}
+
+// The lesson from a blocked caller (Executor::learnFromBlockedWait): once
+// the callers' budget for the messages they drive is 0, a caller whose
+// result came within the ceiling (RINGREDUCE_WAIT_SPIN_US, 1 ms by
+// default) of its give-up makes the next driving caller spin again; a
+// result that came later, or cores other work wants, leave it at 0. The
+// budget is read after a caller drove a task of its own (the drive applies
+// the lesson, then waits for nothing: no spin decides it).
+namespace {
+
+// The callers' spins run out until their budget is 0 (halving from the
+// ceiling: below a sixteenth it is 0), while no caller drives.
+void spinCallersDown(Transport& t) {
+  SpinBudget& spin = t.callerSpinBudget();
+  for (int i = 0; i < 12 && spin.budget().count() > 0; ++i) {
+    spin.startWait();
+    while (spin.keepSpinning()) {
+    }
+  }
+  ASSERT_EQ(spin.budget().count(), 0) << "the callers' spin never ran out";
+}
+
+// A caller drives a task of its own to its end; the callers' budget then.
+std::chrono::nanoseconds callersBudgetAfterADrive(Executor& executor, Transport& t) {
+  RecordedTask task;
+  executor.submit(task.as(1), Runner::Caller);
+  EXPECT_TRUE(helpedWithin20s(executor, [&] { return task.ran.load() == 1; }));
+  EXPECT_EQ(task.ranOn, std::this_thread::get_id());
+  return t.callerSpinBudget().budget();
+}
+
+std::chrono::nanoseconds budgetAfterABlockedWait(Executor& executor, Transport& t,
+                                                 std::chrono::microseconds resultLate) {
+  spinCallersDown(t);
+  const Clock::time_point gaveUpAt = Clock::now();
+  executor.learnFromBlockedWait(gaveUpAt, gaveUpAt + resultLate);
+  return callersBudgetAfterADrive(executor, t);
+}
+}  // namespace
+
+// On one rank's executor, `contended` answering whether other work wants
+// the cores: the callers' budget after a blocked wait whose result came
+// `resultLate` after the give-up, and after one more drive.
+static std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds> budgetsAfterABlockedWait(
+    bool contended, std::chrono::microseconds resultLate) {
+  std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds> budgets;
+  runRanks(
+      1,
+      [&](Transport& t, int) {
+        Executor executor(t, nullptr, [contended] { return contended; });
+        budgets.first = budgetAfterABlockedWait(executor, t, resultLate);
+        budgets.second = callersBudgetAfterADrive(executor, t);
+      },
+      withGrace(std::chrono::seconds(60)));
+  return budgets;
+}
+
+TEST(Executor, ACallerWhoseResultCameSoonAfterItBlockedMakesTheNextCallerSpin) {
+  const auto [budget, next] = budgetsAfterABlockedWait(false, std::chrono::microseconds(300));
+  // Twice the lateness: long enough to outlast the peer's own wake-up.
+  EXPECT_EQ(budget, std::chrono::microseconds(600));
+  // Learnt once: the next drive, with nothing new to learn, keeps it.
+  EXPECT_EQ(next, std::chrono::microseconds(600));
+}
+
+TEST(Executor, ACallerWhoseResultCameLaterThanAnySpinLeavesTheCallersBlocking) {
+  EXPECT_EQ(budgetsAfterABlockedWait(false, std::chrono::milliseconds(5)).first.count(), 0);
+}
+
+TEST(Executor, ACallerWhoseResultCameSoonLeavesTheCallersBlockingWhileOtherWorkWantsTheCores) {
+  EXPECT_EQ(budgetsAfterABlockedWait(true, std::chrono::microseconds(300)).first.count(), 0);
+}
+
+// helpUntil says when its spin gave up, and only then: a wait for a
+// message that has not come (a poller that says no) gives up; a wait whose
+// result is in does not.
+TEST(Executor, HelpUntilSaysWhenItsSpinGaveUpOnlyWhereItDid) {
+  runRanks(
+      1,
+      [](Transport& t, int) {
+        Executor executor(t, nullptr, [] { return false; });
+        std::atomic<bool> arrived{false};
+        std::atomic<bool> added{false};
+        executor.submit(
+            [&] {
+              executor.addPoller([&](bool abandon) { return abandon || arrived.load(); });
+              added = true;
+            },
+            Runner::CallerOrWorker, /*posts=*/true);
+        Clock::time_point gaveUpAt{};
+        ASSERT_TRUE(executor.helpUntil([&] { return added.load(); }, &gaveUpAt));
+        EXPECT_EQ(gaveUpAt, Clock::time_point{});
+        const Clock::time_point before = Clock::now();
+        EXPECT_FALSE(executor.helpUntil([&] { return arrived.load(); }, &gaveUpAt));
+        EXPECT_GE(gaveUpAt, before);
+        EXPECT_LE(gaveUpAt, Clock::now());
+        arrived = true;  // the message comes; the worker or the next wait completes it
+        EXPECT_TRUE(helpedWithin20s(executor, [&] { return !executor.busy(); }));
+      },
+      withGrace(std::chrono::seconds(60)));
 }
 
 // A poll of a send or receive (is_completed()) moves the messages in flight
