@@ -177,18 +177,23 @@ TEST_P(OnEachTransport, RingAllgatherBlocksLandInRankOrderInPlaceOrNot) {
   }
 }
 
+// Segmented along a chain of four (forwarded as they come), one message
+// between two; several segments' worth of bytes either way.
 TEST_P(OnEachTransport, ChainBroadcastEveryRootReachesEveryRank) {
-  const int n = 4;
-  runComms(n, GetParam(), [n](const Comm& c, int rank) {
-    for (int root = 0; root < n; ++root) {
-      std::vector<uint8_t> data(10007, static_cast<uint8_t>(rank == root ? 0 : 0xee));
-      if (rank == root)
-        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(root + i * 3);
-      chainBroadcast(c, OpContext("broadcast", 10 + root, std::chrono::seconds(20)),
-                     {data.data(), data.size(), root});
-      for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<uint8_t>(root + i * 3));
-    }
-  });
+  for (int n : {2, 4}) {
+    runComms(n, GetParam(), [n](const Comm& c, int rank) {
+      ASSERT_LT(c.config.segmentBytes, 10007u);
+      for (int root = 0; root < n; ++root) {
+        std::vector<uint8_t> data(10007, static_cast<uint8_t>(rank == root ? 0 : 0xee));
+        if (rank == root)
+          for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(root + i * 3);
+        chainBroadcast(c, OpContext("broadcast", 10 + root, std::chrono::seconds(20)),
+                       {data.data(), data.size(), root});
+        for (size_t i = 0; i < data.size(); ++i)
+          ASSERT_EQ(data[i], static_cast<uint8_t>(root + i * 3));
+      }
+    });
+  }
 }
 
 TEST_P(OnEachTransport, DisseminationBarrierNoRankLeavesBeforeTheLastArrives) {

@@ -79,6 +79,14 @@ def sweep_broadcast(rank, world, gloo, report):
                 mine = make_input(dtype, shape, rank, case)
                 dist.broadcast(mine, src=root)
                 report.check(f"broadcast {dtype} {shape} root {root}", mine, source)
+    # Past the host channel's four buffers (4 MiB): the chain over the
+    # transport (between two ranks one message, else segments forwarded).
+    for root in range(world):
+        case += 1
+        source = make_input(torch.float32, ((5 << 18) + 3,), root, case)
+        mine = make_input(torch.float32, ((5 << 18) + 3,), rank, case)
+        dist.broadcast(mine, src=root)
+        report.check(f"broadcast 5 MiB root {root}", mine, source)
     # Non-contiguous broadcast target.
     base = torch.zeros(4, 8)
     view = base[:, 1::2]
