@@ -29,7 +29,7 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "all_reduce_future": "allreduce", "all_reduce_hooked": "allreduce",
             "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single",
             "gather_read": "gather", "alltoall_uneven_read": "all_to_all_single",
-            "all_to_all_list_read": "all_to_all"}
+            "all_to_all_list_read": "all_to_all", "broadcast_chain": "broadcast"}
 
 
 HOOK_ERROR = "Got the following error when running the callback: "
@@ -103,6 +103,8 @@ def _collective_as(form, tensor):
         block = torch.ones(2 << 20)
         gathered = [torch.empty_like(block) for _ in range(dist.get_world_size())]
         return dist.gather(block, gathered if dist.get_rank() == 0 else None, dst=0)
+    if form == "broadcast_chain":  # past the channel's 4 MiB: the chain over the transport
+        return dist.broadcast(torch.ones(5 << 18), src=0)
     if form == "all_reduce_turns":
         return dist.all_reduce(torch.ones(3 << 18))
     if form == "all_reduce_async":
@@ -229,6 +231,33 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"
         except Exception as error:
             result["next"] = (type(error).__name__, str(error))
         result["next_elapsed"] = time.monotonic() - start
+    return result
+
+
+def broadcast_peer_absent(rank, world, init_method, mode, timeout_s):
+    """Rank 0 broadcasts 5 MiB (the transport's chain: between two ranks one
+    message) to a rank 1 that stays alive but never calls it; `mode` "stop":
+    rank 0 waits to the group's timeout, "abort": a watchdog thread on rank 0
+    aborts the group 0.5 s into the wait."""
+    import threading
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    events = event_store(init_method, world)
+    dist.all_reduce(torch.ones(4))  # #1: everyone connected
+    if rank == 1:
+        events.wait(["done0"])
+        return {}
+    if mode == "abort":
+        threading.Timer(0.5, dist.group.WORLD.abort).start()
+    start = time.monotonic()
+    try:
+        _collective_as("broadcast_chain", None)
+        outcome = ("ok", None)
+    except Exception as error:
+        outcome = (type(error).__name__, str(error))
+    result = {"outcome": outcome, "elapsed": time.monotonic() - start}
+    events.set("done0", "1")
     return result
 
 

@@ -2,8 +2,9 @@
 and still exit by themselves."""
 import pytest
 
-from failure_cases import (FORM_OPS, killed_mid_job, killed_mid_large_transfer, monitored_barrier,
-                           raised_by_backend, stopped_or_late)
+from failure_cases import (FORM_OPS, broadcast_peer_absent, killed_mid_job,
+                           killed_mid_large_transfer, monitored_barrier, raised_by_backend,
+                           stopped_or_late)
 from multiproc import TRANSPORTS, run_world
 
 
@@ -65,6 +66,41 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert kind == "DistBackendError" and "unusable after an earlier failure" in later, later
         assert f"rank {victim} is gone" in later
         assert r["later_s"] < 2.0, r
+
+
+# A broadcast of two ranks past the host channel: one message over the
+# transport, the receiver killed from a timer while it reads the root's memory.
+def test_sigkilled_receiver_of_a_broadcast_of_two_is_reported_fast(tmp_path):
+    victim = 1
+    kill_file = str(tmp_path / "killed_at")
+    results = run_world(2, killed_mid_job, victim, kill_file, 4096, True, "broadcast_chain",
+                        env=TRANSPORTS["shm"], timeout=120, may_die={victim}, exit_path=True)
+    assert results[victim] is None
+    r = results[0]
+    kind, message = raised_by_backend(*r["first"])
+    assert kind == "DistBackendError", r["first"]
+    assert f"rank {victim} is gone" in message and "on rank 0" in message, message
+    assert "broadcast #" in message, message
+    assert r["latency"] < 5.0, r
+
+
+# ... and a receiver that never calls it: the root's wait for its one
+# message ends at the timeout naming the rank, or at an abort from another thread.
+@pytest.mark.parametrize("mode", ["stop", "abort"])
+def test_broadcast_of_two_to_an_absent_rank_ends_at_the_timeout_or_the_abort(mode):
+    timeout_s = 4.0
+    results = run_world(2, broadcast_peer_absent, mode, timeout_s, env=TRANSPORTS["shm"],
+                        timeout=120, exit_path=True)
+    r = results[0]
+    kind, message = raised_by_backend(*r["outcome"])
+    assert kind == "DistBackendError", r
+    assert "broadcast #2" in message, message
+    if mode == "stop":
+        assert "timed out after 4000 ms" in message and "rank 1" in message, message
+        assert 0.9 * timeout_s <= r["elapsed"] < 1.1 * timeout_s + 1.0, r
+    else:
+        assert "abort" in message, message
+        assert r["elapsed"] < 0.5 * timeout_s, r
 
 
 @pytest.mark.parametrize("victim,scheme", [(0, "get_zcopy"), (1, "put_zcopy")])
