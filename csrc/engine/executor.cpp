@@ -365,8 +365,11 @@ bool Executor::driveUntil(const std::function<bool()>& done) {
   // the caller's waits spin, as long as the last blocked caller's result
   // says they should (learnFromBlockedWait).
   SpinBudget& spin = transport_.spinBudget();
-  const int64_t lateNs = resultLateAfterGiveUp_.exchange(-1, std::memory_order_relaxed);
-  if (lateNs >= 0 && !contended_()) spin.wokeAfter(std::chrono::nanoseconds(lateNs));
+  // Read first: a locked exchange at every drive only where there is news.
+  if (resultLateAfterGiveUp_.load(std::memory_order_relaxed) >= 0) {
+    const int64_t lateNs = resultLateAfterGiveUp_.exchange(-1, std::memory_order_relaxed);
+    if (lateNs >= 0 && !contended_()) spin.wokeAfter(std::chrono::nanoseconds(lateNs));
+  }
   spin.startWait();
   while (!done() && !pollers_.empty()) {
     const auto passStart = spin.now();

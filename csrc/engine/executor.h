@@ -110,7 +110,7 @@ class Executor {
   // Without this a caller's budget for the messages it drives, once at 0,
   // came back only through probes (an eighth of the ceiling), which a
   // rendezvous of MiBs outlasts: after gloo's calls had put the ranks out
-  // of step, every 4 MiB isend/irecv exchange slept, 1.2-1.3 ms against
+  // of step, every 4 MiB isend/irecv exchange slept, 1.2-1.8 ms against
   // 0.4-0.6 (benchmarks/history/2026-12-05-message-waits-learn.md).
   void learnFromBlockedWait(Clock::time_point gaveUpAt, Clock::time_point endedAt);
 
