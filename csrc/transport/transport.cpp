@@ -232,11 +232,15 @@ void Transport::waitAll(std::vector<Request>& requests, const OpContext& op) {
 }
 
 std::string Transport::describeTimeout(const Request& request, const OpContext& op) const {
+  // The neighbour check's record is not the user's data: its size would
+  // read as a wrong count ("32 bytes" in a 5 MiB broadcast).
+  const std::string what = op.partOfCollective ? "the collective's check record"
+                                               : std::to_string(request.bytes) + " bytes";
   const std::string waiting = request.isRecv
-                                  ? "still waiting to receive " + std::to_string(request.bytes) +
-                                        " bytes from " + peerName(request.peer)
-                                  : "still waiting to send " + std::to_string(request.bytes) +
-                                        " bytes to rank " + std::to_string(request.peer);
+                                  ? "still waiting to receive " + what + " from " +
+                                        peerName(request.peer)
+                                  : "still waiting to send " + what + " to rank " +
+                                        std::to_string(request.peer);
   // "operation timeout reached": the words torch's tests and users' tooling
   // look for (" (Timed out|closed|timeout) "), beside our own detail.
   return "ringreduce: " + op.describe() + " timed out after " + std::to_string(op.timeout.count()) +
@@ -247,14 +251,17 @@ std::string Transport::describeTimeout(const Request& request, const OpContext& 
 // A collective that waits for a tenth of its timeout (at most 2 s) says so
 // on the progress board; healthy collectives never touch the store.
 void Transport::announceIfStalled(const OpContext& op, Clock::time_point now) {
-  if (!board_ || op.pointToPoint) return;
+  if (!board_ || !op.groupWide()) return;
   const auto threshold = std::min<Clock::duration>(op.timeout / 10, std::chrono::seconds(2));
   if (now - (op.deadline - op.timeout) >= threshold) board_->announce(op.seq);
 }
 
 void Transport::throwTimeout(const Request& request, const OpContext& op) {
   std::string message = describeTimeout(request, op);
-  if (board_ && !op.pointToPoint) {
+  // The neighbour check's message is the collective's (groupWide): a chain
+  // broadcast's root waits there for the rank that never came, and should
+  // name it as the collective's own waits do.
+  if (board_ && op.groupWide()) {
     board_->announce(op.seq);
     const auto behind = board_->ranksBehind(op.seq);
     message += behind.empty() ? "; every rank was seen waiting in " + op.describe() +

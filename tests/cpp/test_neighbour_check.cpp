@@ -53,6 +53,39 @@ TEST(NeighbourCheck, EveryMismatchIsSeenByTheRanksNextToIt) {
   EXPECT_EQ(raised.load(), 2);
 }
 
+// A rank that never comes: the check is the first wait of a collective
+// whose own messages a rank may not need from it (a chain broadcast's root
+// receives nothing), so its timeout names the ranks not seen in the
+// collective, as the collective's own waits do.
+TEST(NeighbourCheck, ItsTimeoutNamesTheRankNotSeenInTheCollective) {
+  ringreduce::testing::StayTogether together(3);
+  runRanks(3, [&together](Transport& t, int rank) {
+    auto stay = together.stay();
+    if (rank == 2) return;  // alive, but never joins the collective
+    const OpContext op("broadcast", 4, std::chrono::milliseconds(800));
+    CollectiveFingerprint fp;
+    fp.opType = 1;
+    NeighbourCheck check(t, op, fp, describe);
+    if (rank == 1) {  // its left neighbour came: done at once, never seen waiting
+      check.verify();
+      return;
+    }
+    try {
+      check.verify();
+      ADD_FAILURE() << "expected a timeout";
+    } catch (const TimeoutError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("broadcast #4 timed out after 800 ms"), std::string::npos) << message;
+      EXPECT_NE(message.find("waiting to receive the collective's check record from rank 2"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("not seen in broadcast #4: "), std::string::npos) << message;
+      EXPECT_NE(message.find("2 (not seen waiting in any collective)"), std::string::npos)
+          << message;
+    }
+  });
+}
+
 namespace {
 
 // Receives that never complete and sends that cannot be posted (as UCX's,
