@@ -675,7 +675,7 @@ TEST(HostChannel, AnUnreadableBlockNamesWhyItsRankLeft) {
   announce(*channels[1], op);
   const auto unreadable = [&](int error) -> std::string {
     try {
-      channels[0]->throwUnreadable(1, op, error);
+      channels[0]->throwUnreachable(1, op, error);
     } catch (const TransportError& e) {
       return e.what();
     }
@@ -694,13 +694,40 @@ TEST(HostChannel, AnUnreadableBlockNamesWhyItsRankLeft) {
   // Rank 1 gave up in #1: not the cause of a failed read in an earlier collective.
   const std::string earlier = [&] {
     try {
-      channels[0]->throwUnreadable(1, opNumbered(0, 6, 60s), EFAULT);
+      channels[0]->throwUnreachable(1, opNumbered(0, 6, 60s), EFAULT);
     } catch (const TransportError& e) {
       return std::string(e.what());
     }
     return std::string("nothing thrown");
   }();
   EXPECT_NE(earlier.find("could not read rank 1's block"), std::string::npos) << earlier;
+}
+
+// After a failed collective whose peer may still copy this rank's memory:
+// the wait ends when the peer's flag comes, not when it fails (an abort from
+// another thread sets that while its copy may go on), and at `until` when
+// neither comes. A peer that left the group (not having failed) ends it too.
+TEST(HostChannel, AFailedRankWaitsForItsPeerToBeDoneWithItsMemoryNotForItsFailure) {
+  auto channels = openChannels(2, options());
+  const OpContext op = opNumbered(1, 6, 60s);
+  announce(*channels[0], op);
+  announce(*channels[1], op);
+  const HostChannel::Turn turn{1, 1};
+  channels[1]->fail("aborted on rank 1");
+  auto start = Clock::now();
+  EXPECT_FALSE(channels[0]->awaitPeerDoneCopying(FlagKind::Reduced, 1, turn, start + 30ms));
+  EXPECT_GE(Clock::now() - start, 30ms);
+  std::thread peer([&] {
+    std::this_thread::sleep_for(20ms);
+    channels[1]->publish(FlagKind::Reduced, turn, op);
+  });
+  start = Clock::now();
+  EXPECT_TRUE(channels[0]->awaitPeerDoneCopying(FlagKind::Reduced, 1, turn, start + 10s));
+  EXPECT_GE(Clock::now() - start, 20ms);
+  peer.join();
+  auto others = openChannels(2, options());
+  others[1].reset();  // leaves the group
+  EXPECT_TRUE(others[0]->awaitPeerDoneCopying(FlagKind::Reduced, 1, turn, Clock::now() + 10s));
 }
 
 // One turn of two ranks in which rank 1 sets its flag only once rank 0

@@ -29,7 +29,7 @@ FORM_OPS = {"all_reduce": "allreduce", "coalesced": "allreduce_coalesced",
             "all_reduce_future": "allreduce", "all_reduce_hooked": "allreduce",
             "all_gather_read": "all_gather_into_tensor", "all_to_all_read": "all_to_all_single",
             "gather_read": "gather", "alltoall_uneven_read": "all_to_all_single",
-            "all_to_all_list_read": "all_to_all"}
+            "all_to_all_list_read": "all_to_all", "broadcast_beyond_buffers": "broadcast"}
 
 
 HOOK_ERROR = "Got the following error when running the callback: "
@@ -79,7 +79,12 @@ def _collective_as(form, tensor):
     or ("alltoall_uneven_read", "all_to_all_list_read") all_to_all_single
     with split sizes of 256-768 KiB blocks, or all_to_all of lists of 256 KiB
     blocks: the uneven form reads them from the peers' memory after its first
-    turn (alltoall.h)."""
+    turn (alltoall.h); or ("broadcast_beyond_buffers") a broadcast of 5 MiB
+    from rank 0 whatever `tensor` is: past the channel's 4 MiB, one turn of
+    the channel and copies between the ranks' tensors
+    (cross_memory_broadcast.h), or with RINGREDUCE_CROSS_MEMORY=0 the chain
+    over the transport, whose root waits for a rank that never came only in
+    the collective's check."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "all_gather_read":
@@ -103,10 +108,9 @@ def _collective_as(form, tensor):
         block = torch.ones(2 << 20)
         gathered = [torch.empty_like(block) for _ in range(dist.get_world_size())]
         return dist.gather(block, gathered if dist.get_rank() == 0 else None, dst=0)
-    # Past the channel's 4 MiB: the chain over the transport. Not in FORM_OPS
-    # (whose forms the world-3 tests sweep): test_failures.py's tests of a
-    # broadcast of two ranks use it.
-    if form == "broadcast_chain":
+    # Past the channel's 4 MiB (test_failures.py's tests of a broadcast of
+    # two use it, copied between the tensors and by the chain).
+    if form == "broadcast_beyond_buffers":
         return dist.broadcast(torch.ones(5 << 18), src=0)
     if form == "all_reduce_turns":
         return dist.all_reduce(torch.ones(3 << 18))
@@ -238,8 +242,9 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"
 
 
 def broadcast_peer_absent(rank, world, init_method, mode, timeout_s):
-    """Rank 0 broadcasts 5 MiB (the transport's chain: between two ranks one
-    message) to a rank 1 that stays alive but never calls it; `mode` "stop":
+    """Rank 0 broadcasts 5 MiB (beyond the channel's buffers: copied between
+    the tensors, or the transport's chain, one message between two ranks) to
+    a rank 1 that stays alive but never calls it; `mode` "stop":
     rank 0 waits to the group's timeout, "abort": a watchdog thread on rank 0
     aborts the group 0.5 s into the wait."""
     import threading
@@ -255,7 +260,7 @@ def broadcast_peer_absent(rank, world, init_method, mode, timeout_s):
         threading.Timer(0.5, dist.group.WORLD.abort).start()
     start = time.monotonic()
     try:
-        _collective_as("broadcast_chain", None)
+        _collective_as("broadcast_beyond_buffers", None)
         outcome = ("ok", None)
     except Exception as error:
         outcome = (type(error).__name__, str(error))

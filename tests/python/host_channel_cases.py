@@ -19,6 +19,20 @@ def _input(torch, rank, step, numel, dtype):
     return values.to(dtype)
 
 
+class _ExactChecks:
+    """check(what, actual, expected): counts the results checked and keeps a
+    line for each that is not bit for bit its reference."""
+
+    def __init__(self, torch):
+        self.torch, self.failures, self.checked = torch, [], 0
+
+    def __call__(self, what, actual, expected):
+        self.checked += 1
+        if not self.torch.equal(actual, expected):
+            self.failures.append(f"{what}: {actual.flatten()[:8].tolist()} != "
+                                 f"{expected.flatten()[:8].tolist()}")
+
+
 def _strided(torch, tensor):
     """The same values in a non-contiguous tensor (every other element of a larger one)."""
     holder = torch.zeros(tensor.numel() * 2, dtype=tensor.dtype)
@@ -347,14 +361,7 @@ def gathers_read_in_place(rank, world_size, init_method):
 
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=60))
-    n, failures, checked = world_size, [], 0
-
-    def check(what, actual, expected):
-        nonlocal checked
-        checked += 1
-        if not torch.equal(actual, expected):
-            failures.append(f"{what}: {actual.flatten()[:8].tolist()} != "
-                            f"{expected.flatten()[:8].tolist()}")
+    n, check = world_size, _ExactChecks(torch)
 
     for step, numel in enumerate((70_000, (1 << 20) + 5), start=1):  # 280 KiB, 4 MiB + 20 B
         for async_op in (False, True):
@@ -444,4 +451,44 @@ def gathers_read_in_place(rank, world_size, init_method):
             run(dist.scatter(got, inputs if rank == 0 else None, src=0, async_op=async_op))
             check(f"scatter {what}", got, inputs[rank])
     dist.destroy_process_group()
-    return {"failures": failures, "checked": checked}
+    return {"failures": check.failures, "checked": check.checked}
+
+
+def large_broadcasts(rank, world_size, init_method):
+    """Broadcasts beyond the channel's buffers (cross_memory_broadcast.h: the
+    receivers read the root's tensor, the root writes its last share into
+    theirs), from every root: float32, int64 and bfloat16 of 4 MiB + a few
+    elements (a root share of whole pages and a remainder), a strided target
+    (the backend's contiguous copy), synchronous, asynchronous, and queued on
+    the root only while the others run it on their own threads. Each result
+    against the root's input. Returns the failures, how many results were
+    checked and the trace's (op, direct) pairs."""
+    import json
+
+    import torch
+    import torch.distributed as dist
+    import torch_ringreduce
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    n, check = world_size, _ExactChecks(torch)
+
+    step = 0
+    for dtype, numel in ((torch.float32, (1 << 20) + 3), (torch.int64, (1 << 19) + 1029),
+                         (torch.bfloat16, (3 << 20) + 1)):
+        for root in range(n):
+            for form in ("sync", "async", "strided", "queued on the root"):
+                step += 1
+                source = _input(torch, root, step, numel, dtype)
+                mine = _input(torch, rank, step, numel, dtype)
+                if form == "strided":
+                    mine = _strided(torch, mine)
+                async_op = form == "async" or (form == "queued on the root" and rank == root)
+                work = dist.broadcast(mine, src=root, async_op=async_op)
+                if async_op:
+                    work.wait()
+                check(f"broadcast {dtype} {numel} root {root} {form}", mine, source)
+    entries = json.loads(torch_ringreduce.trace_json())["entries"]
+    paths = sorted({(e["op"], e["direct"]) for e in entries})
+    dist.destroy_process_group()
+    return {"failures": check.failures, "checked": check.checked, "paths": paths}

@@ -68,29 +68,40 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
         assert r["later_s"] < 2.0, r
 
 
-# A broadcast of two ranks past the host channel: one message over the
-# transport, the receiver killed from a timer while it reads the root's memory.
-def test_sigkilled_receiver_of_a_broadcast_of_two_is_reported_fast(tmp_path):
-    victim = 1
+# A broadcast of two ranks past the host channel's buffers, both ways it
+# goes: one turn of the channel and the root and its receiver copying between
+# their tensors, or (no rank may reach another's memory) one message over the
+# transport.
+BEYOND_BUFFERS = {"between the tensors": {}, "chain": {"RINGREDUCE_CROSS_MEMORY": "0"}}
+
+
+# The root or the receiver killed from a timer while they copy.
+@pytest.mark.parametrize("path", sorted(BEYOND_BUFFERS))
+@pytest.mark.parametrize("victim", [0, 1])
+def test_sigkilled_rank_of_a_broadcast_of_two_is_reported_fast(victim, path, tmp_path):
+    survivor = 1 - victim
     kill_file = str(tmp_path / "killed_at")
-    results = run_world(2, killed_mid_job, victim, kill_file, 4096, True, "broadcast_chain",
-                        env=TRANSPORTS["shm"], timeout=120, may_die={victim}, exit_path=True)
+    results = run_world(2, killed_mid_job, victim, kill_file, 4096, True,
+                        "broadcast_beyond_buffers", env={**TRANSPORTS["shm"], **BEYOND_BUFFERS[path]},
+                        timeout=120, may_die={victim}, exit_path=True)
     assert results[victim] is None
-    r = results[0]
+    r = results[survivor]
     kind, message = raised_by_backend(*r["first"])
     assert kind == "DistBackendError", r["first"]
-    assert f"rank {victim} is gone" in message and "on rank 0" in message, message
+    assert f"rank {victim} is gone" in message and f"on rank {survivor}" in message, message
     assert "broadcast #" in message, message
     assert r["latency"] < 5.0, r
 
 
-# ... and a receiver that never calls it: the root's wait for its one
-# message ends at the timeout naming the rank, or at an abort from another thread.
+# ... and a receiver that never calls it: the root's wait ends at the timeout
+# naming the rank, or at an abort from another thread.
+@pytest.mark.parametrize("path", sorted(BEYOND_BUFFERS))
 @pytest.mark.parametrize("mode", ["stop", "abort"])
-def test_broadcast_of_two_to_an_absent_rank_ends_at_the_timeout_or_the_abort(mode):
+def test_broadcast_of_two_to_an_absent_rank_ends_at_the_timeout_or_the_abort(mode, path):
     timeout_s = 4.0
-    results = run_world(2, broadcast_peer_absent, mode, timeout_s, env=TRANSPORTS["shm"],
-                        timeout=120, exit_path=True)
+    results = run_world(2, broadcast_peer_absent, mode, timeout_s,
+                        env={**TRANSPORTS["shm"], **BEYOND_BUFFERS[path]}, timeout=120,
+                        exit_path=True)
     r = results[0]
     kind, message = raised_by_backend(*r["outcome"])
     assert kind == "DistBackendError", r

@@ -6,6 +6,7 @@ results against local references at world 2, 3 and 4 over several dtypes,
 strided tensors and messages of several pieces, with memcpy or streaming
 stores into the buffers; the trace says "direct"; all-gathers, gathers and
 equal all-to-alls of large blocks read from the peers' memory in place;
+broadcasts beyond the buffers copied between the ranks' tensors;
 all_to_all_single with split sizes and all_to_all (lists, sizes per rank)
 through the channel (queued) where its
 blocks fit, else with messages, and a size mismatch found there;
@@ -14,7 +15,7 @@ collectives under one number fail on both ranks, saying so."""
 import pytest
 
 from host_channel_cases import (ON_CALLER_OPS, every_op_on_caller, gathers_read_in_place,
-                                mismatched_ops, mismatched_splits)
+                                large_broadcasts, mismatched_ops, mismatched_splits)
 from multiproc import run_world
 
 # A small buffer, so that a few thousand elements take several pieces.
@@ -42,6 +43,22 @@ def test_gathers_of_large_blocks_read_in_place_give_exact_results(world_size, en
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
         assert report["checked"] == 44 + (4 if rank == 1 else 0), report
+
+
+@pytest.mark.parametrize("world_size,env", [
+    (2, {}), (3, {}), (4, {}),
+    # Where no rank may read another's memory: the chain over the transport.
+    (2, {"RINGREDUCE_CROSS_MEMORY": "0"}), (3, {"RINGREDUCE_CROSS_MEMORY": "0"})])
+def test_broadcasts_beyond_the_buffers_give_the_roots_bytes(world_size, env):
+    reports = run_world(world_size, large_broadcasts, env=env, timeout=300)
+    for rank, report in enumerate(reports):
+        assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"][:20])
+        assert report["checked"] == 3 * world_size * 4, report
+        # On the channel: run on the caller's thread where it waits, and
+        # queued (async_op=True), both forms meeting; the chain is queued.
+        direct = {("broadcast", True), ("broadcast", False)} if not env else \
+            {("broadcast", False)}
+        assert set(report["paths"]) == direct, report["paths"]
 
 
 @pytest.mark.parametrize("stores", ["cached", "streaming"])

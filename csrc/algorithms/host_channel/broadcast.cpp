@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/host_channel/cross_memory_broadcast.h"
 #include "algorithms/host_channel/turn.h"
 
 namespace ringreduce {
 
 bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
-  return hostChannelCollectiveApplies(comm, bytes);
+  return hostChannelCollectiveApplies(comm, bytes) || crossMemoryBroadcastCarries(comm, bytes);
+}
+
+bool hostChannelBroadcastReadsInPlace(const Comm& comm, size_t bytes) {
+  return !hostChannelCollectiveApplies(comm, bytes) && crossMemoryBroadcastCarries(comm, bytes);
 }
 
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
@@ -32,8 +37,11 @@ void hostChannelBroadcast(const Comm& comm, const OpContext& op, const Broadcast
 }
 
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
-  if (comm.size() > 1 && hostChannelBroadcastApplies(comm, args.bytes)) {
+  if (comm.size() > 1 && hostChannelCollectiveApplies(comm, args.bytes)) {
     return hostChannelBroadcast(comm, op, args);
+  }
+  if (comm.size() > 1 && crossMemoryBroadcastCarries(comm, args.bytes)) {
+    return crossMemoryBroadcast(comm, op, args);
   }
   chainBroadcast(comm, op, args);
 }

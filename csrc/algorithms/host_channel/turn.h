@@ -63,6 +63,9 @@ void payOwedWait(const Comm& comm, const OpContext& op);
 // `lastTurn`: this rank publishes nothing more for the collective after
 // this turn (false where that is not known yet).
 //
+// `published`, where given, is set to the turn once this rank's bytes are
+// up, before the wait.
+//
 // `readsPeers` false: this rank reads nothing of its peers' buffers in this
 // turn (a broadcast's root, a gather's other ranks). Its last turn then
 // returns without waiting for them, as a sender that does not wait for its
@@ -80,7 +83,7 @@ void payOwedWait(const Comm& comm, const OpContext& op);
 template <typename Fill, typename Meanwhile>
 HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t footprint,
                                bool lastTurn, const Fill& fill, const Meanwhile& meanwhile,
-                               bool readsPeers = true) {
+                               bool readsPeers = true, HostChannel::Turn* published = nullptr) {
   HostChannel& channel = *comm.channel;
   HostChannel::Turn turn;
   if (op.stoppedAhead()) refuseTurnAfterPublishingAhead(op);
@@ -95,6 +98,9 @@ HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t foo
       return turn;
     }
   }
+  // For a caller whose peers may act on what it put up even if the wait
+  // below fails (cross_memory_broadcast.h).
+  if (published != nullptr) *published = turn;
   meanwhile();
   if (lastTurn && !readsPeers) {
     channel.oweWait(turn, op);

@@ -1,5 +1,6 @@
-// broadcast: through the host channel where it applies, else a pipelined
-// chain from the root.
+// broadcast: through the host channel where it applies (its buffers, or
+// beyond them copies between the ranks' tensors), else a pipelined chain
+// from the root.
 #include <c10/util/Exception.h>
 
 #include "algorithms/host_channel/broadcast.h"
@@ -35,7 +36,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
           hostBroadcast(comm(), ctx, {data, tensor.nbytes(), root});
         });
       },
-      CheckedArgs{root}, 1, !channelCarries(tensor.nbytes()));
+      CheckedArgs{root}, 1, !channelBroadcasts(tensor.nbytes()));
 }
 
 }  // namespace ringreduce

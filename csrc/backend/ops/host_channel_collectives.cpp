@@ -35,6 +35,11 @@ bool ProcessGroupRing::channelReadsBlocks(size_t blockBytes) {
          crossMemoryGatherCarries(engine_->callerComm(), blockBytes);
 }
 
+bool ProcessGroupRing::channelBroadcasts(size_t bytes) {
+  return bytes > 0 && size_ > 1 && hostChannel() != nullptr &&
+         hostChannelBroadcastApplies(engine_->callerComm(), bytes);
+}
+
 bool ProcessGroupRing::channelStartsUnevenAlltoall() {
   return size_ > 1 && hostChannel() != nullptr &&
          hostChannelUnevenAlltoallApplies(engine_->callerComm());
@@ -102,7 +107,13 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::reduceScatterListOnHostCha
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::broadcastOnHostChannel(
     const at::Tensor& tensor, int root, const CallOptions& call) {
-  if (!runsOnCaller(call, tensor.nbytes(), channelCarries(tensor.nbytes()))) return std::nullopt;
+  if (!runsOnCaller(call, tensor.nbytes(), channelBroadcasts(tensor.nbytes()))) {
+    return std::nullopt;
+  }
+  // Beyond the buffers a rank puts up where its tensor lies, which may be a
+  // copy its body makes (withContiguous): not ahead.
+  const bool readsInPlace =
+      hostChannelBroadcastReadsInPlace(engine_->callerComm(), tensor.nbytes());
   return runOnHostChannel(c10d::OpType::BROADCAST, "broadcast", call,
                           fingerprintOf(c10d::OpType::BROADCAST, tensor, CheckedArgs{root}),
                           fieldsOf(tensor, -1, root), tensor,
@@ -110,7 +121,8 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::broadcastOnHostChannel(
                            withContiguous(tensor, [&](void* data) {
                              hostBroadcast(c, ctx, {data, tensor.nbytes(), root});
                            });
-                         });
+                         },
+                          !readsInPlace);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::barrierOnHostChannel(

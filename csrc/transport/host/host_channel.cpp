@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -519,7 +520,25 @@ void HostChannel::checkExits(FlagKind kind, uint64_t turn, const OpContext& op) 
   }
 }
 
-void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) const {
+bool HostChannel::awaitPeerDoneCopying(FlagKind kind, int peer, const Turn& turn,
+                                       Clock::time_point until) const noexcept {
+  try {
+    while (true) {
+      if (flagCame(kind, peer, turn.number) || exits_.exited(peer) ||
+          lines(peer).control.state.load(std::memory_order_acquire) ==
+              static_cast<uint32_t>(RankState::Left)) {
+        return true;
+      }
+      if (Clock::now() >= until) return false;
+      // A failure's path, not a collective's: no need to spin.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  } catch (...) {
+    return false;
+  }
+}
+
+void HostChannel::throwUnreachable(int peer, const OpContext& op, int error, bool writing) const {
   if (error == ESRCH) {
     throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
                          " is gone (its process exited); the process died");
@@ -529,9 +548,10 @@ void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) cons
   // fails with EFAULT, and the cause is what made it give up. Its state is
   // set before it returns to its caller, so before anything is freed.
   throwIfGaveUp(peer, op);
-  throw TransportError(where(op) + " failed: could not read rank " + std::to_string(peer) +
-                       "'s block from its memory (process " + std::to_string(pid(peer)) +
-                       "): " + std::strerror(error));
+  const std::string what = writing ? "write into rank " + std::to_string(peer) + "'s tensor in"
+                                   : "read rank " + std::to_string(peer) + "'s block from";
+  throw TransportError(where(op) + " failed: could not " + what + " its memory (process " +
+                       std::to_string(pid(peer)) + "): " + std::strerror(error));
 }
 
 void HostChannel::checkAborted(const OpContext& op) const {

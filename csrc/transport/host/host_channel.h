@@ -198,11 +198,21 @@ class HostChannel {
   const GatherForms& unevenForms() const { return unevenForms_; }
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
-  // Throws the error of a read of `peer`'s memory that failed with errno
-  // `error`: ESRCH, its process is gone, said as a wait says a death; a
-  // peer that gave up on the collective, its reason; any other, the
-  // kernel's.
-  [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
+  // Throws the error of a read of `peer`'s memory (or, `writing`, a write
+  // into it) that failed with errno `error`: ESRCH, its process is gone,
+  // said as a wait says a death; a peer that gave up on the collective, its
+  // reason; any other, the kernel's.
+  [[noreturn]] void throwUnreachable(int peer, const OpContext& op, int error,
+                                     bool writing = false) const;
+  // After this rank's collective failed where `peer` may still be copying
+  // from or into this rank's memory (cross_memory_broadcast.h): waits until
+  // `peer`'s `kind` flag is at `turn` or later (it said it is done with this
+  // rank's memory), its process has exited or it has left the group, or
+  // `until`. Not its Failed state: an abort from another thread sets that
+  // while its collective's thread may be inside a copy. Whether it is known
+  // done. Never throws.
+  bool awaitPeerDoneCopying(FlagKind kind, int peer, const Turn& turn,
+                            Clock::time_point until) const noexcept;
   // Throws where `peer` gave up on the group in `op` or before it (its
   // Failed state, set before its caller can free what it put up): a read
   // or write of its memory that failed (EFAULT) names that reason.
@@ -275,6 +285,10 @@ class HostChannel {
   // lock, so one at a time.
   SpinBudget& callerSpin() { return callerSpin_; }
 
+  // Whether other work wants this machine's cores now (Options::contended;
+  // about 1.4 us a call): where so, a collective that would have every rank
+  // copy at once (cross_memory_broadcast.h) leaves the copying to fewer.
+  bool coresContended() const { return contended_(); }
   // Whether `rank` says it sleeps on its doorbell (its peers ring it then).
   bool asleep(int rank) const {
     return lines(rank).control.asleep.load(std::memory_order_relaxed) != 0;
