@@ -515,9 +515,9 @@ class ProcessGroupRing : public c10d::Backend {
   // carry: it reads the peers' blocks in place (crossMemoryGatherCarries;
   // the same on every rank). Their rules: channelCarries(bytes) || this.
   bool channelReadsBlocks(size_t blockBytes);
-  // Whether a broadcast of `bytes` goes through the channel: its buffers
-  // (channelCarries) or, beyond them, one turn and copies between the
-  // ranks' tensors (hostChannelBroadcastApplies; the same on every rank).
+  // Whether a broadcast of `bytes` goes through the channel: within its
+  // buffers' four turns (channelCarries) or beyond them (large_broadcast.h;
+  // hostChannelBroadcastApplies, the same on every rank).
   bool channelBroadcasts(size_t bytes);
   // The same for a barrier (hostBarrier takes the channel first).
   bool channelSynchronizes();

@@ -80,11 +80,10 @@ def _collective_as(form, tensor):
     with split sizes of 256-768 KiB blocks, or all_to_all of lists of 256 KiB
     blocks: the uneven form reads them from the peers' memory after its first
     turn (alltoall.h); or ("broadcast_beyond_buffers") a broadcast of 5 MiB
-    from rank 0 whatever `tensor` is: past the channel's 4 MiB, one turn of
-    the channel and copies between the ranks' tensors
-    (cross_memory_broadcast.h), or with RINGREDUCE_CROSS_MEMORY=0 the chain
-    over the transport, whose root waits for a rank that never came only in
-    the collective's check."""
+    from rank 0 whatever `tensor` is: past the channel's 4 MiB, the
+    channel's large broadcast (large_broadcast.h), or with
+    RINGREDUCE_SHM_BYTES=0 the chain over the transport, whose root waits for
+    a rank that never came only in the collective's check."""
     if form == "all_reduce":
         return dist.all_reduce(tensor)
     if form == "all_gather_read":
@@ -109,7 +108,7 @@ def _collective_as(form, tensor):
         gathered = [torch.empty_like(block) for _ in range(dist.get_world_size())]
         return dist.gather(block, gathered if dist.get_rank() == 0 else None, dst=0)
     # Past the channel's 4 MiB (test_failures.py's tests of a broadcast of
-    # two use it, copied between the tensors and by the chain).
+    # two use it, on the channel and by the chain).
     if form == "broadcast_beyond_buffers":
         return dist.broadcast(torch.ones(5 << 18), src=0)
     if form == "all_reduce_turns":
@@ -242,8 +241,8 @@ def stopped_or_late(rank, world, init_method, mode, timeout_s, form="all_reduce"
 
 
 def broadcast_peer_absent(rank, world, init_method, mode, timeout_s):
-    """Rank 0 broadcasts 5 MiB (beyond the channel's buffers: copied between
-    the tensors, or the transport's chain, one message between two ranks) to
+    """Rank 0 broadcasts 5 MiB (beyond the channel's buffers: the channel's
+    large broadcast, or the transport's chain, one message between two ranks) to
     a rank 1 that stays alive but never calls it; `mode` "stop":
     rank 0 waits to the group's timeout, "abort": a watchdog thread on rank 0
     aborts the group 0.5 s into the wait."""

@@ -455,9 +455,9 @@ def gathers_read_in_place(rank, world_size, init_method):
 
 
 def large_broadcasts(rank, world_size, init_method):
-    """Broadcasts beyond the channel's buffers (cross_memory_broadcast.h: the
-    receivers read the root's tensor, the root writes its last share into
-    theirs), from every root: float32, int64 and bfloat16 of 4 MiB + a few
+    """Broadcasts beyond the channel's buffers (large_broadcast.h: through
+    the buffers in many turns, or the receivers read the root's tensor in
+    place, as the root sees the cores), from every root: float32, int64 and bfloat16 of 4 MiB + a few
     elements (a root share of whole pages and a remainder), a strided target
     (the backend's contiguous copy), synchronous, asynchronous, and queued on
     the root only while the others run it on their own threads. Each result

@@ -69,10 +69,9 @@ def test_sigkilled_rank_is_reported_fast_by_every_survivor(transport, nbytes, fr
 
 
 # A broadcast of two ranks past the host channel's buffers, both ways it
-# goes: one turn of the channel and the root and its receiver copying between
-# their tensors, or (no rank may reach another's memory) one message over the
-# transport.
-BEYOND_BUFFERS = {"between the tensors": {}, "chain": {"RINGREDUCE_CROSS_MEMORY": "0"}}
+# goes: the channel's large broadcast (through the buffers, or read in place
+# where the cores are wanted), or (no channel) one message over the transport.
+BEYOND_BUFFERS = {"channel": {}, "chain": {"RINGREDUCE_SHM_BYTES": "0"}}
 
 
 # The root or the receiver killed from a timer while they copy.

@@ -4,17 +4,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algorithms/host_channel/cross_memory_broadcast.h"
+#include "algorithms/host_channel/large_broadcast.h"
 #include "algorithms/host_channel/turn.h"
 
 namespace ringreduce {
 
 bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
-  return hostChannelCollectiveApplies(comm, bytes) || crossMemoryBroadcastCarries(comm, bytes);
+  return hostChannelCollectiveApplies(comm, bytes) || largeBroadcastCarries(comm, bytes);
 }
 
-bool hostChannelBroadcastReadsInPlace(const Comm& comm, size_t bytes) {
-  return !hostChannelCollectiveApplies(comm, bytes) && crossMemoryBroadcastCarries(comm, bytes);
+bool hostChannelBroadcastIsLarge(const Comm& comm, size_t bytes) {
+  return !hostChannelCollectiveApplies(comm, bytes) && largeBroadcastCarries(comm, bytes);
 }
 
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
@@ -40,8 +40,8 @@ void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& a
   if (comm.size() > 1 && hostChannelCollectiveApplies(comm, args.bytes)) {
     return hostChannelBroadcast(comm, op, args);
   }
-  if (comm.size() > 1 && crossMemoryBroadcastCarries(comm, args.bytes)) {
-    return crossMemoryBroadcast(comm, op, args);
+  if (comm.size() > 1 && largeBroadcastCarries(comm, args.bytes)) {
+    return largeBroadcast(comm, op, args);
   }
   chainBroadcast(comm, op, args);
 }

@@ -15,21 +15,19 @@ namespace ringreduce {
 
 // Whether a broadcast of `bytes` goes through the channel: the same answer
 // on every rank. Through its buffers (hostChannelCollectiveApplies), or
-// beyond them, where every rank can reach every other's memory, one turn
-// and the copies between the ranks' tensors (cross_memory_broadcast.h).
+// beyond them in the form the root chooses (large_broadcast.h).
 bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes);
-// Whether it goes the second way: what the ranks put up is where their
+// Whether it goes the second way: its first turn puts up where the ranks'
 // tensors lie, so it may not be run to publish ahead.
-bool hostChannelBroadcastReadsInPlace(const Comm& comm, size_t bytes);
+bool hostChannelBroadcastIsLarge(const Comm& comm, size_t bytes);
 
 // As chainBroadcast: the root's `bytes` at `data` land at every other
 // rank's `data`.
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
 // The broadcast a host collective takes: the channel's buffers where they
-// carry it, else the channel's one turn and the copies between the ranks'
-// tensors where it carries that, else the chain (the same choice on every
-// rank).
+// carry it, else the channel's large broadcast where it carries that, else
+// the chain (the same choice on every rank).
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
 }  // namespace ringreduce

@@ -99,7 +99,7 @@ HostChannel::Turn exchangeTurn(const Comm& comm, const OpContext& op, size_t foo
     }
   }
   // For a caller whose peers may act on what it put up even if the wait
-  // below fails (cross_memory_broadcast.h).
+  // below fails (large_broadcast.h).
   if (published != nullptr) *published = turn;
   meanwhile();
   if (lastTurn && !readsPeers) {

@@ -1,6 +1,6 @@
-// broadcast: through the host channel where it applies (its buffers, or
-// beyond them copies between the ranks' tensors), else a pipelined chain
-// from the root.
+// broadcast: through the host channel where it applies (its buffers, in as
+// many turns as it takes, or read in place), else a pipelined chain from the
+// root.
 #include <c10/util/Exception.h>
 
 #include "algorithms/host_channel/broadcast.h"

@@ -112,8 +112,7 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::broadcastOnHostChannel(
   }
   // Beyond the buffers a rank puts up where its tensor lies, which may be a
   // copy its body makes (withContiguous): not ahead.
-  const bool readsInPlace =
-      hostChannelBroadcastReadsInPlace(engine_->callerComm(), tensor.nbytes());
+  const bool large = hostChannelBroadcastIsLarge(engine_->callerComm(), tensor.nbytes());
   return runOnHostChannel(c10d::OpType::BROADCAST, "broadcast", call,
                           fingerprintOf(c10d::OpType::BROADCAST, tensor, CheckedArgs{root}),
                           fieldsOf(tensor, -1, root), tensor,
@@ -122,7 +121,7 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::broadcastOnHostChannel(
                              hostBroadcast(c, ctx, {data, tensor.nbytes(), root});
                            });
                          },
-                          !readsInPlace);
+                          !large);
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::barrierOnHostChannel(

@@ -31,14 +31,14 @@ int CpuContention::runnableIn(const char* line) {
   return static_cast<int>(running);
 }
 
-bool CpuContention::contended() const {
+bool CpuContention::contended(int spare) const {
   if (fd_ < 0 || cores_ <= 0) return false;
   char line[128];
   const ssize_t got = pread(fd_, line, sizeof(line) - 1, 0);
   if (got <= 0) return false;
   line[got] = '\0';
   const int running = runnableIn(line);
-  return running > cores_;
+  return running > cores_ + spare;
 }
 
 }  // namespace ringreduce

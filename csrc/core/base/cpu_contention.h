@@ -25,9 +25,10 @@ class CpuContention {
   CpuContention(const CpuContention&) = delete;
   CpuContention& operator=(const CpuContention&) = delete;
 
-  // More tasks runnable now than the machine has cores. False where it
-  // cannot tell (no /proc).
-  bool contended() const;
+  // More tasks runnable now than the machine has cores (and `spare` more:
+  // a thread passing through the run queue is not other work). False where
+  // it cannot tell (no /proc).
+  bool contended(int spare = 0) const;
 
   // What contended() decides from: the runnable count in a /proc/loadavg
   // line ("0.50 0.40 0.30 3/250 12345" -> 3), or -1.

@@ -264,6 +264,7 @@ HostChannel::HostChannel(int rank, int size, HostSegment segment,
       yields_(options.yields),
       callerSpin_(options.callerSpin, options.adaptiveSpin),
       contended_(options.contended),
+      givenContended_(static_cast<bool>(options.contended)),
       writer_(options.stores) {
   if (!contended_) contended_ = [this] { return contention_.contended(); };
   if (yields_) callerSpin_.setDescheduledGap(kLongYield);

@@ -205,7 +205,8 @@ class HostChannel {
   [[noreturn]] void throwUnreachable(int peer, const OpContext& op, int error,
                                      bool writing = false) const;
   // After this rank's collective failed where `peer` may still be copying
-  // from or into this rank's memory (cross_memory_broadcast.h): waits until
+  // from or into this rank's memory (large_broadcast.h: a receiver reading
+  // the root's tensor): waits until
   // `peer`'s `kind` flag is at `turn` or later (it said it is done with this
   // rank's memory), its process has exited or it has left the group, or
   // `until`. Not its Failed state: an abort from another thread sets that
@@ -285,10 +286,13 @@ class HostChannel {
   // lock, so one at a time.
   SpinBudget& callerSpin() { return callerSpin_; }
 
-  // Whether other work wants this machine's cores now (Options::contended;
-  // about 1.4 us a call): where so, a collective that would have every rank
-  // copy at once (cross_memory_broadcast.h) leaves the copying to fewer.
-  bool coresContended() const { return contended_(); }
+  // Whether other work wants this machine's cores now, by a margin of one
+  // task beyond them (a thread passing through the run queue, one of this
+  // job's, would else flip the answer: large_broadcast.h's choice flipped in
+  // 10-20% of quiet calls); Options::contended where given. About 1.4 us.
+  bool coresContended() const {
+    return givenContended_ ? contended_() : contention_.contended(/*spare=*/1);
+  }
   // Whether `rank` says it sleeps on its doorbell (its peers ring it then).
   bool asleep(int rank) const {
     return lines(rank).control.asleep.load(std::memory_order_relaxed) != 0;
@@ -351,6 +355,7 @@ class HostChannel {
   SpinBudget callerSpin_;
   CpuContention contention_;           // read after a sleep (awaitPeers)...
   std::function<bool()> contended_;     // ...unless Options::contended is given
+  const bool givenContended_;        // whether it was
   ChannelWriter writer_;
   GatherForms gatherForms_;
   GatherForms unevenForms_;
