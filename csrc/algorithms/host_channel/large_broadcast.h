@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "algorithms/chain_broadcast.h"
 #include "algorithms/comm.h"
