@@ -675,7 +675,7 @@ TEST(HostChannel, AnUnreadableBlockNamesWhyItsRankLeft) {
   announce(*channels[1], op);
   const auto unreadable = [&](int error) -> std::string {
     try {
-      channels[0]->throwUnreachable(1, op, error);
+      channels[0]->throwUnreadable(1, op, error);
     } catch (const TransportError& e) {
       return e.what();
     }
@@ -694,7 +694,7 @@ TEST(HostChannel, AnUnreadableBlockNamesWhyItsRankLeft) {
   // Rank 1 gave up in #1: not the cause of a failed read in an earlier collective.
   const std::string earlier = [&] {
     try {
-      channels[0]->throwUnreachable(1, opNumbered(0, 6, 60s), EFAULT);
+      channels[0]->throwUnreadable(1, opNumbered(0, 6, 60s), EFAULT);
     } catch (const TransportError& e) {
       return std::string(e.what());
     }

@@ -282,7 +282,7 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
     if (!inPlace[q] || recvBytes[q] == 0) continue;
     const int peer = static_cast<int>(q);
     const int error = crossMemoryRead(channel.pid(peer), addresses[q], blocks.recv[q], recvBytes[q]);
-    if (error != 0) channel.throwUnreachable(peer, op, error);
+    if (error != 0) channel.throwUnreadable(peer, op, error);
   }
   // Done reading the peers' memory; back to the caller once they are done with this one's.
   publishAndAwait(comm, op, FlagKind::Reduced, turn);

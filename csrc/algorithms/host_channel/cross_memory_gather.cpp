@@ -38,7 +38,7 @@ void readPeerBlock(const Comm& comm, const OpContext& op, const HostChannel::Tur
                          std::to_string(bytes) + " were expected");
   }
   const int error = crossMemoryRead(channel.pid(peer), block.address + readAt, into, bytes);
-  if (error != 0) channel.throwUnreachable(peer, op, error);
+  if (error != 0) channel.throwUnreadable(peer, op, error);
 }
 
 void putUpVote(char* mine, size_t parts, const GatherForms& forms, const GatherForms::Call& call) {

@@ -108,7 +108,7 @@ void largeBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& 
       return;
     }
     const int error = crossMemoryRead(channel.pid(args.root), roots.address, args.data, args.bytes);
-    if (error != 0) channel.throwUnreachable(args.root, op, error);
+    if (error != 0) channel.throwUnreadable(args.root, op, error);
     // Done with the root's memory; back to the caller once the peers are done too.
     publishAndAwait(comm, op, FlagKind::Reduced, turn);
   } catch (const std::exception& e) {

@@ -539,7 +539,7 @@ bool HostChannel::awaitPeerDoneCopying(FlagKind kind, int peer, const Turn& turn
   }
 }
 
-void HostChannel::throwUnreachable(int peer, const OpContext& op, int error, bool writing) const {
+void HostChannel::throwUnreadable(int peer, const OpContext& op, int error) const {
   if (error == ESRCH) {
     throw TransportError(where(op) + " failed: rank " + std::to_string(peer) +
                          " is gone (its process exited); the process died");
@@ -549,10 +549,9 @@ void HostChannel::throwUnreachable(int peer, const OpContext& op, int error, boo
   // fails with EFAULT, and the cause is what made it give up. Its state is
   // set before it returns to its caller, so before anything is freed.
   throwIfGaveUp(peer, op);
-  const std::string what = writing ? "write into rank " + std::to_string(peer) + "'s tensor in"
-                                   : "read rank " + std::to_string(peer) + "'s block from";
-  throw TransportError(where(op) + " failed: could not " + what + " its memory (process " +
-                       std::to_string(pid(peer)) + "): " + std::strerror(error));
+  throw TransportError(where(op) + " failed: could not read rank " + std::to_string(peer) +
+                       "'s block from its memory (process " + std::to_string(pid(peer)) +
+                       "): " + std::strerror(error));
 }
 
 void HostChannel::checkAborted(const OpContext& op) const {

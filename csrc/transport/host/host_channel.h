@@ -198,15 +198,14 @@ class HostChannel {
   const GatherForms& unevenForms() const { return unevenForms_; }
   // `rank`'s process id, as crossMemoryRead takes it.
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
-  // Throws the error of a read of `peer`'s memory (or, `writing`, a write
-  // into it) that failed with errno `error`: ESRCH, its process is gone,
-  // said as a wait says a death; a peer that gave up on the collective, its
-  // reason; any other, the kernel's.
-  [[noreturn]] void throwUnreachable(int peer, const OpContext& op, int error,
-                                     bool writing = false) const;
-  // After this rank's collective failed where `peer` may still be copying
-  // from or into this rank's memory (large_broadcast.h: a receiver reading
-  // the root's tensor): waits until
+  // Throws the error of a read of `peer`'s memory that failed with errno
+  // `error`: ESRCH, its process is gone, said as a wait says a death; a
+  // peer that gave up on the collective, its reason; any other, the
+  // kernel's.
+  [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
+  // After this rank's collective failed where `peer` may still be reading
+  // this rank's memory (large_broadcast.h: a receiver reading the root's
+  // tensor): waits until
   // `peer`'s `kind` flag is at `turn` or later (it said it is done with this
   // rank's memory), its process has exited or it has left the group, or
   // `until`. Not its Failed state: an abort from another thread sets that
