@@ -36,12 +36,15 @@ BroadcastRecord rootsRecord(const HostChannel& channel, const OpContext& op,
   BroadcastRecord record;
   std::memcpy(&record, channel.buffer(root, turn), sizeof(record));
   const auto form = static_cast<LargeBroadcastForm>(record.form);
-  if (record.bytes != bytes ||
-      (form != LargeBroadcastForm::ThroughBuffers && form != LargeBroadcastForm::ReadInPlace)) {
-    throw TransportError("ringreduce: " + op.describe() + " on rank " +
-                         std::to_string(channel.rank()) + ": rank " + std::to_string(root) +
-                         " put up " + std::to_string(record.bytes) + " bytes where " +
+  const std::string from = "ringreduce: " + op.describe() + " on rank " +
+                           std::to_string(channel.rank()) + ": rank " + std::to_string(root);
+  if (record.bytes != bytes) {
+    throw TransportError(from + " put up " + std::to_string(record.bytes) + " bytes where " +
                          std::to_string(bytes) + " were expected");
+  }
+  if (form != LargeBroadcastForm::ThroughBuffers && form != LargeBroadcastForm::ReadInPlace) {
+    throw TransportError(from + " put up an unknown form (" + std::to_string(record.form) +
+                         ") for the broadcast");
   }
   return record;
 }

@@ -205,10 +205,9 @@ class HostChannel {
   [[noreturn]] void throwUnreadable(int peer, const OpContext& op, int error) const;
   // After this rank's collective failed where `peer` may still be reading
   // this rank's memory (large_broadcast.h: a receiver reading the root's
-  // tensor): waits until
-  // `peer`'s `kind` flag is at `turn` or later (it said it is done with this
-  // rank's memory), its process has exited or it has left the group, or
-  // `until`. Not its Failed state: an abort from another thread sets that
+  // tensor): waits until `peer`'s `kind` flag is at `turn` or later (it said
+  // it is done with this rank's memory), its process has exited or it has
+  // left the group, or `until`. Not its Failed state: an abort from another thread sets that
   // while its collective's thread may be inside a copy. Whether it is known
   // done. Never throws.
   bool awaitPeerDoneCopying(FlagKind kind, int peer, const Turn& turn,
