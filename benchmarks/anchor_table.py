@@ -4,18 +4,19 @@ op and size, each column the runs' p50s side by side ("run 1 , run 2").
     python3 benchmarks/anchor_table.py RUN_1 [RUN_2 ...] [--pattern back-to-back]
 
 Columns: Open MPI's whole call, ringreduce's, torch's floor (the fake
-backend), floor+sync, gloo (where the runs had them), (ring - floor) / MPI's
-call, ring / MPI's call, and each run's verdict against issue 53's targets
-(anchor_verdicts.py: met, floor+sync-bound, dispatch-bound or missed). Then,
+backend), floor+sync, floor+mpi, gloo (where the runs had them), (ring - floor)
+/ MPI's call, ring / MPI's call, and each run's verdict against issue 53's
+targets (anchor_verdicts.py: met, floor+sync-bound, floor+mpi-bound,
+dispatch-bound or missed). Then,
 per run, the count of each verdict over every pattern in it.
 """
 import argparse
 import collections
 import sys
 
-from anchor_verdicts import POINT_TO_POINT, parse, verdict
+from anchor_verdicts import POINT_TO_POINT, VERDICTS, parse, verdict
 
-SHORT = {"met": "met", "floor+sync-bound": "f+s", "dispatch-bound": "disp", "missed": "MISS"}
+SHORT = dict(zip(VERDICTS, ("met", "f+s", "f+m", "disp", "MISS")))
 
 
 def number(x):
@@ -39,14 +40,14 @@ def main():
             runs.append(parse(f))
     keys = sorted({k for cells in runs for k in cells if k[1] == args.pattern},
                   key=lambda k: list(runs[0]).index(k) if k in runs[0] else 10**9)
-    print("| op | bytes | MPI | ringreduce | floor | floor+sync | gloo | (ring - floor) / MPI "
-          "| ring / MPI | verdicts |")
-    print("|" + "---|" * 10)
+    print("| op | bytes | MPI | ringreduce | floor | floor+sync | floor+mpi | gloo "
+          "| (ring - floor) / MPI | ring / MPI | verdicts |")
+    print("|" + "---|" * 11)
     for key in keys:
         op, _, size = key
         cells = [r.get(key, {}) for r in runs]
         column = {name: [c.get(name) for c in cells]
-                  for name in ("mpi", "ringreduce", "floor", "floor+sync", "gloo")}
+                  for name in ("mpi", "ringreduce", "floor", "floor+sync", "floor+mpi", "gloo")}
         above = [(c["ringreduce"] - c["floor"]) / c["mpi"] if {"ringreduce", "floor", "mpi"} <= c.keys()
                  else None for c in cells]
         whole = [c["ringreduce"] / c["mpi"] if {"ringreduce", "mpi"} <= c.keys() else None

@@ -56,7 +56,10 @@ communicates nothing (torch's own Python and dispatcher for the same call,
 what any backend pays); floor+sync ("synced", under mpirun), the fake's call
 followed by Open MPI's barrier: what a backend that only brought the ranks
 together would cost through torch, the skew between the ranks' Python
-included, which the floor leaves out; gloo, PyTorch's baseline.
+included, which the floor leaves out; floor+mpi ("floormpi", under mpirun),
+the fake's call followed by Open MPI's equivalent, timed as one call: what
+Open MPI itself would cost reached through torch.distributed (torch's
+dispatch, then its collective, with that skew); gloo, PyTorch's baseline.
 
 Sizes are bytes of float32 per rank: the tensor reduced or broadcast, each
 rank's shard for all_gather (its input) and reduce_scatter (its output), each
@@ -73,7 +76,7 @@ after-sleep: every rank sleeps 2 ms (--sleep-ms) before each call, its core
 idle as in a data loader's wait. Printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
 (and the same against DeepSpeed where it runs the op), and with floor+sync
-(ring - floor+sync) / MPI. Every library's result
+(ring - floor+sync) / MPI, and with floor+mpi ring / floor+mpi. Every library's result
 is checked before it is timed. `--quick` is a smoke run (two sizes, a few
 calls): its figures mean nothing. `--sleeps` adds, under each row, how often
 each library's calling thread slept per call (voluntary context switches, the
@@ -88,9 +91,12 @@ import anchor_harness as harness
 from build_info import loaded_build
 from anchor_harness import RankBase, bind, stats_cells, stats_header
 
-LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "synced", "gloo")  # the table's order
-LABELS = {"fake": "floor", "synced": "floor+sync"}
-UNCHECKED = ("fake", "synced")  # they communicate nothing
+LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "synced", "floormpi",
+             "gloo")  # the table's order
+LABELS = {"fake": "floor", "synced": "floor+sync", "floormpi": "floor+mpi"}
+# They stand for torch's part, not for a library: the fake's call
+# communicates nothing (floor+mpi's result is Open MPI's, checked as mpi's).
+UNCHECKED = ("fake", "synced", "floormpi")
 TORCH_LIBRARIES = ("ringreduce", "fake", "gloo")
 DEFAULT_SIZES = "64,4096,65536,1048576"
 
@@ -129,6 +135,20 @@ class Case:
                 fake()
                 barrier()
             self.calls["synced"] = synced
+
+    def add_mpi_through_torch(self, rank):
+        """floor+mpi, once the case has its Open MPI call: the fake's call, then
+        Open MPI's, timed as one. What a torch backend that did nothing but
+        call Open MPI would cost: where ringreduce's whole call is at most this
+        one's, Open MPI itself, reached through torch.distributed in the same
+        run, would miss the target ringreduce misses (anchor_verdicts.py)."""
+        if "floormpi" in rank.wanted and "fake" in self.calls and "mpi" in self.calls:
+            fake, mpi = self.calls["fake"], self.calls["mpi"]
+
+            def through_torch():
+                fake()
+                mpi()
+            self.calls["floormpi"] = through_torch
 
 
 def all_gather_flat(name):
@@ -668,6 +688,8 @@ class Rank(RankBase):
                         f" {'ring/' + peer:>{ratio_width(peer)[1]}}"
             if "synced" in stats and "mpi" in stats:
                 head += f" {'(ring-floor+sync)/mpi':>21}"
+            if "floormpi" in stats:
+                head += f" {'ring/floor+mpi':>14}"
             print(head, flush=True)
         row = f"{pattern:>13} {size if op != 'barrier' else '-':>9} |" + stats_cells(names, stats)
         ring = stats.get("ringreduce", (None,))[0]
@@ -682,6 +704,8 @@ class Rank(RankBase):
         if "synced" in stats and "mpi" in stats:
             row += (f" {'-':>21}" if ring is None
                     else f" {(ring - stats['synced'][0]) / stats['mpi'][0]:21.2f}")
+        if "floormpi" in stats:
+            row += f" {'-':>14}" if ring is None else f" {ring / stats['floormpi'][0]:14.2f}"
         print(row, flush=True)
 
     def run(self, args):
@@ -704,6 +728,7 @@ class Rank(RankBase):
             for pattern, before in self.patterns(args):
                 for size in ([0] if op == "barrier" else sizes):
                     case = OPS[op](self, max(1, size // 4))
+                    case.add_mpi_through_torch(self)
                     calls = self.usable(op, case, size)
                     if not calls:
                         continue
