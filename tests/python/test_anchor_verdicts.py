@@ -139,3 +139,35 @@ def test_the_table_puts_runs_side_by_side_with_each_runs_verdict(tmp_path):
             "missed 2") in out
     assert ("run 2: 7 cells, met 4, floor+sync-bound 0, floor+mpi-bound 0, dispatch-bound 1, "
             "missed 2") in out
+
+
+class _Rank:
+    """What Case needs of a rank: the libraries wanted and no inputs."""
+
+    def __init__(self, wanted):
+        self.wanted = wanted
+
+    def sources(self, n):
+        return []
+
+
+@pytest.mark.parametrize("wanted, calls, expected", [
+    (["mpi", "fake", "floormpi"], ("fake", "mpi"), ["fake", "mpi"]),
+    (["mpi", "fake"], ("fake", "mpi"), None),              # not asked for
+    (["mpi", "fake", "floormpi"], ("fake",), None),        # no Open MPI call (not under mpirun)
+])
+def test_floor_plus_mpi_is_the_fakes_call_then_open_mpis(wanted, calls, expected):
+    """collective_anchors.py's floor+mpi: one call that runs the fake's call,
+    then Open MPI's, where the run asked for it and both exist."""
+    import collective_anchors  # noqa: E402  (benchmarks/ is on the path above)
+
+    ran = []
+    case = collective_anchors.Case(_Rank(wanted), [], [], None, None)
+    for name in calls:
+        case.calls[name] = lambda name=name: ran.append(name)
+    case.add_mpi_through_torch(_Rank(wanted))
+    if expected is None:
+        assert "floormpi" not in case.calls
+    else:
+        case.calls["floormpi"]()
+        assert ran == expected
