@@ -75,9 +75,9 @@ or reduce's other ranks need not wait for it; an allreduce must). A fifth,
 after-sleep: every rank sleeps 2 ms (--sleep-ms) before each call, its core
 idle as in a data loader's wait. Printed per op and size: p50, p90
 and mean in us per library, then (ring - floor) / MPI and ring / MPI at p50
-(and the same against DeepSpeed where it runs the op), and with floor+sync
-(ring - floor+sync) / MPI, and with floor+mpi ring / floor+mpi. Every library's result
-is checked before it is timed. `--quick` is a smoke run (two sizes, a few
+(and the same against DeepSpeed where it runs the op), with floor+sync
+(ring - floor+sync) / MPI, and with floor+mpi ring / floor+mpi. Every
+library's result is checked before it is timed. `--quick` is a smoke run (two sizes, a few
 calls): its figures mean nothing. `--sleeps` adds, under each row, how often
 each library's calling thread slept per call (voluntary context switches, the
 more of the two ranks): a p50 near 40 us on the 2-core machine with a p90

@@ -207,9 +207,9 @@ class HostChannel {
   // this rank's memory (large_broadcast.h: a receiver reading the root's
   // tensor): waits until `peer`'s `kind` flag is at `turn` or later (it said
   // it is done with this rank's memory), its process has exited or it has
-  // left the group, or `until`. Not its Failed state: an abort from another thread sets that
-  // while its collective's thread may be inside a copy. Whether it is known
-  // done. Never throws.
+  // left the group, or `until`. Not its Failed state: an abort from another
+  // thread sets that while its collective's thread may be inside a copy.
+  // Whether it is known done. Never throws.
   bool awaitPeerDoneCopying(FlagKind kind, int peer, const Turn& turn,
                             Clock::time_point until) const noexcept;
   // Throws where `peer` gave up on the group in `op` or before it (its
