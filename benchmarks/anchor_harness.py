@@ -6,8 +6,8 @@ against Open MPI's equivalents).
   under Open MPI's `mpirun` when openmpi-bin and mpi4py are installed (so
   that Open MPI can be timed in the same processes), else as plain processes
   (like torchrun: RANK, WORLD_SIZE, MASTER_ADDR/PORT);
-- `RankBase`: one rank's groups (ringreduce as the world group, gloo, torch's
-  `fake`), Open MPI's communicator, DeepSpeed's shared-memory op, and
+- `RankBase`: one rank's groups (ringreduce as the world group, gloo, the
+  floor: torch's `fake` or the null backend), Open MPI's communicator, DeepSpeed's shared-memory op, and
   `measure`: libraries timed in interleaved short blocks, the inputs written
   before each call (not timed), optionally after busy CPU work, per call the
   slowest rank's time, summarised as p50, p90 and mean in us.
@@ -163,7 +163,15 @@ class RankBase:
         dist.init_process_group("ringreduce", init_method="env://", rank=rank, world_size=world)
         self.ring = dist.group.WORLD
         self.gloo = dist.new_group(backend="gloo")
-        self.fake = dist.new_group(backend="fake") if "fake" in self.wanted else None
+        # The floor's group, under the library name "fake" whichever backend
+        # runs it: torch's `fake`, or with --floor null the null backend
+        # (null_backend/), which moves nothing at any size.
+        self.floor_backend = None
+        if "fake" in self.wanted:
+            self.floor_backend = self._floor_backend(getattr(args, "floor", "fake"))
+            self.fake = dist.new_group(backend=self.floor_backend)
+        else:
+            self.fake = None
         dist.barrier(group=self.gloo)  # the stale segments are gone
         self.deepspeed_all_reduce = self._load_deepspeed() if "deepspeed" in self.wanted else None
 
@@ -171,6 +179,23 @@ class RankBase:
         """The torch.distributed groups wanted, by library name."""
         groups = {"ringreduce": self.ring, "gloo": self.gloo, "fake": self.fake}
         return {name: g for name, g in groups.items() if name in self.wanted and g is not None}
+
+    def _floor_backend(self, wanted):
+        """`wanted` ("null" or "fake") where every rank can run it, else "fake"
+        (said why): the null backend is compiled on first use."""
+        ok = True
+        if wanted == "null":
+            try:
+                import null_backend
+                null_backend.register()
+            except Exception as e:  # noqa: BLE001  any reason it cannot build is a fallback
+                ok = False
+                print(f"# rank {self.rank}: the null backend is not available "
+                      f"({type(e).__name__}: {e}".splitlines()[0] + "); the floor is torch's fake",
+                      flush=True)
+        everywhere = self.torch.tensor([1 if ok else 0])
+        self.dist.all_reduce(everywhere, op=self.dist.ReduceOp.MIN, group=self.gloo)
+        return wanted if wanted == "null" and everywhere.item() == 1 else "fake"
 
     def _load_deepspeed(self):
         """DeepSpeed's in-place shm allreduce op, or None (said why) when it cannot run."""

@@ -20,7 +20,7 @@ count per verdict, then (--list) every cell that is not met:
   Open MPI itself, through torch.distributed in the same run, misses the
   target ringreduce misses. (From 64 KiB the target is the whole call, and
   the fake's part of floor+mpi grows with the bytes, which a backend need
-  not pay: not used there.)
+  not pay: not used there, unless the floor is the null backend, below.)
 - dispatch-bound: from 64 KiB only, where the floor of the same op grows with
   the bytes (the fake backend copies an all-gather's input into every block)
   and so no longer stands for torch's own part: ringreduce's whole call less
@@ -29,6 +29,17 @@ count per verdict, then (--list) every cell that is not met:
   peer's whole call. Any backend reached through torch pays that dispatch on
   top of moving the bytes, which Open MPI moves in its whole call.
 - missed: none of these.
+
+Where the run's floor is the null backend (its header says "floor = the null
+backend": collective_anchors.py --floor null, the default since 2026-12-06),
+the floor moves nothing at any size and is torch's part of the same call
+with the caches the caller left, which grows with the bytes the caller has
+just written (torch's Python and dispatcher then miss the caches: 2.5 us
+before the backend is entered at 256 KiB, 12 at 1 MiB, 25 after 2 ms of
+compute, measured on the Xeon of 2026-12-06). From 64 KiB, then:
+floor+mpi-bound judges those cells too (the floor's part of floor+mpi is no
+longer copies a backend need not make), and dispatch-bound subtracts the
+cell's own floor instead of the smallest size's.
 
 Point-to-point (send_recv, batch_isend_irecv) is not among the issue's ops
 and is left out, as are cells without an Open MPI figure.
@@ -45,11 +56,22 @@ SMALL_UP_TO = 4096
 LARGE_FROM = 65536
 
 
+class Cells(dict):
+    """{(op, pattern, bytes or None): {library: p50}}, and whether the run's
+    floor moves nothing (the null backend) at every size."""
+    floor_moves_nothing = False
+
+
+NULL_FLOOR_HEADER = "floor = the null backend"
+
+
 def parse(lines):
-    """{(op, pattern, bytes or None): {library: p50}} from the printed tables."""
-    cells, op, columns = {}, None, []
+    """Cells from the printed tables."""
+    cells, op, columns = Cells(), None, []
     for line in lines:
         line = line.replace("\0", "")
+        if line.startswith("# ") and NULL_FLOOR_HEADER in line:
+            cells.floor_moves_nothing = True
         if line.startswith("## "):
             op = line[3:].split()[0]
             continue
@@ -113,7 +135,11 @@ def verdict(cells, key):
         return "met", ratio, f"ring/{peer_name}"
     if synced is not None and synced > peer:
         return "floor+sync-bound", ratio, f"ring/{peer_name}"
-    dispatch = smallest_floor(cells, op, pattern)
+    null_floor = getattr(cells, "floor_moves_nothing", False)
+    through = v.get("floor+mpi")
+    if null_floor and through is not None and peer_name == "mpi" and ring <= through:
+        return "floor+mpi-bound", ratio, f"ring/{peer_name}"
+    dispatch = floor if null_floor else smallest_floor(cells, op, pattern)
     if dispatch is not None and ring - dispatch <= peer:
         return "dispatch-bound", ratio, f"ring/{peer_name}"
     return "missed", ratio, f"ring/{peer_name}"

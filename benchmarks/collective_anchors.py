@@ -3,7 +3,7 @@ Open MPI's equivalent in the same processes (issue 53).
 
     python3 benchmarks/collective_anchors.py [--ops all_gather_into_tensor,barrier,...]
         [--sizes 64,4096,65536,1048576] [--patterns back-to-back,after-compute,late-peer,after-sleep]
-        [--libraries mpi,deepspeed,ringreduce,fake,gloo] [--world 2] [--quick]
+        [--libraries mpi,deepspeed,ringreduce,fake,gloo] [--floor null|fake] [--world 2] [--quick]
 
 launches itself like anchors.py (its sibling, for allreduce at every size):
 under Open MPI's `mpirun` when openmpi-bin and mpi4py are installed, else as
@@ -44,20 +44,26 @@ by op, every library on the same tensors in interleaved short blocks:
 
 (funcol: torch.distributed._functional_collectives, eager, as DTensor calls it;
 the functional forms allocate their output at each call, as that API does,
-where MPI writes a buffer made once.) Torch 2.13 deprecates
+where MPI writes a buffer made once; floor+mpi has Open MPI write the output
+the floor's call allocated, as a backend would.) Torch 2.13 deprecates
 all_gather_into_tensor and reduce_scatter_tensor (a FutureWarning at each
 call, timed, not printed) for *_single, which FSDP2 calls (synchronously, on
 the CPU); DeepSpeed 0.19 still calls the deprecated ones.
 DeepSpeed's CPU shared-memory op (`inference_all_reduce_`, when deepspeed is
 installed) joins all_reduce: in deepspeed 0.19.x's ShareMemComm op that is
 its only collective (it has no all_gather). The libraries: mpi; deepspeed;
-ringreduce (the world group); floor, torch's `fake` backend, which
-communicates nothing (torch's own Python and dispatcher for the same call,
-what any backend pays); floor+sync ("synced", under mpirun), the fake's call
+ringreduce (the world group); floor ("fake" in the code), the null backend
+(null_backend/: every call returns a completed Work and moves nothing), what
+any C++ backend pays through torch for the same call at every size: torch's
+own Python, dispatcher and Work, with the caches the caller left (with
+--floor fake, torch's `fake` backend, which also copies each input into the
+outputs of the gathers, scatters, reduce-scatters and all-to-alls, so that
+from 64 KiB its calls hold copies no backend needs); floor+sync ("synced",
+under mpirun), the floor's call
 followed by Open MPI's barrier: what a backend that only brought the ranks
 together would cost through torch, the skew between the ranks' Python
 included, which the floor leaves out; floor+mpi ("floormpi", under mpirun),
-the fake's call followed by Open MPI's equivalent, timed as one call: what
+the floor's call followed by Open MPI's equivalent, timed as one call: what
 Open MPI itself would cost reached through torch.distributed (torch's
 dispatch, then its collective, with that skew); gloo, PyTorch's baseline.
 
@@ -94,10 +100,13 @@ from anchor_harness import RankBase, bind, stats_cells, stats_header
 LIBRARIES = ("mpi", "deepspeed", "ringreduce", "fake", "synced", "floormpi",
              "gloo")  # the table's order
 LABELS = {"fake": "floor", "synced": "floor+sync", "floormpi": "floor+mpi"}
-# They stand for torch's part, not for a library: the fake's call
+# They stand for torch's part, not for a library: the floor's call
 # communicates nothing (floor+mpi's result is Open MPI's, checked as mpi's).
 UNCHECKED = ("fake", "synced", "floormpi")
 TORCH_LIBRARIES = ("ringreduce", "fake", "gloo")
+# What the floor column times, by the backend that runs it (--floor).
+FLOORS = {"null": "the null backend (moves nothing)",
+          "fake": "torch's fake backend (copies in gathers, scatters and all-to-alls)"}
 DEFAULT_SIZES = "64,4096,65536,1048576"
 
 
@@ -111,6 +120,11 @@ class Case:
         # Two versions of each input, alternating, so that each call reads freshly written data.
         self.sources = [rank.sources(t.numel()) for t in inputs]
         self.calls = {}
+        # For floor+mpi, where the op's output is made by torch at each call
+        # (the functional forms): Open MPI's call into the output the floor's
+        # call just returned, as a backend reached through torch would write
+        # it. Else floor+mpi runs Open MPI's own call (`mpi`).
+        self.mpi_into_floors_output = None
 
     def prepare(self, i):
         for tensor, source in zip(self.inputs, self.sources):
@@ -128,7 +142,7 @@ class Case:
             # synchronised would cost through torch. Where the ranks' Python
             # before each call varies (the eager functional forms: 70-200 us
             # of it), each call of a real collective waits for the slower
-            # rank, which the fake's unsynchronised calls never do.
+            # rank, which the floor's unsynchronised calls never do.
             fake, barrier = self.calls["fake"], rank.comm.Barrier
 
             def synced():
@@ -137,13 +151,13 @@ class Case:
             self.calls["synced"] = synced
 
     def add_mpi_through_torch(self, rank):
-        """floor+mpi, once the case has its Open MPI call: the fake's call, then
+        """floor+mpi, once the case has its Open MPI call: the floor's call, then
         Open MPI's, timed as one. What a torch backend that did nothing but
         call Open MPI would cost: where ringreduce's whole call is at most this
         one's, Open MPI itself, reached through torch.distributed in the same
         run, would miss the target ringreduce misses (anchor_verdicts.py)."""
         if "floormpi" in rank.wanted and "fake" in self.calls and "mpi" in self.calls:
-            fake, mpi = self.calls["fake"], self.calls["mpi"]
+            fake, mpi = self.calls["fake"], self.mpi_into_floors_output or self.calls["mpi"]
 
             def through_torch():
                 fake()
@@ -552,6 +566,12 @@ def functional(collective, kind, *extra):
                 start(a_in, a_out, *op).Wait()
                 box["out"] = out
             case.calls["mpi"] = mpi
+
+            def mpi_into_floors_output():
+                # The floor's call left its output in the box: memory torch
+                # has just allocated, whose pages a first write may fault in.
+                start(a_in, box["out"].numpy(), *op).Wait()
+            case.mpi_into_floors_output = mpi_into_floors_output
         return case
     return build
 
@@ -611,6 +631,11 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     harness.add_arguments(parser, DEFAULT_SIZES, LIBRARIES)
     parser.add_argument("--ops", default=",".join(OPS), help="comma separated, of: " + ", ".join(OPS))
+    parser.add_argument("--floor", choices=sorted(FLOORS), default="null",
+                        help="the backend whose calls are the floor: null (moves nothing; "
+                             "compiled on first use, about a minute) or torch's fake (copies "
+                             "the inputs into the outputs of gathers, scatters, reduce-scatters "
+                             "and all-to-alls)")
     args = harness.finish_arguments(parser.parse_args(), parser)
     unknown = set(args.ops.split(",")) - set(OPS)
     if unknown:
@@ -712,7 +737,7 @@ class Rank(RankBase):
         if self.rank == 0:
             print(f"# world {self.world}, torch {self.torch.__version__}, "
                   f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores; "
-                  f"float32, per call the slowest rank, us; floor = torch's fake backend",
+                  f"float32, per call the slowest rank, us; floor = {FLOORS[self.floor_backend]}",
                   flush=True)
             print(f"# {loaded_build()}", flush=True)
             if self.MPI is not None:

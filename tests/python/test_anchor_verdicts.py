@@ -171,3 +171,56 @@ def test_floor_plus_mpi_is_the_fakes_call_then_open_mpis(wanted, calls, expected
     else:
         case.calls["floormpi"]()
         assert ran == expected
+
+
+def _large_after_compute(header):
+    """A run of one 1 MiB all-gather after compute, 40 us above Open MPI's
+    call, whose floor (torch's part) is 45 us, under the header given."""
+    return [header, "## all_gather_into_tensor",
+            HEADER.replace(" |  (ring-floor)/mpi", " | floor+mpi p50      p90     mean |  (ring-floor)/mpi"),
+            f"{'after-compute':>13s} {'1048576':>9s} | " + " | ".join(
+                f"{v:10.1f} {v:8.1f} {v:8.1f}" for v in (150.0, 190.0, 45.0, 50.0, 185.0))
+            + " |              0.00           0.00     0.00",
+            f"{'after-compute':>13s} {'64':>9s} | " + " | ".join(
+                f"{v:10.1f} {v:8.1f} {v:8.1f}" for v in (5.0, 21.0, 18.0, 19.0, 24.0))
+            + " |              0.00           0.00     0.00"]
+
+
+@pytest.mark.parametrize("header, floor_plus_mpi, expected", [
+    # torch's fake copies in gathers: from 64 KiB floor+mpi is not used, and
+    # the dispatch is the smallest size's floor (190 - 18 > 150).
+    ("# world 2, ...; floor = torch's fake backend (copies in gathers, scatters and all-to-alls)",
+     185.0, "missed"),
+    # The null backend moves nothing: floor+mpi judges 1 MiB too, and its own
+    # floor is torch's part there (190 - 45 <= 150).
+    ("# world 2, ...; floor = the null backend (moves nothing)", 195.0, "floor+mpi-bound"),
+    ("# world 2, ...; floor = the null backend (moves nothing)", 185.0, "dispatch-bound"),
+])
+def test_a_floor_that_moves_nothing_judges_large_cells_by_their_own_floor(
+        header, floor_plus_mpi, expected):
+    lines = _large_after_compute(header)
+    lines[3] = lines[3].replace(f"{185.0:10.1f} {185.0:8.1f} {185.0:8.1f}",
+                                f"{floor_plus_mpi:10.1f} {floor_plus_mpi:8.1f} {floor_plus_mpi:8.1f}")
+    cells = anchor_verdicts.parse(lines)
+    assert cells.floor_moves_nothing == ("null backend" in header)
+    key = ("all_gather_into_tensor", "after-compute", 1048576)
+    assert cells[key]["floor+mpi"] == floor_plus_mpi
+    name, ratio, what = anchor_verdicts.verdict(cells, key)
+    assert (name, what) == (expected, "ring/mpi")
+    assert ratio == pytest.approx(190.0 / 150.0)
+
+
+def test_floor_plus_mpi_writes_the_output_the_floors_functional_call_made():
+    """For the functional forms torch allocates the output at each call: floor+mpi
+    then runs Open MPI's call into that output, not Open MPI's own buffer."""
+    import collective_anchors  # noqa: E402  (benchmarks/ is on the path above)
+
+    ran = []
+    rank = _Rank(["mpi", "fake", "floormpi"])
+    case = collective_anchors.Case(rank, [], [], None, None)
+    case.calls["fake"] = lambda: ran.append("fake")
+    case.calls["mpi"] = lambda: ran.append("mpi's own buffer")
+    case.mpi_into_floors_output = lambda: ran.append("mpi into the floor's output")
+    case.add_mpi_through_torch(rank)
+    case.calls["floormpi"]()
+    assert ran == ["fake", "mpi into the floor's output"]
