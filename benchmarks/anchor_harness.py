@@ -7,10 +7,11 @@ against Open MPI's equivalents).
   that Open MPI can be timed in the same processes), else as plain processes
   (like torchrun: RANK, WORLD_SIZE, MASTER_ADDR/PORT);
 - `RankBase`: one rank's groups (ringreduce as the world group, gloo, the
-  floor: torch's `fake` or the null backend), Open MPI's communicator, DeepSpeed's shared-memory op, and
-  `measure`: libraries timed in interleaved short blocks, the inputs written
-  before each call (not timed), optionally after busy CPU work, per call the
-  slowest rank's time, summarised as p50, p90 and mean in us.
+  floor: torch's `fake` or the null backend), Open MPI's communicator,
+  DeepSpeed's shared-memory op, and `measure`: libraries timed in
+  interleaved short blocks, the inputs written before each call (not
+  timed), optionally after busy CPU work, per call the slowest rank's time,
+  summarised as p50, p90 and mean in us.
 """
 import argparse
 import functools
