@@ -194,9 +194,8 @@ class RankBase:
                 print(f"# rank {self.rank}: the null backend is not available "
                       f"({type(e).__name__}: {e}".splitlines()[0] + "); the floor is torch's fake",
                       flush=True)
-        everywhere = self.torch.tensor([1 if ok else 0])
-        self.dist.all_reduce(everywhere, op=self.dist.ReduceOp.MIN, group=self.gloo)
-        return wanted if wanted == "null" and everywhere.item() == 1 else "fake"
+        failed_somewhere = self.agree(0 if ok else 1) > 0
+        return wanted if wanted == "null" and not failed_somewhere else "fake"
 
     def _load_deepspeed(self):
         """DeepSpeed's in-place shm allreduce op, or None (said why) when it cannot run."""

@@ -633,7 +633,7 @@ def parse_args():
     parser.add_argument("--ops", default=",".join(OPS), help="comma separated, of: " + ", ".join(OPS))
     parser.add_argument("--floor", choices=sorted(FLOORS), default="null",
                         help="the backend whose calls are the floor: null (moves nothing; "
-                             "compiled on first use, about a minute) or torch's fake (copies "
+                             "compiled on first use, about 25 s) or torch's fake (copies "
                              "the inputs into the outputs of gathers, scatters, reduce-scatters "
                              "and all-to-alls)")
     args = harness.finish_arguments(parser.parse_args(), parser)
