@@ -10,9 +10,10 @@ namespace ringreduce {
 
 BlockLayout BlockLayout::uniform(int n, size_t blockBytes) {
   BlockLayout layout;
+  layout.offsets.reserve(static_cast<size_t>(n));
+  layout.bytes.assign(static_cast<size_t>(n), blockBytes);
   for (int i = 0; i < n; ++i) {
     layout.offsets.push_back(static_cast<size_t>(i) * blockBytes);
-    layout.bytes.push_back(blockBytes);
   }
   return layout;
 }

@@ -33,12 +33,11 @@ inline bool sharesMemory(const at::Tensor& a, const at::Tensor& b) {
 // a comparison of every pair.
 class MemorySpans {
  public:
-  explicit MemorySpans(at::TensorList tensors) {
-    spans_.reserve(tensors.size());
-    for (const at::Tensor& t : tensors) {
-      const auto* begin = static_cast<const char*>(t.data_ptr());
-      spans_.emplace_back(begin, begin + t.nbytes());
-    }
+  using Span = std::pair<const char*, const char*>;  // begin, end
+
+  explicit MemorySpans(at::TensorList tensors) : MemorySpans(spansOf(tensors)) {}
+  // Spans already read from their tensors (a caller that walks them anyway).
+  explicit MemorySpans(std::vector<Span> spans) : spans_(std::move(spans)) {
     std::sort(spans_.begin(), spans_.end());
     const char* most = nullptr;
     for (auto& span : spans_) {  // from here on: the furthest end up to this span
@@ -53,14 +52,26 @@ class MemorySpans {
     // The spans that start before `end`; one of them reaches past `begin`?
     const auto after = std::lower_bound(
         spans_.begin(), spans_.end(), end,
-        [](const std::pair<const char*, const char*>& span, const char* at) {
+        [](const Span& span, const char* at) {
           return span.first < at;
         });
     return begin < end && after != spans_.begin() && std::prev(after)->second > begin;
   }
 
+  static Span spanOf(const at::Tensor& t) {
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    return {begin, begin + t.nbytes()};
+  }
+
  private:
-  std::vector<std::pair<const char*, const char*>> spans_;  // begin, furthest end so far
+  static std::vector<Span> spansOf(at::TensorList tensors) {
+    std::vector<Span> spans;
+    spans.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) spans.push_back(spanOf(t));
+    return spans;
+  }
+
+  std::vector<Span> spans_;  // begin, furthest end so far
 };
 
 // The list's tensors' memory, each read or written where it is: false when

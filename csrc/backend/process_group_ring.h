@@ -479,8 +479,7 @@ class ProcessGroupRing : public c10d::Backend {
   // torch's all_gather_coalesced, the same way: lists[i][r] receives input
   // i of rank r; `outputs` are those tensors in the order the queued form
   // fingerprints them (rank by rank).
-  HostChannelResult allgatherListsOnHostChannel(const std::vector<std::vector<at::Tensor>>& lists,
-                                                const std::vector<at::Tensor>& outputs,
+  HostChannelResult allgatherListsOnHostChannel(const std::vector<at::Tensor>& outputs,
                                                 const std::vector<at::Tensor>& inputs,
                                                 size_t bytes, const CallOptions& call);
   // What those two share: a gather of the tensors as one message, fingerprinted
@@ -499,9 +498,10 @@ class ProcessGroupRing : public c10d::Backend {
   // reduce-scatter's tensors share one dtype; its inputs stay as they were.
   void allgatherParts(const Comm& c, const OpContext& ctx, const std::vector<at::Tensor>& inputs,
                       const std::vector<at::Tensor>& outputs);
+  // all_gather_coalesced's message: outputs rank by rank (r * inputs + i).
   void allgatherListParts(const Comm& c, const OpContext& ctx,
                           const std::vector<at::Tensor>& inputs,
-                          const std::vector<std::vector<at::Tensor>>& lists);
+                          const std::vector<at::Tensor>& outputs);
   void reduceScatterParts(const Comm& c, const OpContext& ctx,
                           const std::vector<at::Tensor>& inputs,
                           const std::vector<at::Tensor>& outputs, const Reduction& red);

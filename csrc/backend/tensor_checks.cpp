@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/contiguous_buffers.h"
 #include "backend/dtype_mapping.h"
 
 namespace ringreduce {
@@ -250,6 +251,39 @@ void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, c
     TORCH_CHECK_VALUE(false, where(site), role, " tensors ", pair->first, " and ", pair->second,
                       " share memory; results would overwrite each other");
   }
+}
+
+bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite& site,
+                         const char* role) {
+  struct Span {
+    const char* begin;
+    const char* end;
+    size_t index;
+  };
+  std::vector<Span> spans;
+  spans.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
+    if (!plainContiguous(t)) return false;
+    if (t.numel() == 0) continue;  // no memory to share
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    spans.push_back({begin, begin + t.nbytes(), i});
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  // Sorted by where they begin, a span shares memory with an earlier one
+  // exactly when it begins before the furthest end so far.
+  const Span* furthest = nullptr;
+  for (const Span& span : spans) {
+    if (furthest != nullptr) {
+      TORCH_CHECK_VALUE(span.begin >= furthest->end, where(site), role, " tensors ",
+                        std::min(furthest->index, span.index), " and ",
+                        std::max(furthest->index, span.index),
+                        " share memory; results would overwrite each other");
+    }
+    if (furthest == nullptr || span.end > furthest->end) furthest = &span;
+  }
+  return true;
 }
 
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,

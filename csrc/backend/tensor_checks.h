@@ -34,6 +34,12 @@ void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* r
 // No two tensors of the output list `list` share memory and none overlaps
 // itself; strided views of one storage are checked element by element.
 void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role);
+// As checkNoOverlap for tensors that are each their values in order
+// (plainContiguous, the usual outputs), by a sort of their spans rather than
+// a test of every pair, so many tensors cost little: false, checking
+// nothing, where one of them is not.
+bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite& site,
+                         const char* role);
 // Every tensor of `list` is a host tensor like `like` (dtype and numel), and,
 // unless `role` is "input", no two share memory.
 void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,

@@ -346,13 +346,14 @@ TEST(HostChannelCollectives, AllgatherOfListPartsPutsEveryRanksPartInItsOwnBuffe
         std::vector<std::vector<std::vector<uint8_t>>> outputs(partBytes.size());
         std::vector<std::vector<uint8_t>> inputs;
         std::vector<AllgatherListPart> parts;
+        std::vector<std::vector<void*>> places(partBytes.size());
         for (size_t i = 0; i < partBytes.size(); ++i) {
           inputs.push_back(bytesOf(r, partBytes[i], seq * 100 + i));
-          AllgatherListPart part{inputs[i].data(), {}, partBytes[i]};
           for (int q = 0; q < n; ++q) {
             outputs[i].emplace_back(partBytes[i] + 1, 0xEE);  // one byte past: untouched
-            part.outputs.push_back(outputs[i].back().data());
+            places[i].push_back(outputs[i].back().data());
           }
+          AllgatherListPart part{inputs[i].data(), places[i].data(), partBytes[i]};
           if (inPlace && i % 2 == 0) {
             std::copy(inputs[i].begin(), inputs[i].end(), outputs[i][r].begin());
             part.input = outputs[i][r].data();

@@ -2,6 +2,8 @@
 import datetime
 import time
 
+import warnings
+
 import torch
 import torch.distributed as dist
 
@@ -143,6 +145,12 @@ def mismatched_collectives(rank, world, init_method):
     return {"seen": seen, "usable": t.tolist() == [float(world)] * 8}
 
 
+def _all_gather_coalesced(output_lists, inputs):
+    with warnings.catch_warnings():  # deprecated in torch
+        warnings.simplefilter("ignore", FutureWarning)
+        dist.all_gather_coalesced(output_lists, inputs)
+
+
 def overlapping_outputs(rank, world, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     problems = {}
@@ -168,6 +176,23 @@ def overlapping_outputs(rank, world, init_method):
             ValueError, ["all_gather", "tensors 0 and 1 share memory"],
             lambda: dist.all_gather([base_2d[:, 2 * i:2 * i + 3] for i in range(world)],
                                     torch.ones(4, 3))),
+        # all_gather_coalesced's outputs, list by list: input 0's and input
+        # 1's blocks of one rank in one tensor (plain memory: checked by a sort).
+        "all_gather_coalesced into one tensor for two inputs": (
+            ValueError, ["all_gather_coalesced", "output tensors 0 and 1 share memory"],
+            lambda: _all_gather_coalesced([[shared, shared]] + [[torch.empty(3), torch.empty(3)]
+                                                                for _ in range(world - 1)],
+                                          [torch.ones(3), torch.ones(3)])),
+        "all_gather_coalesced into overlapping views": (
+            ValueError, ["all_gather_coalesced", "share memory"],
+            lambda: _all_gather_coalesced([[base[i:i + 3]] for i in range(world)],
+                                          [torch.ones(3)])),
+        # Strided views (not plain memory): each input's blocks checked as all_gather's.
+        "all_gather_coalesced into strided views that share elements": (
+            ValueError, ["all_gather_coalesced", "tensors 0 and 1 share memory"],
+            lambda: _all_gather_coalesced(
+                [[base16[2 * i * (world - 1):][::2][:4]] for i in range(world)],
+                [torch.ones(4)])),
         "all_to_all into one tensor twice": (
             ValueError, ["all_to_all", "share memory"],
             lambda: dist.all_to_all([shared] * world, [torch.ones(3)] * world)),
@@ -230,6 +255,18 @@ def lists_that_share_storage(rank, world, init_method):
     dist.all_gather(list(blocks.permute(2, 0, 1)), y)
     check("all_gather into planes of a slice", blocks.permute(2, 0, 1),
           torch.stack([torch.arange(12.0).view(4, 3) + 10 * r for r in range(world)]))
+    # all_gather_coalesced into a matrix's columns (two inputs: columns 2r
+    # and 2r + 1 get rank r's), and from one tensor given as both inputs.
+    wide = torch.zeros(4, 2 * world)
+    _all_gather_coalesced([[wide[:, 2 * r], wide[:, 2 * r + 1]] for r in range(world)],
+                          [x(rank), x(rank) + 1])
+    check("all_gather_coalesced into a matrix's columns", wide.t(),
+          torch.stack([v for r in range(world) for v in (x(r), x(r) + 1)]))
+    mine = x(rank)
+    pairs = [[torch.empty(4), torch.empty(4)] for _ in range(world)]
+    _all_gather_coalesced(pairs, [mine, mine])
+    check("all_gather_coalesced of one tensor as both inputs", torch.stack(sum(pairs, [])),
+          torch.stack([x(r) for r in range(world) for _ in range(2)]))
     return wrong
 
 

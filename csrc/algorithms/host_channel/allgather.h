@@ -60,7 +60,7 @@ bool hostChannelAllgatherPartsReadInPlace(const Comm& comm, size_t parts, size_t
 // outputs[r].
 struct AllgatherListPart {
   const void* input;
-  std::vector<void*> outputs;
+  void* const* outputs;  // one place per rank, rank by rank (the caller's array)
   size_t bytes;
 };
 

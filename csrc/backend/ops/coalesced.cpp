@@ -3,6 +3,9 @@
 // meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <c10/util/Exception.h>
 
@@ -16,6 +19,53 @@
 #include "core/observe/latency_probe.h"
 
 namespace ringreduce {
+
+namespace {
+
+// Where a part's input is read from: the input itself, or a copy kept in
+// `copies` until the algorithm ends where it is not its values in order, or
+// where a block the algorithm writes lands on it (an input must stay
+// readable until its last piece is in the channel). Its own place in its own
+// output is fine: in place, not copied at all.
+const void* readableInput(const at::Tensor& input, const void* own, const MemorySpans& written,
+                          std::vector<at::Tensor>& copies) {
+  if (!plainContiguous(input)) {
+    copies.push_back(contiguousInput(input));  // new memory, apart from every output
+  } else if (input.data_ptr() != own && written.overlaps(input)) {
+    copies.push_back(input.clone(at::MemoryFormat::Contiguous));
+  } else {
+    return input.data_ptr();
+  }
+  return copies.back().data_ptr();
+}
+
+// An output whose memory is not its values in order takes its blocks in a
+// temporary, copied in at the end (`staged`: output, temporary); the others
+// are written where they are (`written`). The place its blocks land.
+void* placeOf(const at::Tensor& output, std::vector<std::pair<at::Tensor, at::Tensor>>& staged,
+              std::vector<MemorySpans::Span>& written) {
+  if (plainContiguous(output)) {
+    written.push_back(MemorySpans::spanOf(output));
+    return output.data_ptr();
+  }
+  staged.emplace_back(output, at::empty({output.numel()}, output.options()));
+  return staged.back().second.data_ptr();
+}
+
+void copyInStaged(const std::vector<std::pair<at::Tensor, at::Tensor>>& staged) {
+  for (const auto& [output, temporary] : staged) output.copy_(temporary.view(output.sizes()));
+}
+
+// all_gather_coalesced's outputs, held rank by rank, as one list per input
+// (every rank's block of it): the per-tensor forms take them so.
+std::vector<std::vector<at::Tensor>> outputsByInput(const std::vector<at::Tensor>& outputs,
+                                                    size_t inputs) {
+  std::vector<std::vector<at::Tensor>> lists(inputs);
+  for (size_t k = 0; k < outputs.size(); ++k) lists[k % inputs].push_back(outputs[k]);
+  return lists;
+}
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
@@ -101,6 +151,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"all_gather_coalesced", rank_};
   if (auto device = deviceOfCall(site, inputs)) {
     HostStaging staging = stagingFor(*device, site.op);
@@ -124,57 +175,70 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
                     "ringreduce: all_gather_coalesced on rank ", rank_, ": ", outputLists.size(),
                     " output lists for a group of ", size_,
                     " ranks (output_tensor_lists[r][i] receives input i of rank r)");
-  std::vector<std::vector<at::Tensor>> lists(inputs.size());  // lists[i]: input i of every rank
-  std::vector<at::Tensor> outputs;
+  const size_t world = static_cast<size_t>(size_);
+  size_t bytes = 0;
+  for (const at::Tensor& input : inputs) {
+    checkHostTensor(input, site, "input");
+    bytes += input.nbytes();
+  }
+  std::vector<at::Tensor> outputs;  // rank by rank: outputLists[r][i] at r * inputs + i
+  outputs.reserve(world * inputs.size());
   for (int r = 0; r < size_; ++r) {
     TORCH_CHECK_VALUE(outputLists[r].size() == inputs.size(),
                       "ringreduce: all_gather_coalesced on rank ", rank_, ": output list ", r,
                       " has ", outputLists[r].size(), " tensors for ", inputs.size(), " inputs");
-    outputs.insert(outputs.end(), outputLists[r].begin(), outputLists[r].end());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& output = outputLists[r][i];
+      checkHostTensor(output, site, "output");
+      checkSameDtype(output, inputs[i], site, "output", "input");
+      checkNumel(output, inputs[i].numel(), site, "output");
+      outputs.push_back(output);
+    }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkHostTensor(inputs[i], site, "input");
-    for (int r = 0; r < size_; ++r) lists[i].push_back(outputLists[r][i]);
-    checkListLike(lists[i], static_cast<size_t>(size_), inputs[i], site, "output");
+  // No two outputs share memory: of plain ones, none of all (numbered as
+  // `outputs` holds them); otherwise none of one input's, as before.
+  if (!checkNoOverlapPlain(outputs, site, "output")) {
+    for (const std::vector<at::Tensor>& list : outputsByInput(outputs, inputs.size())) {
+      checkNoOverlap(list, site, "output");
+    }
   }
-  const std::vector<at::Tensor> ins = inputs;
   if (!staged) {
     if (auto work = copiesAlone(c10d::OpType::ALLGATHER_COALESCED, site.op, opts.timeout, outputs,
-                                ins, CheckedArgs{})) {
+                                inputs, CheckedArgs{})) {
       return work;
     }
   }
-  size_t bytes = 0;
-  for (const at::Tensor& t : ins) bytes += t.nbytes();
   // As all_gather_into_tensor_coalesced: where the channel carries the
   // block, one collective with the tensors as one message, on the caller's
   // thread where a collective of that size would run there, else queued
   // with the same body.
   if (channelCarries(bytes)) {
     if (!staged) {
-      if (auto done =
-              allgatherListsOnHostChannel(lists, outputs, ins, bytes, callOptions(opts))) {
+      if (auto done = allgatherListsOnHostChannel(outputs, inputs, bytes, callOptions(opts))) {
         return *done;
       }
     }
     return enqueue(
         staged, c10d::OpType::ALLGATHER_COALESCED, site.op, callOptions(opts), outputs,
-        std::to_string(ins.size()) + " tensors as one message",
-        [this, lists, ins](const OpContext& ctx) { allgatherListParts(comm(), ctx, ins, lists); },
+        std::to_string(inputs.size()) + " tensors as one message",
+        [this, outputs, ins = inputs](const OpContext& ctx) {
+          allgatherListParts(comm(), ctx, ins, outputs);
+        },
         CheckedArgs{}, 1, false);
   }
   return enqueue(
       staged, c10d::OpType::ALLGATHER_COALESCED, site.op, callOptions(opts), outputs,
-      std::to_string(ins.size()) + " tensors",
-      [this, lists, ins](const OpContext& ctx) {
+      std::to_string(inputs.size()) + " tensors",
+      [this, lists = outputsByInput(outputs, inputs.size()), ins = inputs](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) allgatherIntoList(ctx.part(i), ins[i], lists[i]);
       },
-      CheckedArgs{}, std::max<size_t>(1, ins.size()));
+      CheckedArgs{}, std::max<size_t>(1, inputs.size()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"all_gather_into_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
     HostStaging staging = stagingFor(*device, site.op);
@@ -243,89 +307,65 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
       CheckedArgs{}, std::max<size_t>(1, ins.size()));
 }
 
+
+// The coalesced all-gathers run at every small step of FSDP and ZeRO-3:
+// nothing below is allocated per tensor where the tensors are plain memory.
 void ProcessGroupRing::allgatherParts(const Comm& c, const OpContext& ctx,
                                       const std::vector<at::Tensor>& inputs,
                                       const std::vector<at::Tensor>& outputs) {
-  // An output whose memory is not its values in order takes its blocks in a
-  // temporary, copied in at the end; the others are written where they are.
-  std::vector<at::Tensor> staged(outputs.size());
-  std::vector<at::Tensor> written;  // what the algorithm writes in place
-  std::vector<void*> places(outputs.size());
+  std::vector<std::pair<at::Tensor, at::Tensor>> staged;
+  std::vector<MemorySpans::Span> writtenSpans;  // what the algorithm writes in place
+  writtenSpans.reserve(outputs.size());
+  std::vector<AllgatherPart> parts(inputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (plainContiguous(outputs[i])) {
-      places[i] = outputs[i].data_ptr();
-      written.push_back(outputs[i]);
-    } else {
-      staged[i] = at::empty({outputs[i].numel()}, outputs[i].options());
-      places[i] = staged[i].data_ptr();
-    }
+    parts[i].output = placeOf(outputs[i], staged, writtenSpans);
   }
-  const MemorySpans writtenSpans(written);
-  std::vector<at::Tensor> ins(inputs.size());  // kept alive until the algorithm ends
-  std::vector<AllgatherPart> parts;
-  parts.reserve(inputs.size());
+  const MemorySpans written(std::move(writtenSpans));
+  std::vector<at::Tensor> copies;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ins[i] = contiguousInput(inputs[i]);
-    const size_t bytes = ins[i].nbytes();
-    char* own = static_cast<char*>(places[i]) + bytes * static_cast<size_t>(rank_);
-    // An input must stay readable until its last piece is in the channel:
-    // where any output's block lands on it, read a copy. Its own place in
-    // its own output is fine (in place: not copied at all).
-    if (ins[i].data_ptr() != own && writtenSpans.overlaps(ins[i])) {
-      ins[i] = ins[i].clone(at::MemoryFormat::Contiguous);
-    }
-    parts.push_back({ins[i].data_ptr(), places[i], bytes});
+    parts[i].bytes = inputs[i].nbytes();
+    const char* own =
+        static_cast<char*>(parts[i].output) + parts[i].bytes * static_cast<size_t>(rank_);
+    parts[i].input = readableInput(inputs[i], own, written, copies);
   }
   hostChannelAllgatherParts(c, ctx, parts);
   if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (staged[i].defined()) outputs[i].copy_(staged[i].view(outputs[i].sizes()));
-  }
+  copyInStaged(staged);
 }
 
 void ProcessGroupRing::allgatherListParts(const Comm& c, const OpContext& ctx,
                                           const std::vector<at::Tensor>& inputs,
-                                          const std::vector<std::vector<at::Tensor>>& lists) {
-  // As allgatherParts, with lists[i][r] (rank r's input i) a tensor of its own.
-  std::vector<std::vector<at::Tensor>> staged(lists.size());
-  std::vector<at::Tensor> written;
-  std::vector<AllgatherListPart> parts(inputs.size());
-  for (size_t i = 0; i < lists.size(); ++i) {
-    staged[i].resize(lists[i].size());
-    for (size_t r = 0; r < lists[i].size(); ++r) {
-      const at::Tensor& out = lists[i][r];
-      if (plainContiguous(out)) {
-        parts[i].outputs.push_back(out.data_ptr());
-        written.push_back(out);
-      } else {
-        staged[i][r] = at::empty({out.numel()}, out.options());
-        parts[i].outputs.push_back(staged[i][r].data_ptr());
-      }
+                                          const std::vector<at::Tensor>& outputs) {
+  // As allgatherParts, with rank r's input i landing in a tensor of its own,
+  // outputs[r * inputs + i] (all_gather_coalesced's lists, rank by rank).
+  const size_t world = static_cast<size_t>(size_);
+  std::vector<void*> places(inputs.size() * world);  // part i's block of rank r at [i * world + r]
+  std::vector<std::pair<at::Tensor, at::Tensor>> staged;
+  std::vector<MemorySpans::Span> writtenSpans;
+  writtenSpans.reserve(places.size());
+  for (size_t r = 0; r < world; ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      places[i * world + r] = placeOf(outputs[r * inputs.size() + i], staged, writtenSpans);
     }
   }
-  const MemorySpans writtenSpans(written);
-  std::vector<at::Tensor> ins(inputs.size());  // kept alive until the algorithm ends
+  const MemorySpans written(std::move(writtenSpans));
+  std::vector<AllgatherListPart> parts(inputs.size());
+  std::vector<at::Tensor> copies;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ins[i] = contiguousInput(inputs[i]);
-    if (ins[i].data_ptr() != parts[i].outputs[static_cast<size_t>(rank_)] &&
-        writtenSpans.overlaps(ins[i])) {
-      ins[i] = ins[i].clone(at::MemoryFormat::Contiguous);
-    }
-    parts[i].input = ins[i].data_ptr();
-    parts[i].bytes = ins[i].nbytes();
+    parts[i].outputs = &places[i * world];
+    parts[i].bytes = inputs[i].nbytes();
+    const void* own = places[i * world + static_cast<size_t>(rank_)];
+    parts[i].input = readableInput(inputs[i], own, written, copies);
   }
   hostChannelAllgatherListParts(c, ctx, parts);
   if (ctx.stoppedAhead()) return;  // published ahead: nothing gathered yet
-  for (size_t i = 0; i < lists.size(); ++i) {
-    for (size_t r = 0; r < lists[i].size(); ++r) {
-      if (staged[i][r].defined()) lists[i][r].copy_(staged[i][r].view(lists[i][r].sizes()));
-    }
-  }
+  copyInStaged(staged);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
     HostStaging staging = stagingFor(*device, site.op);
@@ -350,86 +390,99 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ringreduce: ", site.op, " on rank ", rank_,
                     ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
-  std::vector<Reduction> reductions;
+  // Every pair checked; one dtype (the usual case) makes one Reduction.
+  size_t bytes = 0;
+  bool oneDtype = true;
+  std::optional<Reduction> first;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkHostTensor(inputs[i], site, "input");
     checkHostTensor(outputs[i], site, "output");
     checkSameDtype(outputs[i], inputs[i], site, "output", "input");
     checkNumel(inputs[i], outputs[i].numel() * size_, site, "input");
-    reductions.push_back(checkReduction(outputs[i], opts.reduceOp, site));
+    const Reduction red = checkReduction(outputs[i], opts.reduceOp, site);
+    if (!first) first = red;
+    bytes += inputs[i].nbytes();
+    oneDtype = oneDtype && inputs[i].scalar_type() == inputs[0].scalar_type();
   }
-  const std::vector<at::Tensor> ins = inputs;
-  const std::vector<at::Tensor> outs = outputs;
-  size_t bytes = 0;
-  bool oneDtype = true;
-  for (const at::Tensor& t : ins) {
-    bytes += t.nbytes();
-    oneDtype = oneDtype && t.scalar_type() == ins[0].scalar_type();
-  }
-  if (oneDtype && !staged && !reductions.empty()) {
-    if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outs, ins,
-                                CheckedArgs{-1, checkedReduceOp(reductions[0])}, &reductions[0])) {
+  if (oneDtype && !staged && first) {
+    if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outputs, inputs,
+                                CheckedArgs{-1, checkedReduceOp(*first)}, &*first)) {
       return work;
     }
   }
   // Tensors of one dtype (the usual case) where the channel carries the
   // whole block: one collective, as all_gather_into_tensor_coalesced's.
   if (oneDtype && channelCarries(bytes)) {
-    const Reduction red = reductions[0];
+    const Reduction red = *first;
     if (!staged) {
       if (auto done =
-              reduceScatterCoalescedOnHostChannel(outs, ins, red, bytes, callOptions(opts))) {
+              reduceScatterCoalescedOnHostChannel(outputs, inputs, red, bytes, callOptions(opts))) {
         return *done;
       }
     }
     return enqueue(
-        staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
-        std::to_string(ins.size()) + " tensors as one message",
-        [this, ins, outs, red](const OpContext& ctx) {
+        staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outputs,
+        std::to_string(inputs.size()) + " tensors as one message",
+        [this, ins = inputs, outs = outputs, red](const OpContext& ctx) {
           reduceScatterParts(comm(), ctx, ins, outs, red);
         },
         CheckedArgs{-1, checkedReduceOp(red)}, 1, false);
   }
+  std::vector<Reduction> reductions;  // each tensor's (checked above)
+  for (const at::Tensor& output : outputs) {
+    reductions.push_back(checkReduction(output, opts.reduceOp, site));
+  }
   return enqueue(
-      staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outs,
-      std::to_string(ins.size()) + " tensors",
-      [this, ins, outs, reductions](const OpContext& ctx) {
+      staged, c10d::OpType::COALESCED, site.op, callOptions(opts), outputs,
+      std::to_string(inputs.size()) + " tensors",
+      [this, ins = inputs, outs = outputs, reductions](const OpContext& ctx) {
         for (size_t i = 0; i < ins.size(); ++i) {
           reduceScatterTensor(ctx.part(i), outs[i], premultiplied(ins[i], reductions[i]),
                               reductions[i].type, reductions[i].op);
         }
       },
       CheckedArgs{-1, reductions.empty() ? -1 : checkedReduceOp(reductions[0])},
-      std::max<size_t>(1, ins.size()));
+      std::max<size_t>(1, inputs.size()));
 }
 
 void ProcessGroupRing::reduceScatterParts(const Comm& c, const OpContext& ctx,
                                           const std::vector<at::Tensor>& inputs,
                                           const std::vector<at::Tensor>& outputs,
                                           const Reduction& red) {
-  std::vector<at::Tensor> ins(inputs.size());  // contiguous (premultiplied: a copy)
+  // The inputs read where they are unless premultiplied or not their values
+  // in order: a copy, kept in `copies` until the algorithm ends.
+  std::vector<at::Tensor> copies;
+  std::vector<ReduceScatterPart> parts(inputs.size());
+  std::vector<MemorySpans::Span> readSpans;
+  readSpans.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ins[i] = contiguousInput(premultiplied(inputs[i], red));
+    if (red.premul || !plainContiguous(inputs[i])) {
+      copies.push_back(contiguousInput(premultiplied(inputs[i], red)));
+      parts[i].input = copies.back().data_ptr();
+      readSpans.push_back(MemorySpans::spanOf(copies.back()));
+    } else {
+      parts[i].input = inputs[i].data_ptr();
+      readSpans.push_back(MemorySpans::spanOf(inputs[i]));
+    }
+    parts[i].count = static_cast<size_t>(inputs[i].numel());
   }
   // An output is written where it is unless it is not plain memory or
   // shares memory with an input (read until the last piece): a temporary,
   // copied in at the end.
-  const MemorySpans read(ins);
-  std::vector<at::Tensor> outs(outputs.size());
-  std::vector<ReduceScatterPart> parts;
-  parts.reserve(inputs.size());
+  const MemorySpans read(std::move(readSpans));
+  std::vector<std::pair<at::Tensor, at::Tensor>> staged;  // output, temporary
   for (size_t i = 0; i < outputs.size(); ++i) {
-    outs[i] = plainContiguous(outputs[i]) && !read.overlaps(outputs[i])
-                  ? outputs[i]
-                  : at::empty({outputs[i].numel()}, outputs[i].options());
-    parts.push_back({ins[i].data_ptr(), outs[i].data_ptr(), static_cast<size_t>(ins[i].numel())});
+    if (plainContiguous(outputs[i]) && !read.overlaps(outputs[i])) {
+      parts[i].output = outputs[i].data_ptr();
+    } else {
+      staged.emplace_back(outputs[i], at::empty({outputs[i].numel()}, outputs[i].options()));
+      parts[i].output = staged.back().second.data_ptr();
+    }
   }
   // (The dtype and op are supported: checkReduction raised otherwise.)
   hostChannelReduceScatterParts(c, ctx, red.type, red.op, parts);
   if (ctx.stoppedAhead()) return;  // published ahead: nothing reduced yet
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!outs[i].is_same(outputs[i])) outputs[i].copy_(outs[i].view(outputs[i].sizes()));
-  }
+  copyInStaged(staged);
 }
 
 }  // namespace ringreduce

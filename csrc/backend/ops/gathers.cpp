@@ -14,6 +14,7 @@
 #include "algorithms/host_channel/gather.h"
 #include "backend/host_staging.h"
 #include "backend/process_group_ring.h"
+#include "core/observe/latency_probe.h"
 #include "backend/tensor_checks.h"
 #include "backend/contiguous_buffers.h"
 
@@ -322,13 +323,13 @@ BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& sp
                         const CallSite& site, const char* role) {
   const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
   const size_t rowBytes = rows == 0 ? 0 : tensor.nbytes() / static_cast<size_t>(rows);
-  std::vector<int64_t> counts = splits;
-  if (counts.empty()) {
+  if (splits.empty()) {
     TORCH_CHECK_VALUE(rows % size == 0, "ringreduce: ", site.op, " on rank ", site.rank, ": ", role,
                       " dim 0 (", rows, ") is not divisible by the group size (", size,
                       "); pass split sizes");
-    counts.assign(static_cast<size_t>(size), rows / size);
+    return BlockLayout::uniform(size, static_cast<size_t>(rows / size) * rowBytes);
   }
+  const std::vector<int64_t>& counts = splits;
   TORCH_CHECK_VALUE(static_cast<int>(counts.size()) == size, "ringreduce: ", site.op, " on rank ",
                     site.rank, ": ", role, " split sizes have ", counts.size(),
                     " entries, expected one per rank (", size, ")");
@@ -341,6 +342,8 @@ BlockLayout splitLayout(const at::Tensor& tensor, const std::vector<int64_t>& sp
   TORCH_CHECK_VALUE(total == rows, "ringreduce: ", site.op, " on rank ", site.rank, ": ", role,
                     " split sizes add up to ", total, " but dim 0 is ", rows);
   BlockLayout layout;
+  layout.offsets.reserve(counts.size());
+  layout.bytes.reserve(counts.size());
   size_t offset = 0;
   for (int64_t c : counts) {
     layout.offsets.push_back(offset);
@@ -357,6 +360,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(at::Tensor& outpu
                                                                std::vector<int64_t>& outputSplits,
                                                                std::vector<int64_t>& inputSplits,
                                                                const c10d::AllToAllOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"all_to_all_single", rank_};
   if (auto device = deviceOfCall(site, {output, input})) {
     HostStaging staging = stagingFor(*device, site.op);

@@ -236,12 +236,12 @@ ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherCoalescedOnHostCh
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::allgatherListsOnHostChannel(
-    const std::vector<std::vector<at::Tensor>>& lists, const std::vector<at::Tensor>& outputs,
-    const std::vector<at::Tensor>& inputs, size_t bytes, const CallOptions& call) {
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, size_t bytes,
+    const CallOptions& call) {
   return gatherMessageOnHostChannel(
       c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", outputs, inputs[0], bytes, call,
       inputs.size(),
-      [&](const Comm& c, const OpContext& ctx) { allgatherListParts(c, ctx, inputs, lists); });
+      [&](const Comm& c, const OpContext& ctx) { allgatherListParts(c, ctx, inputs, outputs); });
 }
 
 ProcessGroupRing::HostChannelResult ProcessGroupRing::gatherMessageOnHostChannel(
