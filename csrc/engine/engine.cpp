@@ -337,11 +337,21 @@ uint64_t Engine::runOnCaller(const char* name, std::chrono::milliseconds timeout
     const bool moreToCome = publishAhead != nullptr && !coalescing_ &&
                             !transport_->aborted() && !channel_->owesUnsettledWait() &&
                             publishBeforeQueueing(name, seq, word, timeout, fields, *publishAhead);
-    // Where its peers will wait for more of it, it waits up to the worker's
-    // grace: run here, the rest goes on as they come, instead of keeping
-    // them waiting for its wait() or its worker.
+    // Where its peers will wait for it, it waits up to the worker's grace:
+    // run here, it goes on as they come, instead of keeping them waiting for
+    // its wait() or its worker. They wait for the rest of it where its first
+    // turn went up ahead, and for all of it where its body cannot put a turn
+    // up ahead (publishAhead null: it reads the peers' tensors in place, or
+    // changes the caller's tensors first). The latter had waited only
+    // arrivalSpin_: eager functional all-gathers of 1 MiB per rank (read in
+    // place), whose torch code between calls lets the ranks drift further
+    // apart, then went to the worker, beside the caller's own torch code on
+    // 2 cores (collective_anchors.py, the two builds taking turns: the
+    // slowest rank's p50 633-642 us back to back before, 477-535 after;
+    // Open MPI's call reached through torch 437-493).
+    const bool peersWaitForIt = moreToCome || (publishAhead == nullptr && !coalescing_);
     if (!awaitArrivals(seq, arrivalSpin_) &&
-        (!moreToCome || !awaitArrivals(seq, aheadArrivalSpin_))) {
+        (!peersWaitForIt || !awaitArrivals(seq, aheadArrivalSpin_))) {
       arrivalLesson_.gaveUp(seq, now);
       return 0;
     }

@@ -374,6 +374,9 @@ class Engine {
   // EPYC VM, both forms in the same processes taking turns: the slowest
   // rank's p50 48-113 us lower (of 200-450), as the early rank stopped
   // queueing most of them (benchmarks/RESULTS.md, "Every collective").
+  // Likewise where its body cannot put a turn up ahead (it reads the
+  // peers' tensors in place, or scales the caller's first): its peers wait
+  // for all of it.
   SpinBudget aheadArrivalSpin_;
   // Its ceiling, whatever the grace: an asynchronous caller (DDP's backward
   // between two buckets) must get back to its work; a grace set long for the
