@@ -100,6 +100,21 @@ def test_floor_plus_mpi_judges_neither_large_cells_nor_deepspeeds():
     assert (name, what) == ("missed", "(ring-floor)/faster of mpi and deepspeed")
 
 
+@pytest.mark.parametrize("deepspeed, expected", [(244.0, "floor+mpi-bound"), (150.0, "missed")])
+def test_floor_plus_mpi_stands_for_open_mpi_where_it_is_the_faster_peer(deepspeed, expected):
+    """After compute an allreduce is held to the faster of Open MPI and
+    DeepSpeed: where that is Open MPI, Open MPI reached through torch bounds it
+    as for every other op; where DeepSpeed is faster, it does not."""
+    cells = anchor_verdicts.Cells()
+    cells.floor_moves_nothing = True
+    key = ("all_reduce", "after-compute", 1048576)
+    cells[key] = {"mpi": 190.0, "deepspeed": deepspeed, "ringreduce": 234.0, "floor": 31.0,
+                  "floor+sync": 39.0, "floor+mpi": 247.0}
+    name, ratio, what = anchor_verdicts.verdict(cells, key)
+    assert (name, what) == (expected, "ring/faster of mpi and deepspeed")
+    assert ratio == pytest.approx(234.0 / min(190.0, deepspeed))
+
+
 def test_the_command_counts_verdicts_and_lists_the_cells_not_met(tmp_path):
     path = tmp_path / "run.txt"
     path.write_text("\n".join(RUN) + "\n")
