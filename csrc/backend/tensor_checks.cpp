@@ -266,8 +266,8 @@ bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite&
     const at::Tensor& t = tensors[i];
     if (!plainContiguous(t)) return false;
     if (t.numel() == 0) continue;  // no memory to share
-    const auto* begin = static_cast<const char*>(t.data_ptr());
-    spans.push_back({begin, begin + t.nbytes(), i});
+    const MemorySpans::Span span = MemorySpans::spanOf(t);
+    spans.push_back({span.first, span.second, i});
   }
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.begin < b.begin; });

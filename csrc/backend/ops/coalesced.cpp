@@ -1,6 +1,7 @@
-// The coalesced forms: several tensors in one queued operation. Each part
-// runs with its own sequence number (OpContext::part) so their messages never
-// meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
+// The coalesced forms: several tensors in one operation, as one message on
+// the host channel where it carries them (on the caller's thread where a
+// collective of that size runs there), else queued with each part under its
+// own sequence number (OpContext::part) so their messages never meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
 #include <algorithm>
 #include <optional>
