@@ -4,7 +4,7 @@ gloo in the same processes, with K pure-CPU processes running beside the ranks.
     OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 benchmarks/busy_cores.py \
         [--busy 0,2,4,8] [--sizes 4096,65536,262144,1048576,4194304] [--iters 60] \
         [--ddp-steps 20] [--backends ringreduce,fixed,ucx,gloo] \
-        [--ops all_reduce,async_all_reduce,all_gather_into_tensor,reduce_scatter_tensor,broadcast]
+        [--ops all_reduce,async_all_gather_into_tensor,functional_all_gather_tensor,...]
 
 Real jobs are rarely alone on their cores: DataLoader workers decode and
 augment beside the ranks, and clusters share nodes. For each K in --busy,
@@ -18,10 +18,13 @@ wait() returning; the figure for an op is the slowest rank's
 each ringreduce group's (above 1: faster than gloo).
 
 Ops (--ops; a size is the bytes each rank writes before the op): all_reduce
-(the default), async_all_reduce (`async_op=True` and `wait()`: DDP's
-buckets), all_gather_into_tensor and reduce_scatter_tensor (what FSDP and
+(the default), all_gather_into_tensor and reduce_scatter_tensor (what FSDP and
 ZeRO-3 issue for every layer; the scatter's output is the size over the
-world) and broadcast from rank 0 (ZeRO's parameters at start).
+world) and broadcast from rank 0 (ZeRO's parameters at start); each also as
+async_<op> (`async_op=True` and `wait()`: DDP's buckets, FSDP's and ZeRO's
+prefetches), and functional_all_reduce, functional_all_gather_tensor and
+functional_reduce_scatter_tensor (torch's functional collectives and
+`wait_tensor`, eager: what DTensor calls).
 
 Backends: "ringreduce" as configured (its waits adapt to the load,
 core/base/spin_budget.h), "fixed" a second ringreduce group made with
@@ -44,6 +47,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -107,25 +111,58 @@ def make_groups(names):
 
 def op_call(name, tensor, world):
     """The timed call of op `name` on `tensor` (written before each call),
-    with any output it needs made once."""
+    with any output it needs made once. "async_<op>" is <op> with
+    `async_op=True` and `wait()`; "functional_<op>" torch's functional
+    collective (which allocates its output at each call) and `wait_tensor`."""
+    if name.startswith("functional_"):
+        return functional_call(name[len("functional_"):], tensor)
+    asynchronous = name.startswith("async_")
+    issue = sync_call(name[len("async_"):] if asynchronous else name, tensor, world)
+    if asynchronous:
+        return lambda group: issue(group, True).wait()
+    return lambda group: issue(group, False)
+
+
+def sync_call(name, tensor, world):
+    """(group, async_op) -> the Work of op `name`, or None."""
     if name == "all_reduce":
-        return lambda group: dist.all_reduce(tensor, group=group)
-    if name == "async_all_reduce":
-        return lambda group: dist.all_reduce(tensor, group=group, async_op=True).wait()
+        return lambda group, a: dist.all_reduce(tensor, group=group, async_op=a)
     if name == "all_gather_into_tensor":
         gathered = torch.empty(world * tensor.numel(), dtype=tensor.dtype)
-        return lambda group: dist.all_gather_into_tensor(gathered, tensor, group=group)
+        return lambda group, a: dist.all_gather_into_tensor(gathered, tensor, group=group,
+                                                            async_op=a)
     if name == "reduce_scatter_tensor":
         if tensor.numel() % world:
             raise SystemExit(f"reduce_scatter_tensor: {tensor.numel()} elements do not split "
                              f"over {world} ranks")
         scattered = torch.empty(tensor.numel() // world, dtype=tensor.dtype)
-        return lambda group: dist.reduce_scatter_tensor(scattered, tensor, group=group)
+        return lambda group, a: dist.reduce_scatter_tensor(scattered, tensor, group=group,
+                                                           async_op=a)
     if name == "broadcast":
         # The group's rank 0 (a global rank: the groups span the world).
-        return lambda group: dist.broadcast(tensor, src=0, group=group)
-    raise SystemExit(f"unknown op {name!r}: all_reduce, async_all_reduce, "
-                     "all_gather_into_tensor, reduce_scatter_tensor or broadcast")
+        return lambda group, a: dist.broadcast(tensor, src=0, group=group, async_op=a)
+    raise SystemExit(f"unknown op {name!r}: {OPS_HELP}")
+
+
+def functional_call(name, tensor):
+    """As DTensor and compiled graphs call them, eagerly."""
+    import torch.distributed._functional_collectives as funcol
+    # torch 2.13 names the tensor forms deprecated (for the *_single ones
+    # that do the same); DTensor still calls them.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    if name == "all_reduce":
+        return lambda group: funcol.wait_tensor(funcol.all_reduce(tensor, "sum", group))
+    if name == "all_gather_tensor":
+        return lambda group: funcol.wait_tensor(funcol.all_gather_tensor(tensor, 0, group))
+    if name == "reduce_scatter_tensor":
+        return lambda group: funcol.wait_tensor(
+            funcol.reduce_scatter_tensor(tensor, "sum", 0, group))
+    raise SystemExit(f"unknown op functional_{name!r}: {OPS_HELP}")
+
+
+OPS_HELP = ("all_reduce, all_gather_into_tensor, reduce_scatter_tensor or broadcast, each also "
+            "as async_<op>; functional_all_reduce, functional_all_gather_tensor or "
+            "functional_reduce_scatter_tensor")
 
 
 def time_after_gap(group, call, tensor, source, iters, gap_s):
@@ -255,8 +292,7 @@ def main():
     p.add_argument("--sizes", default="4096,65536,262144,1048576,4194304",
                    help="message sizes in bytes, comma separated")
     p.add_argument("--ops", default="all_reduce",
-                   help="comma separated: all_reduce, async_all_reduce, all_gather_into_tensor, "
-                        "reduce_scatter_tensor, broadcast")
+                   help="comma separated: " + OPS_HELP)
     p.add_argument("--iters", type=int, default=60, help="ops per size, backend and K")
     p.add_argument("--rounds", type=int, default=6,
                    help="the ops are split into this many interleaved rounds")
