@@ -11,13 +11,18 @@
 #include <vector>
 
 #include "algorithms/comm.h"
+#include "core/base/inline_vector.h"
 #include "core/base/op_context.h"
 
 namespace ringreduce {
 
+// A rank's blocks, one per rank of the group: held inline up to 8 ranks
+// (one host's), built at every call (inline_vector.h).
+using PerRank = InlineVector<size_t, 8>;
+
 struct BlockLayout {
-  std::vector<size_t> offsets;
-  std::vector<size_t> bytes;
+  PerRank offsets;
+  PerRank bytes;
 
   // n equal blocks of `blockBytes`, back to back.
   static BlockLayout uniform(int n, size_t blockBytes);

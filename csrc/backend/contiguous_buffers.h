@@ -12,6 +12,7 @@
 
 #include "backend/dtype_mapping.h"
 #include "core/base/data_type.h"
+#include "core/base/inline_vector.h"
 
 namespace ringreduce {
 
@@ -34,10 +35,12 @@ inline bool sharesMemory(const at::Tensor& a, const at::Tensor& b) {
 class MemorySpans {
  public:
   using Span = std::pair<const char*, const char*>;  // begin, end
+  // Inline for a host's few ranks' tensors: no allocation per call.
+  using Spans = InlineVector<Span, 8>;
 
   explicit MemorySpans(at::TensorList tensors) : MemorySpans(spansOf(tensors)) {}
   // Spans already read from their tensors (a caller that walks them anyway).
-  explicit MemorySpans(std::vector<Span> spans) : spans_(std::move(spans)) {
+  explicit MemorySpans(Spans spans) : spans_(std::move(spans)) {
     std::sort(spans_.begin(), spans_.end());
     const char* most = nullptr;
     for (auto& span : spans_) {  // from here on: the furthest end up to this span
@@ -64,23 +67,23 @@ class MemorySpans {
   }
 
  private:
-  static std::vector<Span> spansOf(at::TensorList tensors) {
-    std::vector<Span> spans;
+  static Spans spansOf(at::TensorList tensors) {
+    Spans spans;
     spans.reserve(tensors.size());
     for (const at::Tensor& t : tensors) spans.push_back(spanOf(t));
     return spans;
   }
 
-  std::vector<Span> spans_;  // begin, furthest end so far
+  Spans spans_;  // begin, furthest end so far
 };
 
 // The list's tensors' memory, each read or written where it is: false when
 // one of them is not its values in order or shares memory with `apart`
 // (read while they are written, or the other way round), which then go
 // through a flat copy. `pointers` gets one per tensor.
-template <typename Pointer>
+template <typename Pointers>
 bool pointersInPlace(const std::vector<at::Tensor>& list, const at::Tensor& apart,
-                     std::vector<Pointer>& pointers) {
+                     Pointers& pointers) {
   pointers.clear();
   pointers.reserve(list.size());
   for (const at::Tensor& t : list) {

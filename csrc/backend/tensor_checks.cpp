@@ -260,7 +260,7 @@ bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite&
     const char* end;
     size_t index;
   };
-  std::vector<Span> spans;
+  InlineVector<Span, 8> spans;  // no allocation for a host's few ranks' tensors
   spans.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];

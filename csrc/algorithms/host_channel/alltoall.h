@@ -68,10 +68,10 @@ bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllT
 // send[j], goes to rank j; rank q's block to this rank lands at recv[q]
 // (recvBytes[q] expected). No block may overlap another.
 struct AllToAllBlocks {
-  std::vector<const void*> send;
-  std::vector<size_t> sendBytes;
-  std::vector<void*> recv;
-  std::vector<size_t> recvBytes;
+  InlineVector<const void*, 8> send;
+  PerRank sendBytes;
+  InlineVector<void*, 8> recv;
+  PerRank recvBytes;
 };
 bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
                                      const AllToAllBlocks& blocks, bool mayDecline = true);

@@ -82,7 +82,7 @@ struct Offer {
   GatherForms::Call call;
 };
 
-Offer chooseOffer(HostChannel& channel, const OpContext& op, const std::vector<size_t>& sendBytes) {
+Offer chooseOffer(HostChannel& channel, const OpContext& op, const PerRank& sendBytes) {
   const size_t rank = static_cast<size_t>(channel.rank());
   size_t largest = 0;
   for (size_t j = 0; j < sendBytes.size(); ++j) {
@@ -152,6 +152,8 @@ bool hostChannelUnevenAlltoallFits(const Comm& comm, const BlockLayout& send,
 bool hostChannelUnevenAlltoall(const Comm& comm, const OpContext& op, const AllToAllArgs& args,
                                bool mayDecline) {
   AllToAllBlocks blocks{{}, args.sendLayout.bytes, {}, args.recvLayout.bytes};
+  blocks.send.reserve(args.sendLayout.offsets.size());
+  blocks.recv.reserve(args.recvLayout.offsets.size());
   for (size_t offset : args.sendLayout.offsets) {
     blocks.send.push_back(static_cast<const char*>(args.send) + offset);
   }
@@ -175,16 +177,16 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
   const size_t rank = static_cast<size_t>(channel.rank());
   const size_t headerBytes = unevenHeaderBytes(n);
   const size_t slotBytes = unevenSlotBytes(channel);
-  const std::vector<size_t>& sendBytes = blocks.sendBytes;
-  const std::vector<size_t>& recvBytes = blocks.recvBytes;
+  const PerRank& sendBytes = blocks.sendBytes;
+  const PerRank& recvBytes = blocks.recvBytes;
   const size_t declineWord = n, inPlaceWord = n + 1, addressWords = n + 2;
   const auto pieceOf = [&](size_t bytes, size_t first) {
     return bytes > first ? std::min(slotBytes, bytes - first) : size_t{0};
   };
   // Whose blocks are read where they lie, from the first turn's headers
   // (this rank's own too: a turn published ahead says what it offered then).
-  std::vector<bool> inPlace(n, false);
-  std::vector<uint64_t> addresses(n, 0);  // of each peer's block to this rank
+  InlineVector<bool, 8> inPlace(n, false);
+  InlineVector<uint64_t, 8> addresses(n, 0);  // of each peer's block to this rank
   bool anyInPlace = false;
   const auto start = std::chrono::steady_clock::now();
   const Offer chosen = chooseOffer(channel, op, sendBytes);

@@ -44,7 +44,7 @@ const void* readableInput(const at::Tensor& input, const void* own, const Memory
 // temporary, copied in at the end (`staged`: output, temporary); the others
 // are written where they are (`written`). The place its blocks land.
 void* placeOf(const at::Tensor& output, std::vector<std::pair<at::Tensor, at::Tensor>>& staged,
-              std::vector<MemorySpans::Span>& written) {
+              MemorySpans::Spans& written) {
   if (plainContiguous(output)) {
     written.push_back(MemorySpans::spanOf(output));
     return output.data_ptr();
@@ -315,7 +315,7 @@ void ProcessGroupRing::allgatherParts(const Comm& c, const OpContext& ctx,
                                       const std::vector<at::Tensor>& inputs,
                                       const std::vector<at::Tensor>& outputs) {
   std::vector<std::pair<at::Tensor, at::Tensor>> staged;
-  std::vector<MemorySpans::Span> writtenSpans;  // what the algorithm writes in place
+  MemorySpans::Spans writtenSpans;  // what the algorithm writes in place
   writtenSpans.reserve(outputs.size());
   std::vector<AllgatherPart> parts(inputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -342,7 +342,7 @@ void ProcessGroupRing::allgatherListParts(const Comm& c, const OpContext& ctx,
   const size_t world = static_cast<size_t>(size_);
   std::vector<void*> places(inputs.size() * world);  // part i's block of rank r at [i * world + r]
   std::vector<std::pair<at::Tensor, at::Tensor>> staged;
-  std::vector<MemorySpans::Span> writtenSpans;
+  MemorySpans::Spans writtenSpans;
   writtenSpans.reserve(places.size());
   for (size_t r = 0; r < world; ++r) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -454,7 +454,7 @@ void ProcessGroupRing::reduceScatterParts(const Comm& c, const OpContext& ctx,
   // in order: a copy, kept in `copies` until the algorithm ends.
   std::vector<at::Tensor> copies;
   std::vector<ReduceScatterPart> parts(inputs.size());
-  std::vector<MemorySpans::Span> readSpans;
+  MemorySpans::Spans readSpans;
   readSpans.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (red.premul || !plainContiguous(inputs[i])) {

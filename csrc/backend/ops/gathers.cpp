@@ -483,6 +483,7 @@ void ProcessGroupRing::alltoallEqual(const Comm& c, const OpContext& ctx, const 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
+  probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"all_to_all", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
     HostStaging staging = stagingFor(*device, site.op);
@@ -518,15 +519,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
     recvLayout.bytes.push_back(outputs[p].nbytes());
     recvOffset += outputs[p].nbytes();
   }
-  checkNoOverlap(outputs, site, "output");  // each peer's block lands in its own tensor
-  const std::vector<at::Tensor> inputList = inputs;
-  const std::vector<at::Tensor> outputList = outputs;
+  // Each peer's block lands in its own tensor.
+  if (!checkNoOverlapPlain(outputs, site, "output")) checkNoOverlap(outputs, site, "output");
   // Each rank's tensors may differ in size from its peers': as
   // all_to_all_single with split sizes, through the channel's uneven form
   // where it starts there (its first turn tells whether the blocks stay).
   if (!staged) {
-    if (auto work = copiesAlone(c10d::OpType::ALLTOALL, site.op, opts.timeout, outputList,
-                                inputList, CheckedArgs{-1, -1, 0})) {
+    if (auto work = copiesAlone(c10d::OpType::ALLTOALL, site.op, opts.timeout, outputs, inputs,
+                                CheckedArgs{-1, -1, 0})) {
       return work;
     }
     if (auto done =
@@ -534,6 +534,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
       return *done;
     }
   }
+  // The queued body's own lists: the caller's may change once this returns.
+  const std::vector<at::Tensor> inputList = inputs;
+  const std::vector<at::Tensor> outputList = outputs;
   const bool onChannel = channelStartsUnevenAlltoall();
   return enqueue(
       staged, c10d::OpType::ALLTOALL, site.op, callOptions(opts), outputList,
