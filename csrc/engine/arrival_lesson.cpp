@@ -30,4 +30,9 @@ std::optional<std::chrono::nanoseconds> ArrivalLesson::take() {
   return std::chrono::nanoseconds(late);
 }
 
+void teachArrivalWaits(std::chrono::nanoseconds late, SpinBudget& first, SpinBudget& longer) {
+  first.wokeAfter(late);
+  if (late > first.ceiling()) longer.wokeAfter(late);
+}
+
 }  // namespace ringreduce

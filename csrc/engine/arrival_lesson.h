@@ -21,6 +21,18 @@
 // (containers in their own time namespaces: HostChannel::sharesClock),
 // whose stamps the channel does not hand out.
 //
+// Two waits learn from it (teachArrivalWaits): the first, short one every
+// asynchronous caller spins (Engine::kArrivalWait), and the longer one a
+// caller whose peers wait for it goes on to (up to the worker's grace:
+// Engine::aheadArrivalSpin_). Peers later than the first's ceiling teach
+// the second: eager functional all-gathers of 1 MiB per rank (read in
+// place), whose ranks drift 30-100 us apart call after call, had each been
+// queued about half the time once the longer wait halved itself away
+// (collective_anchors.py, world 2 on the 2-vCPU Xeon 6 VM, the rule on and
+// off taking turns, three runs each: the slowest rank's p50 0.98-1.06x
+// Open MPI's Iallgather reached through torch with it, 1.00-1.15x without;
+// after compute 0.98-1.00x against 1.03-1.51x).
+//
 // One given-up collective at a time: the next one cannot run past the queue
 // before the queued one has run (Engine::runOnCaller declines while the
 // executor is busy). gaveUp and take on the caller that runs past the queue
@@ -32,6 +44,8 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+
+#include "core/base/spin_budget.h"
 
 namespace ringreduce {
 
@@ -59,5 +73,11 @@ class ArrivalLesson {
   std::atomic<int64_t> waitStartNs_{0};
   std::atomic<int64_t> lateNs_{-1};  // -1: no lesson to take
 };
+
+// What a lesson (peers `late` after the wait's start) teaches the first
+// arrival wait and the longer one after it: each a spin long enough again
+// where the peers came within its ceiling (SpinBudget::wokeAfter); the
+// longer one only where the first could not have caught them.
+void teachArrivalWaits(std::chrono::nanoseconds late, SpinBudget& first, SpinBudget& longer);
 
 }  // namespace ringreduce

@@ -439,7 +439,7 @@ void Engine::applyArrivalLesson() {
   const std::optional<std::chrono::nanoseconds> late = arrivalLesson_.take();
   // Peers late for want of a core (cpu_contention.h): a longer spin would
   // hold one they need.
-  if (late && !executor_->cpuContended()) arrivalSpin_.wokeAfter(*late);
+  if (late && !executor_->cpuContended()) teachArrivalWaits(*late, arrivalSpin_, aheadArrivalSpin_);
 }
 
 bool Engine::awaitArrivals(uint64_t seq, SpinBudget& spin) {

@@ -109,3 +109,40 @@ TEST(ArrivalLesson, AWaitThatStoppedSpinningSpinsAgainWherePeersCameWithinItsCei
 }
 
 }  // namespace
+
+namespace {
+
+// Both arrival waits of Engine::runOnCaller, each spun out to nothing, then
+// taught by lessons (teachArrivalWaits): peers within the first wait's
+// ceiling raise that one only; later peers, within the longer wait's, raise
+// the longer one (twice the lateness, at most its ceiling); later still,
+// neither.
+TEST(ArrivalLesson, PeersLaterThanTheFirstWaitTeachTheLongerOne) {
+  ArrivalLesson::Clock::time_point now = kStart;
+  SpinBudget first(microseconds(25), true, [&] { return now; });
+  SpinBudget longer(microseconds(100), true, [&] { return now; });
+  const auto runOut = [&](SpinBudget& budget) {
+    for (int i = 0; i < 8; ++i) {
+      budget.startWait();
+      while (budget.keepSpinning(now)) now += microseconds(1);
+    }
+    ASSERT_EQ(budget.budget(), nanoseconds(0));
+  };
+  runOut(first);
+  runOut(longer);
+
+  teachArrivalWaits(microseconds(150), first, longer);  // beyond both ceilings
+  EXPECT_EQ(first.budget(), nanoseconds(0));
+  EXPECT_EQ(longer.budget(), nanoseconds(0));
+
+  teachArrivalWaits(microseconds(40), first, longer);
+  EXPECT_EQ(first.budget(), nanoseconds(0));
+  EXPECT_EQ(longer.budget(), nanoseconds(microseconds(80)));
+
+  runOut(longer);
+  teachArrivalWaits(microseconds(9), first, longer);  // the first wait catches these
+  EXPECT_EQ(first.budget(), nanoseconds(microseconds(25)));
+  EXPECT_EQ(longer.budget(), nanoseconds(0));
+}
+
+}  // namespace
