@@ -1,4 +1,4 @@
-// A vector of trivially copyable values that keeps its first N in itself:
+// A vector of plain values that keeps its first N in itself:
 // a collective's per-rank lists (block sizes, offsets, addresses) are built
 // at every call, and on one host they hold a few entries. A std::vector
 // allocates for each and frees it again, some ten times a call for an
