@@ -32,6 +32,7 @@ at::Tensor HostStaging::shadow(const at::Tensor& t, bool in, bool out) {
   if (!t.defined() || !t.is_cuda()) return t;
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "ringreduce: only dense (strided) CUDA tensors "
                     "are supported, got layout ", t.layout());
+  if (out) checkWritable(t, site_, in ? "input" : "output");
   at::Tensor host = pinnedLike(t);
   if (in) call_->copiesIn.emplace_back(t, host);
   if (out) call_->copiesOut.emplace_back(host, t);

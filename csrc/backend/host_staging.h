@@ -27,8 +27,12 @@ std::optional<c10::Device> deviceOfCall(const CallSite& site, const std::vector<
 
 class HostStaging {
  public:
-  HostStaging(c10::Device device, c10::Stream stream)
-      : call_(std::make_shared<DeviceCall>(device, stream)) {}
+  // `site`: the call, named where a device tensor it would write cannot be
+  // written (write, readWrite): refused before anything is staged, as the
+  // host forms refuse such a host tensor, where the copy back would fail
+  // only after the collective, with the group then unusable.
+  HostStaging(c10::Device device, c10::Stream stream, const CallSite& site)
+      : call_(std::make_shared<DeviceCall>(device, stream)), site_(site) {}
 
   // A device tensor the op works on in place, on the device (no host copy):
   // only protected on the internal stream.
@@ -62,6 +66,7 @@ class HostStaging {
   std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, bool in, bool out);
 
   std::shared_ptr<DeviceCall> call_;
+  CallSite site_;
   std::vector<at::Tensor> deviceTensors_;
 };
 

@@ -313,7 +313,7 @@ class ProcessGroupRing : public c10d::Backend {
   // CUDA graph (host-staged work cannot be captured).
   HostStaging stagingFor(c10::Device device, const char* name) {
     refuseCapture(name, device);
-    return HostStaging(device, internalStream(device));
+    return HostStaging(device, internalStream(device), CallSite{name, rank_});
   }
   // The sequence numbers a CUDA collective reserves, whichever way it runs
   // (queued: enqueueOnDevice; on the caller's thread: runDeviceOnCaller):

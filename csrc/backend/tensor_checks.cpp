@@ -70,11 +70,21 @@ void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const cha
                     tensor.layout(), "; only dense (strided) tensors are supported");
 }
 
+namespace {
+// An expanded (stride 0) output would receive several results in one place.
+constexpr const char* kSelfOverlap =
+    " has overlapping memory (an expanded view?); results would overwrite each other";
+}  // namespace
+
 void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role) {
-  // An expanded (stride 0) output would receive several results in one place.
   TORCH_CHECK_VALUE(at::has_internal_overlap(tensor) != at::MemOverlap::Yes, where(site), role,
-                    " tensor has overlapping memory (an expanded view?); results would "
-                    "overwrite each other");
+                    " tensor", kSelfOverlap);
+}
+
+void checkWritable(const at::Tensor& tensor, size_t index, const CallSite& site,
+                   const char* role) {
+  TORCH_CHECK_VALUE(at::has_internal_overlap(tensor) != at::MemOverlap::Yes, where(site), role,
+                    " tensor ", index, kSelfOverlap);
 }
 
 namespace {
@@ -213,7 +223,7 @@ void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, c
   // by element, below.
   std::vector<std::vector<size_t>> unclear;
   for (size_t i = 0; i < list.size(); ++i) {
-    checkWritable(list[i], site, role);
+    checkWritable(list[i], i, site, role);
     for (size_t j = i + 1; j < list.size(); ++j) {
       if (list[i].numel() == 0 || list[j].numel() == 0) continue;
       const at::MemOverlapStatus status = at::get_overlap_status(list[i], list[j]);
@@ -284,6 +294,10 @@ bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite&
     if (furthest == nullptr || span.end > furthest->end) furthest = &span;
   }
   return true;
+}
+
+void checkOutputsApart(const std::vector<at::Tensor>& outputs, const CallSite& site) {
+  if (!checkNoOverlapPlain(outputs, site, "output")) checkNoOverlap(outputs, site, "output");
 }
 
 void checkSameDtype(const at::Tensor& a, const at::Tensor& b, const CallSite& site,

@@ -31,6 +31,8 @@ void checkDeviceTensor(const at::Tensor& tensor, const CallSite& site, const cha
 void checkReducibleDtype(const at::Tensor& tensor, const CallSite& site);
 // Results can be written into `tensor` (no internal overlap).
 void checkWritable(const at::Tensor& tensor, const CallSite& site, const char* role);
+// The same for tensor `index` of a list, which the message names.
+void checkWritable(const at::Tensor& tensor, size_t index, const CallSite& site, const char* role);
 // No two tensors of the output list `list` share memory and none overlaps
 // itself; strided views of one storage are checked element by element.
 void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, const char* role);
@@ -40,6 +42,12 @@ void checkNoOverlap(const std::vector<at::Tensor>& list, const CallSite& site, c
 // nothing, where one of them is not.
 bool checkNoOverlapPlain(const std::vector<at::Tensor>& tensors, const CallSite& site,
                          const char* role);
+// Each tensor of `outputs` is written whole by one collective: none overlaps
+// itself or another (checkNoOverlapPlain's sort where they are all plain,
+// else checkNoOverlap). Before any communication, so that a bad call raises
+// on each rank that makes it and leaves the group usable, instead of failing
+// inside the collective when the results are copied in.
+void checkOutputsApart(const std::vector<at::Tensor>& outputs, const CallSite& site);
 // Every tensor of `list` is a host tensor like `like` (dtype and numel), and,
 // unless `role` is "input", no two share memory.
 void checkListLike(const std::vector<at::Tensor>& list, size_t expectedLength,

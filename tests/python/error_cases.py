@@ -151,6 +151,26 @@ def _all_gather_coalesced(output_lists, inputs):
         dist.all_gather_coalesced(output_lists, inputs)
 
 
+def _coalesced(calls):
+    """Runs calls (each a function of no arguments) in torch's coalescing
+    manager: one *_coalesced call of the backend."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    with _coalescing_manager(async_ops=False):
+        for call in calls:
+            call()
+
+
+def _all_reduce_coalesced(tensors):
+    with warnings.catch_warnings():  # deprecated in torch
+        warnings.simplefilter("ignore", FutureWarning)
+        dist.all_reduce_coalesced(tensors)
+
+
+def _expanded(n):
+    """n elements that are all one element: no tensor can be written there."""
+    return torch.zeros(1).expand(n)
+
+
 def overlapping_outputs(rank, world, init_method):
     dist.init_process_group("ringreduce", init_method=init_method, rank=rank, world_size=world)
     problems = {}
@@ -201,6 +221,59 @@ def overlapping_outputs(rank, world, init_method):
         "all_gather_into_tensor expanded output": (ValueError, ["overlapping memory"],
                                                    lambda: dist.all_gather_into_tensor(
                                                        torch.ones(1).expand(3 * world), torch.ones(3))),
+        # The coalesced forms (FSDP's and ZeRO's managers) refuse before they
+        # communicate, as the single ones do: these used to fail only when the
+        # results were copied in, leaving the group unusable.
+        "all_gather_into_tensor_coalesced into overlapping views": (
+            ValueError, ["all_gather_into_tensor_coalesced", "output tensors 0 and 1 share memory"],
+            lambda: _coalesced([lambda: dist.all_gather_into_tensor(base16[:2 * world], torch.ones(2)),
+                                lambda: dist.all_gather_into_tensor(base16[1:2 * world + 1],
+                                                                    torch.ones(2))])),
+        "all_gather_into_tensor_coalesced into an expanded view": (
+            ValueError, ["all_gather_into_tensor_coalesced", "output tensor 1 has overlapping memory"],
+            lambda: _coalesced([lambda: dist.all_gather_into_tensor(torch.empty(2 * world),
+                                                                    torch.ones(2)),
+                                lambda: dist.all_gather_into_tensor(_expanded(2 * world),
+                                                                    torch.ones(2))])),
+        "reduce_scatter_tensor_coalesced into overlapping views": (
+            ValueError, ["reduce_scatter_tensor_coalesced", "output tensors 0 and 1 share memory"],
+            lambda: _coalesced([lambda: dist.reduce_scatter_tensor(base16[:4], torch.ones(4 * world)),
+                                lambda: dist.reduce_scatter_tensor(base16[2:6],
+                                                                   torch.ones(4 * world))])),
+        "reduce_scatter_tensor_coalesced into an expanded view": (
+            ValueError, ["reduce_scatter_tensor_coalesced", "output tensor 1 has overlapping memory"],
+            lambda: _coalesced([lambda: dist.reduce_scatter_tensor(torch.empty(4),
+                                                                   torch.ones(4 * world)),
+                                lambda: dist.reduce_scatter_tensor(_expanded(4),
+                                                                   torch.ones(4 * world))])),
+        "allreduce_coalesced of an expanded view": (
+            ValueError, ["allreduce_coalesced", "input tensor 1 has overlapping memory"],
+            lambda: _all_reduce_coalesced([torch.ones(4), _expanded(4)])),
+        # Every collective that writes a tensor in place or into an output.
+        "broadcast of an expanded view": (ValueError, ["broadcast", "overlapping memory"],
+                                          lambda: dist.broadcast(_expanded(4), src=0)),
+        "broadcast of an expanded view past the channel's buffers": (
+            ValueError, ["broadcast", "overlapping memory"],
+            lambda: dist.broadcast(_expanded(1 << 21), src=0)),
+        "reduce of an expanded view": (ValueError, ["reduce", "overlapping memory"],
+                                       lambda: dist.reduce(_expanded(4), dst=0)),
+        "scatter into an expanded view": (
+            ValueError, ["scatter", "overlapping memory"],
+            lambda: dist.scatter(_expanded(4), [torch.ones(4)] * world if rank == 0 else None,
+                                 src=0)),
+        "all_to_all_single into an expanded view": (
+            ValueError, ["all_to_all_single", "overlapping memory"],
+            lambda: dist.all_to_all_single(_expanded(4 * world), torch.ones(4 * world))),
+        "all_to_all into an expanded view": (
+            ValueError, ["all_to_all", "output tensor 0 has overlapping memory"],
+            lambda: dist.all_to_all([_expanded(4)] + [torch.empty(4) for _ in range(world - 1)],
+                                    [torch.ones(4)] * world)),
+        "asynchronous all_reduce of an expanded view": (
+            ValueError, ["allreduce", "overlapping memory"],
+            lambda: dist.all_reduce(_expanded(4), async_op=True).wait()),
+        # Every rank receives into one (nothing is sent): each refuses its own.
+        "recv into an expanded view": (ValueError, ["recv", "overlapping memory"],
+                                       lambda: dist.recv(_expanded(4), (rank + 1) % world)),
     }
     for name, (types, needles, fn) in checks.items():
         problem = _expect(types, needles, fn)
@@ -262,6 +335,13 @@ def lists_that_share_storage(rank, world, init_method):
                           [x(rank), x(rank) + 1])
     check("all_gather_coalesced into a matrix's columns", wide.t(),
           torch.stack([v for r in range(world) for v in (x(r), x(r) + 1)]))
+    # allreduce_coalesced of two views that share elements: as gloo takes it
+    # (each tensor's values reduced as they were before the call, so the
+    # shared elements get the same result from both).
+    shared = torch.arange(6.0) + rank
+    _all_reduce_coalesced([shared[:4], shared[2:]])
+    check("allreduce_coalesced of views that share elements", shared,
+          sum(torch.arange(6.0) + r for r in range(world)))
     mine = x(rank)
     pairs = [[torch.empty(4), torch.empty(4)] for _ in range(world)]
     _all_gather_coalesced(pairs, [mine, mine])

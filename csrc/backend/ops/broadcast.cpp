@@ -20,12 +20,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::broadcast(std::vector<at::Tenso
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ringreduce: broadcast on rank ", rank_,
                     ": rootTensor must be 0 (one tensor per process)");
   const int root = static_cast<int>(opts.rootRank);
+  // The root's tensor is only read, but every rank refuses one that cannot
+  // be written: the same call fails alike on every rank (nothing numbered,
+  // no rank left waiting in a broadcast its peers refused), and the group
+  // stays usable. An expanded root tensor needs .contiguous().
   if (deviceOfCall(site, tensors)) {
     checkDeviceTensor(tensor, site, "input");
+    checkWritable(tensor, site, "input");
     if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
     return broadcastOnDevice(tensor, root, opts.timeout);
   }
   checkHostTensor(tensor, site, "input");
+  checkWritable(tensor, site, "input");
   if (auto work = broadcastAlone(tensor, opts.timeout)) return work;
   if (auto done = broadcastOnHostChannel(tensor, root, callOptions(opts))) return *done;
   return enqueue(

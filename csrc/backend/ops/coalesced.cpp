@@ -97,7 +97,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     return t.defined() && t.scalar_type() == tensors[0].scalar_type();
   });
   if (oneDtype) {
-    for (const at::Tensor& t : tensors) checkHostTensor(t, site, "input");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      checkHostTensor(tensors[i], site, "input");
+      checkWritable(tensors[i], i, site, "input");
+    }
     const Reduction red = checkReduction(tensors[0], opts.reduceOp, site);
     probe::mark(ProbePoint::Checked);
     if (!staged) {
@@ -112,8 +115,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     buckets.push_back(tensors);  // allocated only where it queues
     reductions.push_back(red);
   } else {
-    for (const at::Tensor& t : tensors) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const at::Tensor& t = tensors[i];
       checkHostTensor(t, site, "input");
+      checkWritable(t, i, site, "input");
       const Reduction red = checkReduction(t, opts.reduceOp, site);
       size_t b = 0;
       while (b < buckets.size() && buckets[b][0].scalar_type() != t.scalar_type()) ++b;
@@ -272,6 +277,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
     checkSameDtype(outputs[i], inputs[i], site, "output", "input");
     checkNumel(outputs[i], inputs[i].numel() * size_, site, "output");
   }
+  checkOutputsApart(outputs, site);
   const std::vector<at::Tensor> ins = inputs;
   const std::vector<at::Tensor> outs = outputs;
   if (!staged) {
@@ -405,6 +411,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
     bytes += inputs[i].nbytes();
     oneDtype = oneDtype && inputs[i].scalar_type() == inputs[0].scalar_type();
   }
+  checkOutputsApart(outputs, site);
   if (oneDtype && !staged && first) {
     if (auto work = copiesAlone(c10d::OpType::COALESCED, site.op, opts.timeout, outputs, inputs,
                                 CheckedArgs{-1, checkedReduceOp(*first)}, &*first)) {

@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueOnDevice(
   const DevicePath::Call call{fingerprintWord(fingerprintOf(type, {output}, checked)), limit};
   const c10::Stream current = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
   orderAfterLastDeviceOp(current, stream, false);
-  HostStaging staging(device, stream);
+  HostStaging staging(device, stream, CallSite{name, rank_});
   for (const at::Tensor& t : touched) staging.onDevice(t);
   return staging.run([&](const Staged& staged) {
     return enqueue(

@@ -257,6 +257,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::scatter(
   checkSingleTensor(outputs, site);
   const at::Tensor output = outputs[0];
   checkHostTensor(output, site, "output");
+  checkWritable(output, site, "output");
   checkRoot(opts.rootRank, size_, site);
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> inputList;
@@ -380,6 +381,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall_base(
   const CallSite site{"all_to_all_single", rank_};
   checkHostTensor(input, site, "input");
   checkHostTensor(output, site, "output");
+  checkWritable(output, site, "output");
   checkSameDtype(output, input, site, "output", "input");
   const BlockLayout sendLayout = splitLayout(input, inputSplits, size_, site, "input");
   const BlockLayout recvLayout = splitLayout(output, outputSplits, size_, site, "output");
@@ -520,7 +522,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::alltoall(std::vector<at::Tensor
     recvOffset += outputs[p].nbytes();
   }
   // Each peer's block lands in its own tensor.
-  if (!checkNoOverlapPlain(outputs, site, "output")) checkNoOverlap(outputs, site, "output");
+  checkOutputsApart(outputs, site);
   // Each rank's tensors may differ in size from its peers': as
   // all_to_all_single with split sizes, through the channel's uneven form
   // where it starts there (its first turn tells whether the blocks stay).

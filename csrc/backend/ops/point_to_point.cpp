@@ -116,6 +116,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::enqueueReceive(std::vector<at::
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "output");
+  checkWritable(tensor, site, "output");
   checkTag(tag, site);
   const bool anySource = srcRank < 0;
   return enqueuePointToPoint(

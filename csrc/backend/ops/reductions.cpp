@@ -127,6 +127,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce(std::vector<at::Tensor>&
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   checkHostTensor(tensor, site, "input");
+  checkWritable(tensor, site, "input");  // in place on every rank
   checkRoot(opts.rootRank, size_, site);
   const Reduction red = checkReduction(tensor, opts.reduceOp, site);
   const int root = static_cast<int>(opts.rootRank);
