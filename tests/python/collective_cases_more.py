@@ -1,5 +1,6 @@
 """The sweep of issue 3's collectives (reduce, reduce_scatter, gather,
-scatter, all_to_all, object collectives) against local references and gloo."""
+scatter, all_to_all, object collectives) against local references and gloo,
+and of the coalescing managers' forms on views and strided tensors."""
 import torch
 import torch.distributed as dist
 
@@ -123,4 +124,99 @@ def sweep_objects(rank, world, gloo, report, _gloo):
     report.check_equal("scatter_object_list", got[0], expected[rank])
 
 
-SWEEPS = [sweep_reduce, sweep_reduce_scatter, sweep_gather_scatter, sweep_all_to_all, sweep_objects]
+def _odd_layouts(dtype, n):
+    """Empty tensors of n elements as callers pass them besides plain ones:
+    (name, tensor, the untouched rest of its storage or None)."""
+    base = torch.zeros(2 * n + 3, dtype=dtype)
+    yield "offset view", base[3:3 + n], None
+    holder = torch.zeros(2 * n, dtype=dtype)
+    yield "strided", holder[::2], holder[1::2]
+    if n % 2 == 0:
+        yield "transposed", torch.zeros(2, n // 2, dtype=dtype).t(), None
+    yield "zero-size", torch.zeros(0, dtype=dtype), None
+
+
+def sweep_odd_layouts(rank, world, gloo, report, _gloo):
+    """reduce, scatter and the coalescing managers' forms (FSDP's, ZeRO's)
+    into views, strided and empty tensors, beside a plain tensor: each result
+    lands element for element where the caller's view has it, and nothing
+    else of its storage changes. (torch 2.13's gloo takes a strided tensor's
+    memory as contiguous in broadcast, reduce and scatter, so the reference is
+    local.)"""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    case = 60000
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for n in (6, 20011):
+            for name, _, _ in _odd_layouts(dtype, n):
+                case += 1
+                what = f"{dtype} n={n} {name}"
+
+                def odd():
+                    """A fresh tensor of this layout and its untouched rest."""
+                    for layout, tensor, rest in _odd_layouts(dtype, n):
+                        if layout == name:
+                            return tensor, rest
+
+                def values(r, k, shape):
+                    return make_input(dtype, shape, r, case * 10 + k)
+
+                shape = odd()[0].shape
+                plain = (5,)
+                # reduce to the last rank, in place.
+                mine, rest = odd()
+                mine.copy_(values(rank, 0, shape))
+                dist.reduce(mine, dst=world - 1)
+                expected = reference_allreduce([values(r, 0, shape) for r in range(world)], "SUM")
+                report.check(f"reduce {what}", mine,
+                             expected if rank == world - 1 else values(rank, 0, shape))
+                # scatter from rank 0 into the view.
+                piece, rest = odd()
+                dist.scatter(piece, [values(r, 1, shape) for r in range(world)]
+                             if rank == 0 else None, src=0)
+                report.check(f"scatter {what}", piece, values(rank, 1, shape))
+                if rest is not None:
+                    report.check(f"scatter {what}: the rest untouched", rest, torch.zeros_like(rest))
+                # all_gather_into_tensor and reduce_scatter_tensor in the
+                # manager: one *_coalesced call with a plain pair beside.
+                ins = [values(rank, 2, shape).reshape(-1), values(rank, 3, plain)]
+                outs = [torch.empty(world * ins[0].numel(), dtype=dtype),
+                        torch.empty(world * plain[0], dtype=dtype)]
+                with _coalescing_manager(async_ops=False):
+                    for out, inp in zip(outs, ins):
+                        dist.all_gather_into_tensor(out, inp)
+                report.check(f"all_gather_into_tensor_coalesced {what}", outs[0],
+                             torch.cat([values(r, 2, shape).reshape(-1) for r in range(world)]))
+                report.check(f"all_gather_into_tensor_coalesced {what}, the plain pair", outs[1],
+                             torch.cat([values(r, 3, plain) for r in range(world)]))
+                target, rest = odd()
+                outs = [target, torch.empty(plain, dtype=dtype)]
+                full = [lambda r: values(r, 4, (world * target.numel(),)),
+                        lambda r: values(r, 5, (world * plain[0],))]
+                with _coalescing_manager(async_ops=False):
+                    for out, make in zip(outs, full):
+                        dist.reduce_scatter_tensor(out, make(rank))
+                for k, out in enumerate(outs):
+                    total = reference_allreduce([full[k](r) for r in range(world)], "SUM")
+                    report.check(f"reduce_scatter_tensor_coalesced {what} output {k}",
+                                 out.reshape(-1), total.chunk(world)[rank] if total.numel()
+                                 else total)
+                if rest is not None:
+                    report.check(f"reduce_scatter_tensor_coalesced {what}: the rest untouched",
+                                 rest, torch.zeros_like(rest))
+                # all_reduce in the manager: allreduce_coalesced.
+                tensor, rest = odd()
+                tensor.copy_(values(rank, 6, shape))
+                beside = values(rank, 7, plain)
+                with _coalescing_manager(async_ops=False):
+                    dist.all_reduce(tensor)
+                    dist.all_reduce(beside)
+                report.check(f"allreduce_coalesced {what}", tensor, reference_allreduce(
+                    [values(r, 6, shape) for r in range(world)], "SUM"))
+                report.check(f"allreduce_coalesced {what}, the plain one", beside,
+                             reference_allreduce([values(r, 7, plain) for r in range(world)],
+                                                 "SUM"))
+
+
+SWEEPS = [sweep_reduce, sweep_reduce_scatter, sweep_gather_scatter, sweep_all_to_all, sweep_objects,
+          sweep_odd_layouts]
