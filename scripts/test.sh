@@ -16,6 +16,13 @@ ringreduce_python_env || exit 1
   true
 "$PYTHON" -c "import lightning, accelerate, transformers" 2>/dev/null ||
   echo "[test] lightning/accelerate/transformers unavailable: their tests will be skipped" >&2
+# cloudpickle, which Horovod pickles objects with (its dependency), so that
+# torch_ringreduce.horovod's broadcast_object of a lambda is tested too
+# (tests/python/test_horovod.py); without it the shim uses pickle.
+"$PYTHON" -c "import cloudpickle" 2>/dev/null ||
+  "$PYTHON" -m pip install -q cloudpickle 2>&1 |
+    grep -v "Running pip as the 'root' user\|Location 'file:.*' is ignored" ||
+  true
 # DeepSpeed (tests/python/test_deepspeed.py), its wheel without its declared
 # dependencies (pip would otherwise resolve a torch for it) and then the light
 # ones it imports.
