@@ -796,7 +796,9 @@ void Engine::startCoalescing() {
   awaitOnCaller(lock);
   if (coalescing_) {
     throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
-                ": already coalescing (nested coalescing managers are not supported)");
+                ": a coalescing block is still open (nested coalescing managers are not "
+                "supported; where an earlier manager's body raised, torch ended neither its "
+                "block nor its own record of it)");
   }
   coalescing_ = true;
   blockIssuedAsync_ = false;
@@ -805,7 +807,7 @@ void Engine::startCoalescing() {
 }
 
 namespace {
-// The whole of a block ended by an error (refuseWaitBehindHeld): its parts
+// The whole of a block ended early (endBlockEarly): its parts
 // report to their own Works; nobody holds the whole.
 class UnclaimedBlock : public OperationCallbacks {
  public:
@@ -823,21 +825,37 @@ void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
   // Every rank holds the same operations (startCoalescing), so every rank
   // raises here alike; what was held runs now, as the block's end would have
   // run it, and later operations run as outside a block.
-  coalescing_ = false;
-  blockIssuedAsync_ = false;
-  blockQueued_.clear();
-  blockEndedEarly_ = true;
-  std::shared_ptr<std::vector<Operation>> operations = takeHeld();
-  executor_->submit([this, operations] {
-    UnclaimedBlock whole;
-    runCoalesced(*operations, whole);
-  });
+  const size_t held = endBlockEarly();
   throw InvalidArgument(
       std::string("ringreduce: ") + name + " on rank " + std::to_string(rank_) +
       " waits for its result inside a coalescing block after an asynchronous operation of the "
       "block; the block may hold that until it ends, so the wait could not end: issue it with "
       "async_op=True, or outside the block. The block has ended here (the " +
-      std::to_string(operations->size()) + " operation(s) it held run now)");
+      std::to_string(held) + " operation(s) it held run now)");
+}
+
+void Engine::endBlockAfterRaise() {
+  std::unique_lock<std::mutex> lock(submitMutex_);
+  awaitOnCaller(lock);
+  if (!coalescing_) return;
+  const size_t held = endBlockEarly();
+  RR_LOG(Info, rank_, groupName_ << " coalescing block ended by a call that raised ("
+                                 << held << " held operation(s) run now)");
+}
+
+size_t Engine::endBlockEarly() {
+  coalescing_ = false;
+  blockIssuedAsync_ = false;
+  blockQueued_.clear();
+  blockEndedEarly_ = true;
+  std::shared_ptr<std::vector<Operation>> operations = takeHeld();
+  if (!operations->empty()) {
+    executor_->submit([this, operations] {
+      UnclaimedBlock whole;
+      runCoalesced(*operations, whole);
+    });
+  }
+  return operations->size();
 }
 
 bool Engine::coalescing() const { return coalescing_.load(std::memory_order_acquire); }

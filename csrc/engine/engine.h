@@ -165,6 +165,13 @@ class Engine {
   // True, without calling `combine`: the block held and queued nothing
   // (what it issued ran on the caller's thread), so it is complete now.
   bool endCoalescing(const Combine& combine);
+  // Caller's thread, after a call inside an open block raised: torch's
+  // coalescing manager then never ends the block (its end follows the
+  // block's one call only when that returns), which would hold every later
+  // operation and refuse every later block. Ends it as an early end does:
+  // what it held runs now; later operations run as outside a block.
+  // Nothing where no block is open.
+  void endBlockAfterRaise();
   // Any thread: a coalescing block is open (a device path that must not run
   // on the caller's thread inside one asks).
   bool coalescing() const;
@@ -241,6 +248,10 @@ class Engine {
   // block: raises (and ends the block) where its caller would wait on it
   // behind operations held until the block ends.
   void refuseWaitBehindHeld(const char* name, Runner runner);
+  // With submitMutex_ held, a block open: ends it before torch's end call
+  // (which then finds blockEndedEarly_), submitting what it held to run as
+  // one. The count of those operations.
+  size_t endBlockEarly();
   std::shared_ptr<OperationCallbacks> traced(std::shared_ptr<OperationCallbacks> callbacks,
                                              uint64_t seq, bool pointToPoint, const char* name,
                                              const std::string& summary, uint32_t fingerprint,

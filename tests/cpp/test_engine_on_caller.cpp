@@ -263,6 +263,34 @@ TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
     return std::make_shared<RecordingCallbacks>();
   }));
 }
+// torch's coalescing manager ends a device block only after the block's one
+// coalesced call returns: where that call raised, the backend ends the block
+// itself (endBlockAfterRaise). What it held runs; later operations are not
+// held and a later block opens; without an open block it does nothing.
+TEST(EngineOnCaller, ABlockEndedAfterARaiseRunsWhatItHeldAndLetsTheNextOneOpen) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  engine->endBlockAfterRaise();  // no block: nothing
+  EXPECT_FALSE(engine->coalescing());
+  engine->startCoalescing();
+  auto held = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 1u); });
+  EXPECT_TRUE(held->held());
+  engine->endBlockAfterRaise();
+  EXPECT_FALSE(engine->coalescing());
+  EXPECT_FALSE(held->held());
+  auto after = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); });
+  EXPECT_FALSE(after->held());
+  ASSERT_TRUE(becomesIdle(*engine));
+  EXPECT_EQ(held->outcome(), "");
+  EXPECT_EQ(after->outcome(), "");
+  engine->startCoalescing();  // not refused as nested
+  EXPECT_TRUE(engine->coalescing());
+  EXPECT_TRUE(engine->endCoalescing([](const auto&) -> std::shared_ptr<OperationCallbacks> {
+    ADD_FAILURE() << "an empty block made a whole to complete";
+    return std::make_shared<RecordingCallbacks>();
+  }));
+}
+
 // Bad arguments leave the group usable; anything else (a failed launch)
 // leaves it out of step with its peers, so it refuses what follows.
 TEST(EngineOnCaller, ALaunchErrorMakesTheGroupUnusableButBadArgumentsDoNot) {

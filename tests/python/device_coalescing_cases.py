@@ -191,3 +191,61 @@ def p2p_wait_inside_block(rank, world_size, init_method):
     report["after"] = x[0].item()
     dist.destroy_process_group()
     return report
+
+
+def coalesced_call_raises(rank, world_size, init_method):
+    """A device block whose one coalesced call raises (an expanded output or
+    input, which every rank refuses alike): torch's manager then never calls
+    endCoalescing, so the backend ends the block itself. Later collectives,
+    queued or not, and later blocks of the same call work and are exact.
+    Returns {case: {"error": (type, message), "after": [...], "block": ok}}."""
+    import torch
+    import torch.distributed as dist
+
+    _init(rank, world_size, init_method)
+    world = world_size
+    n = 4
+    report = {}
+    bad = {
+        "all_reduce": ([torch.ones(n), torch.zeros(1).expand(n)], None),
+        "all_gather_into_tensor": ([torch.ones(n), torch.ones(n)],
+                                   [torch.zeros(world * n), torch.zeros(1).expand(world * n)]),
+        "reduce_scatter_tensor": ([torch.ones(world * n), torch.ones(world * n)],
+                                  [torch.zeros(n), torch.zeros(1).expand(n)]),
+    }
+    for kind, (tensors, outputs) in bad.items():
+        for asynchronous in (False, True):
+            case = {"error": None}
+            try:
+                _device_block(kind, tensors, outputs, asynchronous)
+            except Exception as e:
+                case["error"] = (type(e).__name__, str(e))
+            # Later calls: a blocking one, an asynchronous one (queued: a
+            # block left open would hold it), a large one, then the same
+            # block made right.
+            x = torch.ones(8)
+            dist.all_reduce(x)
+            y = torch.ones(8)
+            dist.all_reduce(y, async_op=True).wait()
+            z = torch.ones(1 << 20)
+            dist.all_reduce(z, async_op=True).wait()
+            case["after"] = [x[0].item(), y[0].item(), z[-1].item()]
+            good = [torch.full((n,), float(rank + 1)), torch.full((n,), float(rank + 1))]
+            if kind == "all_reduce":
+                _device_block(kind, good, None, asynchronous)
+                case["block"] = all(torch.equal(t, torch.full((n,), float(world * (world + 1) // 2)))
+                                    for t in good)
+            elif kind == "all_gather_into_tensor":
+                outs = [torch.zeros(world * n), torch.zeros(world * n)]
+                _device_block(kind, good, outs, asynchronous)
+                expected = torch.arange(1, world + 1, dtype=torch.float32).repeat_interleave(n)
+                case["block"] = all(torch.equal(o, expected) for o in outs)
+            else:
+                ins = [torch.full((world * n,), float(rank + 1)) for _ in range(2)]
+                outs = [torch.zeros(n), torch.zeros(n)]
+                _device_block(kind, ins, outs, asynchronous)
+                case["block"] = all(torch.equal(o, torch.full((n,), float(world * (world + 1) // 2)))
+                                    for o in outs)
+            report[f"{kind} {'async' if asynchronous else 'sync'}"] = case
+    dist.destroy_process_group()
+    return report

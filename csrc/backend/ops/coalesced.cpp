@@ -4,6 +4,7 @@
 // own sequence number (OpContext::part) so their messages never meet. allreduce_coalesced fuses all tensors of one dtype into a single flat
 // buffer and a single ring allreduce, as Horovod's tensor fusion does.
 #include <algorithm>
+#include <exception>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -18,10 +19,36 @@
 #include "backend/tensor_checks.h"
 #include "backend/contiguous_buffers.h"
 #include "core/observe/latency_probe.h"
+#include "engine/engine.h"
 
 namespace ringreduce {
 
 namespace {
+
+// torch's coalescing manager, given a device (DeepSpeed's ZeRO passes one),
+// opens a block (startCoalescing) and ends it (endCoalescing) only after the
+// block's one coalesced call returns. Where that call raises (a bad tensor,
+// say), the block is ended here instead: left open, it would hold every
+// later operation of the group and refuse every later block.
+class BlockEndsIfRaises {
+ public:
+  explicit BlockEndsIfRaises(Engine& engine)
+      : engine_(engine), raisingAlready_(std::uncaught_exceptions()) {}
+  BlockEndsIfRaises(const BlockEndsIfRaises&) = delete;
+  BlockEndsIfRaises& operator=(const BlockEndsIfRaises&) = delete;
+  ~BlockEndsIfRaises() {
+    if (std::uncaught_exceptions() == raisingAlready_ || !engine_.coalescing()) return;
+    try {
+      engine_.endBlockAfterRaise();
+    } catch (...) {
+      // The call's own error is the one its caller sees.
+    }
+  }
+
+ private:
+  Engine& engine_;
+  int raisingAlready_;
+};
 
 // Where a part's input is read from: the input itself, or a copy kept in
 // `copies` until the algorithm ends where it is not its values in order, or
@@ -70,6 +97,7 @@ std::vector<std::vector<at::Tensor>> outputsByInput(const std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const BlockEndsIfRaises blockEnds(*engine_);
   probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"allreduce_coalesced", rank_};
   if (auto device = deviceOfCall(site, tensors)) {
@@ -244,6 +272,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  const BlockEndsIfRaises blockEnds(*engine_);
   probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"all_gather_into_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
@@ -372,6 +401,7 @@ void ProcessGroupRing::allgatherListParts(const Comm& c, const OpContext& ctx,
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  const BlockEndsIfRaises blockEnds(*engine_);
   probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"reduce_scatter_tensor_coalesced", rank_};
   if (auto device = deviceOfCall(site, outputs, inputs)) {
