@@ -160,7 +160,8 @@ run default 100 "${PYTEST[@]}" --maxfail 3 \
   "$CUDA_TESTS::test_allreduce_every_dtype_and_op[auto-4]" \
   "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-1]" \
   "$CUDA_TESTS::test_other_collectives_on_cuda_tensors[auto-2]" \
-  "$CUDA_TESTS::test_stream_semantics[2]"
+  "$CUDA_TESTS::test_stream_semantics[2]" \
+  "$CUDA_TESTS::test_bad_device_outputs_raise_at_the_call"
 run groups 150 "${PYTEST[@]}" tests/gpu/test_device_bound_groups_cuda.py \
   tests/gpu/test_work_timing_cuda.py
 run bench 75 "$PYTHON" benchmarks/cuda_latency.py --worlds 1,2,4 --iters 100 \

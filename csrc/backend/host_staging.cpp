@@ -41,7 +41,25 @@ at::Tensor HostStaging::shadow(const at::Tensor& t, bool in, bool out) {
   return host;
 }
 
+// Outputs a collective writes whole must be apart on the device, where the
+// host form's check cannot see it: their shadows always are, and copying
+// them back would overwrite one result with another without a word. Before
+// anything is staged, as the host forms refuse such host tensors. (An
+// allreduce_coalesced's tensors are read and written: views that share
+// elements are taken there, as on the host.)
+void HostStaging::checkDeviceOutputsApart(const std::vector<at::Tensor>& outputs) const {
+  if (outputs.size() < 2) return;
+  std::vector<at::Tensor> written;
+  written.reserve(outputs.size());
+  for (const at::Tensor& t : outputs) {
+    if (t.defined() && t.is_cuda()) written.push_back(t);
+  }
+  // An undefined or host tensor among them: the host form refuses the call.
+  if (written.size() == outputs.size()) checkOutputsApart(written, site_);
+}
+
 std::vector<at::Tensor> HostStaging::map(const std::vector<at::Tensor>& ts, bool in, bool out) {
+  if (out && !in) checkDeviceOutputsApart(ts);
   std::vector<at::Tensor> mapped;
   mapped.reserve(ts.size());
   for (const at::Tensor& t : ts) mapped.push_back(shadow(t, in, out));
@@ -57,6 +75,13 @@ std::vector<std::vector<at::Tensor>> HostStaging::read(
 
 std::vector<std::vector<at::Tensor>> HostStaging::write(
     const std::vector<std::vector<at::Tensor>>& lists) {
+  // Every list's tensors together (all_gather_coalesced's, rank by rank),
+  // numbered as one list.
+  if (lists.size() > 1) {
+    std::vector<at::Tensor> all;
+    for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
+    checkDeviceOutputsApart(all);
+  }
   std::vector<std::vector<at::Tensor>> mapped;
   for (const auto& list : lists) mapped.push_back(map(list, false, true));
   return mapped;

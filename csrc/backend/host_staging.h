@@ -64,6 +64,7 @@ class HostStaging {
  private:
   at::Tensor shadow(const at::Tensor& t, bool in, bool out);
   std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, bool in, bool out);
+  void checkDeviceOutputsApart(const std::vector<at::Tensor>& outputs) const;
 
   std::shared_ptr<DeviceCall> call_;
   CallSite site_;

@@ -220,6 +220,52 @@ def nccl_refused_on_shared_gpu(rank, world, init_method):
     return {"message": message, "cpu": cpu.tolist()}
 
 
+def _coalesced(calls):
+    """Runs calls in torch's coalescing manager: one *_coalesced call."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    with _coalescing_manager(device=torch.device("cuda", 0), async_ops=False):
+        for call in calls:
+            call()
+
+
+def bad_device_outputs(rank, world, init_method):
+    """CUDA outputs the host shadows hide: an expanded one and two that share
+    memory, in the coalesced forms FSDP and ZeRO call and in all_gather's
+    list. Each must raise ValueError at the call on every rank, and the group
+    stay usable. Returns each call's error message (or "no error")."""
+    _init(rank, world, init_method)
+    n = 4
+    ones = torch.ones(n, device="cuda")
+    whole = torch.zeros(2 * world * n, device="cuda")
+    expanded = torch.zeros(1, device="cuda").expand(world * n)
+    calls = {
+        "all_gather_into_tensor_coalesced, expanded output": lambda: _coalesced([
+            lambda: dist.all_gather_into_tensor(torch.zeros(world * n, device="cuda"), ones),
+            lambda: dist.all_gather_into_tensor(expanded, ones)]),
+        "all_gather_into_tensor_coalesced, overlapping outputs": lambda: _coalesced([
+            lambda: dist.all_gather_into_tensor(whole[:world * n], ones),
+            lambda: dist.all_gather_into_tensor(whole[1:world * n + 1], ones)]),
+        "reduce_scatter_tensor_coalesced, overlapping outputs": lambda: _coalesced([
+            lambda: dist.reduce_scatter_tensor(whole[:n], torch.ones(world * n, device="cuda")),
+            lambda: dist.reduce_scatter_tensor(whole[2:n + 2],
+                                               torch.ones(world * n, device="cuda"))]),
+        "all_gather, overlapping output list": lambda: dist.all_gather(
+            [whole[:n]] * world, ones),
+    }
+    messages = {}
+    for name, call in calls.items():
+        try:
+            call()
+            messages[name] = "no error"
+        except ValueError as error:
+            messages[name] = str(error)
+    after = torch.full((n,), float(rank + 1), device="cuda")
+    dist.all_reduce(after)  # the group still works
+    torch.cuda.synchronize()
+    return {"messages": messages, "after": after.cpu().tolist(),
+            "expected": [float(world * (world + 1) // 2)] * n}
+
+
 def _train_ddp(group, device, steps):
     from torch.nn.parallel import DistributedDataParallel
     torch.manual_seed(1234)

@@ -74,6 +74,19 @@ def test_nccl_on_a_shared_gpu_is_a_clear_error():
         assert result["cpu"] == [2.0] * 4
 
 
+def test_bad_device_outputs_raise_at_the_call():
+    """Outputs whose host shadows would be apart, though on the device they
+    cannot be written (expanded) or share memory: refused on every rank
+    before anything is staged or sent, naming the op, and the group goes on."""
+    results = run_world(2, cuda_cases.bad_device_outputs, timeout=300)
+    for rank, result in enumerate(results):
+        for name, message in result["messages"].items():
+            op = name.split(",")[0]
+            assert op in message and f"rank {rank}" in message, f"rank {rank}, {name}: {message}"
+            assert "overlapping memory" in message or "share memory" in message, message
+        assert result["after"] == result["expected"], result
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_ddp_on_cuda_matches_gloo(world):
     for rank, result in enumerate(run_world(world, cuda_cases.ddp_against_gloo, timeout=600)):
