@@ -796,9 +796,9 @@ void Engine::startCoalescing() {
   awaitOnCaller(lock);
   if (coalescing_) {
     throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
-                ": a coalescing block is still open (nested coalescing managers are not "
-                "supported; where an earlier manager's body raised, torch ended neither its "
-                "block nor its own record of it)");
+                ": a coalescing block is still open: nested coalescing managers are not "
+                "supported, and torch's manager leaves its block open where the block's body "
+                "or the manager itself raised (mixed collectives in one block, say)");
   }
   coalescing_ = true;
   blockIssuedAsync_ = false;
