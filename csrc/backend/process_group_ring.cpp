@@ -373,6 +373,11 @@ void ProcessGroupRing::startCoalescing() {
   }
 }
 
+void ProcessGroupRing::endBlockTorchLeftOpen(const char* op) {
+  if (!engine_->coalescing()) return;
+  engine_->endOpenBlock(op);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::endCoalescing() {
   c10::intrusive_ptr<WorkRing> combined;
   bool completeNow = false;

@@ -374,6 +374,21 @@ class ProcessGroupRing : public c10d::Backend {
   // A group of one (ops/group_of_one.cpp): the op completes on the caller's
   // thread with nothing sent or launched; null when the group is larger or
   // the engine has the op queue (see there).
+  // torch's device coalescing manager records its block's all_reduce,
+  // all_gather_into_tensor and reduce_scatter_tensor calls and issues them
+  // as one coalesced call, so these reach the backend inside an open block
+  // only where the manager raised before its end (mixed collectives in one
+  // block) and left the block open, or from a functional collective in the
+  // block's body. Either way the block ends here (Engine::endOpenBlock):
+  // held in it, the call would wait behind a block nobody may end. The
+  // same call on every rank, so every rank ends its block alike.
+  void endBlockTorchLeftOpen(const char* op);
+  // _allgather_base and _reduce_scatter_base past that: the coalesced forms
+  // of one tensor, inside a block torch will end, come here directly.
+  c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCall(at::Tensor& output, at::Tensor& input,
+                                                         const c10d::AllgatherOptions& opts);
+  c10::intrusive_ptr<c10d::Work> reduceScatterTensorCall(at::Tensor& output, at::Tensor& input,
+                                                         const c10d::ReduceScatterOptions& opts);
   c10::intrusive_ptr<c10d::Work> allreduceAlone(const at::Tensor& tensor, const Reduction& red,
                                                 std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> reduceScatterAlone(const at::Tensor& output,

@@ -46,7 +46,9 @@ bool WorkRing::wait(std::chrono::milliseconds timeout) {
                       " inside the coalescing block that holds it until the block ends: it "
                       "could never complete. Wait for it after the block (as for "
                       "batch_isend_irecv's works), or issue it outside the block; the block "
-                      "still runs it when it ends");
+                      "still runs it when it ends (a block torch's manager left open, where "
+                      "it raised, ends at the group's next all_reduce, "
+                      "all_gather_into_tensor, reduce_scatter_tensor or block)");
     if (std::shared_ptr<Executor> executor = executor_.lock()) {
       executor->helpUntil([this] { return ended(); }, &gaveUpAt);
     }

@@ -794,11 +794,15 @@ bool Engine::pollMessage(OperationCallbacks& callbacks, const OpContext& op, Pos
 void Engine::startCoalescing() {
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
-  if (coalescing_) {
-    throw Error("ringreduce: startCoalescing on rank " + std::to_string(rank_) +
-                ": a coalescing block is still open: nested coalescing managers are not "
-                "supported, and torch's manager leaves its block open where the block's body "
-                "or the manager itself raised (mixed collectives in one block, say)");
+  // A block still open here is one torch's manager left: it ends a block
+  // only where the block's body and its own checks did not raise (mixed
+  // collectives in one block raise), and nested managers fail in torch
+  // itself (the inner one takes the outer one's list). That block ends now,
+  // as an early end does, alike on every rank; what it held runs first.
+  if (coalescing_ && accepting_ && executor_ != nullptr) {
+    const size_t held = endBlockEarly();
+    RR_LOG(Info, rank_, groupName_ << " coalescing block left open ended by the next one ("
+                                   << held << " held operation(s) run now)");
   }
   coalescing_ = true;
   blockIssuedAsync_ = false;
@@ -834,13 +838,14 @@ void Engine::refuseWaitBehindHeld(const char* name, Runner runner) {
       std::to_string(held) + " operation(s) it held run now)");
 }
 
-void Engine::endBlockAfterRaise() {
+void Engine::endOpenBlock(const char* cause) {
   std::unique_lock<std::mutex> lock(submitMutex_);
   awaitOnCaller(lock);
-  if (!coalescing_) return;
+  // Shut down, nothing runs any more: what the block held stays held.
+  if (!coalescing_ || !accepting_ || executor_ == nullptr) return;
   const size_t held = endBlockEarly();
-  RR_LOG(Info, rank_, groupName_ << " coalescing block ended by a call that raised ("
-                                 << held << " held operation(s) run now)");
+  RR_LOG(Info, rank_, groupName_ << " coalescing block ended: " << cause << " (" << held
+                                 << " held operation(s) run now)");
 }
 
 size_t Engine::endBlockEarly() {

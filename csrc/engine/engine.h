@@ -158,20 +158,23 @@ class Engine {
   // before any asynchronous operation of the block; after one (a choice
   // the same on every rank, unlike what happened to be held) it raises,
   // its wait could end only with the block, and the block ends, what it
-  // held running as one.
+  // held running as one. A block still open (torch's manager left it)
+  // ends first, as endOpenBlock ends it.
   void startCoalescing();
   using Combine = std::function<std::shared_ptr<OperationCallbacks>(
       const std::vector<std::shared_ptr<OperationCallbacks>>& parts)>;
   // True, without calling `combine`: the block held and queued nothing
   // (what it issued ran on the caller's thread), so it is complete now.
   bool endCoalescing(const Combine& combine);
-  // Caller's thread, after a call inside an open block raised: torch's
-  // coalescing manager then never ends the block (its end follows the
-  // block's one call only when that returns), which would hold every later
-  // operation and refuse every later block. Ends it as an early end does:
-  // what it held runs now; later operations run as outside a block.
-  // Nothing where no block is open.
-  void endBlockAfterRaise();
+  // Caller's thread, where torch's coalescing manager will never end the
+  // open block: a call inside it raised (the manager ends a block only after
+  // its one call returns), or a call torch would have held in the block
+  // reached the backend after the manager itself raised (see
+  // ProcessGroupRing::endBlockTorchLeftOpen). Left open, the block would
+  // hold every later operation. Ends it as an early end does: what it held
+  // runs now; later operations run as outside a block. `cause` goes to the
+  // log. Nothing where no block is open or the group is shut down.
+  void endOpenBlock(const char* cause);
   // Any thread: a coalescing block is open (a device path that must not run
   // on the caller's thread inside one asks).
   bool coalescing() const;

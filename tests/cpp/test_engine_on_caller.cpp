@@ -265,17 +265,17 @@ TEST(EngineOnCaller, ABlocksWorkCompletesBehindAndFailsWithWhatItQueuedUnheld) {
 }
 // torch's coalescing manager ends a device block only after the block's one
 // coalesced call returns: where that call raised, the backend ends the block
-// itself (endBlockAfterRaise). What it held runs; later operations are not
+// itself (endOpenBlock). What it held runs; later operations are not
 // held and a later block opens; without an open block it does nothing.
 TEST(EngineOnCaller, ABlockEndedAfterARaiseRunsWhatItHeldAndLetsTheNextOneOpen) {
   auto fabric = std::make_shared<LoopbackFabric>(1);
   auto engine = engineFor(fabric, 0);
-  engine->endBlockAfterRaise();  // no block: nothing
+  engine->endOpenBlock("a test");  // no block: nothing
   EXPECT_FALSE(engine->coalescing());
   engine->startCoalescing();
   auto held = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 1u); });
   EXPECT_TRUE(held->held());
-  engine->endBlockAfterRaise();
+  engine->endOpenBlock("a test");
   EXPECT_FALSE(engine->coalescing());
   EXPECT_FALSE(held->held());
   auto after = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); });
@@ -289,6 +289,43 @@ TEST(EngineOnCaller, ABlockEndedAfterARaiseRunsWhatItHeldAndLetsTheNextOneOpen) 
     ADD_FAILURE() << "an empty block made a whole to complete";
     return std::make_shared<RecordingCallbacks>();
   }));
+}
+
+// A block still open at the next startCoalescing is one torch's manager
+// left (it raised before its end): it ends there, what it held running
+// before anything of the new block, and the new block holds as any does.
+TEST(EngineOnCaller, AStartOnABlockLeftOpenEndsItAndOpensTheNext) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  engine->startCoalescing();
+  auto left = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 1u); });
+  EXPECT_TRUE(left->held());
+  engine->startCoalescing();
+  EXPECT_TRUE(engine->coalescing());
+  EXPECT_FALSE(left->held());
+  auto next = queue(*engine, [](const OpContext& op) { EXPECT_EQ(op.seq, 2u); });
+  EXPECT_TRUE(next->held());
+  EXPECT_FALSE(engine->endCoalescing([](const auto& parts) -> std::shared_ptr<OperationCallbacks> {
+    EXPECT_EQ(parts.size(), 1u);  // the new block's own, not the one left open
+    return std::make_shared<RecordingCallbacks>();
+  }));
+  ASSERT_TRUE(becomesIdle(*engine));
+  EXPECT_EQ(left->outcome(), "");
+  EXPECT_EQ(next->outcome(), "");
+}
+
+// A group shut down with a block open runs nothing more: the block's end
+// from a later call (a coalesced call refused as shut down) or a later
+// block leaves what it held held, and does not touch the stopped queue.
+TEST(EngineOnCaller, ABlockOpenAtShutdownIsLeftAsItIs) {
+  auto fabric = std::make_shared<LoopbackFabric>(1);
+  auto engine = engineFor(fabric, 0);
+  engine->startCoalescing();
+  auto held = queue(*engine, [](const OpContext&) { ADD_FAILURE() << "ran after shutdown"; });
+  EXPECT_TRUE(engine->shutdown());
+  engine->endOpenBlock("a test");
+  engine->startCoalescing();
+  EXPECT_TRUE(held->held());
 }
 
 // Bad arguments leave the group usable; anything else (a failed launch)

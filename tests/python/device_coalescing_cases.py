@@ -249,3 +249,86 @@ def coalesced_call_raises(rank, world_size, init_method):
             report[f"{kind} {'async' if asynchronous else 'sync'}"] = case
     dist.destroy_process_group()
     return report
+
+
+def manager_raises_first(rank, world_size, init_method):
+    """torch's manager raising before its block's end (collectives of mixed
+    kinds in one block) leaves the backend's block open: the next
+    all_reduce, all_gather_into_tensor, reduce_scatter_tensor or block ends
+    it (ProcessGroupRing::endBlockTorchLeftOpen, Engine::startCoalescing),
+    what it held running first. Each case: the mixed block, an asynchronous
+    broadcast the open block holds, then the next call; both exact. Then a
+    functional collective inside a block that torch ends: exact too.
+    Returns {case: {"error": str or None, "values": [...]}}."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    _init(rank, world_size, init_method)
+    world = world_size
+    n = 4
+
+    def mixed():
+        with _coalescing_manager(device=torch.device("cpu")):
+            dist.all_reduce(torch.ones(n))
+            dist.all_gather_into_tensor(torch.zeros(world * n), torch.ones(n))
+
+    def all_reduce(asynchronous):
+        t = torch.full((n,), float(rank + 1))
+        work = dist.all_reduce(t, async_op=asynchronous)
+        if asynchronous:
+            work.wait()
+        return t.tolist()
+
+    def all_gather():
+        out = torch.zeros(world * n)
+        dist.all_gather_into_tensor(out, torch.full((n,), float(rank + 1)), async_op=True).wait()
+        return out.tolist()
+
+    def reduce_scatter():
+        out = torch.zeros(n)
+        dist.reduce_scatter_tensor(out, torch.full((world * n,), float(rank + 1)),
+                                   async_op=True).wait()
+        return out.tolist()
+
+    def block(asynchronous):
+        ts = [torch.full((n,), float(rank + 1)) for _ in range(2)]
+        _device_block("all_reduce", ts, None, asynchronous)
+        return ts[0].tolist() + ts[1].tolist()
+
+    nexts = {
+        "all_reduce": lambda: all_reduce(False),
+        "async all_reduce": lambda: all_reduce(True),
+        "all_gather_into_tensor": all_gather,
+        "reduce_scatter_tensor": reduce_scatter,
+        "block": lambda: block(False),
+        "async block": lambda: block(True),
+    }
+    report = {}
+    for name, next_call in nexts.items():
+        case = {"error": None}
+        try:
+            mixed()
+        except RuntimeError as e:
+            case["error"] = str(e)
+        held = torch.full((n,), float(rank))
+        work = dist.broadcast(held, world - 1, async_op=True)
+        case["values"] = next_call()
+        work.wait()
+        case["held"] = held.tolist()
+        report[name] = case
+    # A large one after: DDP's bucket, queued.
+    big = torch.ones(1 << 20)
+    dist.all_reduce(big, async_op=True).wait()
+    report["large after"] = {"error": None, "values": [big[0].item(), big[-1].item()]}
+    # A functional collective inside a block torch does end: it ends the
+    # block early, and the block's own call and end still complete.
+    a = torch.full((n,), float(rank + 1))
+    with _coalescing_manager(device=torch.device("cpu")):
+        dist.all_reduce(a)
+        f = funcol.wait_tensor(funcol.all_reduce(torch.full((n,), float(rank + 1)), "sum",
+                                                 dist.group.WORLD))
+    report["functional in a block"] = {"error": None, "values": a.tolist() + f.tolist()}
+    dist.destroy_process_group()
+    return report

@@ -97,3 +97,35 @@ def test_a_block_whose_coalesced_call_raises_is_ended_and_the_group_goes_on(shm_
             assert f"on rank {rank}" in message and "overlapping memory" in message, message
             assert result["after"] == [2.0, 2.0, 2.0], (rank, case, result)
             assert result["block"] is True, (rank, case, result)
+
+
+@pytest.mark.parametrize("shm_bytes", [None, "0"])
+def test_a_block_torchs_manager_leaves_open_ends_at_the_next_call_and_the_group_goes_on(
+        shm_bytes):
+    # torch's manager raises on collectives of mixed kinds only after the
+    # backend's block opened, and never ends it; the next all_reduce,
+    # all_gather_into_tensor, reduce_scatter_tensor or block ends it, what
+    # it held (an asynchronous broadcast) running first.
+    world = 2
+    reports = run_world(world, device_coalescing_cases.manager_raises_first,
+                        env=_shm_env(shm_bytes), timeout=120)
+    total = float(world * (world + 1) // 2)
+    for rank, report in enumerate(reports):
+        assert len(report) == 8, report
+        for case, result in report.items():
+            if case in ("large after", "functional in a block"):
+                continue
+            assert "mixed types" in (result["error"] or ""), (rank, case, result)
+            assert result["held"] == [float(world - 1)] * 4, (rank, case, result)
+        expected = {
+            "all_reduce": [total] * 4,
+            "async all_reduce": [total] * 4,
+            "all_gather_into_tensor": [1.0] * 4 + [2.0] * 4,
+            "reduce_scatter_tensor": [total] * 4,
+            "block": [total] * 8,
+            "async block": [total] * 8,
+            "large after": [2.0, 2.0],
+            "functional in a block": [total] * 8,
+        }
+        for case, values in expected.items():
+            assert report[case]["values"] == values, (rank, case, report[case])

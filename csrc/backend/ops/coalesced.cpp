@@ -39,7 +39,7 @@ class BlockEndsIfRaises {
   ~BlockEndsIfRaises() {
     if (std::uncaught_exceptions() == raisingAlready_ || !engine_.coalescing()) return;
     try {
-      engine_.endBlockAfterRaise();
+      engine_.endOpenBlock("its coalesced call raised");
     } catch (...) {
       // The call's own error is the one its caller sees.
     }
@@ -288,7 +288,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgather_into_tensor_coalesced
   // one, and its host form runs through the host channel on the caller's
   // thread; every rank calls the coalesced form alike, so every rank takes
   // this same turn.
-  if (outputs.size() == 1 && inputs.size() == 1) return _allgather_base(outputs[0], inputs[0], opts);
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return allgatherIntoTensorCall(outputs[0], inputs[0], opts);
+  }
   return allgather_into_tensor_coalesced(outputs, inputs, opts, nullptr);
 }
 
@@ -414,7 +416,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduce_scatter_tensor_coalesced
   }
   // One tensor: torch's functional reduce_scatter_tensor; as above.
   if (outputs.size() == 1 && inputs.size() == 1) {
-    return _reduce_scatter_base(outputs[0], inputs[0], opts);
+    return reduceScatterTensorCall(outputs[0], inputs[0], opts);
   }
   return reduce_scatter_tensor_coalesced(outputs, inputs, opts, nullptr);
 }

@@ -122,6 +122,12 @@ void ProcessGroupRing::allgatherIntoTensor(const OpContext& ctx, const at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  endBlockTorchLeftOpen("an all_gather_into_tensor came (torch's manager left the block open)");
+  return allgatherIntoTensorCall(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allgatherIntoTensorCall(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const CallSite site{"all_gather_into_tensor", rank_};
   if (deviceOfCall(site, {output, input})) {
     checkDeviceTensor(input, site, "input");

@@ -23,6 +23,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRing::allreduce(std::vector<at::Tenso
                                                            const c10d::AllreduceOptions& opts) {
   probe::mark(ProbePoint::BackendEntered);
   const CallSite site{"allreduce", rank_};
+  endBlockTorchLeftOpen("an allreduce came (torch's manager left the block open)");
   checkSingleTensor(tensors, site);
   const at::Tensor tensor = tensors[0];
   if (tensor.defined() && tensor.layout() == at::kSparse) return allreduceSparse(tensor, opts);
@@ -296,6 +297,12 @@ void ProcessGroupRing::reduceScatterList(const OpContext& ctx, const at::Tensor&
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRing::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  endBlockTorchLeftOpen("a reduce_scatter_tensor came (torch's manager left the block open)");
+  return reduceScatterTensorCall(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRing::reduceScatterTensorCall(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const CallSite site{"reduce_scatter_tensor", rank_};
   if (deviceOfCall(site, {output, input})) {
