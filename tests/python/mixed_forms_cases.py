@@ -137,15 +137,18 @@ def _scatter(s, a, group):
     return dist.scatter(out, ins, src=s.root, async_op=a), [(out, s.input(s.world + s.rank))]
 
 
-def _coalesced(s, a, group, issue):
+def _coalesced(s, a, group, issue, device=None):
+    """torch's coalescing manager around `issue`; given a device (DeepSpeed's
+    form), it brackets its one coalesced call with the backend's
+    startCoalescing and endCoalescing."""
     from torch.distributed.distributed_c10d import _coalescing_manager
 
-    with _coalescing_manager(async_ops=a) as manager:
+    with _coalescing_manager(device=device, async_ops=a) as manager:
         pairs = issue()
     return (manager if a else None), pairs
 
 
-def _coalesced_all_reduce(s, a, group):
+def _coalesced_all_reduce(s, a, group, device=None):
     def issue():
         pairs = []
         for part in range(3):
@@ -153,10 +156,10 @@ def _coalesced_all_reduce(s, a, group):
             pairs.append((mine, s.reduced([s.input(r + part * s.world) for r in range(s.world)])))
             dist.all_reduce(mine, op=s.op)
         return pairs
-    return _coalesced(s, a, group, issue)
+    return _coalesced(s, a, group, issue, device)
 
 
-def _coalesced_all_gather(s, a, group):
+def _coalesced_all_gather(s, a, group, device=None):
     def issue():
         pairs = []
         for part in range(2):
@@ -164,10 +167,10 @@ def _coalesced_all_gather(s, a, group):
             pairs.append((out, torch.cat([s.input(r + part * s.world) for r in range(s.world)])))
             dist.all_gather_into_tensor(out, s.input(s.rank + part * s.world))
         return pairs
-    return _coalesced(s, a, group, issue)
+    return _coalesced(s, a, group, issue, device)
 
 
-def _coalesced_reduce_scatter(s, a, group):
+def _coalesced_reduce_scatter(s, a, group, device=None):
     def issue():
         pairs = []
         for part in range(2):
@@ -176,7 +179,7 @@ def _coalesced_reduce_scatter(s, a, group):
             pairs.append((out, s.reduced(full)[s.rank * s.n:(s.rank + 1) * s.n]))
             dist.reduce_scatter_tensor(out, full[s.rank], op=s.op)
         return pairs
-    return _coalesced(s, a, group, issue)
+    return _coalesced(s, a, group, issue, device)
 
 
 def _all_gather_coalesced(s, a, group):
@@ -296,6 +299,11 @@ OPS = {
     "compiled_all_reduce": _compiled_all_reduce,
     "barrier": _barrier,
 }
+# The manager's forms a rank may also run given a device (DeepSpeed's form):
+# its own choice, from a generator of its own, so the shared draws and each
+# rank's other choices stay those a seed gave before (the seeds the tests
+# replay).
+DEVICE_BLOCK_OPS = ("coalesced_all_reduce", "coalesced_all_gather", "coalesced_reduce_scatter")
 
 
 def _late(own, rank):
@@ -325,7 +333,8 @@ def _mixed_steps(rank, world_size, reversed_group, steps, seed, before_step=lamb
     """Runs the shared sequence in this rank's forms: (wrong results, forms counted)."""
     shared = random.Random(seed)
     own = random.Random(seed * 1000 + rank)
-    pending, failures, forms = [], [], {"at once": 0, "asynchronous": 0}
+    blocks = random.Random(f"{seed} {rank} device blocks")
+    pending, failures, forms = [], [], {"at once": 0, "asynchronous": 0, "device block": 0}
 
     def finish(work, pairs, what):
         if isinstance(work, (torch.Tensor, list)):
@@ -345,7 +354,12 @@ def _mixed_steps(rank, world_size, reversed_group, steps, seed, before_step=lamb
         forms["asynchronous" if asynchronous else "at once"] += 1
         _late(own, rank)
         before_step(index)
-        work, pairs = OPS[name](step, asynchronous, group)
+        if name in DEVICE_BLOCK_OPS and blocks.random() < 0.5:
+            work, pairs = OPS[name](step, asynchronous, group, torch.device("cpu"))
+            name = "device_" + name
+            forms["device block"] += 1
+        else:
+            work, pairs = OPS[name](step, asynchronous, group)
         what = f"step {index}: {name} of {step.n} {step.dtype} ({step.reduction}, root " \
                f"{step.root}), {'asynchronous' if asynchronous else 'at once'} on rank {rank}"
         if asynchronous:

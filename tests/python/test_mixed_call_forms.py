@@ -13,6 +13,8 @@ def _check(results, steps):
         # Both forms on every rank, so that ranks met in a collective they
         # called differently.
         assert r["forms"]["at once"] > steps // 4 and r["forms"]["asynchronous"] > steps // 4, r
+        # And torch's manager given a device (DeepSpeed's form) among them.
+        assert r["forms"]["device block"] > 0, r
     return results
 
 
