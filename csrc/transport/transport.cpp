@@ -63,7 +63,7 @@ Request Transport::isend(int peer, uint64_t tag, const void* data, size_t bytes,
   if (request.handle == nullptr) {
     request.done = true;
   } else {
-    outstanding_.emplace(request.handle, op.owner());
+    outstanding_.emplace(request.handle, Outstanding{op.owner(), peer, false});
   }
   probe::mark(ProbePoint::Posted);
   return request;
@@ -86,7 +86,7 @@ Request Transport::irecv(int peer, uint64_t tag, void* data, size_t bytes, const
     explainFailure(peer, op);
     throw TransportError(where(op) + ": receive from " + peerName(peer) + " failed: " + error);
   }
-  outstanding_.emplace(request.handle, op.owner());
+  outstanding_.emplace(request.handle, Outstanding{op.owner(), peer, true});
   probe::mark(ProbePoint::Posted);
   return request;
 }
@@ -289,8 +289,8 @@ void Transport::abandonOutstanding(const OpContext& op) { abandonWhere(false, op
 
 void Transport::abandonWhere(bool all, uint64_t owner) {
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
-    if (all || it->second == owner) {
-      cancel(it->first);
+    if (all || it->second.owner == owner) {
+      cancelOutstanding(it->first, it->second);
       it = outstanding_.erase(it);
     } else {
       ++it;
@@ -298,10 +298,23 @@ void Transport::abandonWhere(bool all, uint64_t owner) {
   }
 }
 
+void Transport::cancelOutstanding(void* handle, const Outstanding& what) {
+  if (what.isRecv) {
+    cancelReceive(handle, what.peer);
+  } else {
+    cancel(handle);
+  }
+}
+
 void Transport::abandon(Request& request) {
   if (request.handle == nullptr) return;
-  cancel(request.handle);
-  outstanding_.erase(request.handle);
+  const auto it = outstanding_.find(request.handle);
+  if (it != outstanding_.end()) {
+    cancelOutstanding(request.handle, it->second);
+    outstanding_.erase(it);
+  } else {
+    cancel(request.handle);
+  }
   request.handle = nullptr;
   request.done = true;
 }

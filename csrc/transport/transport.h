@@ -188,6 +188,10 @@ class Transport {
   virtual Completion poll(void* handle, bool isRecv) = 0;
   // Cancels and releases a posted request.
   virtual void cancel(void* handle) = 0;
+  // The same for a receive from `peer` (-1: any source) abandoned in
+  // flight. Where the implementation cannot take back a receive already
+  // under way, it returns only once nothing more will land in its buffer.
+  virtual void cancelReceive(void* handle, int peer) { cancel(handle); }
 
   // Collectives that wait long announce themselves here (transport/rendezvous/progress_board.h).
   void setProgressBoard(std::unique_ptr<ProgressBoard> board) { board_ = std::move(board); }
@@ -212,7 +216,13 @@ class Transport {
   mutable std::mutex abortMutex_;
   std::string abortReason_;  // guarded by abortMutex_
   std::unique_ptr<ProgressBoard> board_;
-  std::unordered_map<void*, uint64_t> outstanding_;  // handle -> OpContext::owner()
+  struct Outstanding {
+    uint64_t owner;  // OpContext::owner()
+    int peer;
+    bool isRecv;
+  };
+  std::unordered_map<void*, Outstanding> outstanding_;  // by handle
+  void cancelOutstanding(void* handle, const Outstanding& what);
   // Destroyed after the implementation's destructor, so after UCX's teardown.
   std::vector<std::shared_ptr<void>> keptUntilClosed_;
 };

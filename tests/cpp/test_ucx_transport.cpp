@@ -1,7 +1,11 @@
 // The tag layout, the bootstrap and the UCX transport between ranks
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <memory>
@@ -245,4 +249,62 @@ TEST(AddressRecord, RoundTripsAndRejectsMalformedRecords) {
   } catch (const TransportError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos);
   }
+}
+
+namespace {
+// Anonymous memory of its own mapping: once unmapped, a late write or read
+// of it faults at once (a heap block would be written silently).
+struct Mapped {
+  explicit Mapped(size_t n) : bytes(n) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  void unmap() {
+    if (data != nullptr) munmap(data, bytes);
+    data = nullptr;
+  }
+  ~Mapped() { unmap(); }
+  size_t bytes;
+  uint8_t* data;
+};
+
+// UCX over TCP (the transport of a cluster without shared memory between
+// the ranks): a large message moves in fragments over many progress calls.
+struct TcpOnly {
+  TcpOnly() { setenv("UCX_TLS", "tcp,self", 1); }
+  ~TcpOnly() { unsetenv("UCX_TLS"); }
+};
+}  // namespace
+
+// A failed operation abandons its messages still on their way, and its
+// caller then frees their memory. A receive UCX has already matched cannot
+// be cancelled: its remaining fragments would land in freed memory.
+TEST(UcxTransport, AnAbandonedReceiveWritesNothingOnceAbandonReturned) {
+  TcpOnly tcp;
+  StayTogether together(2);
+  runRanks(2, [&](Transport& t, int rank) {
+    auto stay = together.stay();
+    OpContext op("allreduce", 6, std::chrono::seconds(20));
+    const size_t n = size_t{64} << 20;
+    Mapped buffer(n);
+    ASSERT_NE(buffer.data, nullptr);
+    if (rank == 0) {
+      std::memset(buffer.data, 7, n);
+      Request s = t.isend(1, makeTag(0, 6, 0), buffer.data, n, op);
+      t.wait(s, op);
+      return;
+    }
+    Request r = t.irecv(0, makeTag(0, 6, 0), buffer.data, n, op);
+    const auto limit = Clock::now() + std::chrono::seconds(20);
+    while (buffer.data[0] != 7 && Clock::now() < limit) t.progress();
+    ASSERT_EQ(buffer.data[0], 7) << "nothing arrived";
+    ASSERT_FALSE(t.test(r, op)) << "the whole message came in one pass: nothing to abandon";
+    t.abandon(r);
+    // Its sender is alive: the message ran to its end before abandon returned.
+    EXPECT_EQ(buffer.data[n - 1], 7) << "abandon returned before the message's last fragment";
+    buffer.unmap();
+    // Without that, the next passes of progress wrote the unmapped pages.
+    const auto after = Clock::now() + std::chrono::milliseconds(500);
+    while (Clock::now() < after) t.progress();
+  });
 }

@@ -35,6 +35,9 @@ void checkUcs(ucs_status_t status, const char* what) {
 
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
+// How long abandoning a receive already under way waits for its last
+// fragment (cancelReceive).
+constexpr std::chrono::milliseconds kAbandonedReceiveLimit{1000};
 // How long the constructor waits for the peer monitor's connections.
 constexpr std::chrono::milliseconds kMonitorWireLimit{5000};
 // progress() looks at the peer monitor at most this often. Its worker is
@@ -279,6 +282,30 @@ Completion UcxTransport::poll(void* handle, bool isRecv) {
 
 void UcxTransport::cancel(void* handle) {
   ucp_request_cancel(worker_, handle);
+  ucp_request_free(handle);
+}
+
+void UcxTransport::cancelReceive(void* handle, int peer) {
+  ucp_request_cancel(worker_, handle);
+  // UCX cancels only a receive it has not matched yet. One it has matched
+  // (a large message arriving in fragments, over TCP say) goes on landing in
+  // its buffer, which the caller frees once the abandon returns: a later
+  // fragment then wrote freed memory (a survivor of a killed rank crashed so
+  // at its shutdown; test AnAbandonedReceiveWritesNothingOnceAbandonReturned).
+  // So it runs to its end here: its sender, alive, is sending it, or its
+  // connection fails. Not past the last fragment a dead sender left, and
+  // bounded.
+  const auto limit = Clock::now() + kAbandonedReceiveLimit;
+  while (ucp_request_check_status(handle) == UCS_INPROGRESS) {
+    const unsigned events = progress();
+    if (events == 0 && peer >= 0 && monitor_ && monitor_->isDead(peer)) break;
+    if (Clock::now() >= limit) {
+      RR_LOG(Warn, rank(), "a receive abandoned while its message was arriving did not end within "
+                               << kAbandonedReceiveLimit.count()
+                               << " ms; its buffer may still be written");
+      break;
+    }
+  }
   ucp_request_free(handle);
 }
 
