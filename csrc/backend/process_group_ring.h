@@ -371,9 +371,6 @@ class ProcessGroupRing : public c10d::Backend {
   // The same for one output, with no vector to build (the on-caller paths).
   CollectiveFingerprint fingerprintOf(c10d::OpType type, const at::Tensor& output,
                                       const CheckedArgs& checked) const;
-  // A group of one (ops/group_of_one.cpp): the op completes on the caller's
-  // thread with nothing sent or launched; null when the group is larger or
-  // the engine has the op queue (see there).
   // torch's device coalescing manager records its block's all_reduce,
   // all_gather_into_tensor and reduce_scatter_tensor calls and issues them
   // as one coalesced call, so these reach the backend inside an open block
@@ -389,6 +386,9 @@ class ProcessGroupRing : public c10d::Backend {
                                                          const c10d::AllgatherOptions& opts);
   c10::intrusive_ptr<c10d::Work> reduceScatterTensorCall(at::Tensor& output, at::Tensor& input,
                                                          const c10d::ReduceScatterOptions& opts);
+  // A group of one (ops/group_of_one.cpp): the op completes on the caller's
+  // thread with nothing sent or launched; null when the group is larger or
+  // the engine has the op queue (see there).
   c10::intrusive_ptr<c10d::Work> allreduceAlone(const at::Tensor& tensor, const Reduction& red,
                                                 std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> reduceScatterAlone(const at::Tensor& output,
