@@ -299,11 +299,7 @@ void Transport::abandonWhere(bool all, uint64_t owner) {
 }
 
 void Transport::cancelOutstanding(void* handle, const Outstanding& what) {
-  if (what.isRecv) {
-    cancelReceive(handle, what.peer);
-  } else {
-    cancel(handle);
-  }
+  cancelInFlight(handle, what.peer, what.isRecv);
 }
 
 void Transport::abandon(Request& request) {

@@ -188,10 +188,11 @@ class Transport {
   virtual Completion poll(void* handle, bool isRecv) = 0;
   // Cancels and releases a posted request.
   virtual void cancel(void* handle) = 0;
-  // The same for a receive from `peer` (-1: any source) abandoned in
-  // flight. Where the implementation cannot take back a receive already
-  // under way, it returns only once nothing more will land in its buffer.
-  virtual void cancelReceive(void* handle, int peer) { cancel(handle); }
+  // The same for a send to, or a receive from, `peer` (-1: any source)
+  // abandoned in flight. Where the implementation cannot take back a
+  // message already under way, it returns only once its buffer is no
+  // longer read or written (bounded).
+  virtual void cancelInFlight(void* handle, int peer, bool isRecv) { cancel(handle); }
 
   // Collectives that wait long announce themselves here (transport/rendezvous/progress_board.h).
   void setProgressBoard(std::unique_ptr<ProgressBoard> board) { board_ = std::move(board); }

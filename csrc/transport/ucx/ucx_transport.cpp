@@ -35,9 +35,11 @@ void checkUcs(ucs_status_t status, const char* what) {
 
 // How long the destructor waits for endpoints to flush before forcing them.
 constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
-// How long abandoning a receive already under way waits for its last
-// fragment (cancelReceive).
-constexpr std::chrono::milliseconds kAbandonedReceiveLimit{1000};
+// How long abandoning a message already under way waits for its last
+// fragment (cancelInFlight), and how long a send may show no progress at
+// all before it is taken for one its receiver never answers.
+constexpr std::chrono::milliseconds kAbandonedMessageLimit{1000};
+constexpr std::chrono::milliseconds kAbandonedSendQuiet{20};
 // How long the constructor waits for the peer monitor's connections.
 constexpr std::chrono::milliseconds kMonitorWireLimit{5000};
 // progress() looks at the peer monitor at most this often. Its worker is
@@ -285,24 +287,33 @@ void UcxTransport::cancel(void* handle) {
   ucp_request_free(handle);
 }
 
-void UcxTransport::cancelReceive(void* handle, int peer) {
+void UcxTransport::cancelInFlight(void* handle, int peer, bool isRecv) {
   ucp_request_cancel(worker_, handle);
-  // UCX cancels only a receive it has not matched yet. One it has matched
-  // (a large message arriving in fragments, over TCP say) goes on landing in
-  // its buffer, which the caller frees once the abandon returns: a later
-  // fragment then wrote freed memory (a survivor of a killed rank crashed so
-  // at its shutdown; test AnAbandonedReceiveWritesNothingOnceAbandonReturned).
-  // So it runs to its end here: its sender, alive, is sending it, or its
-  // connection fails. Not past the last fragment a dead sender left, and
+  // UCX cancels only a receive it has not matched yet, and no send. A
+  // message already under way goes on moving through its buffer, which the
+  // caller frees once the abandon returns: a receive's later fragments
+  // wrote freed memory (a survivor of a killed rank crashed so at its
+  // shutdown; test AnAbandonedReceiveWritesNothingOnceAbandonReturned), a
+  // send's read it (over shared memory without cma:
+  // AnAbandonedSendReadsNothingOnceAbandonReturned). So it runs to its end
+  // here: the peer, alive, takes part, or its connection fails. Not past
+  // what a dead peer left; a send with nothing moving at all is one whose
+  // receiver gave up before it matched (it never asks for the data); and
   // bounded.
-  const auto limit = Clock::now() + kAbandonedReceiveLimit;
+  const auto start = Clock::now();
+  auto lastEvent = start;
   while (ucp_request_check_status(handle) == UCS_INPROGRESS) {
     const unsigned events = progress();
+    const auto now = Clock::now();
+    if (events > 0) lastEvent = now;
     if (events == 0 && peer >= 0 && monitor_ && monitor_->isDead(peer)) break;
-    if (Clock::now() >= limit) {
-      RR_LOG(Warn, rank(), "a receive abandoned while its message was arriving did not end within "
-                               << kAbandonedReceiveLimit.count()
-                               << " ms; its buffer may still be written");
+    if (!isRecv && now - lastEvent >= kAbandonedSendQuiet) break;
+    if (now - start >= kAbandonedMessageLimit) {
+      RR_LOG(Warn, rank(), "a " << (isRecv ? "receive" : "send")
+                                << " abandoned while its message was under way did not end "
+                                   "within "
+                                << kAbandonedMessageLimit.count()
+                                << " ms; its buffer may still be used");
       break;
     }
   }

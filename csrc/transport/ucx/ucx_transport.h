@@ -63,7 +63,7 @@ class UcxTransport : public Transport {
                  std::string* error) override;
   Completion poll(void* handle, bool isRecv) override;
   void cancel(void* handle) override;
-  void cancelReceive(void* handle, int peer) override;
+  void cancelInFlight(void* handle, int peer, bool isRecv) override;
 
  private:
   ucp_ep_h endpoint(int peer);
