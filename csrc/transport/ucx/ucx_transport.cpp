@@ -40,6 +40,7 @@ constexpr std::chrono::milliseconds kCloseFlushLimit{2000};
 // all before it is taken for one its receiver never answers.
 constexpr std::chrono::milliseconds kAbandonedMessageLimit{1000};
 constexpr std::chrono::milliseconds kAbandonedSendQuiet{20};
+constexpr std::chrono::microseconds kAbandonedIdlePoll{50};
 // How long the constructor waits for the peer monitor's connections.
 constexpr std::chrono::milliseconds kMonitorWireLimit{5000};
 // progress() looks at the peer monitor at most this often. Its worker is
@@ -308,6 +309,9 @@ void UcxTransport::cancelInFlight(void* handle, int peer, bool isRecv) {
     if (events > 0) lastEvent = now;
     if (events == 0 && peer >= 0 && monitor_ && monitor_->isDead(peer)) break;
     if (!isRecv && now - lastEvent >= kAbandonedSendQuiet) break;
+    // Nothing moved: the peer is not taking part just now. A short sleep
+    // leaves it the core (two ranks may share two) instead of spinning.
+    if (events == 0) std::this_thread::sleep_for(kAbandonedIdlePoll);
     if (now - start >= kAbandonedMessageLimit) {
       RR_LOG(Warn, rank(), "a " << (isRecv ? "receive" : "send")
                                 << " abandoned while its message was under way did not end "
