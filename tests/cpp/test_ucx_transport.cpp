@@ -17,6 +17,7 @@
 
 #include "core/base/errors.h"
 #include "rank_threads.h"
+#include "scoped_env.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
 #include "transport/tag.h"
@@ -267,20 +268,15 @@ struct Mapped {
   size_t bytes;
   uint8_t* data;
 };
-
-// UCX over TCP (the transport of a cluster without shared memory between
-// the ranks): a large message moves in fragments over many progress calls.
-struct TcpOnly {
-  TcpOnly() { setenv("UCX_TLS", "tcp,self", 1); }
-  ~TcpOnly() { unsetenv("UCX_TLS"); }
-};
 }  // namespace
 
 // A failed operation abandons its messages still on their way, and its
 // caller then frees their memory. A receive UCX has already matched cannot
 // be cancelled: its remaining fragments would land in freed memory.
 TEST(UcxTransport, AnAbandonedReceiveWritesNothingOnceAbandonReturned) {
-  TcpOnly tcp;
+  // UCX over TCP (the transport of a cluster without shared memory between
+  // the ranks): a large message moves in fragments over many progress calls.
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
   StayTogether together(2);
   runRanks(2, [&](Transport& t, int rank) {
     auto stay = together.stay();
@@ -313,7 +309,7 @@ TEST(UcxTransport, AnAbandonedReceiveWritesNothingOnceAbandonReturned) {
 // forbids it): UCX cannot take back a send it has accepted, and copies its
 // remaining fragments out of the buffer as its receiver asks for them.
 TEST(UcxTransport, AnAbandonedSendReadsNothingOnceAbandonReturned) {
-  setenv("UCX_TLS", "posix,self", 1);
+  ScopedEnv posix("UCX_TLS", "posix,self");
   StayTogether together(2);
   const size_t n = size_t{64} << 20;
   runRanks(2, [&](Transport& t, int rank) {
@@ -336,5 +332,4 @@ TEST(UcxTransport, AnAbandonedSendReadsNothingOnceAbandonReturned) {
     const auto after = Clock::now() + std::chrono::milliseconds(500);
     while (Clock::now() < after) t.progress();
   });
-  unsetenv("UCX_TLS");
 }
