@@ -5,6 +5,7 @@
 
 #include "core/base/errors.h"
 #include "core/plan/partition.h"
+#include "cuda/ipc/unmap_with_every_rank.h"
 #include "cuda/peer_probe.h"
 
 namespace ringreduce::cuda {
@@ -306,25 +307,7 @@ void IpcCollectives::staged(void* data, size_t count, DataType type, ReduceOp op
 namespace ringreduce::cuda {
 
 bool IpcCollectives::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
-  bool ok = false;
-  try {
-    ok = streams_.waitAll(device_, limit);
-    if (ok) mappings_.closeAll();
-  } catch (const std::exception&) {
-    ok = false;
-  }
-  // Every rank takes part whatever happened here: a rank frees its scratch
-  // only once every rank has said it no longer maps it.
-  const uint8_t closedHere = ok ? 1 : 0;
-  std::vector<uint8_t> all(size_);
-  try {
-    exchange(&closedHere, all.data(), 1);
-  } catch (const std::exception&) {
-    return false;
-  }
-  for (uint8_t closed : all) {
-    if (!closed) return false;
-  }
+  if (!unmapWithEveryRank(mappings_, streams_, device_, size_, exchange, limit)) return false;
   scratch_.release();  // freed with this object
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include "core/base/errors.h"
 #include "cuda/kernels/reduce_copy.h"
+#include "cuda/ipc/unmap_with_every_rank.h"
 #include "cuda/own_stream.h"
 #include "cuda/signal/signal_launch.h"
 #include "cuda/signal/stream_memops.h"
@@ -477,25 +478,7 @@ void SignalGroup::stop() {
 }
 
 bool SignalGroup::close(const RecordExchange& exchange, std::chrono::milliseconds limit) {
-  bool ok = false;
-  try {
-      ok = streams_.waitAll(device_, limit);
-    if (ok) mappings_.closeAll();
-  } catch (const std::exception&) {
-    ok = false;
-  }
-  // Every rank takes part, whatever happened here: a peer frees its region
-  // only once every rank has said it no longer maps it.
-  const uint8_t closedHere = ok ? 1 : 0;
-  std::vector<uint8_t> all(size_);
-  try {
-    exchange(&closedHere, all.data(), 1);
-  } catch (const std::exception&) {
-    return false;
-  }
-  for (uint8_t closed : all) {
-    if (!closed) return false;
-  }
+  if (!unmapWithEveryRank(mappings_, streams_, device_, size_, exchange, limit)) return false;
   std::lock_guard<std::mutex> lock(watchMutex_);
   for (const Pending& p : pending_) freeMark(p.mark);
   pending_.clear();
