@@ -20,11 +20,13 @@ namespace ringreduce {
 
 namespace {
 
-// Bytes read from a peer and reduced at a time. 512 KiB and 1 MiB moved
-// 64 MiB at world 2 in 6.4-6.8 ms, 256 KiB in 6.9-7.0 and 4 MiB in 7.1-7.5
-// (fewer system calls per byte against a scratch that leaves L2; 2-vCPU
-// AMD EPYC, 1 MiB of L2 per core; benchmarks/RESULTS.md).
-constexpr size_t kSegmentBytes = size_t{1} << 20;
+// Bytes read from a peer and reduced at a time: fewer system calls per byte
+// against a scratch, and a reduced segment that its writes read back, that
+// leave the core's caches. On a 2-vCPU Xeon 6 VM (2026-12-07) 256 KiB took
+// 20-30% less than 1 MiB from 8 MiB up at world 2 and 4, and 512 KiB half
+// that (benchmarks/RESULTS.md, cma); on a 2-vCPU AMD EPYC (2026-11-26) 256
+// KiB moved 64 MiB at world 2 in 6.9-7.0 ms, 512 KiB and 1 MiB in 6.4-6.8.
+constexpr size_t kSegmentBytes = size_t{256} << 10;
 
 // Tag slots of this algorithm.
 constexpr uint32_t kBufferRound = 0;
