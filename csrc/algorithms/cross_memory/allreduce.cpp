@@ -25,7 +25,9 @@ namespace {
 // leave the core's caches. On a 2-vCPU Xeon 6 VM (2026-12-07) 256 KiB took
 // 20-30% less than 1 MiB from 8 MiB up at world 2 and 4, and 512 KiB half
 // that (benchmarks/RESULTS.md, cma); on a 2-vCPU AMD EPYC (2026-11-26) 256
-// KiB moved 64 MiB at world 2 in 6.9-7.0 ms, 512 KiB and 1 MiB in 6.4-6.8.
+// KiB moved 64 MiB at world 2 in 6.9-7.0 ms, 512 KiB and 1 MiB in 6.4-6.8;
+// on a 2-vCPU EPYC Zen 3 (2026-12-07) 256 KiB and 1 MiB alike within the
+// runs' spread at world 2 and 4 from 8 MiB, 512 KiB 5-15% faster at world 2.
 constexpr size_t kSegmentBytes = size_t{256} << 10;
 
 // Tag slots of this algorithm.

@@ -63,7 +63,12 @@ constexpr size_t kHostChannelMaxPieces = 4;
 // 4 busy processes). Worlds 3 and 4 on the same 2 cores at 2 MiB:
 // 0.75-0.81x cma's p50 (benchmarks/RESULTS.md, "Busy cores"). Until that
 // day one buffer: 2026-11-29's runs had had the channel at 1.3-2x cma's p50
-// at 2-4 MiB with 4-8 busy processes.
+// at 2-4 MiB with 4-8 busy processes. Since cma reads 256 KiB at a time
+// (2026-12-07) it is the faster quiet at 1-3 MiB on the Xeon 6 VM and on the
+// EPYC Zen 3 where the cores' placement slows the buffers' copies (up to
+// 1.5x), while under load the channel stayed the faster on that EPYC (24 of
+// 27 loaded cells at 1.5-3 MiB, to 0.35x cma's p50): no bound suits both,
+// and the bound stays (RESULTS.md, cma).
 constexpr size_t kHostChannelAllreduceBelowBytes = HugePageAdvisor::kMinBytes;
 
 // Whether an allreduce of `bytes` goes through the host channel: there is
