@@ -492,3 +492,92 @@ def large_broadcasts(rank, world_size, init_method):
     paths = sorted({(e["op"], e["direct"]) for e in entries})
     dist.destroy_process_group()
     return {"failures": check.failures, "checked": check.checked, "paths": paths}
+
+
+def _anon_huge_kilobytes(address):
+    """AnonHugePages (kB) of this process's mapping that holds `address`."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                begin, end = (int(x, 16) for x in head.split("-"))
+                inside = begin <= address < end
+            elif inside and line.startswith("AnonHugePages:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _collapse_refusal():
+    """errno of MADV_COLLAPSE on fresh 4 KiB-paged memory now (0: it worked):
+    EAGAIN or ENOMEM where the kernel has no free huge page at the moment."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    region = mmap.mmap(-1, 8 << 20)
+    region.write(b"\1" * (8 << 20))
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    start = (base + (2 << 20) - 1) // (2 << 20) * (2 << 20)
+    madv_collapse = 25
+    failed = libc.madvise(start, 4 << 20, madv_collapse) != 0
+    error = ctypes.get_errno() if failed else 0
+    del base
+    return error
+
+
+def _tensor_in_a_mapping_of_its_own(torch, values):
+    """A float32 tensor holding `values` in an anonymous mapping of its own:
+    inaccessible pages on both sides keep the kernel from merging it with a
+    neighbour, so that smaps' AnonHugePages of its mapping are its own."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page, bytes_ = 4096, values.numel() * 4
+    prot_none, prot_rw, private_anonymous = 0, 3, 0x22
+    region = libc.mmap(None, bytes_ + 2 * page, prot_none, private_anonymous, -1, 0)
+    assert region not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    assert libc.mprotect(region + page, bytes_, prot_rw) == 0, ctypes.get_errno()
+    floats = (ctypes.c_float * values.numel()).from_address(region + page)
+    tensor = torch.frombuffer(floats, dtype=torch.float32)
+    tensor.copy_(values)
+    return tensor
+
+
+def recurring_inputs_read_in_place(rank, world_size, init_method):
+    """An all-gather's and an all-to-all's input of 8 MiB, which the peers
+    read where it lies (beyond the channel's buffers), three times each: the
+    backend moves such a recurring buffer onto 2 MiB pages, as it does the
+    buffers of its UCX path (core/base/huge_pages.h), so that the peers'
+    reads pin 512x fewer pages. Returns each input's AnonHugePages (kB), the
+    results' exactness, and, where an input stayed on small pages, whether
+    the kernel refuses a collapse right now (no free huge page)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60))
+    n, numel = world_size, 2 << 20  # 8 MiB of float32
+    inputs = [_input(torch, r, 1, numel, torch.float32) for r in range(n)]
+    mine = _tensor_in_a_mapping_of_its_own(torch, inputs[rank])
+    gathered = torch.empty(n * numel)
+    blocks = [_input(torch, r, 2, n * numel, torch.float32) for r in range(n)]
+    my_blocks = _tensor_in_a_mapping_of_its_own(torch, blocks[rank])
+    exchanged = torch.empty(n * numel)
+    exact = True
+    for _ in range(3):
+        dist.all_gather_into_tensor(gathered, mine)
+        exact &= torch.equal(gathered, torch.cat(inputs))
+        dist.all_to_all_single(exchanged, my_blocks)
+        exact &= torch.equal(exchanged, torch.cat([b[rank * numel:(rank + 1) * numel]
+                                                   for b in blocks]))
+    huge = {"all_gather_into_tensor": _anon_huge_kilobytes(mine.data_ptr()),
+            "all_to_all_single": _anon_huge_kilobytes(my_blocks.data_ptr())}
+    dist.destroy_process_group()
+    return {"huge_kb": huge, "exact": exact,
+            "refusal": _collapse_refusal() if 0 in huge.values() else 0}

@@ -85,6 +85,7 @@ void hostChannelAllgather(const Comm& comm, const OpContext& op, const Allgather
   runChosenGatherForm(
       comm, op, block, block,
       [&](const GatherForms::Call* voting) {
+        notePeersReadInPlace(comm, op, args.input, block);
         crossMemoryGather(comm, op, args.input, block, 0, inPlace ? nullptr : args.input, blockAt,
                           true, voting);
       },
@@ -102,6 +103,7 @@ void hostChannelAllgatherBlocks(const Comm& comm, const OpContext& op, const voi
   runChosenGatherForm(
       comm, op, blockBytes, blockBytes,
       [&](const GatherForms::Call* voting) {
+        notePeersReadInPlace(comm, op, input, blockBytes);
         crossMemoryGather(comm, op, input, blockBytes, 0, inPlace ? nullptr : input, blockAt, true,
                           voting);
       },
@@ -128,6 +130,7 @@ void gatherPartsEitherWay(const Comm& comm, const OpContext& op, const std::vect
   runChosenGatherForm(
       comm, op, total, total,
       [&](const GatherForms::Call* voting) {
+        for (const Part& p : parts) notePeersReadInPlace(comm, op, p.input, p.bytes);
         crossMemoryGatherParts(
             comm, op, parts.size(), inputOf, bytesOf,
             [&](size_t i) -> const void* { return inItsPlace(i) ? nullptr : parts[i].input; },

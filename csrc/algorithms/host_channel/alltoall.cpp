@@ -66,7 +66,10 @@ void hostChannelAlltoall(const Comm& comm, const OpContext& op, const EqualAllto
   runChosenGatherForm(
       comm, op, args.blockBytes, args.blockBytes * static_cast<size_t>(channel.size()),
       [&](const GatherForms::Call* voting) {
-        // Block `rank` of each peer's input, read where it lies.
+        // Block `rank` of each peer's input, read where it lies (and so
+        // this rank's whole input by its peers).
+        notePeersReadInPlace(comm, op, input,
+                             args.blockBytes * static_cast<size_t>(channel.size()));
         crossMemoryGather(
             comm, op, input, args.blockBytes, rank * args.blockBytes,
             input + rank * args.blockBytes,

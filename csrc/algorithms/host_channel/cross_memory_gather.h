@@ -97,6 +97,20 @@ void crossMemoryGatherParts(const Comm& comm, const OpContext& op, size_t parts,
                             const OwnOf& ownOf, const BlockAt& blockAt,
                             const GatherForms::Call* voting = nullptr);
 
+// The peers are about to read [data, data + bytes) of this rank's memory in
+// place, and the kernel pins every page they read: a buffer of 4 MiB or more
+// that comes back goes onto 2 MiB pages (noteCallerBuffer, core/base/
+// huge_pages.h), as the UCX path's gathers do with theirs. Without it, 16 MiB
+// all-gathers read in place took 1.05-1.16x the UCX path's time quiet on the
+// EPYC Zen 3 of 2026-12-07 (`perf`: the pinning's follow_page_pte and
+// __get_user_pages ten times the UCX path's), 0.94-0.95x with it, and under
+// load 1.09x against 0.79-0.95x (benchmarks/RESULTS.md, "Busy cores"). Not in
+// a run that only publishes ahead: the run that follows counts the call.
+inline void notePeersReadInPlace(const Comm& comm, const OpContext& op, const void* data,
+                                 size_t bytes) {
+  if (!op.publishOnly()) noteCallerBuffer(comm, data, bytes);
+}
+
 // What it shares with its instances: where this rank's block lies, put up
 // for the peers in the turn's first line.
 struct CrossMemoryBlock {

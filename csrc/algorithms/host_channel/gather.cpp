@@ -61,6 +61,7 @@ void hostChannelGatherBlocks(const Comm& comm, const OpContext& op, const void* 
   // us read in place against 170 through the buffers, Open MPI 174).
   if (!hostChannelCollectiveApplies(comm, blockBytes) &&
       crossMemoryGatherApplies(channel, blockBytes)) {
+    if (rank != root) notePeersReadInPlace(comm, op, in, blockBytes);  // the root reads it
     return crossMemoryGather(comm, op, in, blockBytes, 0, in, out, rank == root);
   }
   for (size_t first = 0; first < blockBytes; first += perTurn) {
