@@ -516,7 +516,7 @@ def _collapse_refusal():
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    region = mmap.mmap(-1, 8 << 20)
+    region = mmap.mmap(-1, 8 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     region.write(b"\1" * (8 << 20))
     base = ctypes.addressof(ctypes.c_char.from_buffer(region))
     start = (base + (2 << 20) - 1) // (2 << 20) * (2 << 20)
@@ -550,8 +550,9 @@ def _tensor_in_a_mapping_of_its_own(torch, values):
 
 
 def recurring_inputs_read_in_place(rank, world_size, init_method):
-    """An all-gather's and an all-to-all's input of 8 MiB, which the peers
-    read where it lies (beyond the channel's buffers), three times each: the
+    """An all-gather's and an all-to-all's input of 8 MiB and an uneven
+    all-to-all's 8 MiB block to each peer, which the peers read where they
+    lie (beyond the channel's buffers), three times each: the
     backend moves such a recurring buffer onto 2 MiB pages, as it does the
     buffers of its UCX path (core/base/huge_pages.h), so that the peers'
     reads pin 512x fewer pages. Returns each input's AnonHugePages (kB), the
@@ -569,6 +570,16 @@ def recurring_inputs_read_in_place(rank, world_size, init_method):
     blocks = [_input(torch, r, 2, n * numel, torch.float32) for r in range(n)]
     my_blocks = _tensor_in_a_mapping_of_its_own(torch, blocks[rank])
     exchanged = torch.empty(n * numel)
+    # Uneven: numel to every peer, half of it to itself (rank r's flat input).
+    splits = [[numel if j != r else numel // 2 for j in range(n)] for r in range(n)]
+    flats = [_input(torch, r, 3, sum(splits[r]), torch.float32) for r in range(n)]
+    my_flat = _tensor_in_a_mapping_of_its_own(torch, flats[rank])
+    received = torch.empty(sum(splits[q][rank] for q in range(n)))
+
+    def sent_to_me(q):
+        start = sum(splits[q][:rank])
+        return flats[q][start:start + splits[q][rank]]
+
     exact = True
     for _ in range(3):
         dist.all_gather_into_tensor(gathered, mine)
@@ -576,8 +587,12 @@ def recurring_inputs_read_in_place(rank, world_size, init_method):
         dist.all_to_all_single(exchanged, my_blocks)
         exact &= torch.equal(exchanged, torch.cat([b[rank * numel:(rank + 1) * numel]
                                                    for b in blocks]))
+        dist.all_to_all_single(received, my_flat, [splits[q][rank] for q in range(n)],
+                               splits[rank])
+        exact &= torch.equal(received, torch.cat([sent_to_me(q) for q in range(n)]))
     huge = {"all_gather_into_tensor": _anon_huge_kilobytes(mine.data_ptr()),
-            "all_to_all_single": _anon_huge_kilobytes(my_blocks.data_ptr())}
+            "all_to_all_single": _anon_huge_kilobytes(my_blocks.data_ptr()),
+            "all_to_all_single with splits": _anon_huge_kilobytes(my_flat.data_ptr())}
     dist.destroy_process_group()
     return {"huge_kb": huge, "exact": exact,
             "refusal": _collapse_refusal() if 0 in huge.values() else 0}

@@ -120,7 +120,8 @@ def _huge_pages_for_all():
 @pytest.mark.parametrize("huge_pages", [True, False])
 def test_recurring_inputs_that_peers_read_in_place_move_onto_huge_pages(huge_pages):
     """The peers pin every page of a block they read from a rank's memory: an
-    all-gather's or all-to-all's input of 4 MiB or more that comes back goes
+    all-gather's or all-to-all's input (or an uneven all-to-all's block to a
+    peer) of 4 MiB or more that comes back goes
     onto 2 MiB pages, as the UCX path's buffers do (16 MiB all-gathers were
     1.05-1.16x the UCX path's time on small pages); RINGREDUCE_HUGE_PAGES=0
     leaves it as it is. Either way the results are exact."""

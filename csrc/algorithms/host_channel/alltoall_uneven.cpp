@@ -8,6 +8,7 @@
 
 #include "algorithms/host_channel/allreduce.h"
 #include "algorithms/host_channel/alltoall.h"
+#include "algorithms/host_channel/cross_memory_gather.h"
 #include "algorithms/host_channel/turn.h"
 #include "core/base/errors.h"
 #include "core/observe/log.h"
@@ -191,6 +192,9 @@ bool hostChannelUnevenAlltoallBlocks(const Comm& comm, const OpContext& op,
   const auto start = std::chrono::steady_clock::now();
   const Offer chosen = chooseOffer(channel, op, sendBytes);
   const bool offer = chosen.inPlace;
+  for (size_t j = 0; offer && j < n; ++j) {
+    if (j != rank) notePeersReadInPlace(comm, op, blocks.send[j], sendBytes[j]);
+  }
   size_t turns = 1;  // until the first turn has told every rank's sizes
   HostChannel::Turn turn;
   for (size_t t = 0; t < turns; ++t) {

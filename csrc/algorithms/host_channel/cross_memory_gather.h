@@ -98,7 +98,8 @@ void crossMemoryGatherParts(const Comm& comm, const OpContext& op, size_t parts,
                             const GatherForms::Call* voting = nullptr);
 
 // The peers are about to read [data, data + bytes) of this rank's memory in
-// place, and the kernel pins every page they read: a buffer of 4 MiB or more
+// place (these gathers, and the blocks an uneven all-to-all offers: alltoall.h),
+// and the kernel pins every page they read: a buffer of 4 MiB or more
 // that comes back goes onto 2 MiB pages (noteCallerBuffer, core/base/
 // huge_pages.h), as the UCX path's gathers do with theirs. Without it, 16 MiB
 // all-gathers read in place took 1.05-1.16x the UCX path's time quiet on the
