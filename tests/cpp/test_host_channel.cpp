@@ -3,6 +3,7 @@
 // (each with its own mapping, doorbell and process fds), and, for a death, a
 // forked process.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -786,6 +787,70 @@ TEST(HostChannel, AWakeUpBringsTheSpinBackOnlyWhereTheCoresAreFree) {
     } else {
       EXPECT_GT(spin.budget().count(), 0) << "free cores: the spin comes back";
     }
+  }
+}
+
+// This thread onto one CPU; the CPUs this process may use, in order.
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void pinThisThread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) throw std::runtime_error("sched_setaffinity");
+}
+
+// Turns of two ranks pinned to the given CPUs, in which `late` sets its
+// flag `delay` after the other: the first turn tells each rank where the
+// other runs (its flag's CPU). Returns the other rank's sleeps over the
+// turns after the first.
+uint64_t sleepsWhileAPeerIsLate(std::vector<std::unique_ptr<HostChannel>>& channels,
+                                const int cpus[2], int late, int turns,
+                                std::chrono::milliseconds delay) {
+  uint64_t before = 0;
+  const auto errors = onEachRank(2, [&](int r) {
+    pinThisThread(cpus[r]);
+    for (int k = 1; k <= turns; ++k) {
+      const OpContext op = opNumbered(static_cast<uint64_t>(k), 4, 60s);
+      announce(*channels[r], op);
+      if (r == late && k > 1) std::this_thread::sleep_for(delay);
+      publishTurn(*channels[r], op);
+      awaitTurn(*channels[r], op);
+      if (k == 1 && r != late) before = channels[r]->sleeps();
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  return channels[1 - late]->sleeps() - before;
+}
+
+// A wait for a peer that last set its flag on this thread's CPU sleeps at
+// once, however long the spin may be: a spin would hold the core the peer
+// needs. A peer on another core is caught spinning.
+TEST(HostChannel, AWaitForAPeerOnThisCoreSleepsAtOnceAndElsewhereSpins) {
+  const std::vector<int> cpus = allowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  {
+    auto channels = openChannels(2, options(64 * 1024, 60s));  // a fixed spin of a minute
+    const int sameCore[2] = {cpus[0], cpus[0]};
+    EXPECT_GE(sleepsWhileAPeerIsLate(channels, sameCore, /*late=*/1, 3, 20ms), 2u)
+        << "rank 0 slept in each late turn";
+  }
+  // The other half needs a second CPU (CI's machines have two).
+  if (cpus.size() >= 2) {
+    auto channels = openChannels(2, options(64 * 1024, 60s));
+    const int twoCores[2] = {cpus[0], cpus[1]};
+    EXPECT_EQ(sleepsWhileAPeerIsLate(channels, twoCores, /*late=*/1, 3, 20ms), 0u)
+        << "rank 0 caught rank 1's flag spinning";
   }
 }
 

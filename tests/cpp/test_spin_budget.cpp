@@ -349,3 +349,39 @@ TEST(SpinBudget, ALongSleepOrAFixedSpinLearnsNothingFromWaking) {
   fixed.budget.wokeAfter(microseconds(10));
   EXPECT_EQ(fixed.budget.budget(), kCeiling);
 }
+
+// A loop that knows a sleep costs more than usual (a peer on another core
+// under load, HostChannel::awaitPeers) spins at least a given window, even
+// at a budget of 0; a spin that pays there brings the budget back, one that
+// does not leaves it at 0; the window never exceeds the ceiling.
+TEST(SpinBudget, AWaitGivenAMinimumSpinsItEvenWhereTheBudgetIsZero) {
+  SimulatedWaits sim;
+  sim.waitsUntilBlockingAtOnce(kLoaded, 10);
+  ASSERT_EQ(sim.budget.budget().count(), 0);
+  const microseconds window{100};
+  // Unanswered: it spins the window, then blocks; the budget stays at 0.
+  sim.budget.startWait(window);
+  const auto start = sim.now;
+  while (sim.budget.keepSpinning(sim.now)) sim.now += kPass;
+  EXPECT_GE(sim.now - start, window);
+  EXPECT_LT(sim.now - start, window + 2 * kPass);
+  EXPECT_EQ(sim.budget.budget().count(), 0);
+  // Answered within the window: the spin paid, and the budget grows back.
+  sim.budget.startWait(window);
+  for (int pass = 0; pass < 10; ++pass) {
+    ASSERT_TRUE(sim.budget.keepSpinning(sim.now));
+    sim.now += kPass;
+  }
+  sim.budget.finishWait();
+  EXPECT_GE(sim.budget.budget(), sim.budget.probeBudget());
+  // A window beyond the ceiling is cut to it; a ceiling of 0 never spins.
+  SimulatedWaits small(microseconds(50));
+  small.waitsUntilBlockingAtOnce(kLoaded, 10);
+  small.budget.startWait(microseconds(5000));
+  const auto from = small.now;
+  while (small.budget.keepSpinning(small.now)) small.now += kPass;
+  EXPECT_LE(small.now - from, microseconds(50) + 2 * kPass);
+  SimulatedWaits none(microseconds(0));
+  none.budget.startWait(window);
+  EXPECT_FALSE(none.budget.keepSpinning(none.now));
+}

@@ -47,6 +47,14 @@ void SpinBudget::startWait() {
   spinUntil_ = window.count() > 0 ? now_() + window : Clock::time_point{};
 }
 
+void SpinBudget::startWait(std::chrono::nanoseconds atLeast) {
+  startWait();
+  const auto window = std::min(atLeast, ceiling_);
+  if (window.count() <= 0) return;
+  const Clock::time_point until = now_() + window;
+  if (spinUntil_ == Clock::time_point{} || spinUntil_ < until) spinUntil_ = until;
+}
+
 bool SpinBudget::judging() const { return open_ && adaptive_ && hasLastRead_; }
 
 bool SpinBudget::gapBefore(Clock::time_point now) const {

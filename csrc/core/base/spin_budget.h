@@ -88,6 +88,11 @@ class SpinBudget {
   // the spin descheduled (recorded; the wait's next keepSpinning returns
   // false). startWait on an open wait abandons it first.
   void startWait();
+  // A wait that spins at least `atLeast` (at most the ceiling), even where
+  // the budget has fallen to 0: for a loop that knows a sleep costs more
+  // than usual (host_channel.h: a peer on another core under load). How it
+  // ends teaches the budget as any spin's does: paid, it grows back.
+  void startWait(std::chrono::nanoseconds atLeast);
   // A pass that brought something, and which started (the loop read the
   // clock before it polled) at `passStart`: the interval up to passStart is
   // judged; the pass's own work after it is not. moved(): a pass whose work
@@ -137,6 +142,8 @@ class SpinBudget {
   std::chrono::nanoseconds budget() const { return budget_; }
   std::chrono::nanoseconds ceiling() const { return ceiling_; }
   bool adaptive() const { return adaptive_; }
+  // A probe's spin: long enough to catch a peer that runs alongside.
+  std::chrono::nanoseconds probeBudget() const;
 
  private:
   void spinPaid();
@@ -145,7 +152,6 @@ class SpinBudget {
   bool judging() const;
   // Whether the interval from that read to `now` was a gap.
   bool gapBefore(Clock::time_point now) const;
-  std::chrono::nanoseconds probeBudget() const;
   std::chrono::nanoseconds floor() const { return ceiling_ / 16; }
 
   Now now_;

@@ -2,6 +2,7 @@
 #include "transport/host/host_channel.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -385,6 +386,7 @@ bool HostChannel::adoptPending(uint64_t seq, size_t footprint, Turn& turn) {
 void HostChannel::publish(FlagKind kind, const Turn& turn, const OpContext& op) {
   FlagLine& flag = lines(rank_).flags[static_cast<int>(kind)];
   flag.words[turn.number & 1].store(op.fingerprintWord, std::memory_order_relaxed);
+  flag.cpu.store(sched_getcpu(), std::memory_order_relaxed);  // a few ns (rseq)
   flag.value.store(turn.number, std::memory_order_release);
   ringSleepers();
 }
@@ -564,7 +566,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
                              SpinBudget& spin, Transport* driven) {
   int behind = firstBehind(kind, turn.number);
   if (behind >= 0) {
-    spin.startWait();
+    bool besidePeer = startWait(kind, behind, spin);
     // The syscall that asks after the peers' processes runs every so many
     // passes of the spin, and before every sleep.
     constexpr unsigned kPassesPerExitCheck = 1024;
@@ -579,7 +581,7 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
         spin.abandon();
         throw TimeoutError(describeTimeout(behind, op));
       }
-      if (spin.keepSpinning(now)) {
+      if (!besidePeer && spin.keepSpinning(now)) {
         if (yields_) yieldCore();
         behind = firstBehind(kind, turn.number);
       } else {
@@ -587,9 +589,10 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
         behind = firstBehind(kind, turn.number);
         // Woken by the flags: how soon says whether a spin would have paid
         // (SpinBudget::wokeAfter), unless other processes want the cores
-        // and the peer was late waiting for one (cpu_contention.h).
-        if (behind < 0 && !contended_()) spin.wokeAfter(spin.now() - now);
-        spin.startWait();
+        // and the peer was late waiting for one (cpu_contention.h), or it
+        // shares this core (a spin would have held it).
+        if (behind < 0 && !besidePeer && !contended_()) spin.wokeAfter(spin.now() - now);
+        if (behind >= 0) besidePeer = startWait(kind, behind, spin);
       }
     }
     spin.finishWait();
@@ -598,6 +601,24 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) checkFlag(kind, peer, turn, op);
   }
+}
+
+bool HostChannel::startWait(FlagKind kind, int peer, SpinBudget& spin) {
+  const int peerCpu =
+      lines(peer).flags[static_cast<int>(kind)].cpu.load(std::memory_order_relaxed);
+  // Oversubscribed (yields_), ranks share cores by construction and yield
+  // to each other at every pass: as before.
+  if (yields_) {
+    spin.startWait();
+    return false;
+  }
+  if (peerCpu >= 0 && peerCpu == sched_getcpu()) {
+    spin.startWait();
+    spin.abandon();  // not the budget's choice: nothing to learn
+    return true;
+  }
+  spin.startWait(spin.probeBudget());
+  return false;
 }
 
 void HostChannel::payOwedWait(const OpContext& op, SpinBudget& spin, Transport* driven) {

@@ -307,6 +307,20 @@ class HostChannel {
   void abort(const std::string& reason);
 
  private:
+  // Opens one wait of awaitPeers for `peer`'s `kind` flag; true where the
+  // wait must sleep at once without spinning. Where the peer last set that
+  // flag on the CPU this thread runs on, the two share a core (the
+  // scheduler put them there, and under load they stay: a sleeping rank is
+  // woken onto its waker's core): a spin would hold the core the peer needs
+  // to come at all. On another core a spin cannot delay the peer, and a
+  // sleep costs more than the wake-up: under load the scheduler runs a rank
+  // that computes between collectives (and so has used its share) again
+  // only after the busy processes' time slices. Such a wait spins at least
+  // a probe's length even where the budget fell to 0. With 4 busy
+  // processes on the 2 cores, allreduces of 4 KiB-1 MiB took a time slice
+  // a call (1-4 ms, 2-40x the UCX path's p50) in some runs with the budget
+  // alone (benchmarks/RESULTS.md, "Busy cores").
+  bool startWait(FlagKind kind, int peer, SpinBudget& spin);
   HostChannel(int rank, int size, HostSegment segment, std::unique_ptr<Doorbell> doorbell,
               PeerExits exits, std::vector<int> pids, bool peersReadable, bool sharesClock,
               const Options& options);

@@ -49,6 +49,10 @@ static_assert(sizeof(PositionLine) == kCacheLine, "a position is one cache line"
 struct alignas(kCacheLine) FlagLine {
   std::atomic<uint64_t> value{0};
   std::atomic<uint32_t> words[2]{};
+  // The CPU the rank ran on when it last set the flag (sched_getcpu; -1:
+  // never): a peer waiting for the next turn reads whether they share a
+  // core (HostChannel::awaitPeers).
+  std::atomic<int32_t> cpu{-1};
 };
 
 enum class RankState : uint32_t { Active = 0, Left = 1, Failed = 2 };
