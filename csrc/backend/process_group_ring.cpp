@@ -131,6 +131,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   options.yields = config_.spinYields;
   options.callerSpin = std::chrono::microseconds(config_.waitSpinMicroseconds);
   options.adaptiveSpin = config_.adaptiveSpin;
+  options.separateCores = config_.separateCores;
   options.stores = config_.channelStores;
   options.crossMemory = config_.crossMemory;
   // What decides which way a collective runs must agree on every rank.

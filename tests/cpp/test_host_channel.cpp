@@ -854,6 +854,34 @@ TEST(HostChannel, AWaitForAPeerOnThisCoreSleepsAtOnceAndElsewhereSpins) {
   }
 }
 
+// Two ranks on one core under load (Options::contended): the higher moves
+// off it after a streak of waits beside the lower (Options::moveOffCpu
+// stands for the move here; core/base/core_separation.h), once; not where
+// the setting is off, and never the lower rank.
+TEST(HostChannel, TheHigherOfTwoRanksOnOneCoreMovesOffItUnderLoad) {
+  const std::vector<int> cpus = allowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  for (const bool separate : {true, false}) {
+    SCOPED_TRACE(separate ? "separating" : "off");
+    std::atomic<int> moves{0};
+    HostChannel::Options o = options(64 * 1024, 0us);  // every wait sleeps at once
+    o.contended = [] { return true; };
+    o.separateCores = separate;
+    o.moveOffCpu = [&moves] {
+      moves.fetch_add(1);
+      return true;
+    };
+    auto channels = openChannels(2, o);
+    const int sameCore[2] = {cpus[0], cpus[0]};
+    // Turn 1 tells rank 1 where rank 0 runs; then kStreak + 3 turns in
+    // which rank 1 waits for rank 0 beside it.
+    sleepsWhileAPeerIsLate(channels, sameCore, /*late=*/0, CoreSeparation::kStreak + 4, 2ms);
+    EXPECT_EQ(channels[1]->coreMoves(), separate ? 1 : 0);
+    EXPECT_EQ(channels[0]->coreMoves(), 0);
+    EXPECT_EQ(moves.load(), separate ? 1 : 0);
+  }
+}
+
 // A transport whose one news is how often its thread progressed it: a peer
 // that needs a message only this rank's progress moves (the rendezvous of
 // an earlier isend) waits for that count to grow before it comes to the

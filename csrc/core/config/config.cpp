@@ -167,6 +167,7 @@ Config readConfig(const Sources& sources, int ranksOnHost = 0) {
   config.workerFollowsCaller = beyondCores && *beyondCores == 0;
   config.workerFollowsCaller =
       readFlag(sources, "RINGREDUCE_WORKER_FOLLOWS_CALLER", config.workerFollowsCaller);
+  config.separateCores = readFlag(sources, "RINGREDUCE_SEPARATE_CORES", config.separateCores);
   config.spinMicroseconds =
       readPositiveInt(sources, "RINGREDUCE_SPIN_US", config.spinMicroseconds, 0);
   config.waitSpinMicroseconds =
@@ -271,6 +272,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
       {"RINGREDUCE_CALLER_GRACE_US", number(callerGraceMicroseconds)},
       {"RINGREDUCE_SPIN_YIELD", number(int(spinYields))},
       {"RINGREDUCE_WORKER_FOLLOWS_CALLER", number(int(workerFollowsCaller))},
+      {"RINGREDUCE_SEPARATE_CORES", number(int(separateCores))},
       {"RINGREDUCE_HUGE_PAGES", number(int(hugePages))},
       {"RINGREDUCE_CROSS_MEMORY", number(int(crossMemory))},
       {"RINGREDUCE_SHM_BYTES", number(hostChannelBytes)},

@@ -96,6 +96,12 @@ struct Config {
   // RINGREDUCE_WORKER_FOLLOWS_CALLER=0|1.
   bool workerFollowsCaller = false;
 
+  // Whether a rank's waiting thread that keeps finding the peer it waits
+  // for on its own core, while other work wants the cores, moves off that
+  // core (core/base/core_separation.h): its affinity set without that CPU,
+  // then back to what it was. RINGREDUCE_SEPARATE_CORES=0|1.
+  bool separateCores = true;
+
   // Put caller buffers of 4 MiB and up that come back collective after
   // collective on 2 MiB pages, so peers on this machine copying from them
   // pin 512x fewer pages (core/base/huge_pages.h). RINGREDUCE_HUGE_PAGES=0 turns

@@ -266,7 +266,8 @@ HostChannel::HostChannel(int rank, int size, HostSegment segment,
       callerSpin_(options.callerSpin, options.adaptiveSpin),
       contended_(options.contended),
       givenContended_(static_cast<bool>(options.contended)),
-      writer_(options.stores) {
+      writer_(options.stores),
+      separation_(options.separateCores && !options.yields, nullptr, options.moveOffCpu) {
   if (!contended_) contended_ = [this] { return contention_.contended(); };
   if (yields_) callerSpin_.setDescheduledGap(kLongYield);
   // What a sleep polls, prepared once: the doorbell, then each peer's process.
@@ -567,6 +568,8 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
   int behind = firstBehind(kind, turn.number);
   if (behind >= 0) {
     bool besidePeer = startWait(kind, behind, spin);
+    const bool besideFirst = besidePeer;
+    const int first = behind;
     // The syscall that asks after the peers' processes runs every so many
     // passes of the spin, and before every sleep.
     constexpr unsigned kPassesPerExitCheck = 1024;
@@ -596,6 +599,8 @@ void HostChannel::awaitPeers(FlagKind kind, const Turn& turn, const OpContext& o
       }
     }
     spin.finishWait();
+    // Of two ranks on one core the higher moves (core_separation.h).
+    if (rank_ > first) separation_.noteWait(besideFirst, contended_);
   }
   // Every peer's flag is here: the data is of this same collective.
   for (int peer = 0; peer < size_; ++peer) {

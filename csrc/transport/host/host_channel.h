@@ -38,6 +38,7 @@
 #include <poll.h>
 
 #include "core/base/op_context.h"
+#include "core/base/core_separation.h"
 #include "core/base/cpu_contention.h"
 #include "core/base/spin_budget.h"
 #include "core/plan/gather_forms.h"
@@ -85,6 +86,12 @@ class HostChannel {
     // this process's (its time namespace, /proc/self/ns/time; one clock
     // for every process where the kernel has none). Tests give their own.
     uint64_t clock = 0;
+    // Whether a waiting thread that keeps meeting its peer on its own core
+    // under load moves off it (Config::separateCores,
+    // core/base/core_separation.h), and how (empty: its affinity; tests
+    // give their own).
+    bool separateCores = false;
+    std::function<bool()> moveOffCpu;
   };
 
   // Collective over `store` (keys under `prefix`, which must be unique to
@@ -298,6 +305,8 @@ class HostChannel {
   // How often this rank's waits have slept: each sleep is one wake-up, what
   // a small collective cannot afford more than once.
   uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  // How often a waiting thread moved off its peer's core (Options::separateCores).
+  int coreMoves() const { return separation_.moves(); }
 
   // This rank gave up on the group: its peers' waits fail at once with
   // `reason`. Any thread; once.
@@ -369,6 +378,7 @@ class HostChannel {
   std::function<bool()> contended_;     // ...unless Options::contended is given
   const bool givenContended_;        // whether it was
   ChannelWriter writer_;
+  CoreSeparation separation_;  // awaitPeers' thread
   GatherForms gatherForms_;
   GatherForms unevenForms_;
   uint64_t turns_ = 0;
