@@ -1,6 +1,9 @@
 // Moving a rank's waiting thread off the core it shares with the peer it
 // waits for, while other processes keep the machine's cores busy
-// (RINGREDUCE_SEPARATE_CORES).
+// (RINGREDUCE_SEPARATE_CORES=1; off by default: most small calls under load
+// get 4-8x faster, the slow ones slower, and the mean per call came out
+// alike or up to 1.3x higher with 8 busy processes on 2 cores,
+// benchmarks/RESULTS.md, "Busy cores").
 //
 // Why: under load the scheduler often puts two ranks that wake each other
 // on one core (a woken thread goes to its waker's core), and there they

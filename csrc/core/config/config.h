@@ -99,8 +99,11 @@ struct Config {
   // Whether a rank's waiting thread that keeps finding the peer it waits
   // for on its own core, while other work wants the cores, moves off that
   // core (core/base/core_separation.h): its affinity set without that CPU,
-  // then back to what it was. RINGREDUCE_SEPARATE_CORES=0|1.
-  bool separateCores = true;
+  // then back to what it was. RINGREDUCE_SEPARATE_CORES=0|1. Off by
+  // default: it makes most small calls under load 4-8x faster but the
+  // slow ones slower, and the mean per call came out alike or up to 1.3x
+  // higher with 8 busy processes (benchmarks/RESULTS.md, "Busy cores").
+  bool separateCores = false;
 
   // Put caller buffers of 4 MiB and up that come back collective after
   // collective on 2 MiB pages, so peers on this machine copying from them
