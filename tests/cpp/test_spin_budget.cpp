@@ -31,9 +31,14 @@ class SimulatedWaits {
   // Runs a wait loop as Transport::waitUntilDeadline does: idle passes that
   // spin until the event or until the budget says block; a block lasts
   // until the event.
-  Ended wait(const Script& script) {
+  // `atLeast`: the loop asks for a minimum spin (startWait(atLeast)).
+  Ended wait(const Script& script, microseconds atLeast = microseconds(0)) {
     const auto arrival = now + script.arrivesAfter;
-    budget.startWait();
+    if (atLeast.count() > 0) {
+      budget.startWait(atLeast);
+    } else {
+      budget.startWait();
+    }
     spunBefore = false;
     bool gapDone = script.descheduledFor.count() == 0;
     while (true) {
@@ -57,10 +62,10 @@ class SimulatedWaits {
   }
 
   // Runs `count` alike waits; how many of them ended while spinning.
-  int run(int count, const Script& script) {
+  int run(int count, const Script& script, microseconds atLeast = microseconds(0)) {
     int paid = 0;
     for (int i = 0; i < count; ++i) {
-      paid += wait(script) == Ended::WhileSpinning ? 1 : 0;
+      paid += wait(script, atLeast) == Ended::WhileSpinning ? 1 : 0;
     }
     return paid;
   }
@@ -384,4 +389,46 @@ TEST(SpinBudget, AWaitGivenAMinimumSpinsItEvenWhereTheBudgetIsZero) {
   SimulatedWaits none(microseconds(0));
   none.budget.startWait(window);
   EXPECT_FALSE(none.budget.keepSpinning(none.now));
+}
+
+// The minimum is given while it pays. A peer late by milliseconds, still
+// computing, lets every minimum run out: after a few in a row it rests (the
+// waits block at once but for the budget's probes), and a spin that pays
+// again, or a sleep that shows one would have, brings it back. A minimum
+// spin that was descheduled did not hold the core and does not count.
+TEST(SpinBudget, AMinimumThatKeepsRunningOutRestsUntilASpinPays) {
+  const microseconds window{125};
+  SimulatedWaits sim;
+  sim.waitsUntilBlockingAtOnce(kLate, 10);
+  ASSERT_EQ(sim.budget.budget().count(), 0);
+  sim.spinningWaits = 0;
+  EXPECT_EQ(sim.run(SpinBudget::kMinimumMissesToRest, kLate, window), 0);
+  EXPECT_EQ(sim.spinningWaits, SpinBudget::kMinimumMissesToRest);
+  EXPECT_FALSE(sim.budget.givesMinimum());
+  // Resting: only the probes spin.
+  sim.spinningWaits = 0;
+  sim.run(400, kLate, window);
+  EXPECT_LE(sim.spinningWaits, 400 / SpinBudget::kMinProbeInterval);
+  EXPECT_GE(sim.spinningWaits, 1);
+  // The peer comes within the window again: the first probe that catches it
+  // gives the minimum back, and every wait after it spins.
+  int waits = 0;
+  while (!sim.budget.givesMinimum() && waits <= SpinBudget::kMaxProbeInterval + 1) {
+    sim.wait(kQuiet, window);
+    ++waits;
+  }
+  EXPECT_TRUE(sim.budget.givesMinimum());
+  EXPECT_EQ(sim.run(20, kQuiet, window), 20);
+  // A sleep that a spin would have saved gives it back as well.
+  sim.run(40, kLate, window);
+  ASSERT_FALSE(sim.budget.givesMinimum());
+  sim.budget.wokeAfter(microseconds(60));
+  EXPECT_TRUE(sim.budget.givesMinimum());
+  // Preempted minimum spins (busy processes on every core) are not misses.
+  SimulatedWaits loaded;
+  loaded.waitsUntilBlockingAtOnce(kLoaded, 10);
+  loaded.spinningWaits = 0;
+  loaded.run(40, kLoaded, window);
+  EXPECT_TRUE(loaded.budget.givesMinimum());
+  EXPECT_EQ(loaded.spinningWaits, 40);
 }

@@ -36,6 +36,7 @@ void SpinBudget::startWait() {
   spun_ = false;
   hasLastRead_ = false;
   probing_ = false;
+  givenMinimum_ = false;
   auto window = budget_;
   if (adaptive_ && window.count() == 0 && ceiling_.count() > 0 &&
       blockedAtOnce_ >= probeInterval_) {
@@ -50,9 +51,13 @@ void SpinBudget::startWait() {
 void SpinBudget::startWait(std::chrono::nanoseconds atLeast) {
   startWait();
   const auto window = std::min(atLeast, ceiling_);
-  if (window.count() <= 0) return;
+  if (window.count() <= 0 || !givesMinimum()) return;
   const Clock::time_point until = now_() + window;
-  if (spinUntil_ == Clock::time_point{} || spinUntil_ < until) spinUntil_ = until;
+  if (spinUntil_ != Clock::time_point{} && spinUntil_ >= until) return;
+  spinUntil_ = until;
+  givenMinimum_ = true;
+  // A probe this would have been is spent by the minimum's spin.
+  probing_ = false;
 }
 
 bool SpinBudget::judging() const { return open_ && adaptive_ && hasLastRead_; }
@@ -93,7 +98,14 @@ bool SpinBudget::keepSpinning(Clock::time_point now) {
     return false;
   }
   // Fixed spins run their whole length, as they did before this class.
-  if (gapBefore(now) || now >= spinUntil_) {
+  if (gapBefore(now)) {
+    blocked();
+    return false;
+  }
+  if (now >= spinUntil_) {
+    // Ran its whole window while the thread ran: a minimum given for nothing.
+    // (A spin descheduled is not counted: its thread did not hold the core.)
+    if (givenMinimum_) ++minimumMisses_;
     blocked();
     return false;
   }
@@ -131,11 +143,13 @@ void SpinBudget::wokeAfter(std::chrono::nanoseconds slept) {
   probeInterval_ = kMinProbeInterval;
   blockedAtOnce_ = 0;
   budget_ = covering;
+  minimumMisses_ = 0;
 }
 
 void SpinBudget::spinPaid() {
   if (!adaptive_) return;
   learnt_ = true;
+  minimumMisses_ = 0;
   if (probing_) probeInterval_ = kMinProbeInterval;
   budget_ = std::min(ceiling_, std::max(budget_ * 2, probeBudget()));
 }

@@ -67,6 +67,7 @@ class SpinBudget {
   static constexpr std::chrono::microseconds kDescheduledGap{200};
   static constexpr int kMinProbeInterval = 8;
   static constexpr int kMaxProbeInterval = 64;
+  static constexpr int kMinimumMissesToRest = 4;
 
   explicit SpinBudget(std::chrono::microseconds ceiling = std::chrono::microseconds(0),
                       bool adaptive = true, Now now = nullptr);
@@ -91,7 +92,12 @@ class SpinBudget {
   // A wait that spins at least `atLeast` (at most the ceiling), even where
   // the budget has fallen to 0: for a loop that knows a sleep costs more
   // than usual (host_channel.h: a peer on another core under load). How it
-  // ends teaches the budget as any spin's does: paid, it grows back.
+  // ends teaches the budget as any spin's does: paid, it grows back. The
+  // minimum is given while it pays: after kMinimumMissesToRest of them in a
+  // row ran out (a peer late by milliseconds, computing: each cost a whole
+  // window of CPU and saved nothing), it rests, and the wait is startWait()'s
+  // until a spin pays again (a probe's, on the usual schedule) or a sleep
+  // shows one would have (wokeAfter).
   void startWait(std::chrono::nanoseconds atLeast);
   // A pass that brought something, and which started (the loop read the
   // clock before it polled) at `passStart`: the interval up to passStart is
@@ -142,6 +148,9 @@ class SpinBudget {
   std::chrono::nanoseconds budget() const { return budget_; }
   std::chrono::nanoseconds ceiling() const { return ceiling_; }
   bool adaptive() const { return adaptive_; }
+  // startWait(atLeast) gives its minimum (it has not run out
+  // kMinimumMissesToRest times in a row since a spin last paid).
+  bool givesMinimum() const { return minimumMisses_ < kMinimumMissesToRest; }
   // A probe's spin: long enough to catch a peer that runs alongside.
   std::chrono::nanoseconds probeBudget() const;
 
@@ -162,10 +171,12 @@ class SpinBudget {
   int probeInterval_ = kMinProbeInterval;
   int blockedAtOnce_ = 0;  // waits that blocked without spinning since the last probe
   bool learnt_ = false;    // a wait's outcome has changed the account
+  int minimumMisses_ = 0;  // minimum spins in a row that did not pay
 
   // The open wait.
   bool open_ = false;
   bool probing_ = false;
+  bool givenMinimum_ = false;  // the window is startWait(atLeast)'s, beyond the budget's
   bool spun_ = false;
   bool hasLastRead_ = false;  // lastRead_ starts a judged interval
   Clock::time_point spinUntil_{};

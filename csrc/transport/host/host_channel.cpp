@@ -618,8 +618,7 @@ bool HostChannel::startWait(FlagKind kind, int peer, SpinBudget& spin) {
     return false;
   }
   if (peerCpu >= 0 && peerCpu == sched_getcpu()) {
-    spin.startWait();
-    spin.abandon();  // not the budget's choice: nothing to learn
+    spin.abandon();  // no spin, not the budget's choice: nothing to learn
     return true;
   }
   spin.startWait(spin.probeBudget());

@@ -325,7 +325,9 @@ class HostChannel {
   // sleep costs more than the wake-up: under load the scheduler runs a rank
   // that computes between collectives (and so has used its share) again
   // only after the busy processes' time slices. Such a wait spins at least
-  // a probe's length even where the budget fell to 0. With 4 busy
+  // a probe's length even where the budget fell to 0, while those spins
+  // pay (SpinBudget::startWait(atLeast): a peer late by milliseconds, still
+  // computing, would cost a whole window of CPU a wait for nothing). With 4 busy
   // processes on the 2 cores, allreduces of 4 KiB-1 MiB took a time slice
   // a call (1-4 ms, 2-40x the UCX path's p50) in some runs with the budget
   // alone (benchmarks/RESULTS.md, "Busy cores").
