@@ -12,7 +12,8 @@ rank 0 starts K processes that spin on the CPU (and kills them afterwards);
 then every size is timed on each backend, the backends taking turns in
 rounds so that the load's ups and downs hit them alike. Each op comes after
 --gap-us of compute with its tensor written just before it (as backward
-writes a gradient bucket), and is timed on every rank from the call to
+writes a gradient bucket; each backend its own tensors, since a path may
+move a buffer that comes back onto 2 MiB pages), and is timed on every rank from the call to
 wait() returning; the figure for an op is the slowest rank's
 (benchmarks/latency.py). Prints p50 and p90 per backend, and gloo's over
 each ringreduce group's (above 1: faster than gloo).
@@ -206,11 +207,14 @@ def time_size(args, groups, control, rank, op, size, world, per_round):
     names = list(groups)
     rings = [n for n in names if n != "gloo"]
     count = max(1, size // 4)
-    tensor = torch.empty(count, dtype=torch.float32)
     source = torch.rand(count, generator=torch.Generator().manual_seed(rank))
-    call = op_call(op, tensor, world)
-    for group in groups.values():  # warm-up
-        time_after_gap(group, call, tensor, source, 3, args.gap_us / 1e6)
+    # Each group its own tensors, as each would have alone: what one path
+    # does to a buffer's pages (2 MiB pages for a buffer that comes back,
+    # core/base/huge_pages.h) must not show in another's figure.
+    tensors = {n: torch.empty(count, dtype=torch.float32) for n in names}
+    calls = {n: op_call(op, tensors[n], world) for n in names}
+    for n, group in groups.items():  # warm-up
+        time_after_gap(group, calls[n], tensors[n], source, 3, args.gap_us / 1e6)
     samples = {n: [] for n in names}
     # Every order of the groups in turn: in a fixed one, whichever
     # follows gloo's block (whose calls sleep) always starts on
@@ -218,8 +222,8 @@ def time_size(args, groups, control, rank, op, size, world, per_round):
     orders = list(itertools.permutations(names))
     for i in range(args.rounds):
         for name in orders[i % len(orders)]:
-            samples[name] += time_after_gap(groups[name], call, tensor, source, per_round,
-                                            args.gap_us / 1e6)
+            samples[name] += time_after_gap(groups[name], calls[name], tensors[name], source,
+                                            per_round, args.gap_us / 1e6)
     stats = {n: percentiles(per_op(s, control)[0]) for n, s in samples.items()}
     if rank == 0:
         cells = " | ".join(f"{stats[n][0]:15.1f} {stats[n][1]:7.1f}" for n in names)

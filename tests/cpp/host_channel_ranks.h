@@ -75,6 +75,8 @@ class Ranks {
 
   int size() const { return n_; }
   HostChannel& channel(int r) { return *channels_[r]; }
+  // Rank r's scratch and the caller buffers it has noted (core/base/huge_pages.h).
+  Workspace& workspace(int r) { return *workspaces_[r]; }
   void leave(int r) { channels_[r].reset(); }
 
   Comm comm(int r) {

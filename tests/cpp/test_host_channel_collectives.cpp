@@ -530,6 +530,31 @@ TEST(HostChannelCollectives, ABroadcastsReceiversFollowTheRootsViewOfTheCores) {
   }
 }
 
+// The receivers' reads pin every page of the root's tensor: a root that has
+// them read in place notes its tensor, so that one of 4 MiB or more that
+// comes back goes onto 2 MiB pages (core/base/huge_pages.h), as the in-place
+// gathers' blocks do; through the buffers nobody's tensor is noted.
+TEST(HostChannelCollectives, ALargeBroadcastReadInPlaceNotesOnlyTheRootsTensor) {
+  for (bool contended : {false, true}) {
+    Ranks ranks(2, 100us, ChannelStores::Auto, [&](int, HostChannel::Options& o) {
+      o.contended = [contended] { return contended; };
+    });
+    const size_t bytes = HugePageAdvisor::kMinBytes + 64;
+    const auto errors = ranks.run([&](int r) {
+      std::vector<uint8_t> data = bytesOf(r, bytes, 1);
+      for (uint64_t seq = 1; seq <= 2; ++seq) {
+        ASSERT_TRUE(hostChannelBroadcastIsLarge(ranks.comm(r), bytes));
+        hostBroadcast(ranks.comm(r), ranks.enter(r, "broadcast", seq, 5), {data.data(), bytes, 0});
+        ASSERT_EQ(data, bytesOf(0, bytes, 1)) << (contended ? "read in place" : "through the buffers");
+      }
+    });
+    expectNoErrors(errors);
+    EXPECT_EQ(ranks.workspace(0).callerBuffers().buffersSeen(), contended ? 1u : 0u)
+        << (contended ? "read in place" : "through the buffers");
+    EXPECT_EQ(ranks.workspace(1).callerBuffers().buffersSeen(), 0u);
+  }
+}
+
 // A receiver that leaves before it puts up where its tensor lies: the root's
 // wait for it ends, naming it, as every channel collective's does.
 TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersEndsWhenAReceiverLeaves) {

@@ -87,6 +87,10 @@ void largeBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& 
   // with its record, so that a receiver done reading returns without waiting
   // for the root to run once more (under load, a time slice).
   const bool doneAtOnce = root && mine == LargeBroadcastForm::ReadInPlace;
+  // The receivers' reads pin every page of the root's tensor: one that comes
+  // back goes onto 2 MiB pages first, as the in-place gathers' blocks do
+  // (cross_memory_gather.h's notePeersReadInPlace).
+  if (doneAtOnce) noteCallerBuffer(comm, args.data, args.bytes);
   HostChannel::Turn turn;  // number 0 until this rank's record is up
   try {
     // Not the last turn: the data or the Reduced flag follows it.
