@@ -556,22 +556,60 @@ TEST(HostChannelCollectives, ALargeBroadcastReadInPlaceNotesOnlyTheRootsTensor) 
 }
 
 // A receiver that leaves before it puts up where its tensor lies: the root's
-// wait for it ends, naming it, as every channel collective's does.
+// wait for it ends, naming it, as every channel collective's does; in either
+// form (a root that has its receivers read waits only for their Reduced flags).
 TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersEndsWhenAReceiverLeaves) {
-  Ranks ranks(2, 0us);
+  for (bool contended : {false, true}) {
+    Ranks ranks(2, 0us, ChannelStores::Auto, [&](int, HostChannel::Options& o) {
+      o.contended = [contended] { return contended; };
+    });
+    const size_t bytes = kBufferBytes * 8;
+    const auto errors = ranks.run([&](int r) {
+      if (r == 1) {
+        while (!ranks.channel(0).asleep(0)) std::this_thread::yield();
+        ranks.leave(1);
+        return;
+      }
+      std::vector<uint8_t> data = bytesOf(0, bytes, 1);
+      ASSERT_TRUE(hostChannelBroadcastIsLarge(ranks.comm(0), bytes));
+      hostBroadcast(ranks.comm(0), ranks.enter(0, "broadcast", 1, 5, 60s), {data.data(), bytes, 0});
+    });
+    EXPECT_NE(errors[0].find("broadcast #1 on rank 0: rank 1 has left the group"), std::string::npos)
+        << (contended ? "read in place: " : "through the buffers: ") << errors[0];
+  }
+}
+
+// A root that has its receivers read waits only for their Reduced flags, yet
+// a receiver that never comes times it out naming that rank, and one in
+// another collective fails both, each naming the other's collective.
+TEST(HostChannelCollectives, ABroadcastReadInPlaceNamesAReceiverNeverSeenOrInAnotherCollective) {
   const size_t bytes = kBufferBytes * 8;
-  const auto errors = ranks.run([&](int r) {
-    if (r == 1) {
-      while (!ranks.channel(0).asleep(0)) std::this_thread::yield();
-      ranks.leave(1);
-      return;
-    }
-    std::vector<uint8_t> data = bytesOf(0, bytes, 1);
-    ASSERT_TRUE(hostChannelBroadcastIsLarge(ranks.comm(0), bytes));
-    hostBroadcast(ranks.comm(0), ranks.enter(0, "broadcast", 1, 5, 60s), {data.data(), bytes, 0});
-  });
-  EXPECT_NE(errors[0].find("broadcast #1 on rank 0: rank 1 has left the group"), std::string::npos)
-      << errors[0];
+  const auto contended = [](int, HostChannel::Options& o) { o.contended = [] { return true; }; };
+  {
+    Ranks ranks(3, 0us, ChannelStores::Auto, contended);
+    const auto errors = ranks.run([&](int r) {
+      if (r == 2) return;  // never comes
+      std::vector<uint8_t> data = bytesOf(r, bytes, 1);
+      hostBroadcast(ranks.comm(r), ranks.enter(r, "broadcast", 1, 5, 300ms), {data.data(), bytes, 0});
+    });
+    EXPECT_NE(errors[0].find("broadcast #1 timed out after 300 ms on rank 0"), std::string::npos)
+        << errors[0];
+    EXPECT_NE(errors[0].find("rank(s) not seen in broadcast #1: 2"), std::string::npos) << errors[0];
+  }
+  {
+    Ranks ranks(2, 0us, ChannelStores::Auto, contended);
+    const auto errors = ranks.run([&](int r) {
+      if (r == 1) return hostBarrier(ranks.comm(r), ranks.enter(r, "barrier", 1, 6, 5s));
+      std::vector<uint8_t> data = bytesOf(r, bytes, 1);
+      hostBroadcast(ranks.comm(r), ranks.enter(r, "broadcast", 1, 5, 5s), {data.data(), bytes, 0});
+    });
+    EXPECT_NE(errors[0].find("rank 1 is in a different collective: it is in op-6 #1"),
+              std::string::npos)
+        << errors[0];
+    EXPECT_NE(errors[1].find("rank 0 is in a different collective: it is in op-5 #1"),
+              std::string::npos)
+        << errors[1];
+  }
 }
 
 // A receiver whose wait for the root failed (its timeout) has put up where
