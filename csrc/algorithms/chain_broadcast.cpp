@@ -21,6 +21,11 @@ void chainBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& 
   const int next = (rank + 1) % n;
   const bool receives = position != 0;
   const bool forwards = position != n - 1;
+  // On one host the next rank's rendezvous reads this rank's tensor with
+  // cma, which pins every page it reads: one of 4 MiB or more that comes
+  // back goes onto 2 MiB pages (core/base/huge_pages.h), as the channel's
+  // large broadcast does the root's.
+  if (forwards) noteCallerBuffer(comm, args.data, bytes);
 
   // Segments pay where a rank forwards what it received while the next
   // arrives. A chain of two has nobody to forward to: one message, one

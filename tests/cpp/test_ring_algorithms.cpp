@@ -196,6 +196,25 @@ TEST_P(OnEachTransport, ChainBroadcastEveryRootReachesEveryRank) {
   }
 }
 
+// The next rank along the chain reads a forwarding rank's tensor (with cma
+// on one host, pinning every page): the ranks that forward note theirs, so
+// that one of 4 MiB or more that comes back goes onto 2 MiB pages
+// (core/base/huge_pages.h); the chain's last rank, read by nobody, does not.
+TEST_P(OnEachTransport, ChainBroadcastNotesTheTensorsOfTheRanksThatForward) {
+  constexpr int n = 3;
+  const size_t bytes = HugePageAdvisor::kMinBytes + 64;
+  std::atomic<int> noted[n] = {};
+  runComms(n, GetParam(), [&](const Comm& c, int rank) {
+    std::vector<uint8_t> data(bytes, static_cast<uint8_t>(rank == 0 ? 7 : 0));
+    chainBroadcast(c, OpContext("broadcast", 1, std::chrono::seconds(20)), {data.data(), bytes, 0});
+    ASSERT_EQ(data, std::vector<uint8_t>(bytes, 7));
+    noted[rank] = static_cast<int>(c.workspace.callerBuffers().buffersSeen());
+  });
+  EXPECT_EQ(noted[0], 1);  // the root
+  EXPECT_EQ(noted[1], 1);  // forwards to rank 2
+  EXPECT_EQ(noted[2], 0);  // the chain's end
+}
+
 TEST_P(OnEachTransport, DisseminationBarrierNoRankLeavesBeforeTheLastArrives) {
   for (int n : {1, 2, 3, 5}) {
     std::atomic<int> arrived{0};

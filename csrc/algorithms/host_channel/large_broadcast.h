@@ -24,9 +24,9 @@
 //   "Wanted" by a margin of one task (HostChannel::coresContended). The
 //   reads pin every page of the root's tensor, so the root notes it first:
 //   one of 4 MiB or more that comes back goes onto 2 MiB pages
-//   (core/base/huge_pages.h), as the in-place gathers' blocks do. With 4-8
-//   busy processes, 8 and 16 MiB broadcasts took 0.70-0.88x the time they
-//   took on 4 KiB pages (busy_cores.py, six runs each, EPYC Zen 3).
+//   (core/base/huge_pages.h), as the in-place gathers' blocks do. With 2-8
+//   busy processes, 8 and 16 MiB broadcasts took 0.70-0.94x the time they
+//   took on 4 KiB pages (busy_cores.py, medians of six runs, EPYC Zen 3).
 // Every wait is the channel's: a dead, failed or departed peer, an abort and
 // the deadline end it as in every channel collective.
 //
