@@ -557,7 +557,7 @@ TEST(HostChannelCollectives, ALargeBroadcastReadInPlaceNotesOnlyTheRootsTensor) 
 
 // A receiver that leaves before it puts up where its tensor lies: the root's
 // wait for it ends, naming it, as every channel collective's does; in either
-// form (a root that has its receivers read waits only for their Reduced flags).
+// form (through the buffers, or with its receivers reading its tensor in place).
 TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersEndsWhenAReceiverLeaves) {
   for (bool contended : {false, true}) {
     Ranks ranks(2, 0us, ChannelStores::Auto, [&](int, HostChannel::Options& o) {
@@ -579,9 +579,9 @@ TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersEndsWhenAReceiverLeaves) 
   }
 }
 
-// A root that has its receivers read waits only for their Reduced flags, yet
-// a receiver that never comes times it out naming that rank, and one in
-// another collective fails both, each naming the other's collective.
+// A root that has its receivers read its tensor in place: a receiver that
+// never comes times it out naming that rank, and one in another collective
+// fails both, each naming the other's collective.
 TEST(HostChannelCollectives, ABroadcastReadInPlaceNamesAReceiverNeverSeenOrInAnotherCollective) {
   const size_t bytes = kBufferBytes * 8;
   const auto contended = [](int, HostChannel::Options& o) { o.contended = [] { return true; }; };
