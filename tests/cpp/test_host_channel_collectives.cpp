@@ -580,8 +580,9 @@ TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersEndsWhenAReceiverLeaves) 
 }
 
 // A root that has its receivers read its tensor in place: a receiver that
-// never comes times it out naming that rank, and one in another collective
-// fails both, each naming the other's collective.
+// never comes times it out naming that rank, one in another collective
+// fails both, each naming the other's collective, and an abort from another
+// thread ends the root's wait with the abort's reason (not its deadline's).
 TEST(HostChannelCollectives, ABroadcastReadInPlaceNamesAReceiverNeverSeenOrInAnotherCollective) {
   const size_t bytes = kBufferBytes * 8;
   const auto contended = [](int, HostChannel::Options& o) { o.contended = [] { return true; }; };
@@ -609,6 +610,22 @@ TEST(HostChannelCollectives, ABroadcastReadInPlaceNamesAReceiverNeverSeenOrInAno
     EXPECT_NE(errors[1].find("rank 0 is in a different collective: it is in op-5 #1"),
               std::string::npos)
         << errors[1];
+  }
+  {
+    Ranks ranks(2, 0us, ChannelStores::Auto, contended);
+    std::thread aborter([&] {
+      while (!ranks.channel(0).asleep(0)) std::this_thread::yield();
+      ranks.channel(0).abort("process group 'g' was aborted on rank 0");
+    });
+    const auto errors = ranks.run([&](int r) {
+      if (r == 1) return;  // never comes
+      std::vector<uint8_t> data = bytesOf(r, bytes, 1);
+      hostBroadcast(ranks.comm(r), ranks.enter(r, "broadcast", 1, 5, 60s), {data.data(), bytes, 0});
+    });
+    aborter.join();
+    EXPECT_NE(errors[0].find("broadcast #1 on rank 0: process group 'g' was aborted on rank 0"),
+              std::string::npos)
+        << errors[0];
   }
 }
 
