@@ -191,6 +191,26 @@ TEST(HostChannel, TurnsMoveRoundTheBufferAlikeOnEveryRank) {
   }
 }
 
+// A rank's note (HostChannel::setNote) goes with its flag for the turn it
+// filled: a peer reads each turn's own two words, one slot per parity as
+// the fingerprint words, so the next turn's note does not overwrite the
+// one a peer still reads; each flag kind has its own.
+TEST(HostChannel, ANoteGoesWithItsTurnsFlag) {
+  auto channels = openChannels(2, options());
+  ASSERT_EQ(channels.size(), 2u);
+  const HostChannel::Turn first = channels[0]->takeTurn(64);
+  channels[0]->setNote(FlagKind::Input, 7, 0x1000);
+  const HostChannel::Turn second = channels[0]->takeTurn(64);
+  channels[0]->setNote(FlagKind::Input, 9, 0x2000);
+  channels[0]->setNote(FlagKind::Reduced, 11, 0x3000);
+  EXPECT_EQ(channels[1]->note(0, FlagKind::Input, first), std::make_pair(uint64_t{7}, uint64_t{0x1000}));
+  EXPECT_EQ(channels[1]->note(0, FlagKind::Input, second), std::make_pair(uint64_t{9}, uint64_t{0x2000}));
+  EXPECT_EQ(channels[1]->note(0, FlagKind::Reduced, second),
+            std::make_pair(uint64_t{11}, uint64_t{0x3000}));
+  // Rank 1 gave none.
+  EXPECT_EQ(channels[0]->note(1, FlagKind::Input, first), std::make_pair(uint64_t{0}, uint64_t{0}));
+}
+
 TEST(HostChannel, OnePassSumsAreExactAtEveryWorld) {
   for (int n : {2, 3, 4}) expectAllreduceSums(n, 1000, 60);
 }

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <poll.h>
@@ -267,6 +268,19 @@ class HostChannel {
   // Sets this rank's `kind` flag to the turn (release), with op's
   // fingerprint word, and rings the peers that sleep.
   void publish(FlagKind kind, const Turn& turn, const OpContext& op);
+  // Two words that go with this rank's next publish(kind) of the turn it
+  // took last (FlagLine::notes): set them before that publish, while
+  // filling the turn. A peer reads them once its wait for that flag
+  // returned, and before it publishes its next turn.
+  void setNote(FlagKind kind, uint64_t first, uint64_t second) {
+    auto& note = lines(rank_).flags[static_cast<int>(kind)].notes[turns_ & 1];
+    note[0].store(first, std::memory_order_relaxed);
+    note[1].store(second, std::memory_order_relaxed);
+  }
+  std::pair<uint64_t, uint64_t> note(int rank, FlagKind kind, const Turn& turn) const {
+    const auto& note = lines(rank).flags[static_cast<int>(kind)].notes[turn.number & 1];
+    return {note[0].load(std::memory_order_relaxed), note[1].load(std::memory_order_relaxed)};
+  }
   // Returns once every peer's `kind` flag is at the turn or later and each
   // of them is in this same collective (the flag's fingerprint word at the
   // turn is op.fingerprintWord; a flag past it was set by a peer that

@@ -53,7 +53,13 @@ struct alignas(kCacheLine) FlagLine {
   // never): a peer waiting for the next turn reads whether they share a
   // core (HostChannel::awaitPeers).
   std::atomic<int32_t> cpu{-1};
+  // Two words a rank gives with its flag for a turn, per parity as `words`
+  // (so with the same lifetime): what a collective says beside its data
+  // without taking a buffer's bytes (the large broadcast's root: how its
+  // message goes, and where its tensor lies). Written before `value`.
+  std::atomic<uint64_t> notes[2][2]{};
 };
+static_assert(sizeof(FlagLine) == kCacheLine, "a flag is one cache line");
 
 enum class RankState : uint32_t { Active = 0, Left = 1, Failed = 2 };
 
