@@ -31,14 +31,26 @@ int CpuContention::runnableIn(const char* line) {
   return static_cast<int>(running);
 }
 
-bool CpuContention::contended(int spare) const {
-  if (fd_ < 0 || cores_ <= 0) return false;
+int CpuContention::runnable() const {
+  if (fd_ < 0 || cores_ <= 0) return -1;
   char line[128];
   const ssize_t got = pread(fd_, line, sizeof(line) - 1, 0);
-  if (got <= 0) return false;
+  if (got <= 0) return -1;
   line[got] = '\0';
-  const int running = runnableIn(line);
-  return running > cores_ + spare;
+  return runnableIn(line);
+}
+
+bool CpuContention::contended(int spare) const {
+  return levelOf(runnable(), cores_, spare) > 0;
+}
+
+int CpuContention::level(int spare) const { return levelOf(runnable(), cores_, spare); }
+
+int CpuContention::levelOf(int runnable, int cores, int spare) {
+  if (runnable < 0 || cores <= 0 || runnable <= cores + spare) return 0;
+  int level = 1;
+  for (int perCore = runnable / cores; perCore >= 4 && level < kTopLevel; perCore /= 2) ++level;
+  return level;
 }
 
 }  // namespace ringreduce

@@ -30,11 +30,23 @@ class CpuContention {
   // it cannot tell (no /proc).
   bool contended(int spare = 0) const;
 
+  // How heavily: 0 where not contended(spare), else the octave of runnable
+  // tasks per core: 1 below 4 a core, 2 at 4-7, kTopLevel (3) at 8 and
+  // more. For choices that measure each form under
+  // each load (core/plan/broadcast_forms.h): which form pays moves with how
+  // much of a core each rank gets, not only with whether it gets a whole one.
+  static constexpr int kTopLevel = 3;
+  int level(int spare = 0) const;
+  // The same from a runnable count and the online cores (-1 or 0: 0).
+  static int levelOf(int runnable, int cores, int spare);
+
   // What contended() decides from: the runnable count in a /proc/loadavg
   // line ("0.50 0.40 0.30 3/250 12345" -> 3), or -1.
   static int runnableIn(const char* loadavgLine);
 
  private:
+  int runnable() const;  // -1 where it cannot tell
+
   int fd_ = -1;
   int cores_ = 0;
 };
