@@ -31,6 +31,7 @@
 #include "algorithms/host_channel/reduce.h"
 #include "algorithms/host_channel/reduce_scatter.h"
 #include "algorithms/host_channel/turn.h"
+#include "core/base/cpu_contention.h"
 #include "core/base/errors.h"
 #include "algorithms/workspace.h"
 #include "core/plan/partition.h"
@@ -460,12 +461,13 @@ TEST(HostChannelCollectives, BroadcastCopiesTheRootsMessageFromAnyRoot) {
   }
 }
 
-// Beyond the buffers (here 4 KiB) a broadcast still takes the channel
-// (large_broadcast.h): through the buffers in as many turns as it takes
-// where the root sees the cores free or a rank cannot reach the others'
-// memory, else the receivers read the root's tensor in place. From either end
-// of the group, at sizes of several buffers and a remainder, every rank ends
-// with the root's bytes in every case.
+// Beyond three buffers (here 4 KiB each) a broadcast takes the channel's
+// large broadcast (large_broadcast.h): through the buffers in as many turns
+// as it takes where the root sees the cores free or a rank cannot reach the
+// others' memory, else the receivers read the root's tensor in place. From
+// either end of the group, at sizes of four buffers up to many and a
+// remainder, every rank ends with the root's bytes in every case; three
+// buffers or less never take it.
 TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersTakesTheChannelInEitherForm) {
   for (bool contended : {false, true}) {
     for (bool offOnOneRank : {false, true}) {
@@ -477,7 +479,9 @@ TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersTakesTheChannelInEitherFo
         const auto errors = ranks.run([&](int r) {
           uint64_t seq = 0;
           for (int root : {0, n - 1}) {
-            for (size_t bytes : {kBufferBytes * 4 + 1, kBufferBytes * 9 + 17, (size_t{1} << 20) + 5}) {
+            ASSERT_FALSE(hostChannelBroadcastIsLarge(ranks.comm(r), kBufferBytes * 3));
+            for (size_t bytes : {kBufferBytes * 3 + 1, kBufferBytes * 4, kBufferBytes * 4 + 1,
+                                 kBufferBytes * 9 + 17, (size_t{1} << 20) + 5}) {
               ++seq;
               std::vector<uint8_t> data = bytesOf(r, bytes, seq);
               const Comm comm = ranks.comm(r);
@@ -496,13 +500,17 @@ TEST(HostChannelCollectives, ABroadcastBeyondTheBuffersTakesTheChannelInEitherFo
   }
 }
 
-// The root reads in place only where the cores are wanted and every rank can
+// The root reads in place only where each rank gets a quarter of a core or
+// less (load level 2 and up: 4 runnable tasks per core) and every rank can
 // reach every other's memory.
-TEST(HostChannelCollectives, ALargeBroadcastIsReadInPlaceOnlyWhereTheCoresAreWanted) {
-  EXPECT_EQ(largeBroadcastForm(false, true), LargeBroadcastForm::ThroughBuffers);
-  EXPECT_EQ(largeBroadcastForm(true, true), LargeBroadcastForm::ReadInPlace);
-  EXPECT_EQ(largeBroadcastForm(true, false), LargeBroadcastForm::ThroughBuffers);
-  EXPECT_EQ(largeBroadcastForm(false, false), LargeBroadcastForm::ThroughBuffers);
+TEST(HostChannelCollectives, ALargeBroadcastIsReadInPlaceOnlyUnderHeavyLoad) {
+  for (int level = 0; level <= CpuContention::kTopLevel; ++level) {
+    EXPECT_EQ(largeBroadcastForm(level, true), level >= 2 ? LargeBroadcastForm::ReadInPlace
+                                                          : LargeBroadcastForm::ThroughBuffers)
+        << "level " << level;
+    EXPECT_EQ(largeBroadcastForm(level, false), LargeBroadcastForm::ThroughBuffers)
+        << "level " << level;
+  }
 }
 
 // The root decides the form from its own view of the cores and says so in

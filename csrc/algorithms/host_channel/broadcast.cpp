@@ -9,12 +9,28 @@
 
 namespace ringreduce {
 
+namespace {
+
+// Whether the broadcast goes through the channel's buffers whatever the
+// load: at most three turns, in which the root waits for its receivers'
+// copies once at most (its second turn ends once they are done with its
+// first, whose buffer its third rewrites; its last turn owes its wait). More turns go as a large broadcast, whose
+// root chooses the form (large_broadcast.h): with 8 busy processes on the
+// 2 cores, 3 MiB read in place took 1.18x the time through the buffers in
+// two sets of ten runs, 4 MiB 0.69-0.99x in three of four (1.29x in the
+// fourth; busy_cores.py, medians of the runs' p50, EPYC Zen 3).
+bool takesBuffersAlone(const Comm& comm, size_t bytes) {
+  return hostChannelCollectiveApplies(comm, bytes) && bytes <= 3 * comm.channel->bufferBytes();
+}
+
+}  // namespace
+
 bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes) {
-  return hostChannelCollectiveApplies(comm, bytes) || largeBroadcastCarries(comm, bytes);
+  return takesBuffersAlone(comm, bytes) || largeBroadcastCarries(comm, bytes);
 }
 
 bool hostChannelBroadcastIsLarge(const Comm& comm, size_t bytes) {
-  return !hostChannelCollectiveApplies(comm, bytes) && largeBroadcastCarries(comm, bytes);
+  return !takesBuffersAlone(comm, bytes) && largeBroadcastCarries(comm, bytes);
 }
 
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
@@ -37,7 +53,7 @@ void hostChannelBroadcast(const Comm& comm, const OpContext& op, const Broadcast
 }
 
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args) {
-  if (comm.size() > 1 && hostChannelCollectiveApplies(comm, args.bytes)) {
+  if (comm.size() > 1 && takesBuffersAlone(comm, args.bytes)) {
     return hostChannelBroadcast(comm, op, args);
   }
   if (comm.size() > 1 && largeBroadcastCarries(comm, args.bytes)) {

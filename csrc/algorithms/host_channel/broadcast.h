@@ -14,8 +14,9 @@
 namespace ringreduce {
 
 // Whether a broadcast of `bytes` goes through the channel: the same answer
-// on every rank. Through its buffers (hostChannelCollectiveApplies), or
-// beyond them in the form the root chooses (large_broadcast.h).
+// on every rank. Through its buffers in at most three turns
+// (hostChannelCollectiveApplies, and at most three buffers), or beyond in
+// the form the root chooses (large_broadcast.h).
 bool hostChannelBroadcastApplies(const Comm& comm, size_t bytes);
 // Whether it goes the second way: its first turn puts up where the ranks'
 // tensors lie, so it may not be run to publish ahead.
@@ -25,9 +26,9 @@ bool hostChannelBroadcastIsLarge(const Comm& comm, size_t bytes);
 // rank's `data`.
 void hostChannelBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
-// The broadcast a host collective takes: the channel's buffers where they
-// carry it, else the channel's large broadcast where it carries that, else
-// the chain (the same choice on every rank).
+// The broadcast a host collective takes: three turns of the channel's
+// buffers at most where they carry it, else the channel's large broadcast
+// where it carries that, else the chain (the same choice on every rank).
 void hostBroadcast(const Comm& comm, const OpContext& op, const BroadcastArgs& args);
 
 }  // namespace ringreduce

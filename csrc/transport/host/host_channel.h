@@ -305,12 +305,16 @@ class HostChannel {
   // lock, so one at a time.
   SpinBudget& callerSpin() { return callerSpin_; }
 
-  // Whether other work wants this machine's cores now, by a margin of one
-  // task beyond them (a thread passing through the run queue, one of this
-  // job's, would else flip the answer: large_broadcast.h's choice flipped in
-  // 10-20% of quiet calls); Options::contended where given. About 1.4 us.
-  bool coresContended() const {
-    return givenContended_ ? contended_() : contention_.contended(/*spare=*/1);
+  // How heavily other work wants this machine's cores now
+  // (CpuContention::level: 0 where it does not, else the octave of runnable
+  // tasks per core), by a margin of one task beyond them (a thread passing
+  // through the run queue, one of this job's, would else flip the answer:
+  // large_broadcast.h's choice flipped in 10-20% of quiet calls). Where
+  // Options::contended is given: the top level where it says so, else 0.
+  // About 1.4 us.
+  int coresLoadLevel() const {
+    if (givenContended_) return contended_() ? CpuContention::kTopLevel : 0;
+    return contention_.level(/*spare=*/1);
   }
   // Whether `rank` says it sleeps on its doorbell (its peers ring it then).
   bool asleep(int rank) const {
