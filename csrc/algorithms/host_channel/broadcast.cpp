@@ -18,7 +18,7 @@ namespace {
 // root chooses the form (large_broadcast.h): with 8 busy processes on the
 // 2 cores, 3 MiB read in place took 1.18x the time through the buffers in
 // two sets of ten runs, 4 MiB 0.69-0.99x in three of four (1.29x in the
-// fourth; busy_cores.py, medians of the runs' p50, EPYC Zen 3).
+// fourth; busy_cores.py, medians of the runs' p50, EPYC Zen 4).
 bool takesBuffersAlone(const Comm& comm, size_t bytes) {
   return hostChannelCollectiveApplies(comm, bytes) && bytes <= 3 * comm.channel->bufferBytes();
 }

@@ -24,7 +24,7 @@
 //   root's tensor straight from its memory, the root sets its Reduced flag
 //   at once (it reads no peer's memory), and the Reduced flags close it. One
 //   copy, by the kernel, instead of two, and one hand-off instead of one a
-//   piece. Forcing each form, world 2, 2-vCPU EPYC Zen 3, twelve runs each
+//   piece. Forcing each form, world 2, 2-vCPU EPYC Zen 4 (AVX-512), twelve runs each
 //   (busy_cores.py --ops broadcast, p50 medians): with 8 busy processes 4
 //   MiB 1564 us in place against 2324 through the buffers, 8 MiB 2733
 //   against 6071; with 2 busy 8 MiB 2581 against 2043, 4 MiB 1149 against
