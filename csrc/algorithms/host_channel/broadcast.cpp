@@ -14,11 +14,12 @@ namespace {
 // Whether the broadcast goes through the channel's buffers whatever the
 // load: at most three turns, in which the root waits for its receivers'
 // copies once at most (its second turn ends once they are done with its
-// first, whose buffer its third rewrites; its last turn owes its wait). More turns go as a large broadcast, whose
-// root chooses the form (large_broadcast.h): with 8 busy processes on the
-// 2 cores, 3 MiB read in place took 1.18x the time through the buffers in
-// two sets of ten runs, 4 MiB 0.69-0.99x in three of four (1.29x in the
-// fourth; busy_cores.py, medians of the runs' p50, EPYC Zen 4).
+// first, whose buffer its third rewrites; its last turn owes its wait).
+// More turns go as a large broadcast, whose root chooses the form
+// (large_broadcast.h): with 8 busy processes on the 2 cores, 3 MiB read in
+// place took 1.18x the time through the buffers in two sets of ten runs,
+// 4 MiB 0.69-0.99x in three of four (1.29x in the fourth; busy_cores.py,
+// medians of the runs' p50, EPYC Zen 4).
 bool takesBuffersAlone(const Comm& comm, size_t bytes) {
   return hostChannelCollectiveApplies(comm, bytes) && bytes <= 3 * comm.channel->bufferBytes();
 }

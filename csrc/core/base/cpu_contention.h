@@ -32,9 +32,9 @@ class CpuContention {
 
   // How heavily: 0 where not contended(spare), else the octave of runnable
   // tasks per core: 1 below 4 a core, 2 at 4-7, kTopLevel (3) at 8 and
-  // more. For choices that measure each form under
-  // each load (core/plan/broadcast_forms.h): which form pays moves with how
-  // much of a core each rank gets, not only with whether it gets a whole one.
+  // more. For the large broadcast's choice (algorithms/host_channel/
+  // large_broadcast.h): which form pays moves with how much of a core each
+  // rank gets, not only with whether it gets a whole one.
   static constexpr int kTopLevel = 3;
   int level(int spare = 0) const;
   // The same from a runnable count and the online cores (-1 or 0: 0).
