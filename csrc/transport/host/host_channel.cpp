@@ -434,15 +434,18 @@ void HostChannel::checkPeer(FlagKind kind, uint64_t turn, int peer, const OpCont
   // A peer that set its flag and then left or gave up is not behind: the
   // flag (written before its state, read after it here) says so.
   if (state != RankState::Active && flagCame(kind, peer, turn)) return;
-  if (state == RankState::Failed) throwGaveUp(peer, op);
   const PositionLine& position = lines(peer).position;
   const uint64_t seq = position.seq.load(std::memory_order_acquire);
   const uint32_t word = position.word.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
+  // Named before a failure: a peer that found the mismatch first gave up
+  // over it, and "it is in <its collective>" is what this rank's caller
+  // needs (its own reason names this rank's collective, not its own).
   if (seq == op.seq && position.seq.load(std::memory_order_relaxed) == seq &&
       word != op.fingerprintWord) {
     throw TransportError(mismatch(peer, op));
   }
+  if (state == RankState::Failed) throwGaveUp(peer, op);
   if (state == RankState::Left) {
     throw TransportError(where(op) + ": rank " + std::to_string(peer) +
                          " has left the group (it destroyed its process group or exited) "
@@ -464,17 +467,21 @@ void HostChannel::throwGaveUp(int peer, const OpContext& op) const {
 
 void HostChannel::checkFlag(FlagKind kind, int peer, const Turn& turn,
                             const OpContext& op) const {
-  // A peer that gave up in this collective (after it set its flag: an
-  // abort, a failure with another peer) leaves it without a result: this
-  // rank must not complete it either.
-  throwIfGaveUp(peer, op);
   const FlagLine& flag = lines(peer).flags[static_cast<int>(kind)];
   const uint64_t seq = flag.value.load(std::memory_order_acquire);
   const uint32_t word = flag.words[turn.number & 1].load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
-  // Moved on meanwhile: it finished the turn, having found the words equal.
-  if (seq != turn.number || flag.value.load(std::memory_order_relaxed) != seq) return;
-  if (word != op.fingerprintWord) throw TransportError(mismatch(peer, op));
+  // Unless it moved on meanwhile (it finished the turn, having found the
+  // words equal), a word not this collective's is named first: a peer that
+  // found the mismatch before this rank gave up over it (checkPeer's why).
+  if (seq == turn.number && flag.value.load(std::memory_order_relaxed) == seq &&
+      word != op.fingerprintWord) {
+    throw TransportError(mismatch(peer, op));
+  }
+  // A peer that gave up in this collective (after it set its flag: an
+  // abort, a failure with another peer) leaves it without a result: this
+  // rank must not complete it either.
+  throwIfGaveUp(peer, op);
 }
 
 std::string HostChannel::describeTimeout(int behind, const OpContext& op) const {
