@@ -12,7 +12,12 @@ then the median exchange of the slower rank per iteration. torch's `fake`
 backend moves nothing: its calls are torch's Python and dispatcher alone,
 so a call's time above the fake's is the backend's, and the two waits above
 the fake's are the message's way (and the two ranks' timelines meeting).
-The first fifth of the iterations is not counted. `--compute-us` busies each
+The first fifth of the iterations is not counted. `cpu unit` is a fixed
+piece of pure Python timed after each exchange: these VMs' cores now and then
+run at half their speed for seconds at a time, our processes or none (2026-12-07,
+an EPYC Zen 3: the unit at 2.6 us, then 4.4-5.2 us with nothing else running),
+so an exchange read beside its unit tells a slow core from a slow backend.
+`--compute-us` busies each
 rank's core that long before each exchange (untimed), as a pipeline stage
 computes before it sends: the peer's message then comes while the receiver
 waits, not already there.
@@ -49,8 +54,13 @@ def busy(seconds):
         pass
 
 
+def cpu_unit():
+    """The same pure-Python work every time (the core's speed of the moment)."""
+    return sum(range(300))
+
+
 def exchange_times(rank, elements, iters, compute_s):
-    """Per counted iteration: the four calls' seconds."""
+    """Per counted iteration: the four calls' seconds, then cpu_unit's."""
     inp, out = torch.empty(elements), torch.empty(elements)
     peer = 1 - rank
     clock = time.perf_counter
@@ -68,8 +78,10 @@ def exchange_times(rank, elements, iters, compute_s):
         t3 = clock()
         got.wait()
         t4 = clock()
+        cpu_unit()
+        t5 = clock()
         if i >= iters // 5:
-            rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
+            rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4))
     return rows
 
 
@@ -77,7 +89,7 @@ def run(rank, backend, sizes, iters, port, compute_s):
     init(rank, backend, port)
     for size in sizes:
         rows = exchange_times(rank, size // 4, iters, compute_s)
-        whole = torch.tensor([sum(r) for r in rows], dtype=torch.float64)
+        whole = torch.tensor([sum(r[:4]) for r in rows], dtype=torch.float64)
         slowest = None
         if backend != "fake":
             both = whole.clone()
@@ -91,8 +103,9 @@ def run(rank, backend, sizes, iters, port, compute_s):
                 f"/{statistics.median(r[k] for r in rows) * 1e6:.2f}"
                 for k, name in enumerate(PARTS))
             slow = f"  slower rank {slowest * 1e6:7.1f}" if slowest is not None else ""
+            unit = statistics.median(r[4] for r in rows) * 1e6
             print(f"{backend:10s} {size:9d} B  exchange p50 {whole.median().item() * 1e6:7.1f} us"
-                  f"  |  {parts}{slow}", flush=True)
+                  f"  |  {parts}{slow}  |  cpu unit {unit:.2f}", flush=True)
     if backend != "fake":
         dist.barrier()
     dist.destroy_process_group()
