@@ -2,6 +2,7 @@
 // (algorithms/host_channel/allreduce.h): ranks as threads of this process
 // (each with its own mapping, doorbell and process fds), and, for a death, a
 // forked process.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -1141,6 +1142,27 @@ TEST(HostChannel, EveryBufferPageIsMappedBeforeTheFirstCollective) {
   touchEveryBufferPage(created);
   touchEveryBufferPage(opened);
   EXPECT_EQ(minorFaultsOfThisThread() - before, 0);
+}
+
+// Ranks of two builds that lay the lines out differently (the magic is
+// bumped with every change of layout): the opening rank refuses the segment
+// instead of reading its peers' words wrong.
+TEST(HostChannel, ASegmentOfAnotherLayoutIsRefusedAtOpen) {
+  HostSegment created = HostSegment::create(2, 64 * 1024);
+  const int fd = ::open(created.path().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const uint64_t otherLayout = HostSegment::kMagic - 1;  // an earlier build's
+  ASSERT_EQ(pwrite(fd, &otherLayout, sizeof otherLayout, 0), 8);
+  ::close(fd);
+  std::string error;
+  try {
+    HostSegment::open(created.name(), created.path(), 2, 64 * 1024);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find(created.name() + " is not this group's segment (its header differs)"),
+            std::string::npos)
+      << error;
 }
 
 TEST(HostChannel, ABufferSizeBeyondTheBoundIsRefusedNotOverflowed) {

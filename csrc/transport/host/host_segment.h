@@ -94,7 +94,11 @@ struct RankLines {
 
 class HostSegment {
  public:
-  static constexpr uint64_t kMagic = 0x7272736867303031ull;  // "rrshg001"
+  // Bumped whenever the lines' layout or meaning changes, so that ranks of
+  // two builds that lay it out differently fail at open (the header
+  // differs) instead of reading each other's words wrong. 002: two notes
+  // per flag and parity (FlagLine::notes, the large broadcast's form).
+  static constexpr uint64_t kMagic = 0x7272736867303032ull;  // "rrshg002"
 
   // The most a buffer may hold (RINGREDUCE_SHM_BYTES is checked against it).
   static constexpr size_t kMaxBufferBytes = size_t{1} << 30;
