@@ -438,9 +438,9 @@ void HostChannel::checkPeer(FlagKind kind, uint64_t turn, int peer, const OpCont
   const uint64_t seq = position.seq.load(std::memory_order_acquire);
   const uint32_t word = position.word.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
-  // Named before a failure: a peer that found the mismatch first gave up
-  // over it, and "it is in <its collective>" is what this rank's caller
-  // needs (its own reason names this rank's collective, not its own).
+  // Named before a failure, and with it (mismatch()): a peer that found the
+  // mismatch first gave up over it, and its reason names this rank's
+  // collective, not its own.
   if (seq == op.seq && position.seq.load(std::memory_order_relaxed) == seq &&
       word != op.fingerprintWord) {
     throw TransportError(mismatch(peer, op));
@@ -503,6 +503,13 @@ std::string HostChannel::describeTimeout(int behind, const OpContext& op) const 
 }
 
 std::string HostChannel::mismatch(int peer, const OpContext& op) const {
+  // A peer that gave up (over this mismatch, found first on its side, or an
+  // abort before this rank came) is named in both ways: where it is, and why
+  // it gave up.
+  const std::string gaveUp = gaveUpIn(peer, op) ? "; rank " + std::to_string(peer) +
+                                                      " gave up on the group: " +
+                                                      std::string(lines(peer).reason.text)
+                                                : std::string();
   const std::string differ = " (the operation, dtype, size, reduce op or root differ)";
   // The peer has announced a later collective than this one: it ran another
   // where this rank ran this one (a wait a sender owed, payOwedWait, reads
@@ -511,10 +518,10 @@ std::string HostChannel::mismatch(int peer, const OpContext& op) const {
   if (lines(peer).position.seq.load(std::memory_order_acquire) > op.seq) {
     return where(op) + ": rank " + std::to_string(peer) +
            " is in a different collective: it ran another as #" + std::to_string(op.seq) +
-           differ + " and since then " + whereIs(peer);
+           differ + " and since then " + whereIs(peer) + gaveUp;
   }
   return where(op) + ": rank " + std::to_string(peer) + " is in a different collective: it " +
-         whereIs(peer) + differ;
+         whereIs(peer) + differ + gaveUp;
 }
 
 void HostChannel::checkExits(FlagKind kind, uint64_t turn, const OpContext& op) const {
