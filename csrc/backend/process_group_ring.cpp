@@ -18,6 +18,7 @@
 #include "backend/tensor_checks.h"
 #include "backend/work_callbacks.h"
 #include "core/base/errors.h"
+#include "core/config/settings_agreement.h"
 #include "core/math/host_loops.h"
 #include "core/observe/latency_probe.h"
 #include "core/observe/log.h"
@@ -86,7 +87,8 @@ ProcessGroupRing::ProcessGroupRing(const c10::intrusive_ptr<c10d::Store>& store,
       timeline = Timeline::forProcess(config_.timelinePath, globalRank < 0 ? rank : globalRank);
     }
     auto storeAdapter = std::make_shared<C10dStoreAdapter>(store);
-    auto transport = std::make_unique<UcxTransport>(rank, size, storeAdapter, timeout, config_);
+    auto transport = std::make_unique<UcxTransport>(rank, size, storeAdapter, timeout, config_,
+                                                    checkCollectives);
     // The address exchange told how many ranks share this machine, which
     // the spin and placement defaults need where no LOCAL_WORLD_SIZE says
     // (Lightning's launcher, mp.spawn, srun).
@@ -142,9 +144,7 @@ Engine::ChannelOpener ProcessGroupRing::hostChannelOpener(std::shared_ptr<KeyVal
   }
   const bool checks =
       config_.checkCollectives || c10d::debug_level() == c10d::DebugLevel::Detail;
-  options.agreedSettings +=
-      std::string("the collective check (RINGREDUCE_CHECK_COLLECTIVES, TORCH_DISTRIBUTED_DEBUG)=") +
-      (checks ? "on" : "off") + "\n";
+  options.agreedSettings += collectiveCheckSetting(checks) + "\n";
   // Opened at the group's first host collective, on the thread that runs
   // the queue (Engine::needChannel).
   return [store, prefix = transport.storePrefix() + "host_channel/", rank = rank_, size = size_,

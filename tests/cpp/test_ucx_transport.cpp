@@ -231,25 +231,63 @@ TEST(UcxTransport, WhatARankSentBeforeItLeftStillArrives) {
   }
 }
 
-TEST(AddressRecord, RoundTripsAndRejectsMalformedRecords) {
-  const AddressRecord record{{1, 2, 3}, {9, 8}, 0x0123456789abcdefull};
+namespace {
+// A record's bytes: its header (the layout's magic, a host, the two
+// lengths it claims), then `tail`.
+std::vector<uint8_t> recordBytes(uint32_t dataLength, uint32_t monitorLength,
+                                 const std::vector<uint8_t>& tail) {
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(kAddressRecordMagic >> (8 * i)));
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(i + 1));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<uint8_t>(dataLength >> (8 * i)));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<uint8_t>(monitorLength >> (8 * i)));
+  bytes.insert(bytes.end(), tail.begin(), tail.end());
+  return bytes;
+}
+
+std::string unpackError(const std::vector<uint8_t>& bytes, int peer) {
+  try {
+    unpackAddressRecord(bytes.data(), bytes.size(), peer);
+  } catch (const TransportError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(AddressRecord, RoundTripsWithWhatMustAgree) {
+  const AddressRecord record{{1, 2, 3}, {9, 8}, 0x0123456789abcdefull, "A=1\nB=two\n"};
   const auto blob = packAddressRecord(record);
   const AddressRecord back = unpackAddressRecord(blob.data(), blob.size(), 0);
   EXPECT_EQ(back.data, record.data);
   EXPECT_EQ(back.monitor, record.monitor);
   EXPECT_EQ(back.host, record.host);
-  const uint8_t shortRecord[] = {1, 2, 3, 4, 5, 6, 7, 8, 3, 0};
-  EXPECT_THROW(unpackAddressRecord(shortRecord, sizeof(shortRecord), 2), TransportError);
-  const uint8_t emptyData[] = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 7};
-  EXPECT_THROW(unpackAddressRecord(emptyData, sizeof(emptyData), 2), TransportError);
-  // claims 200 bytes, has 2
-  const uint8_t overlong[] = {1, 2, 3, 4, 5, 6, 7, 8, 200, 0, 0, 0, 1, 2};
-  try {
-    unpackAddressRecord(overlong, sizeof(overlong), 5);
-    FAIL() << "expected an error";
-  } catch (const TransportError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos);
-  }
+  EXPECT_EQ(back.agreed, record.agreed);
+  const AddressRecord noMonitor{{4}, {}, 7, ""};
+  const auto small = packAddressRecord(noMonitor);
+  const AddressRecord again = unpackAddressRecord(small.data(), small.size(), 0);
+  EXPECT_EQ(again.data, noMonitor.data);
+  EXPECT_TRUE(again.monitor.empty());
+  EXPECT_TRUE(again.agreed.empty());
+}
+
+TEST(AddressRecord, MalformedRecordsFailNamingTheRank) {
+  EXPECT_NE(unpackError({1, 2, 3}, 2), "");                           // shorter than a header
+  EXPECT_NE(unpackError(recordBytes(0, 0, {7}), 2), "");             // no data address
+  EXPECT_NE(unpackError(recordBytes(200, 0, {1, 2}), 5).find("malformed address record of rank 5"),
+            std::string::npos);                                        // claims 200 bytes, has 2
+  EXPECT_NE(unpackError(recordBytes(2, 5, {1, 2, 3}), 3), "");        // the monitor's overruns
+  EXPECT_NE(unpackError(recordBytes(1, 0xffffffffu, {1}), 3), "");    // a length that wraps
+  EXPECT_EQ(unpackError(recordBytes(2, 1, {1, 2, 3, 'x'}), 3), "");   // data, monitor, agreed
+}
+
+TEST(AddressRecord, ARecordOfAnotherLayoutNamesAnotherBuild) {
+  // The layout before the magic: [host : 8][data length : 4][data][monitor].
+  const std::vector<uint8_t> older = {1, 2, 3, 4, 5, 6, 7, 8, 3, 0, 0, 0, 1, 2, 3};
+  const std::string error = unpackError(older, 4);
+  EXPECT_NE(error.find("rank 4 published an address record of another layout"),
+            std::string::npos) << error;
+  EXPECT_NE(error.find("another build of torch_ringreduce"), std::string::npos) << error;
 }
 
 namespace {

@@ -500,26 +500,56 @@ def strided_output_lists(rank, world, init_method, trials):
     return {"disagreements": disagreements, "refused": refused, "accepted": accepted}
 
 
-def settings_differ_between_ranks(rank, world_size, init_method):
-    """Rank 1 asks for another allreduce algorithm than rank 0: the group
-    refuses it on both ranks at once, naming the setting and the ranks,
-    instead of the two taking two paths and waiting for the timeout."""
+def _init_with_settings(rank, world_size, init_method, settings):
+    """The default group with these group settings and a 60 s timeout."""
     from datetime import timedelta
 
     import torch.distributed as dist
     import torch_ringreduce
 
+    dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=60),
+                            pg_options=torch_ringreduce.Options(config=settings))
+
+
+def settings_differ_between_ranks(rank, world_size, init_method):
+    """Rank 1 asks for another allreduce algorithm than rank 0: the group
+    refuses it on both ranks at once, naming the setting and the ranks,
+    instead of the two taking two paths and waiting for the timeout."""
+    import torch.distributed as dist
+
     algorithm = "auto" if rank == 0 else "ring"
-    options = torch_ringreduce.Options(config={"RINGREDUCE_ALGORITHM": algorithm})
     try:
-        dist.init_process_group("ringreduce", init_method=init_method, rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=60),
-                                pg_options=options)
+        _init_with_settings(rank, world_size, init_method, {"RINGREDUCE_ALGORITHM": algorithm})
         import torch
         dist.all_reduce(torch.ones(4))
         return {"error": None}
     except Exception as e:
         return {"error": str(e), "type": type(e).__name__}
+
+
+def settings_differ_across_nodes(rank, world_size, init_method):
+    """Each rank counts as a node of its own (no host channel to compare
+    settings), and rank 1 pipelines the ring in smaller segments: the
+    group's creation itself is refused on both ranks naming the setting,
+    instead of the first large allreduce failing on "received 65536 bytes,
+    expected 262144" or hanging until the timeout."""
+    import os
+
+    import torch.distributed as dist
+
+    os.environ["RINGREDUCE_HOST_ID"] = f"node{rank}"
+    segment = "262144" if rank == 0 else "65536"
+    try:
+        _init_with_settings(rank, world_size, init_method, {"RINGREDUCE_SEGMENT_BYTES": segment})
+    except Exception as e:
+        return {"error": str(e), "type": type(e).__name__, "at": "init_process_group"}
+    try:
+        import torch
+        dist.all_reduce(torch.ones(1 << 20))
+        return {"error": None}
+    except Exception as e:
+        return {"error": str(e), "type": type(e).__name__, "at": "all_reduce"}
 
 
 def ucx_segment_too_large(rank, world_size, init_method):

@@ -157,6 +157,20 @@ def test_ranks_with_different_path_settings_are_refused_at_once_naming_them():
     assert time.monotonic() - start < 60
 
 
+def test_ranks_on_different_nodes_with_different_settings_are_refused_when_the_group_is_made():
+    from error_cases import settings_differ_across_nodes
+
+    start = time.monotonic()
+    results = run_world(2, settings_differ_across_nodes, timeout=120)
+    for rank, result in enumerate(results):
+        assert result["at"] == "init_process_group", result
+        assert result["type"] == "ValueError", result
+        assert (f"rank {rank}: RINGREDUCE_SEGMENT_BYTES differs between ranks: rank 0 has "
+                "262144, rank 1 has 65536; every rank of a group must use the same") in \
+            result["error"], result
+    assert time.monotonic() - start < 60  # refused at once, not after the group's timeout
+
+
 def test_a_shared_memory_segment_ucx_cannot_carry_is_refused_naming_the_variable():
     from error_cases import ucx_segment_too_large
 

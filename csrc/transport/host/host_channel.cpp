@@ -15,6 +15,7 @@
 
 #include "core/base/errors.h"
 #include "core/base/core_yield.h"
+#include "core/config/settings_agreement.h"
 #include "transport/cross_memory.h"
 #include "transport/transport.h"
 
@@ -56,37 +57,11 @@ SetupRecord recordOf(const std::vector<uint8_t>& bytes) {
   return record;
 }
 
-// The first setting in which a rank differs from rank 0, named with both
-// values; "" when every rank agrees.
-std::string settingsDisagreement(const std::vector<SetupRecord>& all) {
-  const auto linesOf = [](const std::string& text) {
-    std::vector<std::string> lines;
-    size_t start = 0;
-    while (start < text.size()) {
-      const size_t end = std::min(text.find('\n', start), text.size());
-      if (end > start) lines.push_back(text.substr(start, end - start));
-      start = end + 1;
-    }
-    return lines;
-  };
-  const auto nameOf = [](const std::string& line) { return line.substr(0, line.find('=')); };
-  const auto valueOf = [](const std::string& line) {
-    const size_t eq = line.find('=');
-    return eq == std::string::npos ? std::string("(unset)") : line.substr(eq + 1);
-  };
-  const std::vector<std::string> first = linesOf(all[0].settings);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const std::vector<std::string> theirs = linesOf(all[r].settings);
-    for (size_t i = 0; i < std::max(first.size(), theirs.size()); ++i) {
-      const std::string a = i < first.size() ? first[i] : "";
-      const std::string b = i < theirs.size() ? theirs[i] : "";
-      if (a == b) continue;
-      return nameOf(a.empty() ? b : a) + " differs between ranks: rank 0 has " + valueOf(a) +
-             ", rank " + std::to_string(r) + " has " + valueOf(b) +
-             "; every rank of a group must use the same";
-    }
-  }
-  return "";
+// The first setting in which a rank differs from rank 0 (settings_agreement.h).
+std::string disagreementOf(const std::vector<SetupRecord>& all) {
+  std::vector<std::string> texts;
+  for (const SetupRecord& record : all) texts.emplace_back(record.settings);
+  return settingsDisagreement(texts);
 }
 
 SetupRecord verdict(bool ok, const std::string& reason) {
@@ -200,7 +175,7 @@ std::unique_ptr<HostChannel> HostChannel::open(KeyValueStore& store, const std::
   const std::vector<SetupRecord> mapped = exchange(store, prefix + "mapped/", rank, size, mine,
                                                    timeout);
   if (rank == 0) segment.unlink();
-  const std::string disagreement = settingsDisagreement(mapped);
+  const std::string disagreement = disagreementOf(mapped);
   if (!disagreement.empty()) {
     throw InvalidArgument("ringreduce: rank " + std::to_string(rank) + ": " + disagreement);
   }

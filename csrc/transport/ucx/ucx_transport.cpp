@@ -12,6 +12,7 @@
 
 #include "core/base/errors.h"
 #include "core/base/host_identity.h"
+#include "core/config/settings_agreement.h"
 #include "core/observe/log.h"
 #include "transport/ucx/address_record.h"
 #include "transport/ucx/bootstrap.h"
@@ -53,7 +54,8 @@ constexpr auto kMonitorProgressInterval = std::chrono::microseconds(200);
 }  // namespace
 
 UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
-                           std::chrono::milliseconds timeout, const Config& config)
+                           std::chrono::milliseconds timeout, const Config& config,
+                           bool collectiveChecks)
     : Transport(rank, size, config), copiesTakenBefore_(copiesFromGonePeersTaken()) {
   refuseUnusableSegmentSize();  // before UCX sees it: it would accept it
   std::vector<UcxWorker::Default> defaults;
@@ -81,18 +83,27 @@ UcxTransport::UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> st
     const auto published = exchangeAddresses(
         *store, rank, size,
         packAddressRecord({myAddress, monitor_ ? monitor_->address() : std::vector<uint8_t>{},
-                           myHost}),
+                           myHost,
+                           agreedSettings(config, config.checkCollectives || collectiveChecks)}),
         timeout, &storeGeneration_);
     storePrefix_ = "ringreduce/gen" + std::to_string(storeGeneration_) + "/";
     setProgressBoard(std::make_unique<ProgressBoard>(store, storePrefix_ + "waiting_in/", rank, size));
     std::vector<std::vector<uint8_t>> monitorAddresses(static_cast<size_t>(size));
     peerAddresses_.resize(static_cast<size_t>(size));
     ranksOnThisHost_ = 0;
+    std::vector<std::string> agreed(static_cast<size_t>(size));
     for (int peer = 0; peer < size; ++peer) {
       AddressRecord record = unpackAddressRecord(published[peer].data(), published[peer].size(), peer);
       peerAddresses_[peer] = std::move(record.data);
       monitorAddresses[peer] = std::move(record.monitor);
+      agreed[peer] = std::move(record.agreed);
       ranksOnThisHost_ += record.host == myHost;
+    }
+    // Every rank read the same records, so every rank fails alike, at
+    // once, instead of a collective hanging until its timeout.
+    const std::string disagreement = settingsDisagreement(agreed);
+    if (!disagreement.empty()) {
+      throw InvalidArgument("ringreduce: rank " + std::to_string(rank) + ": " + disagreement);
     }
     if (monitor_) {
       monitor_->connect(monitorAddresses);

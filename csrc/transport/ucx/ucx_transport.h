@@ -29,8 +29,13 @@ namespace ringreduce {
 class UcxTransport : public Transport {
  public:
   // Keeps `store` for the progress board (see transport/rendezvous/progress_board.h).
+  // Fails (InvalidArgument, on every rank alike) where the ranks differ in
+  // their build or in a setting that decides how messages go
+  // (core/config/settings_agreement.h); `collectiveChecks`: the collective
+  // check is on beyond config.checkCollectives (TORCH_DISTRIBUTED_DEBUG).
   UcxTransport(int rank, int size, std::shared_ptr<KeyValueStore> store,
-               std::chrono::milliseconds timeout, const Config& config);
+               std::chrono::milliseconds timeout, const Config& config,
+               bool collectiveChecks = false);
   ~UcxTransport() override;
 
   void announceFailure(const std::string& reason) override;
