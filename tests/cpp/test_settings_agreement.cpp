@@ -20,13 +20,17 @@ TEST(SettingsAgreement, NamesTheBuildAndTheSettingsThatDecideHowMessagesGo) {
   EXPECT_EQ(text.rfind("the torch_ringreduce build=" + buildIdentity() + "\n", 0), 0u) << text;
   for (const char* name : {"RINGREDUCE_ALGORITHM=auto", "RINGREDUCE_WIRE_DTYPE=none",
                            "RINGREDUCE_SEGMENT_BYTES=", "RINGREDUCE_CUDA_ALGO=auto",
-                           "RINGREDUCE_CUDA_WIRE_DTYPE=none", "RINGREDUCE_CUDA_ONESHOT_BYTES="}) {
+                           "RINGREDUCE_CUDA_WIRE_DTYPE=none", "RINGREDUCE_CUDA_ONESHOT_BYTES=",
+                           "RINGREDUCE_LINK_INTRA=", "RINGREDUCE_LINK_INTER=",
+                           "RINGREDUCE_LINK_MEASURE=0", "RINGREDUCE_AUTOTUNE=0",
+                           "RINGREDUCE_CUDA_BLOCKS=0", "RINGREDUCE_CUDA_SYNC="}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << " in " << text;
   }
   EXPECT_NE(text.find(collectiveCheckSetting(false)), std::string::npos) << text;
   // A rank's own settings may differ: its spins, its trace, its timing.
   for (const char* name : {"RINGREDUCE_SPIN_US", "RINGREDUCE_TRACE_BUFFER_SIZE",
-                           "RINGREDUCE_ENABLE_TIMING", "RINGREDUCE_SHM_STORES"}) {
+                           "RINGREDUCE_ENABLE_TIMING", "RINGREDUCE_SHM_STORES",
+                           "RINGREDUCE_EAGER_BYTES", "RINGREDUCE_CUDA_HOLD_BYTES"}) {
     EXPECT_EQ(text.find(name), std::string::npos) << name << " in " << text;
   }
   EXPECT_NE(agreedSettings(Config{}, true), text);

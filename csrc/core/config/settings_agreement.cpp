@@ -18,13 +18,30 @@ namespace {
 // The settings (Config::describe's names) that decide how a collective's
 // messages go, so that ranks which differ in one cannot talk.
 const std::set<std::string>& settingsThatMustAgree() {
+  // Each one, differing between two ranks across emulated nodes, hung a
+  // collective until its timeout or failed it on a size (the CUDA ones:
+  // what the device paths choose by, per rank, the same way).
   static const std::set<std::string> names = {
-      "RINGREDUCE_ALGORITHM",       // which allreduce runs
-      "RINGREDUCE_WIRE_DTYPE",      // 16-bit floats on the wire or not
-      "RINGREDUCE_SEGMENT_BYTES",   // the ring's and the chain's pieces
-      "RINGREDUCE_CUDA_ALGO",       // the device path
+      "RINGREDUCE_ALGORITHM",      // which allreduce runs
+      "RINGREDUCE_WIRE_DTYPE",     // 16-bit floats on the wire or not
+      "RINGREDUCE_SEGMENT_BYTES",  // the ring's and the chain's pieces
+      // The cost model's links choose the allreduce where the algorithm is
+      // auto; a measurement is shared, but only where every rank measures.
+      "RINGREDUCE_LINK_INTRA",
+      "RINGREDUCE_LINK_INTER",
+      "RINGREDUCE_LINK_MEASURE",
+      // The online tuner runs its candidates in the same order everywhere.
+      "RINGREDUCE_AUTOTUNE",
+      "RINGREDUCE_AUTOTUNE_STEPS",
+      "RINGREDUCE_AUTOTUNE_LOSSY_WIRE",
+      "RINGREDUCE_CUDA_ALGO",  // the device path
       "RINGREDUCE_CUDA_WIRE_DTYPE",
       "RINGREDUCE_CUDA_ONESHOT_BYTES",  // one-shot or two-shot, by size
+      "RINGREDUCE_CUDA_SYNC",           // how the device-flags path's ranks meet
+      "RINGREDUCE_CUDA_BUFFER_BYTES",   // which sizes that path takes
+      "RINGREDUCE_CUDA_BLOCKS",         // its blocks meet their peers' blocks
+      "RINGREDUCE_CUDA_SCRATCH_BYTES",  // the IPC kernels' pieces
+      "RINGREDUCE_CUDA_AUTOTUNE",       // device ring against NCCL, timed alike
   };
   return names;
 }

@@ -2,8 +2,9 @@
 // differs.
 //
 // Some settings decide how a collective's messages go: the allreduce's
-// algorithm, the wire dtype, the ring's segment, whether every collective
-// first compares its fingerprint, the CUDA path. A rank that differs in one
+// algorithm and the link costs and tuning that choose it, the wire dtype,
+// the ring's segment, whether every collective first compares its
+// fingerprint, the CUDA path and its layout. A rank that differs in one
 // of them sends what its peers do not expect: a hang until the timeout, or
 // "received 65536 bytes, expected 262144", which names sizes, not the
 // cause. A different build of torch_ringreduce is the same risk. So every
