@@ -99,5 +99,7 @@ TEST(SegmentSizeCheck, ReadsWhatUcxWillUseForEachSharedMemoryTransport) {
   }
   ASSERT_EQ(bytes.count("posix"), 1u) << "UCX lists no posix transport here";
   EXPECT_EQ(bytes["posix"], std::optional<uint64_t>(70000));
-  if (bytes.count("sysv")) EXPECT_EQ(bytes["sysv"], std::optional<uint64_t>(16384));
+  if (bytes.count("sysv")) {
+    EXPECT_EQ(bytes["sysv"], std::optional<uint64_t>(16384));
+  }
 }
