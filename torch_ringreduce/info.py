@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from . import _C, __version__, _build_info
+from . import _C, _build_info
 
 # What each UCX_TLS alias stands for, by transport-name prefix.
 _UCX_ALIASES = {"sm": ("sysv", "posix", "cma", "knem", "xpmem"),
@@ -97,7 +97,8 @@ def collect(require=()):
     transports = _C.ucx_transports()
     cuda_available = torch.cuda.is_available()
     facts = {
-        "torch_ringreduce": __version__,
+        # The version and source commit every rank of a group must share.
+        "torch_ringreduce": _C.build_identity(),
         "torch (built against)": f"{_build_info.TORCH_VERSION} "
                                  f"(_GLIBCXX_USE_CXX11_ABI={_build_info.TORCH_CXX11_ABI})",
         "torch (running)": f"{torch.__version__} "

@@ -7,6 +7,7 @@
 #include "backend/device_path.h"
 #include "backend/process_group_ring.h"
 #include "python/options_binding.h"
+#include "core/config/settings_agreement.h"
 #include "core/math/host_loops.h"
 #include "core/observe/latency_probe.h"
 #include "transport/ucx/ucx_info.h"
@@ -120,6 +121,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_probe_enabled", &ringreduce::probe::enabled);
   m.def("version", [] { return std::string(RINGREDUCE_VERSION); });
+  // What every rank compares with its peers' when a group is made.
+  m.def("build_identity", &ringreduce::buildIdentity);
   m.def("ucx_version", &ringreduce::ucxVersion);
   m.def("ucx_transports", &ringreduce::ucxTransports);
   m.def("ucx_built_version", &ringreduce::ucxBuiltVersion);

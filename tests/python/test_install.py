@@ -202,6 +202,9 @@ def info_facts(result):
 
 def test_info_reports_builds_runtimes_and_transports():
     facts = info_facts(info())
+    import torch_ringreduce
+    # The build every rank of a group must share (FAILURES.md): its version and commit.
+    assert facts["torch_ringreduce"].startswith(f"{torch_ringreduce.__version__}, commit "), facts
     assert facts["torch (running)"].startswith(torch.__version__)
     assert facts["torch (built against)"].split()[0] == torch.__version__
     assert facts["compiler"] and facts["C++ runtime (built)"].startswith("/")

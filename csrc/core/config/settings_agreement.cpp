@@ -7,9 +7,8 @@
 #ifndef RINGREDUCE_VERSION
 #define RINGREDUCE_VERSION ""
 #endif
-#ifndef RINGREDUCE_COMMIT
-#define RINGREDUCE_COMMIT ""
-#endif
+// RINGREDUCE_COMMIT, written at every build (cmake/write_commit.cmake).
+#include "ringreduce_commit.h"
 
 namespace ringreduce {
 
