@@ -504,48 +504,59 @@ TEST(EngineOnCaller, ABlockOfSendsAndReceivesIsPostedOnTheIssuingThreadAtItsEnd)
 
 // Posted on the caller, a block's receive still ends at its deadline
 // (counted from its post) and with an abort from another thread; the
-// block's whole fails with it.
+// block's whole fails with it. The executor may be busy for a moment as the
+// block ends (its worker woken by the transport, as the test above says),
+// and the block then goes to the worker, which must end it the same way:
+// each case is checked wherever it was posted, and tried until it was
+// posted on the caller at least once (five tries; under CI's load the
+// first went to the worker once).
 TEST(EngineOnCaller, ABlockPostedOnTheCallerEndsAtItsDeadlineAndWithAnAbort) {
   for (const bool abort : {false, true}) {
-    std::promise<void> rank0Done;
-    std::shared_future<void> done = rank0Done.get_future().share();
-    eachIdleRank(false, [&](int rank, Engine& engine, Transport& transport) {
-      if (rank == 1) {  // alive, never sending
-        done.wait();
-        return;
-      }
-      // Rank 1 leaves once rank 0 is done, however rank 0 leaves.
-      struct Release {
-        std::promise<void>& done;
-        ~Release() { done.set_value(); }
-      } release{rank0Done};
-      std::vector<float> sent(4, 1.0f), received(4, 0.0f);
-      int posts = 0;
-      const auto timeout = abort ? std::chrono::seconds(30) : std::chrono::seconds(1);
-      const auto start = Clock::now();
-      std::shared_ptr<RecordingCallbacks> combined = exchangeInBlock(
-          engine, transport, rank, timeout, sent, received, posts, /*peerSends=*/false);
-      ASSERT_NE(combined, nullptr);
-      EXPECT_EQ(posts, 2);
-      std::thread aborter;
-      if (abort) {
-        aborter = std::thread([&] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          engine.abort("aborted by the test");
-        });
-      }
-      ASSERT_TRUE(helpUntilFinished(engine, *combined));
-      const auto took = Clock::now() - start;
-      const std::string outcome = combined->outcome();
-      if (abort) {
-        aborter.join();
-        EXPECT_NE(outcome.find("recv p2p#2 on rank 0: aborted by the test"), std::string::npos)
-            << outcome;
-        EXPECT_LT(took, std::chrono::seconds(10));
-      } else {
-        EXPECT_NE(outcome.find("recv p2p#2 timed out after 1000 ms"), std::string::npos)
-            << outcome;
-      }
-    });
+    bool postedOnCaller = false;
+    for (int attempt = 0; attempt < 5 && !postedOnCaller; ++attempt) {
+      std::promise<void> rank0Done;
+      std::shared_future<void> done = rank0Done.get_future().share();
+      eachIdleRank(false, [&](int rank, Engine& engine, Transport& transport) {
+        if (rank == 1) {  // alive, never sending
+          done.wait();
+          return;
+        }
+        // Rank 1 leaves once rank 0 is done, however rank 0 leaves.
+        struct Release {
+          std::promise<void>& done;
+          ~Release() { done.set_value(); }
+        } release{rank0Done};
+        std::vector<float> sent(4, 1.0f), received(4, 0.0f);
+        int posts = 0;
+        const auto timeout = abort ? std::chrono::seconds(30) : std::chrono::seconds(1);
+        const auto start = Clock::now();
+        std::shared_ptr<RecordingCallbacks> combined = exchangeInBlock(
+            engine, transport, rank, timeout, sent, received, posts, /*peerSends=*/false);
+        ASSERT_NE(combined, nullptr);
+        EXPECT_TRUE(posts == 0 || posts == 2) << posts;
+        postedOnCaller = posts == 2;
+        std::thread aborter;
+        if (abort) {
+          aborter = std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            engine.abort("aborted by the test");
+          });
+        }
+        ASSERT_TRUE(helpUntilFinished(engine, *combined));
+        const auto took = Clock::now() - start;
+        const std::string outcome = combined->outcome();
+        if (abort) {
+          aborter.join();
+          EXPECT_NE(outcome.find("recv p2p#2 on rank 0: aborted by the test"), std::string::npos)
+              << outcome;
+          EXPECT_LT(took, std::chrono::seconds(10));
+        } else {
+          EXPECT_NE(outcome.find("recv p2p#2 timed out after 1000 ms"), std::string::npos)
+              << outcome;
+        }
+      });
+    }
+    EXPECT_TRUE(postedOnCaller) << (abort ? "abort" : "deadline")
+                                << ": no try posted the block on the caller";
   }
 }
